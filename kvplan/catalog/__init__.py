@@ -1,0 +1,279 @@
+"""Catalogs of devices, links, models and dtypes, shipped as TOML data in this package.
+
+Each entry carries its source and a confidence mark (V vendor document,
+S well-sourced secondary, U uncertain; see the entry's note). Values are
+written with units in the TOML ("192 GB", "8.0 TB/s") and converted here,
+once, to base units.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import sys
+from importlib import resources
+from typing import Any, Mapping, Optional, Sequence
+
+import attrs
+
+from kvplan.errors import CatalogError
+from kvplan.units import Dim, parse_quantity
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+
+# ------------------------------------------------------------------- dtypes
+
+@attrs.frozen(slots=True)
+class Dtype:
+    """A storage dtype: `width` bytes per element (SPEC §1)."""
+
+    id: str
+    width: float
+    bits: int
+    lossy: bool
+    note: str = ""
+
+
+DTYPES: Mapping[str, Dtype] = {
+    d.id: d
+    for d in (
+        Dtype("fp32", 4.0, 32, False),
+        Dtype("bf16", 2.0, 16, False),
+        Dtype("fp16", 2.0, 16, False),
+        Dtype("fp8", 1.0, 8, True, "FP8 E4M3 with per-tensor or per-head scales"),
+        Dtype("int8", 1.0, 8, True, "INT8 with per-token-head scales"),
+        Dtype("int4", 0.5, 4, True, "INT4 with per-token-head or group scales"),
+        Dtype("fp4", 0.5, 4, True, "NVFP4 (E2M1 with block scales)"),
+        Dtype("int2", 0.25, 2, True,
+              "2-bit with a structure-aware layout: per-channel keys, per-token values (KIVI)"),
+    )
+}
+DTYPE_ALIASES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "2bit": "int2",
+                 "2-bit": "int2", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "nvfp4": "fp4"}
+
+
+def dtype(name: str) -> Dtype:
+    key = DTYPE_ALIASES.get(name.lower(), name.lower())
+    if key not in DTYPES:
+        raise CatalogError(f"unknown dtype '{name}'", help=suggest(name, DTYPES))
+    return DTYPES[key]
+
+
+# ------------------------------------------------------------------- models
+
+@attrs.frozen(slots=True)
+class Model:
+    """A transformer as the KV model sees it (SPEC §2).
+
+    `windows[i]` is layer i's sliding window in tokens, or None for full
+    attention. For MLA (`kv_kind == "mla"`) a layer stores one latent of
+    `mla_kv_rank + mla_rope_dim` values per token instead of K and V.
+    `params` counts every parameter held in memory; `params_active` those read
+    per token at batch 1; `params_routed` those in routed experts (all of them).
+    """
+
+    id: str
+    name: str
+    n_layers: int
+    n_q: int
+    n_kv: int
+    head_dim: int
+    params: float
+    params_active: float
+    windows: tuple[Optional[int], ...]
+    kv_kind: str = "gqa"
+    mla_kv_rank: int = 0
+    mla_rope_dim: int = 0
+    v_head_dim: int = 0
+    n_experts: int = 0
+    experts_per_token: int = 0
+    params_routed: float = 0.0
+    soft_cap: Optional[float] = None
+    max_context: Optional[int] = None
+    hf_id: str = ""
+    source: str = ""
+    confidence: str = "V"
+    note: str = ""
+
+    @property
+    def g(self) -> float:
+        """GQA group factor n_q / n_kv."""
+        return self.n_q / self.n_kv
+
+    @property
+    def kv_elems_per_layer(self) -> int:
+        """KV elements one token stores in one layer: 2·n_kv·d_h, or d_c + d_r for MLA."""
+        if self.kv_kind == "mla":
+            return self.mla_kv_rank + self.mla_rope_dim
+        return 2 * self.n_kv * self.head_dim
+
+    @property
+    def attn_dims(self) -> tuple[int, int]:
+        """Per-head (QK, AV) widths of a decode kernel; MLA runs absorbed over the latent."""
+        if self.kv_kind == "mla":
+            return self.mla_kv_rank + self.mla_rope_dim, self.mla_kv_rank
+        return self.head_dim, (self.v_head_dim or self.head_dim)
+
+    @property
+    def is_moe(self) -> bool:
+        return self.n_experts > 0
+
+    @property
+    def window_groups(self) -> tuple[tuple[Optional[int], int], ...]:
+        """(window, layer count) pairs, full attention (None) first, then windows ascending."""
+        counts: dict[Optional[int], int] = {}
+        for w in self.windows:
+            counts[w] = counts.get(w, 0) + 1
+        return tuple(sorted(counts.items(), key=lambda kv: -1 if kv[0] is None else kv[0]))
+
+    @property
+    def all_full(self) -> bool:
+        return all(w is None for w in self.windows)
+
+
+# ------------------------------------------------------------------ devices
+
+@attrs.frozen(slots=True)
+class Link:
+    id: str
+    name: str
+    bandwidth: float  # B/s per direction
+    source: str = ""
+    note: str = ""
+
+
+@attrs.frozen(slots=True)
+class Device:
+    """An accelerator package. `fabric` is the die-to-die bandwidth in B/s, or None
+    where unpublished (striped placement is then an upper bound)."""
+
+    id: str
+    name: str
+    memory: float            # B
+    bandwidth: float         # B/s aggregate HBM
+    compute: float           # dense BF16 FLOP/s
+    compute_fp8: Optional[float]
+    partitions: int          # dies or HBM stacks pages can be pinned to
+    fabric: Optional[float]  # B/s die-to-die
+    sm_count: Optional[int]
+    host_link: Optional[str]
+    scaleup_link: Optional[str]
+    source: str = ""
+    confidence: str = "V"
+    note: str = ""
+
+    @property
+    def partition_bandwidth(self) -> float:
+        return self.bandwidth / self.partitions
+
+    @property
+    def ridge(self) -> float:
+        return self.compute / self.bandwidth
+
+
+# ------------------------------------------------------------------ loading
+
+def suggest(name: str, known: Mapping[str, Any] | Sequence[str]) -> str:
+    keys = list(known)
+    close = difflib.get_close_matches(name.lower(), keys, n=1, cutoff=0.5)
+    if close:
+        return f"did you mean '{close[0]}'?"
+    return "known: " + ", ".join(sorted(keys)[:12]) + (", ..." if len(keys) > 12 else "")
+
+
+def _load_toml(name: str) -> dict[str, Any]:
+    with resources.files("kvplan.catalog").joinpath(name).open("rb") as fh:
+        return tomllib.load(fh)
+
+
+def _q(entry: Mapping[str, Any], key: str, dim: Dim, where: str) -> float:
+    raw = entry[key]
+    if isinstance(raw, (int, float)):
+        return float(raw)
+    return parse_quantity(str(raw), dim, what=f"{where}.{key}")
+
+
+def _opt_q(entry: Mapping[str, Any], key: str, dim: Dim, where: str) -> Optional[float]:
+    return _q(entry, key, dim, where) if key in entry else None
+
+
+@functools.cache
+def links() -> Mapping[str, Link]:
+    out = {}
+    for lid, e in _load_toml("links.toml").items():
+        out[lid] = Link(id=lid, name=e["name"], bandwidth=_q(e, "bandwidth", Dim.BANDWIDTH, lid),
+                        source=e.get("source", ""), note=e.get("note", ""))
+    return out
+
+
+@functools.cache
+def devices() -> Mapping[str, Device]:
+    out = {}
+    for did, e in _load_toml("devices.toml").items():
+        out[did] = Device(
+            id=did, name=e["name"],
+            memory=_q(e, "memory", Dim.BYTES, did),
+            bandwidth=_q(e, "bandwidth", Dim.BANDWIDTH, did),
+            compute=_q(e, "compute", Dim.COMPUTE, did),
+            compute_fp8=_opt_q(e, "compute_fp8", Dim.COMPUTE, did),
+            partitions=int(e.get("partitions", 1)),
+            fabric=_opt_q(e, "fabric", Dim.BANDWIDTH, did),
+            sm_count=e.get("sm_count"),
+            host_link=e.get("host_link"), scaleup_link=e.get("scaleup_link"),
+            source=e.get("source", ""), confidence=e.get("confidence", "V"), note=e.get("note", ""),
+        )
+    return out
+
+
+def model_from_entry(mid: str, e: Mapping[str, Any]) -> Model:
+    n_layers = int(e["layers"])
+    windows: list[Optional[int]]
+    if "layer_windows" in e:
+        windows = [None if int(w) == 0 else int(w) for w in e["layer_windows"]]
+    elif "window" in e:
+        windows = [int(e["window"])] * n_layers
+    else:
+        windows = [None] * n_layers
+    params = _q(e, "params", Dim.COUNT, mid)
+    return Model(
+        id=mid, name=e["name"], n_layers=n_layers, n_q=int(e["q_heads"]),
+        n_kv=int(e.get("kv_heads", e["q_heads"])), head_dim=int(e["head_dim"]),
+        params=params, params_active=_opt_q(e, "params_active", Dim.COUNT, mid) or params,
+        windows=tuple(windows), kv_kind=e.get("kv_kind", "gqa"),
+        mla_kv_rank=int(e.get("mla_kv_rank", 0)), mla_rope_dim=int(e.get("mla_rope_dim", 0)),
+        v_head_dim=int(e.get("v_head_dim", 0)),
+        n_experts=int(e.get("experts", 0)), experts_per_token=int(e.get("experts_per_token", 0)),
+        params_routed=_opt_q(e, "params_routed", Dim.COUNT, mid) or 0.0,
+        soft_cap=e.get("soft_cap"), max_context=e.get("max_context"), hf_id=e.get("hf_id", ""),
+        source=e.get("source", ""), confidence=e.get("confidence", "V"), note=e.get("note", ""),
+    )
+
+
+@functools.cache
+def models() -> Mapping[str, Model]:
+    return {mid: model_from_entry(mid, e) for mid, e in _load_toml("models.toml").items()}
+
+
+def _lookup(kind: str, name: str, table: Mapping[str, Any]) -> Any:
+    if name in table:
+        return table[name]
+    low = name.lower()
+    if low in table:
+        return table[low]
+    raise CatalogError(f"unknown {kind} '{name}'", help=f"{suggest(name, table)}; `kvplan {kind}s` lists them")
+
+
+def get_model(name: str) -> Model:
+    return _lookup("model", name, models())  # type: ignore[no-any-return]
+
+
+def get_device(name: str) -> Device:
+    return _lookup("device", name, devices())  # type: ignore[no-any-return]
+
+
+def get_link(name: str) -> Link:
+    return _lookup("link", name, links())  # type: ignore[no-any-return]

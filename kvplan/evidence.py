@@ -1,0 +1,57 @@
+"""A number with its unit and evidence class: derived, reported or assumed (SPEC §1)."""
+
+from __future__ import annotations
+
+import enum
+import math
+from typing import Any
+
+import attrs
+
+from kvplan.units import fmt_unit
+
+
+class Evidence(str, enum.Enum):
+    DERIVED = "derived"
+    REPORTED = "reported"
+    ASSUMED = "assumed"
+
+
+@attrs.frozen(slots=True)
+class Value:
+    """One printed number. `unit` is the base unit (B, B/s, tokens, s, ...); `source`
+    names the equation, the citation or the input it came from."""
+
+    value: float
+    unit: str
+    evidence: Evidence
+    source: str
+
+    def to_json(self) -> dict[str, Any]:
+        v: Any = self.value
+        if isinstance(v, float):
+            if math.isinf(v) or math.isnan(v):
+                v = None  # JSON has no infinity; the source says why
+            elif v.is_integer() and abs(v) < 2**53:
+                v = int(v)
+        return {"value": v, "unit": self.unit, "evidence": self.evidence.value, "source": self.source}
+
+    def text(self) -> str:
+        """'427.2k tokens (derived)'."""
+        return f"{fmt_unit(self.value, self.unit)} ({self.evidence.value})"
+
+    @property
+    def human(self) -> str:
+        return fmt_unit(self.value, self.unit)
+
+
+def derived(value: float, unit: str, source: str) -> Value:
+    return Value(float(value), unit, Evidence.DERIVED, source)
+
+
+def assumed(value: float, unit: str, source: str) -> Value:
+    return Value(float(value), unit, Evidence.ASSUMED, source)
+
+
+def reported(value: float, unit: str, source: str) -> Value:
+    return Value(float(value), unit, Evidence.REPORTED, source)

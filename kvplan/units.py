@@ -1,0 +1,179 @@
+"""Quantities and dimensions: parse units at the edge, format them for output.
+
+Conventions (SPEC §1): token multipliers k/M are decimal, Ki/Mi binary; bytes
+KB/MB/GB/TB are powers of 1000 and KiB/MiB/GiB/TiB powers of 1024; bandwidth
+in B/s; compute in dense FLOP/s. Inside kvplan every quantity is a float in
+the base unit of its dimension (tokens, B, B/s, FLOP/s, s, tok/s, fraction).
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import math
+import re
+from typing import Mapping, Optional
+
+from kvplan.errors import UnitError
+
+
+class Dim(str, enum.Enum):
+    TOKENS = "tokens"
+    COUNT = "count"
+    BYTES = "bytes"
+    BANDWIDTH = "bandwidth"
+    COMPUTE = "compute"
+    TIME = "time"
+    RATE = "rate"
+    FRACTION = "fraction"
+    NUMBER = "number"
+
+
+_DEC = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+_BIN = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}
+
+
+def _byte_units(suffix: str) -> dict[str, float]:
+    table = {f"B{suffix}": 1.0}
+    for p in "KMGT":
+        table[f"{p}B{suffix}"] = _DEC[p]
+        table[f"{p}iB{suffix}"] = _BIN[f"{p}i"]
+    return table
+
+
+UNITS: Mapping[Dim, Mapping[str, float]] = {
+    Dim.TOKENS: {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "Ki": 2.0**10, "Mi": 2.0**20, "tokens": 1.0, "tok": 1.0},
+    Dim.COUNT: {"": 1.0, "k": 1e3, "M": 1e6, "B": 1e9, "T": 1e12},
+    Dim.BYTES: _byte_units(""),
+    Dim.BANDWIDTH: _byte_units("/s"),
+    Dim.COMPUTE: {"FLOPS": 1.0, "GFLOPS": 1e9, "TFLOPS": 1e12, "PFLOPS": 1e15,
+                  "FLOP/s": 1.0, "GFLOP/s": 1e9, "TFLOP/s": 1e12, "PFLOP/s": 1e15},
+    Dim.TIME: {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0},
+    Dim.RATE: {"tok/s": 1.0, "ktok/s": 1e3},
+    Dim.FRACTION: {"": 1.0, "%": 0.01},
+    Dim.NUMBER: {"": 1.0},
+}
+
+#: The unit each dimension is stored in, as JSON output names it.
+BASE_UNIT: Mapping[Dim, str] = {
+    Dim.TOKENS: "tokens", Dim.COUNT: "1", Dim.BYTES: "B", Dim.BANDWIDTH: "B/s",
+    Dim.COMPUTE: "FLOP/s", Dim.TIME: "s", Dim.RATE: "tok/s", Dim.FRACTION: "1", Dim.NUMBER: "1",
+}
+
+_QUANTITY = re.compile(r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-zµ%/]*)\s*$")
+
+
+def dims_of_unit(unit: str) -> list[Dim]:
+    """Every dimension in which `unit` is a known unit (`B` is bytes and a count)."""
+    return [d for d, table in UNITS.items() if unit in table and (unit or d in (Dim.TOKENS, Dim.COUNT, Dim.FRACTION, Dim.NUMBER))]
+
+
+def convert(number: float, unit: str, dim: Dim, *, what: str = "value") -> float:
+    """Convert `number unit` to the base unit of `dim`, or say what was expected."""
+    table = UNITS[dim]
+    if unit in table:
+        return float(number) * table[unit]
+    found = [d for d in dims_of_unit(unit) if d is not dim]
+    if found:
+        raise UnitError(f"{what} takes {dim.value}, got {found[0].value} ('{number:g} {unit}')",
+                        help=f"write it in {_unit_list(dim)}")
+    close = difflib.get_close_matches(unit, [u for u in table if u], n=1)
+    hint = f"did you mean '{close[0]}'?" if close else f"use {_unit_list(dim)}"
+    raise UnitError(f"unknown unit '{unit}' for {what} ({dim.value})", help=hint)
+
+
+def _unit_list(dim: Dim) -> str:
+    units = [u for u in UNITS[dim] if u]
+    if not units:
+        return "a plain number"
+    return ", ".join(units[:6]) + (" or a plain number" if "" in UNITS[dim] else "")
+
+
+def parse_quantity(text: str, dim: Dim, *, what: str = "value") -> float:
+    """Parse '4.8 TB/s', '128k', '60%' into the base unit of `dim`."""
+    m = _QUANTITY.match(text)
+    if not m:
+        raise UnitError(f"cannot read '{text}' as a quantity for {what}",
+                        help=f"write a number with a unit, e.g. '{_example(dim)}'")
+    return convert(float(m.group(1)), m.group(2), dim, what=what)
+
+
+def _example(dim: Dim) -> str:
+    return {Dim.TOKENS: "128k", Dim.COUNT: "70B", Dim.BYTES: "80 GB", Dim.BANDWIDTH: "3.35 TB/s",
+            Dim.COMPUTE: "989 TFLOPS", Dim.TIME: "50 ms", Dim.RATE: "500 tok/s",
+            Dim.FRACTION: "60%", Dim.NUMBER: "1.5"}[dim]
+
+
+# ---------------------------------------------------------------- formatting
+
+def _sig(x: float, digits: int = 4) -> str:
+    """A compact decimal with up to `digits` significant digits, no exponent for common sizes."""
+    if x == 0 or not math.isfinite(x):
+        return "0" if x == 0 else ("inf" if x > 0 else "-inf") if math.isinf(x) else "nan"
+    mag = int(math.floor(math.log10(abs(x))))
+    decimals = max(0, digits - 1 - mag)
+    text = f"{x:.{decimals}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text
+
+
+def fmt_tokens(x: float) -> str:
+    if not math.isfinite(x):
+        return "never" if x > 0 else "n/a"
+    if abs(x) >= 1e6:
+        return f"{_sig(x / 1e6)}M tokens"
+    if abs(x) >= 1e3:
+        return f"{_sig(x / 1e3)}k tokens"
+    return f"{_sig(x)} tokens"
+
+
+def fmt_bytes(x: float) -> str:
+    for unit, f in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if abs(x) >= f:
+            return f"{_sig(x / f)} {unit}"
+    return f"{_sig(x)} B"
+
+
+def fmt_bandwidth(x: float) -> str:
+    for unit, f in (("TB/s", 1e12), ("GB/s", 1e9), ("MB/s", 1e6)):
+        if abs(x) >= f:
+            return f"{_sig(x / f)} {unit}"
+    return f"{_sig(x)} B/s"
+
+
+def fmt_compute(x: float) -> str:
+    return f"{_sig(x / 1e12)} TFLOP/s"
+
+
+def fmt_time(x: float) -> str:
+    if not math.isfinite(x):
+        return "n/a"
+    if abs(x) >= 1:
+        return f"{_sig(x)} s"
+    if abs(x) >= 1e-3:
+        return f"{_sig(x * 1e3)} ms"
+    return f"{_sig(x * 1e6)} us"
+
+
+def fmt_rate(x: float) -> str:
+    return f"{_sig(x)} tok/s"
+
+
+def fmt_unit(x: float, unit: str) -> str:
+    """Format a base-unit value for people."""
+    fmt = {"tokens": fmt_tokens, "B": fmt_bytes, "B/s": fmt_bandwidth, "FLOP/s": fmt_compute,
+           "s": fmt_time, "tok/s": fmt_rate}.get(unit)
+    if fmt is not None:
+        return fmt(x)
+    if unit == "x":
+        return f"{_sig(x, 3)}x"
+    if unit == "%":
+        return f"{_sig(x * 100, 3)}%"
+    if unit in ("1", ""):
+        return _sig(x)
+    return f"{_sig(x)} {unit}"
+
+
+def optional_float(x: Optional[float]) -> Optional[float]:
+    return None if x is None else float(x)
