@@ -89,3 +89,57 @@ def devices_cmd(fmt: str) -> None:
     from kvplan.render import catalog_view
 
     click.echo(catalog_view.devices(list(catalog.devices().values()), fmt), nl=False)
+
+
+def _tokens(text: str, what: str) -> int:
+    from kvplan.units import Dim, parse_quantity
+
+    return int(round(parse_quantity(text, Dim.TOKENS, what=what)))
+
+
+@main.command("map")
+@click.option("--model", "model_id", metavar="ID", help="Catalog model id (kvplan models).")
+@click.option("--model-config", type=click.Path(dir_okay=False), metavar="PATH",
+              help="A Hugging Face config.json instead of a catalog id.")
+@click.option("--device", "device_id", required=True, metavar="ID", help="Catalog device id (kvplan devices).")
+@click.option("--devices", "n_devices", type=int, default=1, show_default=True, help="Devices holding the model.")
+@click.option("--tp", type=int, default=0, help="Tensor-parallel size (default: all devices).")
+@click.option("--batch", type=int, default=1, show_default=True, help="Concurrent sequences.")
+@click.option("--context", default="128k", show_default=True, help="Tokens per sequence (128k = 128,000).")
+@click.option("--weights", default="bf16", show_default=True, help="Weight dtype.")
+@click.option("--kv-dtype", default="bf16", show_default=True, help="KV cache dtype.")
+@click.option("--placement", type=click.Choice(["striped", "pinned", "affinity"]), default="striped",
+              show_default=True, help="KV page placement on multi-partition devices.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@handles_errors
+def map_cmd(model_id: str | None, model_config: str | None, device_id: str, n_devices: int, tp: int,
+            batch: int, context: str, weights: str, kv_dtype: str, placement: str, fmt: str) -> None:
+    """The regime map at one point: κ, s*, s_cap, β_eff, intensity, step time, regime, by KV dtype."""
+    from kvplan import catalog
+    from kvplan import roofline as rf
+    from kvplan.analysis import regime_map
+    from kvplan.hf import resolve_model
+    from kvplan.render import map_view
+
+    model = resolve_model(model_id, model_config)
+    device = catalog.get_device(device_id)
+    b = batch
+    s = _tokens(context, "context")
+    rf.check_batch_context(b, s)
+    w, kv = catalog.dtype(weights), catalog.dtype(kv_dtype)
+    cfg = rf.Config(model, device, n_devices=n_devices, tp=tp, w_p=w.width, w_kv=kv.width, placement=placement)
+    rm = regime_map(cfg, b, s, weights=w, kv=kv)
+    click.echo(map_view.text(rm) if fmt == "text" else map_view.json_text(rm), nl=False)
+
+
+@main.command("tables")
+@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text", show_default=True)
+@handles_errors
+def tables_cmd(fmt: str) -> None:
+    """Regenerate the derived parts of the paper's Tables 1, 3, 4, 5, 7 and the W4 economics."""
+    from kvplan import sok
+    from kvplan.render import tables_view
+
+    tables, inputs = sok.all_tables(), sok.paper_inputs()
+    render = {"text": tables_view.text, "markdown": tables_view.markdown, "json": tables_view.json_text}[fmt]
+    click.echo(render(tables, inputs), nl=False)

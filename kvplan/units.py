@@ -166,6 +166,13 @@ def fmt_unit(x: float, unit: str) -> str:
            "s": fmt_time, "tok/s": fmt_rate}.get(unit)
     if fmt is not None:
         return fmt(x)
+    if unit == "FLOP":
+        for name, f in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
+            if abs(x) >= f:
+                return f"{_sig(x / f)} {name}"
+        return f"{_sig(x)} FLOP"
+    if unit == "tokens/s":
+        return fmt_tokens(x).replace(" tokens", "") + " tokens/s"
     if unit == "x":
         return f"{_sig(x, 3)}x"
     if unit == "%":

@@ -1,0 +1,1 @@
+"""Renderers: take a finished result and return text; they compute nothing new."""

@@ -1,0 +1,49 @@
+"""Shared helpers for renderers: JSON envelopes and aligned text tables."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Sequence
+
+from kvplan.evidence import Value
+
+FORMAT_VERSION = "1"
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Values become contract objects; tuples of pairs become dicts; the rest passes through."""
+    if isinstance(obj, Value):
+        return obj.to_json()
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    return obj
+
+
+def dump_json(payload: dict[str, Any]) -> str:
+    """Deterministic JSON with the format version first."""
+    body = {"format_version": FORMAT_VERSION, **to_jsonable(payload)}
+    return json.dumps(body, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, right: Sequence[int] = ()) -> str:
+    """A plain aligned table; columns in `right` are right-aligned (numbers)."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, row)]
+
+    def line(cells: Sequence[str]) -> str:
+        out = []
+        for i, (c, w) in enumerate(zip(cells, widths)):
+            out.append(c.rjust(w) if i in right else c.ljust(w))
+        return "  ".join(out).rstrip()
+
+    sep = "  ".join("-" * w for w in widths)
+    return "\n".join([line(headers), sep, *[line(r) for r in rows]]) + "\n"
+
+
+def kv_lines(pairs: Sequence[tuple[str, Value]], indent: str = "  ") -> str:
+    """'label  value (evidence)  source' lines."""
+    width = max((len(k) for k, _ in pairs), default=0)
+    return "".join(f"{indent}{k.ljust(width)}  {v.text()}\n" for k, v in pairs)

@@ -1,0 +1,92 @@
+"""Render the paper's tables as text, Markdown or contract JSON. Each cell is one
+evidence class: [d] derived, [r] reported (footnoted with its citation), [a] assumed."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from kvplan.evidence import Value
+from kvplan.render.common import dump_json, table
+from kvplan.sok import Cell, Table
+
+_MARK = {"derived": "d", "reported": "r", "assumed": "a"}
+
+
+def _cell(c: Cell, notes: list[str]) -> str:
+    if isinstance(c, str):
+        return c
+    mark = _MARK[c.evidence.value]
+    if c.evidence.value == "reported":
+        if c.source not in notes:
+            notes.append(c.source)
+        return f"{c.human} [r{notes.index(c.source) + 1}]"
+    return f"{c.human} [{mark}]"
+
+
+def _inputs_lines(inputs: Sequence[tuple[str, Value]]) -> list[str]:
+    return [f"  {k:<20} {v.human:>14} [{_MARK[v.evidence.value]}]  {v.source}" for k, v in inputs]
+
+
+def text(tables: Sequence[Table], inputs: Sequence[tuple[str, Value]]) -> str:
+    out = ["Tables of 'The KV Cache Is the New Memory Wall' (derived parts, recomputed by kvplan)",
+           "cells: [d] derived from SPEC equations, [r#] reported (footnote), [a] assumed input", ""]
+    for t in tables:
+        notes: list[str] = []
+        rows = [[_cell(c, notes) for c in r] for r in t.rows]
+        out.append(f"Table {t.id}. {t.title}")
+        out.append(table(list(t.columns), rows).rstrip("\n"))
+        for i, n in enumerate(notes, 1):
+            out.append(f"  [r{i}] {n}")
+        for n in t.notes:
+            out.append(f"  note: {n}")
+        out.append("")
+    out.append("inputs (the paper's, not the catalog's):")
+    out.extend(_inputs_lines(inputs))
+    return "\n".join(out) + "\n"
+
+
+def markdown(tables: Sequence[Table], inputs: Sequence[tuple[str, Value]]) -> str:
+    out = ["# Tables of the KV-cache paper, recomputed by kvplan", "",
+           "Cells: **[d]** derived from SPEC equations, **[r#]** reported (see the footnote), "
+           "**[a]** assumed input.", ""]
+    for t in tables:
+        notes: list[str] = []
+        out.append(f"## Table {t.id}. {t.title}")
+        out.append("")
+        out.append("| " + " | ".join(t.columns) + " |")
+        out.append("|" + "|".join("---" for _ in t.columns) + "|")
+        for r in t.rows:
+            out.append("| " + " | ".join(_cell(c, notes).replace("|", "\\|") for c in r) + " |")
+        out.append("")
+        for i, n in enumerate(notes, 1):
+            out.append(f"- [r{i}] {n}")
+        for n in t.notes:
+            out.append(f"- note: {n}")
+        if notes or t.notes:
+            out.append("")
+    out.append("## Inputs")
+    out.append("")
+    out.append("| input | value | evidence | source |")
+    out.append("|---|---|---|---|")
+    for k, v in inputs:
+        out.append(f"| {k} | {v.human} | {v.evidence.value} | {v.source} |")
+    return "\n".join(out) + "\n"
+
+
+def payload(tables: Sequence[Table], inputs: Sequence[tuple[str, Value]]) -> dict[str, Any]:
+    def cell(c: Cell) -> Any:
+        return c.to_json() if isinstance(c, Value) else {"text": c}
+
+    return {
+        "kind": "paper_tables",
+        "inputs": dict(inputs),
+        "tables": [
+            {"id": t.id, "title": t.title, "columns": list(t.columns),
+             "rows": [[cell(c) for c in r] for r in t.rows], "notes": list(t.notes)}
+            for t in tables
+        ],
+    }
+
+
+def json_text(tables: Sequence[Table], inputs: Sequence[tuple[str, Value]]) -> str:
+    return dump_json(payload(tables, inputs))
