@@ -258,13 +258,29 @@ def models() -> Mapping[str, Model]:
     return {mid: model_from_entry(mid, e) for mid, e in _load_toml("models.toml").items()}
 
 
+_CATALOG_FILES = {"model": "models.toml", "device": "devices.toml", "link": "links.toml"}
+
+
+@functools.cache
+def aliases(kind: str) -> Mapping[str, str]:
+    """Lower-case alias -> catalog id, from each entry's optional `aliases` list."""
+    if kind not in _CATALOG_FILES:
+        return {}
+    return {str(a).lower(): cid for cid, e in _load_toml(_CATALOG_FILES[kind]).items()
+            for a in e.get("aliases", ())}
+
+
 def _lookup(kind: str, name: str, table: Mapping[str, Any]) -> Any:
     if name in table:
         return table[name]
     low = name.lower()
     if low in table:
         return table[low]
-    raise CatalogError(f"unknown {kind} '{name}'", help=f"{suggest(name, table)}; `kvplan {kind}s` lists them")
+    alias = aliases(kind).get(low)
+    if alias is not None and alias in table:
+        return table[alias]
+    known = [*table, *aliases(kind)]
+    raise CatalogError(f"unknown {kind} '{name}'", help=f"{suggest(name, known)}; `kvplan {kind}s` lists them")
 
 
 def get_model(name: str) -> Model:
