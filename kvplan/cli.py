@@ -143,3 +143,84 @@ def tables_cmd(fmt: str) -> None:
     tables, inputs = sok.all_tables(), sok.paper_inputs()
     render = {"text": tables_view.text, "markdown": tables_view.markdown, "json": tables_view.json_text}[fmt]
     click.echo(render(tables, inputs), nl=False)
+
+
+_LINT_FORMATS = ["concise", "full", "json", "github", "sarif"]
+
+
+def _lint_checks() -> tuple[Any, ...]:
+    """Extra per-file checks for `kvplan lint`: each takes a CheckResult, returns Diagnostics.
+
+    The planner's KV2xx/KV3xx rules are wired in here.
+    """
+    return ()
+
+
+@main.command("lint")
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--output-format", type=click.Choice(_LINT_FORMATS), default="concise", show_default=True,
+              help="How to print diagnostics (stdout).")
+@click.option("--select", multiple=True, metavar="CODES",
+              help="Report only codes with these prefixes, comma-separated (KV1,KV201); replaces the config's.")
+@click.option("--ignore", multiple=True, metavar="CODES", help="Also leave out codes with these prefixes.")
+@click.option("--fail-on", type=click.Choice(["error", "warning", "info"]), default=None,
+              help="Lowest severity that makes the exit status 1  [config, else warning].")
+@click.option("--config", type=click.Path(dir_okay=False), default=None, metavar="PYPROJECT",
+              help="Read [tool.kvplan] from this file instead of the nearest pyproject.toml.")
+@handles_errors
+def lint_cmd(paths: tuple[str, ...], output_format: str, select: tuple[str, ...], ignore: tuple[str, ...],
+             fail_on: str | None, config: str | None) -> None:
+    """Check .kvp files and directories: diagnostics on stdout, a summary on stderr.
+
+    Exit 0 when nothing reaches --fail-on, 1 when something does, 2 when lint could not run.
+    """
+    from kvplan import lint
+    from kvplan.render import diagnostics as diag_view
+
+    settings = lint.load_settings(".", config).with_overrides(
+        select=lint.split_codes(select) if select else None, ignore=lint.split_codes(ignore), fail_on=fail_on)
+    report = lint.lint_paths(paths, settings, checks=_lint_checks())
+    click.echo(diag_view.render(output_format, report.files), nl=False)
+    click.echo(report.summary(), err=True)
+    sys.exit(report.exit_code())
+
+
+@main.command("fmt")
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--check", is_flag=True, help="Write nothing; list files that would change; exit 1 if any.")
+@click.option("--diff", is_flag=True, help="Write nothing; print what would change as a diff; exit 1 if any.")
+@handles_errors
+def fmt_cmd(paths: tuple[str, ...], check: bool, diff: bool) -> None:
+    """Rewrite .kvp files in the canonical layout (comments kept). Exit 2 on a syntax error."""
+    import difflib
+
+    from kvplan.lang.fmt import format_source
+    from kvplan.lint import collect_paths
+
+    changed, broken, files = [], 0, collect_paths(paths)
+    for path in files:
+        with open(path, encoding="utf-8", newline="") as fh:
+            old = fh.read()
+        try:
+            new = format_source(old, path)
+        except KvplanError as exc:
+            click.echo(str(exc), err=True)
+            broken += 1
+            continue
+        if new == old:
+            continue
+        changed.append(path)
+        if diff:
+            click.echo("".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), path, path)),
+                       nl=False)
+        elif check:
+            click.echo(f"would reformat {path}")
+        else:
+            with open(path, "w", encoding="utf-8", newline="") as fh:
+                fh.write(new)
+    dry = check or diff
+    n = len(changed)
+    verb = "would be reformatted" if dry else "reformatted"
+    click.echo(f"{n} file{'' if n == 1 else 's'} {verb}, {len(files) - n - broken} unchanged"
+               + (f", {broken} with syntax errors" if broken else ""), err=True)
+    sys.exit(EXIT_ERROR if broken else EXIT_FINDINGS if dry and changed else EXIT_CLEAN)

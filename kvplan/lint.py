@@ -1,0 +1,381 @@
+"""Lint: check many .kvp files, apply in-file suppressions and select/ignore, collect a report.
+
+The pure core behind `kvplan lint`. Each file goes through `kvplan.lang.check_file`
+(which never raises for bad input), then through the extra `checks` the caller
+passes (the planner's KV2xx/KV3xx rules), then through suppression comments:
+
+    kv_dtype = fp4            # kvplan: ignore[KV201] the vendor kernel is validated for fp4
+    # kvplan: ignore[KV301, KV305] load test showed 48 ms at p99
+    step_time <= 50 ms
+
+A suppression applies to its own line when it follows code, else to the next
+line that holds code. One without a reason, naming an unknown code, or
+suppressing nothing is itself reported (KV9xx). Syntax errors (KV0xx) are never
+suppressed nor filtered: a file that does not parse cannot be linted.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence
+
+import attrs
+
+from kvplan.diagnostics import Diagnostic, Severity, make, registry
+from kvplan.errors import ConfigError, KvplanError, Span
+from kvplan.lang.codes import SUPPRESSION_WITHOUT_REASON, UNKNOWN_SUPPRESSED_CODE, UNUSED_SUPPRESSION
+
+if TYPE_CHECKING:
+    from kvplan.lang import CheckResult
+
+Check = Callable[["CheckResult"], Sequence[Diagnostic]]
+
+SUFFIX = ".kvp"
+_PREFIX = re.compile(r"KV[0-9]{0,3}")
+_SKIP_DIRS = {"node_modules", "__pycache__", "venv", "site-packages"}
+
+
+# --------------------------------------------------------------------------- settings
+
+def _severity(text: str, where: str) -> Severity:
+    try:
+        return Severity(text)
+    except ValueError:
+        raise ConfigError(f"{where}: fail-on must be error, warning or info, got {text!r}") from None
+
+
+@attrs.frozen(slots=True)
+class LintSettings:
+    """Which codes to report and which severity fails the run.
+
+    `select` and `ignore` hold code prefixes (`KV2`, `KV201`); an empty select means
+    every code. When both match a code, the longer prefix wins, and ignore wins a tie.
+    """
+
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    fail_on: Severity = Severity.WARNING
+    check_digest: bool = False          # reserved for the backend issue
+    config_path: Optional[str] = None   # the pyproject.toml the settings came from
+
+    def wants(self, code: str) -> bool:
+        if code.startswith("KV0"):
+            return True
+        sel = max((len(p) for p in self.select if code.startswith(p)), default=-1 if self.select else 0)
+        ign = max((len(p) for p in self.ignore if code.startswith(p)), default=-1)
+        return sel >= 0 and sel > ign
+
+    def with_overrides(self, *, select: Optional[Sequence[str]] = None, ignore: Sequence[str] = (),
+                       fail_on: Optional[str] = None) -> "LintSettings":
+        """Command-line flags over file settings: --select replaces, --ignore adds, --fail-on replaces."""
+        return attrs.evolve(
+            self,
+            select=tuple(_check_prefixes(select, "--select")) if select is not None else self.select,
+            ignore=self.ignore + tuple(_check_prefixes(ignore, "--ignore")),
+            fail_on=_severity(fail_on, "--fail-on") if fail_on is not None else self.fail_on,
+        )
+
+
+def split_codes(values: Iterable[str]) -> list[str]:
+    """`KV1,KV2` `KV3` -> [KV1, KV2, KV3]."""
+    return [c.strip() for v in values for c in v.split(",") if c.strip()]
+
+
+def _check_prefixes(prefixes: Iterable[str], where: str) -> list[str]:
+    known = registry()
+    out = []
+    for p in prefixes:
+        if not _PREFIX.fullmatch(p) or not any(code.startswith(p) for code in known):
+            near = difflib.get_close_matches(p.upper(), list(known), n=1)
+            hint = f"; did you mean {near[0]}?" if near else "; codes look like KV2 or KV201"
+            raise ConfigError(f"{where}: no diagnostic code starts with {p!r}{hint}")
+        out.append(p)
+    return out
+
+
+def _load_toml(path: Path) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+
+
+def find_pyproject(start_dir: str) -> Optional[Path]:
+    """The nearest pyproject.toml with a [tool.kvplan] table, from start_dir upward."""
+    here = Path(start_dir).resolve()
+    for d in (here, *here.parents):
+        candidate = d / "pyproject.toml"
+        if candidate.is_file() and "kvplan" in _load_toml(candidate).get("tool", {}):
+            return candidate
+    return None
+
+
+def load_settings(start_dir: str = ".", config: Optional[str] = None) -> LintSettings:
+    """Settings from [tool.kvplan] (keys select, ignore, fail-on) of `config` or the nearest pyproject."""
+    path = Path(config) if config is not None else find_pyproject(start_dir)
+    if path is None:
+        return LintSettings()
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such file (--config takes a pyproject.toml)")
+    table = _load_toml(path).get("tool", {}).get("kvplan", {})
+    shown = _display(str(path))
+    if not isinstance(table, dict):
+        raise ConfigError(f"{shown}: [tool.kvplan] must be a table")
+
+    def codes(key: str) -> tuple[str, ...]:
+        value = table.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f'{shown}: [tool.kvplan] {key} must be a list of code prefixes, e.g. ["KV2"]')
+        return tuple(_check_prefixes(value, f"{shown}: [tool.kvplan] {key}"))
+
+    fail_on = table.get("fail-on", "warning")
+    if not isinstance(fail_on, str):
+        raise ConfigError(f"{shown}: [tool.kvplan] fail-on must be a string: error, warning or info")
+    return LintSettings(select=codes("select"), ignore=codes("ignore"),
+                        fail_on=_severity(fail_on, f"{shown}: [tool.kvplan]"), config_path=shown)
+
+
+# --------------------------------------------------------------------------- paths
+
+def _display(path: str) -> str:
+    """Relative to the working directory when inside it; forward slashes; no `./`."""
+    p = os.path.normpath(path)
+    if os.path.isabs(p):
+        rel = os.path.relpath(p)
+        if not rel.startswith(".."):
+            p = rel
+    return p.replace(os.sep, "/")
+
+
+def _skipped(dirname: str) -> bool:
+    return dirname.startswith(".") or dirname in _SKIP_DIRS
+
+
+def collect_paths(paths: Sequence[str]) -> tuple[str, ...]:
+    """Files as given, directories expanded recursively to their *.kvp files; sorted, unique."""
+    if not paths:
+        raise KvplanError("no paths given", help="name .kvp files or directories, e.g. `kvplan lint specs/`")
+    found: set[str] = set()
+    for given in paths:
+        if os.path.isdir(given):
+            inside = []
+            for root, dirs, files in os.walk(given):
+                dirs[:] = [d for d in dirs if not _skipped(d)]   # prune hidden and tool folders
+                inside += [_display(os.path.join(root, f)) for f in files if f.endswith(SUFFIX)]
+            if not inside:
+                raise KvplanError(f"{_display(given)}: no {SUFFIX} files in this directory")
+            found.update(inside)
+        elif os.path.exists(given):
+            found.add(_display(given))
+        else:
+            raise KvplanError(f"{given}: no such file or directory")
+    return tuple(sorted(found))
+
+
+# --------------------------------------------------------------------------- suppressions
+
+@attrs.frozen(slots=True)
+class Comment:
+    """A `#` comment found by the line scanner: where it starts and its text (with the `#`)."""
+
+    line: int
+    column: int
+    text: str
+    trailing: bool      # code precedes it on its line
+
+
+def scan_comments(source: str) -> list[Comment]:
+    """Comments line by line, skipping `#` inside double-quoted strings (with `\\"` escapes)."""
+    out = []
+    for lineno, line in enumerate(source.split("\n"), start=1):
+        in_string = escaped = False
+        for i, ch in enumerate(line):
+            if in_string:
+                if escaped:
+                    escaped = False
+                elif ch == "\\":
+                    escaped = True
+                elif ch == '"':
+                    in_string = False
+            elif ch == '"':
+                in_string = True
+            elif ch == "#":
+                out.append(Comment(lineno, i + 1, line[i:].rstrip("\r\n"), bool(line[:i].strip())))
+                break
+    return out
+
+
+_SUPPRESSION = re.compile(r"#\s*kvplan\s*:\s*ignore\b(?P<rest>.*)", re.IGNORECASE)
+_BRACKETS = re.compile(r"\s*\[(?P<codes>[^\]]*)\](?P<reason>.*)")
+
+
+@attrs.frozen(slots=True)
+class Suppression:
+    """`# kvplan: ignore[CODES] reason` and the line it applies to (None: no code follows)."""
+
+    comment: Comment
+    codes: tuple[tuple[str, int], ...]   # each code with its column
+    reason: str
+    target: Optional[int]
+    well_formed: bool
+
+
+def find_suppressions(source: str) -> list[Suppression]:
+    comments = scan_comments(source)
+    lines = source.split("\n")
+    comment_lines = {c.line: c for c in comments}
+
+    def holds_code(n: int) -> bool:
+        text = lines[n - 1]
+        c = comment_lines.get(n)
+        return bool((text[: c.column - 1] if c else text).strip())
+
+    out = []
+    for c in comments:
+        m = _SUPPRESSION.match(c.text)
+        if not m:
+            continue
+        body = _BRACKETS.match(m.group("rest"))
+        codes: list[tuple[str, int]] = []
+        reason = ""
+        if body:
+            start = c.column - 1 + m.start("rest") + body.start("codes")
+            for piece in re.finditer(r"[^,\s]+", body.group("codes")):
+                codes.append((piece.group(0), start + piece.start() + 1))
+            reason = body.group("reason").strip().lstrip("-—–:").strip()
+        target: Optional[int] = c.line
+        if not c.trailing:
+            target = next((n for n in range(c.line + 1, len(lines) + 1) if holds_code(n)), None)
+        out.append(Suppression(c, tuple(codes), reason, target, bool(body) and bool(codes)))
+    return out
+
+
+def _span(path: str, line: int, column: int, length: int) -> Span:
+    return Span(path, line, column, line, column + max(length, 1))
+
+
+def apply_suppressions(path: str, source: str,
+                       diagnostics: Sequence[Diagnostic]) -> tuple[list[Diagnostic], int]:
+    """The diagnostics left after suppressions, plus KV9xx findings about the suppressions; and
+    how many were suppressed."""
+    known = registry()
+    sups = find_suppressions(source)
+    used: set[tuple[int, str]] = set()
+    by_line: dict[int, list[tuple[int, Suppression]]] = {}
+    for i, s in enumerate(sups):
+        if s.target is not None:
+            by_line.setdefault(s.target, []).append((i, s))
+
+    kept, suppressed = [], 0
+    for d in diagnostics:
+        hit = None
+        if d.span is not None and not d.code.startswith(("KV0", "KV9")):
+            hit = next((i for i, s in by_line.get(d.span.line, ()) if any(c == d.code for c, _ in s.codes)), None)
+        if hit is None:
+            kept.append(d)
+        else:
+            used.add((hit, d.code))
+            suppressed += 1
+
+    for i, s in enumerate(sups):
+        c = s.comment
+        whole = _span(path, c.line, c.column, len(c.text))
+        if not s.well_formed:
+            kept.append(make(UNKNOWN_SUPPRESSED_CODE, "suppression names no code", whole,
+                             help="write `# kvplan: ignore[KV201] reason`, naming the codes to ignore"))
+            continue
+        for code, col in s.codes:
+            where = _span(path, c.line, col, len(code))
+            if code not in known:
+                near = difflib.get_close_matches(code.upper(), list(known), n=1)
+                hint = f"did you mean {near[0]}?" if near else "`kvplan rules` lists the codes"
+                kept.append(make(UNKNOWN_SUPPRESSED_CODE, f"suppression names unknown code {code!r}", where, help=hint))
+            elif (i, code) not in used:
+                target = f"line {s.target}" if s.target is not None else "the end of the file"
+                kept.append(make(UNUSED_SUPPRESSION, f"suppression of {code} is unused: {code} is not reported on "
+                                 f"{target}", where, help="remove the code from the suppression"))
+        if not s.reason:
+            kept.append(make(SUPPRESSION_WITHOUT_REASON, "suppression gives no reason", whole,
+                             help="say why after the brackets: `# kvplan: ignore[KV201] measured on our kernel`"))
+    return kept, suppressed
+
+
+# --------------------------------------------------------------------------- report
+
+@attrs.frozen(slots=True)
+class FileReport:
+    """One linted file: its source and the diagnostics left to report, sorted."""
+
+    path: str
+    source: str
+    diagnostics: tuple[Diagnostic, ...]
+    suppressed: int = 0
+    result: Any = None       # the CheckResult, for callers that want the scenarios
+
+
+@attrs.frozen(slots=True)
+class LintReport:
+    files: tuple[FileReport, ...]
+    settings: LintSettings = LintSettings()
+
+    @property
+    def diagnostics(self) -> tuple[Diagnostic, ...]:
+        return tuple(d for f in self.files for d in f.diagnostics)
+
+    def counts(self) -> Mapping[Severity, int]:
+        out = {s: 0 for s in Severity}
+        for d in self.diagnostics:
+            out[d.severity] += 1
+        return out
+
+    def exit_code(self, fail_on: Optional[Severity] = None) -> int:
+        """0 when nothing reaches `fail_on` (default: the settings'), else 1."""
+        floor = (fail_on or self.settings.fail_on).rank
+        return 1 if any(d.severity.rank >= floor for d in self.diagnostics) else 0
+
+    def summary(self) -> str:
+        """`3 errors, 1 warning in 2 files`."""
+        counts = self.counts()
+        parts = [f"{n} {s.value}{'' if n == 1 else 's'}" for s, n in counts.items() if n]
+        nfiles = len(self.files)
+        where = f"in {nfiles} file{'' if nfiles == 1 else 's'}"
+        found = ", ".join(parts) if parts else "no findings"
+        hidden = sum(f.suppressed for f in self.files)
+        return f"{found} {where}" + (f" ({hidden} suppressed)" if hidden else "")
+
+
+def _sort_key(d: Diagnostic) -> tuple[int, int, str, str]:
+    s = d.span
+    return (s.line if s else 0, s.column if s else 0, d.code, d.message)
+
+
+def lint_file(path: str, settings: LintSettings, checks: Sequence[Check] = ()) -> FileReport:
+    from kvplan.lang import check_file
+
+    result = check_file(path)
+    raw = list(result.diagnostics)
+    parsed = result.file is not None and not any(d.code.startswith("KV0") for d in raw)
+    # The extra checks plan the spec; a spec with errors cannot be planned.
+    if parsed and not any(d.severity is Severity.ERROR for d in raw):
+        for check in checks:
+            raw.extend(check(result))
+    suppressed = 0
+    if parsed:
+        raw, suppressed = apply_suppressions(path, result.source, raw)
+    kept = sorted((d for d in raw if settings.wants(d.code)), key=_sort_key)
+    return FileReport(path, result.source, tuple(kept), suppressed, result)
+
+
+def lint_paths(paths: Sequence[str], settings: LintSettings = LintSettings(),
+               checks: Sequence[Check] = ()) -> LintReport:
+    """Lint every file under `paths`; a file that does not parse does not stop the others."""
+    return LintReport(tuple(lint_file(p, settings, checks) for p in collect_paths(paths)), settings)
