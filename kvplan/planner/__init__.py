@@ -1,0 +1,356 @@
+"""The planner: a scenario in, a justified plan out (SPEC §8 applied to the regime map).
+
+    plan(scenario) -> Plan
+
+Steps: R1 map the regime of the uncompressed deployment; build the candidate
+space from the quality budget, the engine and the pins; evaluate every
+candidate (search.evaluate); drop what breaks a rule (R3–R7) or does not fit;
+choose by the objective; decide tiering from the reuse economics; re-evaluate
+the map for the chosen plan (R8); record every decision with its numbers,
+evidence and the options turned down.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import attrs
+import numpy as np
+
+from kvplan import roofline as rf
+from kvplan.catalog import DTYPES, get_link
+from kvplan.engines import get_engine
+from kvplan.evidence import Value, assumed, derived
+from kvplan.footprint import KvFactors, fragmentation, kappa, kv_bytes_per_seq, sharing_factor
+from kvplan.planner import search
+from kvplan.planner.plan import Decision, Option, Plan, TierPlan, Unmet
+from kvplan.planner.search import Evaluated, Space
+from kvplan.tiering import DEFAULT_PREFILL_EFFICIENCY, fetch_time, prefill_time
+from kvplan.units import fmt_unit
+
+#: Fraction of each device's memory kept for activations, CUDA graphs and the runtime (assumed:
+#: vLLM's default --gpu-memory-utilization of 0.92 leaves the same 8%).
+DEFAULT_RESERVE = 0.08
+#: A lossier option must shorten the step by at least this factor to be preferred (assumed).
+DEFAULT_MIN_GAIN = 1.10
+#: The largest device count a suggestion searches when nothing allowed fits.
+SUGGESTION_MAX_DEVICES = 1024
+
+
+def _f(x: Any) -> float:
+    return float(np.asarray(x))
+
+
+def _pin(sc: Any, key: str) -> Any:
+    p = sc.pins.get(key)
+    return None if p is None else p.value
+
+
+def admissible_dtypes(budget: str, engine: str) -> tuple[str, ...]:
+    """KV dtypes the budget admits (LANGUAGE.md) that the engine can store."""
+    from kvplan.quality import admissible
+
+    allowed = admissible(budget, False).kv_dtypes
+    eng = get_engine(engine)
+    return tuple(d for d in search.DTYPE_ORDER if d in allowed and d in eng.kv_dtypes and d != "fp16")
+
+
+def eviction_admissible(sc: Any) -> bool:
+    from kvplan.quality import admissible
+
+    return admissible(sc.budget, sc.eviction_allowed).eviction and get_engine(sc.engine).eviction
+
+
+def _space(sc: Any, below_s_star: bool) -> tuple[Space, dict[str, str]]:
+    """Candidate axes after pins, budget, engine and rules; `why` says what each rule removed."""
+    why: dict[str, str] = {}
+    dtypes = admissible_dtypes(sc.budget, sc.engine)
+    if below_s_star:
+        why["R3"] = "below s*: no lossy KV dtype or eviction (R3)"
+        dtypes = ("bf16",)
+    pin_dt = _pin(sc, "kv_dtype")
+    if pin_dt is not None:
+        dtypes = (DTYPES[pin_dt].id if pin_dt in DTYPES else str(pin_dt),)
+    retentions: tuple[float, ...] = (1.0,)
+    if eviction_admissible(sc) and not below_s_star:
+        retentions = (1.0,) + tuple(r for r in search.EVICTION_RETENTIONS if r >= max(0.5, sc.min_retention))
+        if sc.min_retention not in retentions and 0.5 <= sc.min_retention < 1:
+            retentions = retentions + (float(sc.min_retention),)
+    pin_r = _pin(sc, "retention")
+    if pin_r is not None:
+        retentions = (float(pin_r),)
+    pin_n = _pin(sc, "devices")
+    if pin_n is not None:
+        counts: tuple[int, ...] = (int(pin_n),)
+    elif sc.devices.mode == "fixed":
+        counts = (sc.devices.n,)
+    else:
+        cap = sc.devices.n
+        counts = tuple(sorted({c for c in search.AUTO_DEVICE_COUNTS if c <= cap} | ({cap} if sc.devices.mode == "max" else set())))
+    pin_pl = _pin(sc, "placement") or (sc.placement if sc.placement != "auto" else None)
+    if sc.device.partitions == 1:
+        placements: tuple[str, ...] = ("striped",)
+    elif pin_pl is not None:
+        placements = (str(pin_pl),)
+    else:
+        placements = ("striped", "affinity")
+    return Space(tuple(dtypes), retentions, counts, placements), why
+
+
+def _sharing(sc: Any, prefix_caching: bool) -> float:
+    if not prefix_caching or sc.prefix <= 0 or sc.fanout <= 1:
+        return 1.0
+    n = min(sc.fanout, sc.batch)
+    return _f(sharing_factor(n, sc.context, sc.prefix)) if n > 1 else 1.0
+
+
+def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT_MIN_GAIN) -> Plan:
+    """Plan one scenario. Never raises for a deployment that does not fit: the plan says so."""
+    m, d = sc.model, sc.device
+    eng = get_engine(sc.engine)
+    w_p = sc.weights.width
+    b, s = sc.batch, sc.context
+    rf.check_batch_context(b, s)
+
+    pin_pc = _pin(sc, "prefix_caching")
+    prefix_caching = True if pin_pc is None else bool(pin_pc)
+    block = int(_pin(sc, "block_size") or eng.default_block)
+    sigma = _sharing(sc, prefix_caching)
+    phi = _f(fragmentation(s, block))
+
+    # R1: the regime of the uncompressed deployment on one device.
+    base1 = rf.Config(m, d, w_p=w_p, w_kv=2.0, reserve=0.0)
+    s_star0 = _f(rf.s_star(base1, b))
+    s_cap0 = _f(rf.s_cap(base1, b))
+    regime_before = str(rf.regime(s, s_star0, s_cap0))
+    below = s < s_star0
+
+    space, why = _space(sc, below)
+    ev = search.evaluate(m, d, batch=b, context=s, w_p=w_p, sharing=sigma, frag=phi, reserve=reserve, space=space)
+    pinned_dtype = _pin(sc, "kv_dtype") is not None
+    narrowest = min((DTYPES[x].width for x in space.dtypes), default=2.0)
+
+    ok = np.ones(len(ev), dtype=bool)
+    for i in range(len(ev)):
+        if ev.retention[i] < 1.0 and ev.width[i] > narrowest and not pinned_dtype and _pin(sc, "retention") is None:
+            ev.reject[i] = "R4: quantize to the narrowest admissible width before evicting"
+            ok[i] = False
+        elif not ev.fits[i]:
+            ev.reject[i] = (f"does not fit: needs {fmt_unit(ev.need[i], 'B')} of "
+                            f"{fmt_unit(ev.capacity[i], 'B')} usable")
+            ok[i] = False
+    slo_step, slo_thr = sc.slo_step_time, sc.slo_throughput
+    meets = np.array([search.slo_violation(ev, i, slo_step, slo_thr) <= 1.0 + 1e-12 for i in range(len(ev))])
+    for i in range(len(ev)):
+        if ok[i] and not meets[i]:
+            ev.reject[i] = _slo_reason(ev, i, slo_step, slo_thr)
+    feasible_idx = [i for i in range(len(ev)) if ok[i] and meets[i]]
+    fitting_idx = [i for i in range(len(ev)) if ok[i]]
+
+    unmet: list[Unmet] = []
+    if feasible_idx:
+        order = search.objective_order(ev, feasible_idx, sc.objective)
+        best = search.relax_to_less_lossy(ev, order[0], feasible_idx, min_gain)
+    elif fitting_idx:
+        best = min(fitting_idx, key=lambda i: (search.slo_violation(ev, i, slo_step, slo_thr),
+                                               *search.objective_order(ev, [i], sc.objective)))
+    else:
+        rule_ok = [i for i in range(len(ev)) if not ev.reject[i].startswith("R4")] or list(range(len(ev)))
+        best = min(rule_ok, key=lambda i: (ev.need[i] - ev.capacity[i], ev.lossy[i], i))
+    for i in range(len(ev)):
+        if i != best and not ev.reject[i]:
+            ev.reject[i] = search.compare_reason(ev, i, best, sc.objective)
+
+    kv = DTYPES[str(ev.dtype[best])]
+    r = float(ev.retention[best])
+    n = int(ev.n[best])
+    tp = int(ev.tp[best])
+    placement = str(ev.placement[best])
+    factors = KvFactors(retention=r, sharing=sigma, frag=phi)
+    cfg = rf.Config(m, d, n_devices=n, tp=tp, w_p=w_p, w_kv=kv.width, factors=factors, placement=placement,
+                    reserve=reserve)
+    base = rf.Config(m, d, n_devices=n, tp=tp, w_p=w_p, w_kv=2.0, placement="striped", reserve=reserve)
+
+    metrics = _metrics(cfg, b, s)
+    baseline = _metrics(base, b, s)
+    speed = baseline_step = dict(baseline)["step_time"].value
+    speed = speed / dict(metrics)["step_time"].value
+    metrics.append(("speedup", derived(speed, "x", "baseline step time / plan step time (memory-bound, SPEC §5)")))
+
+    fits_best = bool(ev.fits[best])
+    if not fits_best:
+        unmet.append(_unmet_fit(sc, ev, best, space, sigma, phi, reserve, w_p))
+    else:
+        for u in _unmet_slo(sc, ev, best, slo_step, slo_thr):
+            unmet.append(u)
+
+    tier = _tier(sc, kv.width, factors, tp)
+    s_star1 = _f(rf.s_star(cfg, b))
+    s_cap1 = _f(rf.s_cap(cfg, b, block))
+    regime_after = str(rf.regime(s, s_star1, s_cap1))
+
+    map_before = (
+        ("kappa", derived(kappa(m, 2.0), "B", "κ at 16-bit (SPEC §3)")),
+        ("s_star", derived(s_star0, "tokens", "s*(b) = P·w_p/(b·κ), 16-bit KV (SPEC §5)")),
+        ("s_cap", derived(s_cap0, "tokens", "s_cap(b) = (C − P·w_p)/(b·κ), one device, 16-bit KV (SPEC §5)")),
+        ("context_over_s_star", derived(s / s_star0 if s_star0 > 0 else 0.0, "x", "s / s*")),
+        ("context_over_s_cap", derived(s / s_cap0 if s_cap0 > 0 else float("inf"), "x", "s / s_cap")),
+    )
+    map_after = (
+        ("kappa", derived(kappa(m, kv.width) * factors.traffic, "B", "κ·r/σ read per token after the plan")),
+        ("s_star", derived(s_star1, "tokens", "s* with the plan's width, r and σ (SPEC §5, R8)")),
+        ("s_cap", derived(s_cap1, "tokens", f"s_cap on {n} devices less the reserve, {block}-token pages (R8)")),
+        ("context_over_s_star", derived(s / s_star1 if s_star1 > 0 else 0.0, "x", "s / s*")),
+        ("context_over_s_cap", derived(s / s_cap1 if s_cap1 > 0 else float("inf"), "x", "s / s_cap")),
+    )
+    byte_factors = (
+        ("quantization", derived(kv.width / 2.0, "x", f"w_q/w_kv = {kv.width:g}/2")),
+        ("eviction", derived(r, "x", "retention r")),
+        ("paging", derived(1.0 + phi, "x", f"1 + φ, {block}-token pages at {s} tokens")),
+        ("prefix_caching", derived(1.0 / sigma, "x", "1/σ")),
+        ("combined", derived(kv.width / 2.0 * r * (1.0 + phi) / sigma, "x", "(w_q/w_kv)·r·(1+φ)/σ (SPEC §3)")),
+    )
+    assumptions = tuple(sc.assumptions) + (
+        assumed(reserve, "1", "memory reserve per device for activations and runtime (vLLM default 0.92 leaves 8%)"),
+        assumed(min_gain, "x", "a lossier option must shorten the step by this factor to be preferred"),
+    )
+    if m.is_moe:
+        assumptions += (assumed(1.0, "1", "uniform expert routing for weight traffic (SPEC §4)"),)
+    if sigma > 1.0:
+        assumptions += (assumed(1.0, "1", "shared prefix pages read once per step (cascade attention); "
+                                          "without it σ saves capacity only"),)
+    if rf.beta_eff(d, "striped", b)[1]:
+        assumptions += (assumed(d.bandwidth, "B/s", f"{d.id} fabric unpublished: striped bandwidth taken "
+                                                     "as the aggregate, an upper bound"),)
+
+    p = Plan(
+        scenario=sc, kv_dtype=kv, retention=r, block_size=block, prefix_caching=prefix_caching, sharing=sigma,
+        placement=placement, n_devices=n, tp=tp, pp=n // tp, tier=tier, regime_before=regime_before,
+        regime_after=regime_after, map_before=map_before, map_after=map_after, metrics=tuple(metrics),
+        baseline=tuple(baseline), byte_factors=byte_factors, decisions=(), unmet=tuple(unmet),
+        assumptions=assumptions, candidates_evaluated=len(ev), feasible=bool(feasible_idx),
+    )
+    from kvplan.planner.decisions import build_decisions
+
+    return attrs.evolve(p, decisions=build_decisions(p, ev, best, space, why, baseline_step))
+
+
+def _metrics(cfg: rf.Config, b: int, s: int) -> list[tuple[str, Value]]:
+    t = rf.step_time(cfg, b, s)
+    weights = rf.weight_bytes_held(cfg.model, cfg.w_p)
+    kv = _f(rf.kv_bytes_stored(cfg, b, s))
+    step = _f(t["step"])
+    return [
+        ("step_time", derived(step, "s", "T_step ≥ max(M/β_eff, F/π) (SPEC §4)")),
+        ("throughput", derived(b / step, "tok/s", "b / T_step")),
+        ("kv_bytes", derived(kv, "B", "b·B_kv(s)·(w_q/w_kv)·r·(1+φ)/σ (SPEC §3)")),
+        ("weight_bytes", derived(weights, "B", "P·w_p")),
+        ("memory_needed", derived(weights + kv, "B", "weights + KV")),
+        ("memory_usable", derived(cfg.capacity, "B", "N·C·(1 − reserve)")),
+        ("headroom", derived(1.0 - (weights + kv) / cfg.capacity, "%", "1 − needed/usable")),
+        ("kv_bytes_read", derived(_f(rf.kv_bytes_read(cfg, b, s)), "B", "KV bytes read per step")),
+    ]
+
+
+def _slo_reason(ev: Evaluated, i: int, slo_step: Optional[float], slo_thr: Optional[float]) -> str:
+    parts = []
+    if slo_step is not None and ev.step[i] > slo_step:
+        parts.append(f"step {fmt_unit(ev.step[i], 's')} > {fmt_unit(slo_step, 's')}")
+    if slo_thr is not None and ev.throughput[i] < slo_thr:
+        parts.append(f"throughput {fmt_unit(ev.throughput[i], 'tok/s')} < {fmt_unit(slo_thr, 'tok/s')}")
+    return "misses the SLO: " + ", ".join(parts)
+
+
+def _devices_that_fit(sc: Any, dtype: str, r: float, sigma: float, phi: float, reserve: float, w_p: float,
+                      placement: str) -> Optional[int]:
+    m, d = sc.model, sc.device
+    for n in range(1, SUGGESTION_MAX_DEVICES + 1):
+        tp = search.tp_for(m, n)
+        cfg = rf.Config(m, d, n_devices=n, tp=tp, w_p=w_p, w_kv=DTYPES[dtype].width,
+                        factors=KvFactors(r, sigma, phi), placement=placement, reserve=reserve)
+        need = rf.weight_bytes_held(m, w_p) + _f(rf.kv_bytes_stored(cfg, sc.batch, sc.context))
+        if need <= cfg.capacity:
+            return n
+    return None
+
+
+def _unmet_fit(sc: Any, ev: Evaluated, best: int, space: Space, sigma: float, phi: float, reserve: float,
+               w_p: float) -> Unmet:
+    short = float(ev.need[best] - ev.capacity[best])
+    dtype, r, placement = str(ev.dtype[best]), float(ev.retention[best]), str(ev.placement[best])
+    sugg = []
+    n_fit = _devices_that_fit(sc, dtype, r, sigma, phi, reserve, w_p, placement)
+    if n_fit is not None:
+        sugg.append(f"devices = {n_fit} (the smallest count that fits with {dtype} KV)")
+    for budget, dt in (("near-lossless", "int4"), ("moderate", "int2")):
+        if DTYPES[dt].width < DTYPES[dtype].width and dt in get_engine(sc.engine).kv_dtypes:
+            n2 = _devices_that_fit(sc, dt, r, sigma, phi, reserve, w_p, placement)
+            if n2 is not None and n2 <= max(space.counts):
+                sugg.append(f"budget = {budget} ({dt} KV fits on {n2} device{'s' if n2 > 1 else ''})")
+                break
+    cfg = rf.Config(sc.model, sc.device, n_devices=int(ev.n[best]), tp=int(ev.tp[best]), w_p=w_p,
+                    w_kv=DTYPES[dtype].width, factors=KvFactors(r, sigma, phi), placement=placement, reserve=reserve)
+    s_fit = _f(rf.s_cap(cfg, sc.batch))
+    if s_fit > 0:
+        sugg.append(f"context ≤ {int(s_fit):,} tokens at batch {sc.batch} on {int(ev.n[best])} devices")
+        per_seq = _f(rf.kv_bytes_stored(cfg, 1, sc.context))
+        free = cfg.capacity - rf.weight_bytes_held(sc.model, w_p)
+        b_fit = int(free // per_seq) if per_seq > 0 else 0
+        if b_fit >= 1:
+            sugg.append(f"batch ≤ {b_fit} at {sc.context:,} tokens")
+    else:
+        sugg.append("the weights alone do not fit: more devices or narrower weights")
+    return Unmet("fits", f"does not fit: needs {fmt_unit(ev.need[best], 'B')}, {fmt_unit(ev.capacity[best], 'B')} "
+                 f"usable on {int(ev.n[best])} × {sc.device.id}; short by {fmt_unit(short, 'B')}",
+                 derived(short, "B", "memory needed − usable capacity"), tuple(sugg))
+
+
+def _unmet_slo(sc: Any, ev: Evaluated, best: int, slo_step: Optional[float], slo_thr: Optional[float]) -> list[Unmet]:
+    out = []
+    if slo_step is not None and ev.step[best] > slo_step:
+        faster = [i for i in range(len(ev)) if ev.fits[i] and ev.step[i] <= slo_step]
+        sugg = _slo_suggestions(sc, ev, faster)
+        out.append(Unmet("step_time", f"step time {fmt_unit(ev.step[best], 's')} exceeds the SLO "
+                         f"{fmt_unit(slo_step, 's')} by {fmt_unit(ev.step[best] - slo_step, 's')}",
+                         derived(float(ev.step[best] - slo_step), "s", "plan step time − SLO"), sugg))
+    if slo_thr is not None and ev.throughput[best] < slo_thr:
+        more = [i for i in range(len(ev)) if ev.fits[i] and ev.throughput[i] >= slo_thr]
+        sugg = _slo_suggestions(sc, ev, more)
+        out.append(Unmet("throughput", f"throughput {fmt_unit(ev.throughput[best], 'tok/s')} is below the SLO "
+                         f"{fmt_unit(slo_thr, 'tok/s')} by {fmt_unit(slo_thr - ev.throughput[best], 'tok/s')}",
+                         derived(float(slo_thr - ev.throughput[best]), "tok/s", "SLO − plan throughput"), sugg))
+    return out
+
+
+def _slo_suggestions(sc: Any, ev: Evaluated, meeting: list[int]) -> tuple[str, ...]:
+    if meeting:
+        i = min(meeting, key=lambda k: (ev.n[k], ev.lossy[k], k))
+        what = f"{int(ev.n[i])} devices with {ev.dtype[i]} KV"
+        if ev.retention[i] < 1:
+            what += f" and retention {ev.retention[i]:g}"
+        why = ev.reject[i] or "meets it"
+        return (f"{what} would meet it ({why})",)
+    return ("no allowed plan meets it: allow more devices, a looser quality budget or a shorter context",)
+
+
+def _tier(sc: Any, w_kv: float, factors: KvFactors, tp: int) -> TierPlan:
+    """Reuse economics (SPEC §7): keep reused contexts in host memory when fetching them
+    over the host link beats recomputing them; never as a read inside a step (R6)."""
+    pin = _pin(sc, "tier")
+    if sc.reuse <= 0 and pin is None:
+        return TierPlan("none", None, None, None, None)
+    m, d = sc.model, sc.device
+    link = get_link(d.host_link) if d.host_link else None
+    t_pre = _f(prefill_time(m, sc.context, d.compute * tp))
+    pre = derived(t_pre, "s", f"(2·P_active·s + 2·L·n_q·d_h·s²)/(η·π·tp), tp = {tp}, "
+                              f"η = {DEFAULT_PREFILL_EFFICIENCY} assumed (SPEC §7)")
+    if link is None:
+        return TierPlan("none" if pin is None else str(pin), None, None, pre, None)
+    per_seq = _f(kv_bytes_per_seq(m, sc.context, w_kv)) * factors.capacity
+    t_fetch = _f(fetch_time(m, sc.context, w_kv, link.bandwidth)) * factors.retention
+    fetch = derived(t_fetch, "s", f"B_kv(s)·r/({link.name} {fmt_unit(link.bandwidth, 'B/s')} per direction) (SPEC §7)")
+    size = derived(sc.reuse * sc.batch * per_seq, "B", "reuse × batch × KV bytes per sequence")
+    if pin is not None:
+        return TierPlan(str(pin), link.id, size, pre, fetch)
+    tier = "host" if t_fetch < t_pre else "none"
+    return TierPlan(tier, link.id, size if tier == "host" else None, pre, fetch)

@@ -1,0 +1,228 @@
+"""Turn a chosen candidate into decision records: facts, the decision, numbers, evidence,
+the options considered and why each was turned down. Computes nothing the search and the
+core have not; it only arranges their numbers."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from kvplan import roofline as rf
+from kvplan.catalog import DTYPES
+from kvplan.engines import get_engine
+from kvplan.evidence import Value, derived
+from kvplan.footprint import fragmentation
+from kvplan.planner import search
+from kvplan.planner.plan import Decision, Option, Plan
+from kvplan.planner.search import Evaluated, Space
+from kvplan.units import fmt_unit
+
+
+def _find(ev: Evaluated, *, dtype: Optional[str] = None, r: Optional[float] = None, n: Optional[int] = None,
+          placement: Optional[str] = None) -> Optional[int]:
+    for i in range(len(ev)):
+        if ((dtype is None or ev.dtype[i] == dtype) and (r is None or ev.retention[i] == r)
+                and (n is None or ev.n[i] == n) and (placement is None or ev.placement[i] == placement)):
+            return i
+    return None
+
+
+def _nums(ev: Evaluated, i: int, baseline_step: float) -> tuple[tuple[str, Value], ...]:
+    return (
+        ("step_time", derived(float(ev.step[i]), "s", "T_step lower bound (SPEC §4)")),
+        ("speedup", derived(baseline_step / float(ev.step[i]), "x", "vs 16-bit KV on the same devices")),
+        ("memory_needed", derived(float(ev.need[i]), "B", "weights + KV")),
+    )
+
+
+def _why_absent(p: Plan, dtype: str, why: dict[str, str]) -> str:
+    from kvplan.quality import admissible
+
+    sc = p.scenario
+    if dtype not in get_engine(sc.engine).kv_dtypes:
+        return f"engine {sc.engine} cannot store KV as {dtype}"
+    if dtype not in admissible(sc.budget, False).kv_dtypes:
+        return f"quality budget '{sc.budget}' does not admit {dtype}"
+    if "R3" in why:
+        return why["R3"]
+    if "kv_dtype" in sc.pins:
+        return "kv_dtype is pinned"
+    return "not in the candidate space"
+
+
+def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[str, str],
+                    baseline_step: float) -> tuple[Decision, ...]:
+    sc = p.scenario
+    m, d = sc.model, sc.device
+    b, s = sc.batch, sc.context
+    mb = dict(p.map_before)
+    ma = dict(p.map_after)
+    n, r, kv = p.n_devices, p.retention, p.kv_dtype
+    pins = sc.pins
+    out: list[Decision] = []
+
+    # R1 ---------------------------------------------------------------- regime
+    out.append(Decision(
+        domain="regime", title="Where the deployment sits", choice=p.regime_before, rules=("R1",),
+        context=(f"{m.id} ({fmt_unit(m.params, '1')} parameters, {sc.weights.id} weights) on {d.id}, "
+                 f"batch {b}, context {s:,} tokens",
+                 f"s* = {mb['s_star'].human}, s_cap = {mb['s_cap'].human} on one device with 16-bit KV"),
+        decision=(f"We will plan for the {p.regime_before} regime: the context is "
+                  f"{mb['context_over_s_star'].human} s* and {mb['context_over_s_cap'].human} s_cap."),
+        numbers=tuple(p.map_before),
+        consequences=("below s* compression barely helps (R3); above s* KV bytes become speed (R4); "
+                      "above s_cap the deployment must shard or shrink (R6)",),
+    ))
+
+    # devices (R6 when capacity-bound) ---------------------------------------
+    dev_opts = []
+    for c in space.counts:
+        i = _find(ev, dtype=kv.id, r=r, n=c, placement=p.placement)
+        if i is None or c == n:
+            continue
+        dev_opts.append(Option(f"{c} × {d.id}", ev.reject[i] or "not preferred", _nums(ev, i, baseline_step)))
+    out.append(Decision(
+        domain="devices", title="How many devices", choice=f"{n} × {d.id} (tensor parallel {p.tp}, "
+        f"pipeline {p.pp})", rules=("R6",) if p.regime_before == "capacity-bound" else (),
+        context=(f"memory needed {p.metric('memory_needed').human}, usable {p.metric('memory_usable').human}",
+                 f"devices: {sc.devices.mode}" + (f" ≤ {sc.devices.n}" if sc.devices.mode == "max" else
+                                                  f" = {sc.devices.n}" if sc.devices.mode == "fixed" else ""),
+                 f"objective: {sc.objective}"),
+        decision=f"We will run on {n} device{'s' if n > 1 else ''}" + (
+            "." if p.feasible else ", the closest plan to the constraints; see what is unmet."),
+        numbers=(("memory_needed", p.metric("memory_needed")), ("memory_usable", p.metric("memory_usable")),
+                 ("headroom", p.metric("headroom"))),
+        options=tuple(dev_opts), pinned="devices" in pins,
+    ))
+
+    # R3/R4 quantization --------------------------------------------------------
+    from kvplan.quality import for_choice
+
+    q_opts = []
+    for dt in search.DTYPE_ORDER:
+        if dt in ("fp16",) or dt == kv.id:
+            continue
+        i = _find(ev, dtype=dt, r=1.0, n=n, placement=p.placement)
+        if i is None:
+            q_opts.append(Option(dt, _why_absent(p, dt, why)))
+        else:
+            q_opts.append(Option(dt, ev.reject[i] or "not preferred", _nums(ev, i, baseline_step)))
+    q_rules = ("R3",) if "R3" in why else ("R4",) if kv.id != "bf16" else ()
+    evidence = tuple(x.value_obj() for x in for_choice("quantization", kv_dtype=kv.id) if x.value is not None)
+    c = 2.0 / kv.width
+    s_q = float(rf.speedup(rf.weight_bytes_read(m, b, sc.weights.width),
+                           dict(p.baseline)["kv_bytes_read"].value, c))
+    out.append(Decision(
+        domain="quantization", title="KV cache dtype", choice=kv.id, rules=q_rules,
+        context=(f"quality budget '{sc.budget}', engine {sc.engine}",
+                 f"admissible here: {', '.join(space.dtypes)}"),
+        decision=(f"We will store the KV cache as {kv.id} ({kv.width:g} B per element)."
+                  + (" The point is below s*, so the cache stays uncompressed (R3)." if "R3" in why else "")),
+        numbers=(("byte_factor", derived(kv.width / 2.0, "x", "w_q / w_kv")),
+                 ("speedup_from_quantization", derived(s_q, "x", "S(c) = (W+K)/(W+K/c) with c = 2/w_q (SPEC §5)"))),
+        evidence=evidence, options=tuple(q_opts), pinned="kv_dtype" in pins,
+        consequences=(kv.note,) if kv.note else (),
+    ))
+
+    # R5 eviction --------------------------------------------------------------
+    e_opts = []
+    for rr in sorted(set(space.retentions) | {1.0}, reverse=True):
+        if rr == r:
+            continue
+        i = _find(ev, dtype=kv.id, r=rr, n=n, placement=p.placement)
+        e_opts.append(Option(f"r = {rr:g}", (ev.reject[i] or "not preferred") if i is not None else "not in the space",
+                             _nums(ev, i, baseline_step) if i is not None else ()))
+    if not (sc.eviction_allowed or sc.budget == "aggressive"):
+        e_opts.append(Option("r < 1", "quality.eviction is forbidden for this workload (R5)"))
+    elif not get_engine(sc.engine).eviction:
+        e_opts.append(Option("r < 1", f"engine {sc.engine} cannot evict tokens inside a request"))
+    ev_evidence = tuple(x.value_obj() for x in for_choice("eviction", retention=r) if x.value is not None) if r < 1 else ()
+    out.append(Decision(
+        domain="eviction", title="Token eviction", choice=f"retention {r:g}", rules=("R5",),
+        context=(f"eviction {'allowed' if sc.eviction_allowed else 'forbidden'}, min_retention {sc.min_retention:g}",),
+        decision=("We will keep every token." if r >= 1 else f"We will keep {r:.0%} of the tokens (r = {r:g} ≥ 0.5)."),
+        numbers=(("retention", derived(r, "x", "r")),), evidence=ev_evidence, options=tuple(e_opts),
+        pinned="retention" in pins,
+    ))
+
+    # R2 paging ----------------------------------------------------------------
+    eng = get_engine(sc.engine)
+    page_opts = tuple(Option(f"{bs}-token pages", "engine default" if bs == eng.default_block else
+                             "larger pages waste more of the last page" if bs > p.block_size else "smaller pages",
+                             (("fragmentation", derived(float(fragmentation(s, bs)), "%", "φ = ceil(s/B)·B/s − 1")),))
+                      for bs in eng.block_sizes if bs != p.block_size)
+    out.append(Decision(
+        domain="paging", title="Paged KV allocation", choice=f"{p.block_size}-token pages", rules=("R2",),
+        context=(f"engine {sc.engine} default page: {eng.default_block} tokens",),
+        decision=f"We will page the KV cache in {p.block_size}-token blocks.",
+        numbers=(("fragmentation", derived(float(fragmentation(s, p.block_size)), "%",
+                                           "φ = ceil(s/B)·B/s − 1 at this context")),),
+        options=page_opts + (Option("contiguous allocation", "reserves the maximum length per sequence (R2)"),),
+        pinned="block_size" in pins,
+    ))
+
+    # R2 prefix caching ----------------------------------------------------------
+    out.append(Decision(
+        domain="prefix-caching", title="Prefix caching", choice="on" if p.prefix_caching else "off", rules=("R2",),
+        context=(f"prefix {sc.prefix:,} tokens shared by {sc.fanout} requests",),
+        decision=("We will enable prefix caching" + (f"; the shared prefix gives σ = {p.sharing:.3g}."
+                                                     if p.sharing > 1 else "; this workload declares no shared prefix, so σ = 1 until one appears.")
+                  if p.prefix_caching else "Prefix caching stays off as pinned (breaks R2)."),
+        numbers=(("sharing", derived(p.sharing, "x", "σ = n·s/(p + n(s − p)) (SPEC §3)")),),
+        options=(Option("off", "lossless and free: R2 keeps it on"),) if p.prefix_caching else (),
+        pinned="prefix_caching" in pins,
+    ))
+
+    # R7 placement -------------------------------------------------------------
+    pl_nums = []
+    for name in rf.PLACEMENTS:
+        beta, upper = rf.beta_eff(d, name, b)
+        pl_nums.append((f"beta_eff_{name}", derived(float(beta), "B/s", f"{name} β_eff (SPEC §6)"
+                                                    + ("; upper bound, fabric unpublished" if upper else ""))))
+    pl_opts = []
+    if d.partitions > 1:
+        for name in rf.PLACEMENTS:
+            if name == p.placement:
+                continue
+            i = _find(ev, dtype=kv.id, r=r, n=n, placement=name)
+            reason = (ev.reject[i] or "slower KV stream") if i is not None else (
+                "R7: pinning every page to one partition streams at β/n_part" if name == "pinned" else "not considered")
+            pl_opts.append(Option(name, reason, _nums(ev, i, baseline_step) if i is not None else ()))
+    out.append(Decision(
+        domain="placement", title="KV page placement", choice=p.placement, rules=("R7",) if d.partitions > 1 else (),
+        context=(f"{d.id}: {d.partitions} memory partition{'s' if d.partitions > 1 else ''}, "
+                 f"{fmt_unit(d.partition_bandwidth, 'B/s')} each, fabric "
+                 + (fmt_unit(d.fabric, 'B/s') if d.fabric else "unpublished"),),
+        decision=(f"We will place pages {p.placement}." if d.partitions > 1 else
+                  "One partition: placement does not change the bandwidth."),
+        numbers=tuple(pl_nums), options=tuple(pl_opts), pinned="placement" in pins,
+    ))
+
+    # R6 tiering -----------------------------------------------------------------
+    t = p.tier
+    t_nums = tuple((k, v) for k, v in (("prefill_time", t.prefill_time), ("fetch_time", t.fetch_time),
+                                       ("tier_bytes", t.bytes)) if v is not None)
+    out.append(Decision(
+        domain="tiering", title="Tiering for reuse", choice=t.tier, rules=("R6",),
+        context=(f"reuse {sc.reuse:.0%} of contexts across sessions",
+                 f"host link: {t.link or 'none in the catalog'}"),
+        decision=("We will keep no second tier." if t.tier == "none" else
+                  f"We will keep reused contexts in the {t.tier} tier between sessions, never read inside a step."),
+        numbers=t_nums,
+        options=(Option("read KV from a remote tier inside a step", "R6: a link ~50× below HBM would set the step time"),
+                 Option("recompute (prefill) on reuse", "slower than fetching" if t.tier == "host" else "chosen"
+                        if t.tier == "none" else "not preferred")),
+        pinned="tier" in pins,
+    ))
+
+    # R8 re-evaluation -----------------------------------------------------------
+    out.append(Decision(
+        domain="re-evaluation", title="The map after the plan", choice=p.regime_after, rules=("R8",),
+        context=(f"before: {p.regime_before}; combined byte factor {dict(p.byte_factors)['combined'].human}",),
+        decision=f"After the plan the point is {p.regime_after}: s* = {ma['s_star'].human}, "
+                 f"s_cap = {ma['s_cap'].human}.",
+        numbers=tuple(p.map_after),
+        consequences=(("further KV compression would barely help now (R3)",) if p.regime_after == "weight-bound"
+                      else ("the deployment does not fit as planned",) if p.regime_after == "capacity-bound"
+                      else ("KV bytes still set the step time: more compression would still be speed",)),
+    ))
+    return tuple(out)

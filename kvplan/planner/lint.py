@@ -1,0 +1,215 @@
+"""Lint findings from the planner: pinned choices that break a design rule (KV2xx) and
+constraints or expectations the plan does not meet (KV3xx), each at its own line."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Callable, Optional
+
+from kvplan import roofline as rf
+from kvplan.catalog import DTYPES
+from kvplan.diagnostics import Diagnostic, Severity, make
+from kvplan.engines import get_engine
+from kvplan.errors import Span
+from kvplan.planner import codes  # noqa: F401  (registers the codes)
+from kvplan.planner.plan import Plan, PlanResult
+from kvplan.units import fmt_unit
+
+_OPS: dict[str, Callable[[Any, Any], bool]] = {
+    "==": operator.eq, "!=": operator.ne, ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt,
+    "is": operator.eq,
+}
+
+
+def _span(sc: Any, *keys: str) -> Optional[Span]:
+    for k in keys:
+        if k.startswith("pin.") and k[4:] in sc.pins:
+            return sc.pins[k[4:]].span  # type: ignore[no-any-return]
+        if k in sc.spans:
+            return sc.spans[k]  # type: ignore[no-any-return]
+    return None
+
+
+def metric_value(plan: Plan, metric: str) -> Any:
+    """The plan's value for an `expect` metric, in base units."""
+    if metric == "regime":
+        return plan.regime_after
+    if metric == "fits":
+        return plan.regime_after != "capacity-bound" and not any(u.constraint == "fits" for u in plan.unmet)
+    if metric == "devices":
+        return plan.n_devices
+    if metric == "kv_bytes":
+        return plan.metric("kv_bytes").value
+    return plan.metric(metric).value
+
+
+def _fmt_metric(metric: str, v: Any) -> str:
+    unit = {"step_time": "s", "throughput": "tok/s", "kv_bytes": "B", "speedup": "x"}.get(metric)
+    if unit and isinstance(v, (int, float)) and not isinstance(v, bool):
+        return fmt_unit(float(v), unit)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def findings(sc: Any, plan: Plan) -> list[Diagnostic]:
+    out: list[Diagnostic] = []
+    pins = sc.pins
+    m, d = sc.model, sc.device
+    b, s = sc.batch, sc.context
+    base = rf.Config(m, d, w_p=sc.weights.width, w_kv=2.0)
+    s_star = float(rf.s_star(base, b))
+    eng = get_engine(sc.engine)
+
+    # R1: a spec that does not assert its regime
+    if not any(e.metric == "regime" for e in sc.expects):
+        out.append(make("KV201", f"deployment '{sc.deployment}' does not assert its regime; the plan puts it "
+                        f"{plan.regime_after}", _span(sc, "deployment"),
+                        help=f"add `expect {{ regime == {plan.regime_after} }}` so CI notices when it moves"))
+
+    # R2: lossless domains pinned off
+    if "prefix_caching" in pins and not pins["prefix_caching"].value:
+        shared = sc.prefix > 0 and min(sc.fanout, sc.batch) > 1
+        out.append(make("KV202", "prefix caching is pinned off" + (
+            f"; the declared {sc.prefix:,}-token prefix shared by {sc.fanout} requests would give σ = "
+            f"{_sigma(sc):.3g}" if shared else ""), pins["prefix_caching"].span,
+            help="prefix caching is lossless: set `prefix_caching = on` (R2)",
+            severity=Severity.ERROR if shared else Severity.WARNING))
+
+    pin_dt = pins.get("kv_dtype")
+    pin_r = pins.get("retention")
+    dt = DTYPES.get(str(pin_dt.value)) if pin_dt is not None else None
+    r_val = float(pin_r.value) if pin_r is not None else None
+
+    # KV305: a pin the engine or the budget does not admit
+    if pin_dt is not None:
+        from kvplan.quality import admissible
+
+        if dt is None or dt.id not in eng.kv_dtypes:
+            out.append(make("KV305", f"engine {sc.engine} cannot store KV as {pin_dt.value}", pin_dt.span,
+                            help=f"{sc.engine} KV dtypes: {', '.join(eng.kv_dtypes)}"))
+        elif dt.id not in admissible(sc.budget, False).kv_dtypes:
+            out.append(make("KV305", f"kv_dtype {dt.id} is outside the quality budget '{sc.budget}'", pin_dt.span,
+                            help="loosen quality.budget or pin a wider dtype"))
+    if "block_size" in pins and int(pins["block_size"].value) not in eng.block_sizes and sc.engine != "any":
+        out.append(make("KV305", f"engine {sc.engine} does not accept {int(pins['block_size'].value)}-token pages",
+                        pins["block_size"].span, help=f"use one of {', '.join(map(str, eng.block_sizes))}"))
+
+    # R3: compression pinned below s*
+    lossy_pin = (dt is not None and dt.lossy) or (r_val is not None and r_val < 1)
+    if lossy_pin and s < s_star:
+        c = (2.0 / dt.width if dt is not None else 1.0) / (r_val if r_val is not None else 1.0)
+        w = float(rf.weight_bytes_read(m, b, sc.weights.width))
+        k = float(rf.kv_bytes_read(base, b, s))
+        gain = float(rf.speedup(w, k, c))
+        span = (pin_dt or pin_r).span
+        out.append(make("KV203", f"KV compressed below s*: context {s:,} is {s / s_star:.2f}× s* "
+                        f"({fmt_unit(s_star, 'tokens')}), so the {c:g}× byte cut buys only {gain:.2f}×", span,
+                        help="keep the cache uncompressed in the weight-bound regime (R3)"))
+
+    # R4: evicting with 16-bit KV
+    kv_width = dt.width if dt is not None else plan.kv_dtype.width
+    if r_val is not None and r_val < 1 and kv_width >= 2.0:
+        out.append(make("KV204", f"retention {r_val:g} is pinned while the KV stays {plan.kv_dtype.id}",
+                        pin_r.span, help="quantize first: fp8 or int4 KV halves or quarters the bytes (R4)"))
+
+    # R5: eviction not tolerated, or below 0.5
+    if r_val is not None and r_val < 1:
+        from kvplan.quality import admissible
+
+        if r_val < 0.5:
+            out.append(make("KV205", f"retention {r_val:g} is below 0.5", pin_r.span,
+                            help="keep r ≥ 0.5 (R5)"))
+        elif not admissible(sc.budget, sc.eviction_allowed).eviction:
+            out.append(make("KV205", f"retention {r_val:g} is pinned but this workload does not tolerate eviction "
+                            f"(budget '{sc.budget}', eviction {'allowed' if sc.eviction_allowed else 'forbidden'})",
+                            pin_r.span, help="set quality.eviction = allowed, or remove the retention pin (R5)"))
+
+    # R6: a pinned tier standing in for memory the deployment lacks
+    pin_tier = pins.get("tier")
+    if pin_tier is not None and str(pin_tier.value) != "none" and any(u.constraint == "fits" for u in plan.unmet):
+        short = next(u for u in plan.unmet if u.constraint == "fits").shortfall
+        out.append(make("KV206", f"{short.human} of KV does not fit in device memory and would be read from the "
+                        f"{pin_tier.value} tier inside every decode step", pin_tier.span,
+                        help="shard over more devices or shrink the KV; use the tier only for reuse between steps (R6)"))
+
+    # R7: pinned pages on a multi-die device
+    pl_span = _span(sc, "pin.placement", "placement")
+    pinned_pl = (pins["placement"].value if "placement" in pins else sc.placement) == "pinned"
+    if pinned_pl and d.partitions > 1:
+        slow = float(rf.beta_eff(d, "pinned", b)[0])
+        fast, upper = rf.beta_eff(d, "striped", b)
+        out.append(make("KV207", f"pages pinned to one of {d.partitions} partitions of {d.id} stream at "
+                        f"{fmt_unit(slow, 'B/s')} instead of {fmt_unit(float(fast), 'B/s')}"
+                        + (" (upper bound)" if upper else ""), pl_span,
+                        help="stripe pages (R7), or use placement = affinity once batch ≥ partitions"))
+
+    # R8: eviction stacked after quantization already left the KV-bound regime
+    if dt is not None and dt.lossy and r_val is not None and r_val < 1:
+        q_cfg = rf.Config(m, d, w_p=sc.weights.width, w_kv=dt.width)
+        s_star_q = float(rf.s_star(q_cfg, b))
+        if s < s_star_q:
+            out.append(make("KV208", f"after {dt.id} KV the point is weight-bound (s* = {fmt_unit(s_star_q, 'tokens')}"
+                            f" > {s:,}), yet retention {r_val:g} is pinned too", pin_r.span,
+                            help="re-evaluate the map after quantizing: eviction now adds risk for little speed (R8)"))
+
+    # KV301-303: what the plan cannot meet
+    for u in plan.unmet:
+        if u.constraint == "fits":
+            out.append(make("KV301", u.message, _span(sc, "pin.devices", "devices", "deployment"),
+                            help="smallest change that fits: " + "; or ".join(u.suggestions)))
+        elif u.constraint == "step_time":
+            out.append(make("KV302", u.message, _span(sc, "slo.step_time", "deployment"),
+                            help="; ".join(u.suggestions)))
+        elif u.constraint == "throughput":
+            out.append(make("KV303", u.message, _span(sc, "slo.throughput", "deployment"),
+                            help="; ".join(u.suggestions)))
+
+    # KV304: expectations
+    for e in sc.expects:
+        try:
+            got = metric_value(plan, e.metric)
+        except KeyError:
+            continue
+        want = e.value
+        if _OPS[e.op](got, want):
+            continue
+        out.append(make("KV304", f"expected {e.metric} {e.op} {_fmt_metric(e.metric, want)}, the plan gives "
+                        f"{_fmt_metric(e.metric, got)}", e.span))
+    return out
+
+
+def _sigma(sc: Any) -> float:
+    from kvplan.footprint import sharing_factor
+
+    n = min(sc.fanout, sc.batch)
+    return float(sharing_factor(n, sc.context, sc.prefix))
+
+
+def plan_with_findings(sc: Any) -> PlanResult:
+    from kvplan.planner import plan
+
+    p = plan(sc)
+    return PlanResult(p, tuple(findings(sc, p)))
+
+
+def check(result: Any) -> list[Diagnostic]:
+    """The lint runner's hook: plan every scenario of a checked file and report its findings.
+    Files with errors from earlier stages are skipped (their scenarios are incomplete)."""
+    if any(dg.severity is Severity.ERROR for dg in result.diagnostics):
+        return []
+    out: list[Diagnostic] = []
+    seen: set[tuple[str, str, int, int]] = set()
+    for sc in result.scenarios:
+        for dg in plan_with_findings(sc).findings:
+            key = (dg.code, dg.message, dg.span.line if dg.span else 0, dg.span.column if dg.span else 0)
+            if key not in seen:  # list expansion repeats findings that do not depend on the scenario
+                seen.add(key)
+                out.append(dg if len(result.scenarios) == 1 else _tag(dg, sc.name))
+    return out
+
+
+def _tag(dg: Diagnostic, scenario: str) -> Diagnostic:
+    import attrs
+
+    return attrs.evolve(dg, message=f"[{scenario}] {dg.message}")

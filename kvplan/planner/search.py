@@ -1,0 +1,162 @@
+"""Candidate plans, evaluated together with numpy, filtered by fit, SLOs and rules.
+
+A candidate is (KV dtype, retention, device count, placement); the lossless
+domains (paging, prefix caching) are on in every candidate (R2) and do not
+multiply the space. The search is exhaustive over a few hundred candidates,
+vectorized, so planning stays in milliseconds.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from kvplan import roofline as rf
+from kvplan.catalog import DTYPES, Model
+from kvplan.footprint import kv_bytes_per_seq
+
+Array = npt.NDArray[np.float64]
+
+#: Device counts `devices = auto` considers: tensor-parallel groups come in powers of two.
+AUTO_DEVICE_COUNTS = (1, 2, 4, 8, 16, 32, 64)
+#: Retentions the search tries when eviction is admissible (never below 0.5, R5).
+EVICTION_RETENTIONS = (0.75, 0.5)
+#: Lossiness order of KV dtypes: an ordering for tie-breaks, not arithmetic on quality.
+DTYPE_ORDER = ("bf16", "fp16", "fp8", "int8", "int4", "fp4", "int2")
+
+
+def tp_for(model: Model, n: int) -> int:
+    """The largest tensor-parallel size that divides n, the query heads, and the KV heads
+    (or is a multiple of them); the rest of the devices become pipeline stages."""
+    for t in range(n, 0, -1):
+        if n % t or model.n_q % t:
+            continue
+        if model.kv_kind == "mla" or model.n_kv % t == 0 or t % model.n_kv == 0:
+            return t
+    return 1
+
+
+def lossiness(dtype: str, retention: float) -> int:
+    """0 for 16-bit without eviction, rising with fewer bits; eviction adds a rank."""
+    bits_rank = {"fp32": 0, "bf16": 0, "fp16": 0, "fp8": 1, "int8": 1, "fp4": 2, "int4": 2, "int2": 3}[dtype]
+    return bits_rank + (0 if retention >= 1.0 else (2 if retention < 0.75 else 1))
+
+
+@attrs.frozen(slots=True)
+class Space:
+    """The candidate axes after pins, engine and budget are applied."""
+
+    dtypes: tuple[str, ...]
+    retentions: tuple[float, ...]
+    counts: tuple[int, ...]
+    placements: tuple[str, ...]
+
+
+@attrs.frozen
+class Evaluated:
+    """Every candidate's metrics, one array entry per candidate."""
+
+    dtype: npt.NDArray[np.str_]
+    width: Array
+    retention: Array
+    n: npt.NDArray[np.int64]
+    tp: npt.NDArray[np.int64]
+    placement: npt.NDArray[np.str_]
+    kv_stored: Array
+    kv_read: Array
+    need: Array
+    capacity: Array
+    step: Array
+    throughput: Array
+    headroom: Array
+    fits: npt.NDArray[np.bool_]
+    lossy: npt.NDArray[np.int64]
+    reject: list[str]
+
+    def __len__(self) -> int:
+        return len(self.width)
+
+
+def evaluate(model: Model, device: Any, *, batch: int, context: int, w_p: float, sharing: float, frag: float,
+             reserve: float, space: Space) -> Evaluated:
+    """Evaluate every combination of the space's axes with the SPEC §3–6 equations."""
+    grid = [(d, r, n, p) for n in space.counts for p in space.placements
+            for d in space.dtypes for r in space.retentions]
+    dt = np.array([g[0] for g in grid])
+    w = np.array([DTYPES[g[0]].width for g in grid])
+    r = np.array([g[1] for g in grid], dtype=np.float64)
+    n = np.array([g[2] for g in grid], dtype=np.int64)
+    pl = np.array([g[3] for g in grid])
+    tp = np.array([tp_for(model, int(k)) for k in n], dtype=np.int64)
+    rep = tp.astype(np.float64) if model.kv_kind == "mla" else np.maximum(1.0, tp / model.n_kv)
+    seq1 = float(kv_bytes_per_seq(model, context, 1.0))
+    kv_read = batch * seq1 * w * r / sharing * rep
+    kv_stored = batch * seq1 * w * r * (1.0 + frag) / sharing * rep
+    w_read = float(rf.weight_bytes_read(model, batch, w_p))
+    w_held = rf.weight_bytes_held(model, w_p)
+    beta_w = float(rf.beta_eff(device, "striped", batch)[0])
+    beta_kv = np.array([float(rf.beta_eff(device, p, batch)[0]) for p in pl])
+    t_mem = w_read / (tp * beta_w) + kv_read / (tp * beta_kv)
+    t_comp = float(rf.decode_flops(model, batch, context)) / (tp * device.compute)
+    step = np.maximum(t_mem, t_comp)
+    capacity = n * device.memory * (1.0 - reserve)
+    need = w_held + kv_stored
+    return Evaluated(
+        dtype=dt, width=w, retention=r, n=n, tp=tp, placement=pl, kv_stored=kv_stored, kv_read=kv_read,
+        need=need, capacity=capacity, step=step, throughput=batch / step, headroom=1.0 - need / capacity,
+        fits=need <= capacity, lossy=np.array([lossiness(g[0], g[1]) for g in grid], dtype=np.int64),
+        reject=[""] * len(grid),
+    )
+
+
+def objective_order(ev: Evaluated, idx: Sequence[int], objective: str) -> list[int]:
+    """Sort candidate indices best-first by the spec's objective; ties go to the less lossy,
+    then to the order of the axes (deterministic)."""
+    def key(i: int) -> tuple[float, ...]:
+        if objective == "fastest":
+            return (ev.step[i], ev.n[i], ev.lossy[i], i)
+        if objective == "most-headroom":
+            return (-ev.headroom[i], ev.n[i], ev.lossy[i], i)
+        return (ev.n[i], ev.step[i], ev.lossy[i], i)  # fewest-devices
+
+    return sorted(idx, key=key)
+
+
+def relax_to_less_lossy(ev: Evaluated, best: int, pool: Sequence[int], min_gain: float) -> int:
+    """Prefer a less lossy candidate on the same devices when the lossier one buys less than
+    `min_gain`× step time (an assumed threshold)."""
+    close = [i for i in pool if ev.n[i] == ev.n[best] and ev.lossy[i] < ev.lossy[best]
+             and ev.step[i] <= ev.step[best] * min_gain]
+    if not close:
+        return best
+    return min(close, key=lambda i: (ev.lossy[i], ev.step[i], i))
+
+
+def slo_violation(ev: Evaluated, i: int, slo_step: Optional[float], slo_thr: Optional[float]) -> float:
+    """How far a candidate is from its SLOs: 1.0 meets them, 1.3 misses the worst by 30%."""
+    v = 1.0
+    if slo_step is not None:
+        v = max(v, ev.step[i] / slo_step)
+    if slo_thr is not None:
+        v = max(v, slo_thr / ev.throughput[i])
+    return float(v)
+
+
+def compare_reason(ev: Evaluated, i: int, best: int, objective: str) -> str:
+    """Why a feasible candidate lost to the chosen one, in the objective's terms."""
+    if ev.n[i] > ev.n[best] and objective == "fewest-devices":
+        return f"needs {int(ev.n[i])} devices where {int(ev.n[best])} suffice"
+    if ev.step[i] > ev.step[best] * (1 + 1e-9):
+        return f"slower: step {ev.step[i] * 1e3:.4g} ms vs {ev.step[best] * 1e3:.4g} ms"
+    if ev.lossy[i] > ev.lossy[best]:
+        return "lossier for no more than the minimum gain"
+    if objective == "most-headroom" and ev.headroom[i] < ev.headroom[best]:
+        return f"less headroom: {ev.headroom[i]:.1%} vs {ev.headroom[best]:.1%}"
+    if ev.n[i] > ev.n[best]:
+        return f"same speed on more devices ({int(ev.n[i])} vs {int(ev.n[best])})"
+    if ev.placement[i] != ev.placement[best]:
+        return f"same step time; {ev.placement[best]} is preferred on ties (R7)"
+    return "equal on the objective; the less lossy option wins ties"

@@ -1,0 +1,203 @@
+"""Render a plan: text (100 columns, no color), contract JSON, and MADR rationale Markdown."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any, Sequence
+
+from kvplan.evidence import Value
+from kvplan.planner.plan import Decision, Plan
+from kvplan.render.common import dump_json, to_jsonable
+from kvplan.units import fmt_unit
+
+WIDTH = 100
+
+
+def _v(v: Value) -> str:
+    return f"{v.human} ({v.evidence.value})"
+
+
+def _wrap(text: str, indent: str = "", sub: str = "") -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=sub or indent,
+                         break_long_words=False, break_on_hyphens=False) or [indent.rstrip()]
+
+
+def _pairs(pairs: Sequence[tuple[str, Value]], indent: str) -> list[str]:
+    width = max((len(k) for k, _ in pairs), default=0)
+    out = []
+    for k, v in pairs:
+        out.extend(_wrap(f"{k.replace('_', ' ').ljust(width)}  {_v(v)}  — {v.source}", indent,
+                         indent + " " * (width + 2)))
+    return out
+
+
+def text(plans: Sequence[Plan]) -> str:
+    out: list[str] = []
+    for p in plans:
+        out.extend(_text_one(p))
+        out.append("")
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _text_one(p: Plan) -> list[str]:
+    sc = p.scenario
+    mb, ma = dict(p.map_before), dict(p.map_after)
+    out = [f"plan for {sc.name}: {sc.model.id} on {sc.device.id}, batch {sc.batch}, context {sc.context:,} tokens",
+           "=" * min(WIDTH, 80), ""]
+    out.append("regime map (R1, 16-bit KV, one device)")
+    out.extend(_pairs(p.map_before, "  "))
+    out.append(f"  → {p.regime_before}: context is {mb['context_over_s_star'].human} s* and "
+               f"{mb['context_over_s_cap'].human} s_cap")
+    out.append("")
+    out.append("decisions")
+    for d in p.decisions:
+        rules = f" [{', '.join(d.rules)}]" if d.rules else ""
+        pin = " (pinned)" if d.pinned else ""
+        out.append(f"  {d.domain:<15} {d.choice}{pin}{rules}")
+        out.extend(_wrap(d.decision, " " * 18))
+        for o in d.options:
+            out.extend(_wrap(f"rejected {o.choice}: {o.reason}", " " * 20, " " * 22))
+        for e in d.evidence:
+            out.extend(_wrap(f"evidence: {e.human} (reported) — {e.source}", " " * 20, " " * 22))
+    out.append("")
+    out.append("predicted (plan vs baseline: 16-bit KV, no eviction, no prefix sharing, striped, same devices)")
+    base = dict(p.baseline)
+    rows = [(k, v) for k, v in p.metrics if k != "speedup"]
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        out.append(f"  {k.replace('_', ' ').ljust(width)}  {v.human:>12}  {base[k].human:>12}  ({v.evidence.value})")
+    sp = p.metric("speedup")
+    out.append(f"  {'speedup'.ljust(width)}  {sp.human:>12}  {'1x':>12}  ({sp.evidence.value})")
+    out.append("")
+    out.append("byte factors (footprint = 16-bit KV × combined)")
+    out.extend(_pairs(p.byte_factors, "  "))
+    out.append("")
+    out.append(f"after the plan (R8): {p.regime_after}; s* = {ma['s_star'].human}, s_cap = {ma['s_cap'].human}")
+    if p.unmet:
+        out.append("")
+        out.append("UNMET")
+        for u in p.unmet:
+            out.extend(_wrap(u.message, "  "))
+            for s in u.suggestions:
+                out.extend(_wrap(f"would meet it: {s}", "    ", "      "))
+    out.append("")
+    out.append("assumptions")
+    for a in p.assumptions:
+        out.extend(_wrap(f"{fmt_unit(a.value, a.unit)} (assumed) — {a.source}", "  ", "    "))
+    out.append("")
+    out.append(f"plan digest {p.digest}; {p.candidates_evaluated} candidates evaluated")
+    return out
+
+
+def _decision_json(d: Decision) -> dict[str, Any]:
+    return {
+        "domain": d.domain, "title": d.title, "choice": d.choice, "rules": list(d.rules), "pinned": d.pinned,
+        "context": list(d.context), "decision": d.decision, "numbers": dict(d.numbers),
+        "evidence": list(d.evidence),
+        "options": [{"choice": o.choice, "reason": o.reason, "numbers": dict(o.numbers)} for o in d.options],
+        "consequences": list(d.consequences),
+    }
+
+
+def plan_payload(p: Plan) -> dict[str, Any]:
+    sc = p.scenario
+    return {
+        "scenario": sc.name, "deployment": sc.deployment, "model": sc.model.id, "device": sc.device.id,
+        "batch": sc.batch, "context": sc.context,
+        "choices": p.choices, "digest": p.digest, "feasible": p.feasible,
+        "regime_before": p.regime_before, "regime_after": p.regime_after,
+        "map_before": dict(p.map_before), "map_after": dict(p.map_after),
+        "metrics": dict(p.metrics), "baseline": dict(p.baseline), "byte_factors": dict(p.byte_factors),
+        "tier": {"tier": p.tier.tier, "link": p.tier.link, "bytes": p.tier.bytes,
+                 "prefill_time": p.tier.prefill_time, "fetch_time": p.tier.fetch_time},
+        "decisions": [_decision_json(d) for d in p.decisions],
+        "unmet": [{"constraint": u.constraint, "message": u.message, "shortfall": u.shortfall,
+                   "suggestions": list(u.suggestions)} for u in p.unmet],
+        "assumptions": list(p.assumptions),
+        "candidates_evaluated": p.candidates_evaluated,
+    }
+
+
+def json_text(plans: Sequence[Plan], extra: dict[str, Any] | None = None) -> str:
+    body: dict[str, Any] = {"kind": "plan", "plans": [plan_payload(p) for p in plans]}
+    if extra:
+        body.update(to_jsonable(extra))
+    return dump_json(body)
+
+
+# ------------------------------------------------------------------ markdown (MADR)
+
+def _md_value(v: Value) -> str:
+    return f"{v.human} *({v.evidence.value})*"
+
+
+def decision_markdown(p: Plan, d: Decision, number: int) -> str:
+    sc = p.scenario
+    status = "pinned by the spec" if d.pinned else "proposed by kvplan"
+    out = [f"# {number:02d}. {d.title}: {d.choice}", "",
+           f"- Status: {status}",
+           f"- Deployment: `{sc.name}` ({sc.model.id} on {sc.device.id})",
+           f"- Rules: {', '.join(f'[{r}](../rules/{r}.md)' for r in d.rules) if d.rules else '—'}",
+           f"- Plan digest: `{p.digest}`", "",
+           "## Context", ""]
+    out += [f"- {c}" for c in d.context] + [""]
+    out += ["## Decision", "", d.decision, ""]
+    if d.numbers:
+        out += ["## Evidence", "", "| quantity | value | source |", "|---|---|---|"]
+        out += [f"| {k.replace('_', ' ')} | {_md_value(v)} | {v.source} |" for k, v in d.numbers]
+        out.append("")
+    if d.evidence:
+        out += ["Reported results (as each source reported them; not comparable across papers):", ""]
+        out += [f"- {e.human} *(reported)* — {e.source}" for e in d.evidence]
+        out.append("")
+    assumed = [a for a in p.assumptions]
+    if assumed:
+        out += ["## Assumptions", ""]
+        out += [f"- {fmt_unit(a.value, a.unit)} *(assumed)* — {a.source}" for a in assumed]
+        out.append("")
+    if d.options:
+        out += ["## Options considered", "", f"- **{d.choice}** — chosen"]
+        for o in d.options:
+            nums = "; ".join(f"{k.replace('_', ' ')} {_md_value(v)}" for k, v in o.numbers)
+            out.append(f"- **{o.choice}** — {o.reason}" + (f" ({nums})" if nums else ""))
+        out.append("")
+    if d.consequences:
+        out += ["## Consequences", ""] + [f"- {c}" for c in d.consequences] + [""]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def markdown(plans: Sequence[Plan]) -> str:
+    """One document: a summary per plan, then one MADR record per decision."""
+    out: list[str] = []
+    for p in plans:
+        out.append(index_markdown(p).rstrip("\n"))
+        out.append("")
+        for i, d in enumerate(p.decisions, 1):
+            out.append(decision_markdown(p, d, i).replace("\n# ", "\n## ").replace("# ", "## ", 1)
+                       .replace("\n## Context", "\n### Context").replace("\n## Decision", "\n### Decision")
+                       .replace("\n## Evidence", "\n### Evidence").replace("\n## Assumptions", "\n### Assumptions")
+                       .replace("\n## Options considered", "\n### Options considered")
+                       .replace("\n## Consequences", "\n### Consequences").rstrip("\n"))
+            out.append("")
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def index_markdown(p: Plan) -> str:
+    sc = p.scenario
+    base = dict(p.baseline)
+    out = [f"# KV-cache plan: {sc.name}", "",
+           f"{sc.model.id} on {sc.device.id}, batch {sc.batch}, context {sc.context:,} tokens. "
+           f"Plan digest `{p.digest}`.", "",
+           f"Regime before the plan: **{p.regime_before}**; after: **{p.regime_after}**.", "",
+           "| decision | choice | rules |", "|---|---|---|"]
+    out += [f"| {d.title} | {d.choice}{' (pinned)' if d.pinned else ''} | {', '.join(d.rules) or '—'} |"
+            for d in p.decisions]
+    out += ["", "| predicted | plan | baseline |", "|---|---|---|"]
+    out += [f"| {k.replace('_', ' ')} | {_md_value(v)} | {_md_value(base[k])} |" for k, v in p.metrics if k in base]
+    out.append(f"| speedup | {_md_value(p.metric('speedup'))} | 1x |")
+    if p.unmet:
+        out += ["", "## Unmet", ""]
+        for u in p.unmet:
+            out.append(f"- {u.message}")
+            out += [f"  - would meet it: {s}" for s in u.suggestions]
+    return "\n".join(out) + "\n"
