@@ -45,7 +45,8 @@ class QualityResult:
 
     Text fields are the reference table's cells. `value`/`unit` exist only where
     the row has one headline number (`variant` names it when the row reports
-    several, as KIVI's "KIVI-2 38.30, KIVI-4 38.79" does). `kv_dtype` is the
+    several, as KIVI's "KIVI-2 38.30, KIVI-4 38.79" does); `value_text` is that
+    number as the source wrote it ("38.30"). `kv_dtype` is the
     kvplan dtype the row speaks for; `bits` is also set where no kvplan dtype
     applies (KVQuant 3-bit). `gap` results carry no number by construction.
     """
@@ -68,14 +69,15 @@ class QualityResult:
     retention: Optional[float] = attrs.field(default=None, validator=_check_retention)
     variant: str = ""
     value: Optional[float] = None
+    value_text: str = ""
     unit: str = ""
     note: str = ""
 
     def __attrs_post_init__(self) -> None:
         if self.gap and self.value is not None:
             raise ValueError(f"{self.id}: a gap has no value")
-        if (self.value is None) != (self.unit == ""):
-            raise ValueError(f"{self.id}: value and unit go together")
+        if not (self.value is None) == (self.unit == "") == (self.value_text == ""):
+            raise ValueError(f"{self.id}: value, value_text and unit go together")
         if self.kv_dtype is not None and self.bits is not None and DTYPES[self.kv_dtype].bits != self.bits:
             raise ValueError(f"{self.id}: bits {self.bits} disagree with kv_dtype {self.kv_dtype}")
         if self.retention is not None and self.domain != "eviction":
@@ -110,7 +112,8 @@ def _result(rid: str, e: Mapping[str, Any]) -> QualityResult:
             kv_dtype=e.get("kv_dtype"), bits=e.get("bits"),
             retention=None if "retention" not in e else float(e["retention"]),
             variant=str(e.get("variant", "")),
-            value=None if "value" not in e else float(e["value"]), unit=str(e.get("unit", "")),
+            value=None if "value" not in e else float(e["value"]), value_text=str(e.get("value", "")),
+            unit=str(e.get("unit", "")),
             verified=bool(e["verified"]), gap=bool(e["gap"]), note=str(e.get("note", "")),
             **{k: str(e[k]) for k in _TEXT_KEYS},
         )
