@@ -1,0 +1,873 @@
+"""Typed syntax tree → scenarios in base units, and every meaning problem found on the way.
+
+Resolves catalog ids and the file's own model/device blocks, converts and
+dimension-checks units, checks ranges, applies documented defaults (each
+recorded as an `assumed` value naming where it came from) and expands
+workload lists into one scenario per combination. It reports every problem it
+finds rather than stopping at the first; a deployment with an error yields no
+scenario.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import math
+import os
+from typing import Callable, Iterable, Mapping, Optional, Sequence, Union
+
+import attrs
+
+from kvplan import catalog
+from kvplan.catalog import Device, Dtype, Model
+from kvplan.diagnostics import Diagnostic, make
+from kvplan.errors import KvplanError, Span
+from kvplan.evidence import Value, assumed
+from kvplan.lang import codes
+from kvplan.lang.scenario import AUTO_DEVICE_LIMIT, DeviceCount, Expectation, Pin, Scenario, choice
+from kvplan.lang.spec import (
+    SECTIONS, Block, Bound, Declaration, DeploymentDecl, DeviceDecl, Entry, Ident, ListValue, ModelDecl,
+    Quantity, Scalar, SpecFile, String, ValueNode,
+)
+from kvplan.units import UNITS, Dim, convert, dims_of_unit
+
+#: Workload lists may expand into at most this many scenarios.
+MAX_SCENARIOS = 1000
+
+LANGUAGE_VERSION = 1
+
+PLACEMENTS = ("auto", "striped", "pinned", "affinity")
+ENGINES = ("any", "vllm", "sglang", "trtllm")
+BUDGETS = ("lossless", "near-lossless", "moderate", "aggressive")
+EVICTION = ("allowed", "forbidden")
+OBJECTIVES = ("fewest-devices", "fastest", "most-headroom")
+REGIMES = ("weight-bound", "kv-bound", "capacity-bound")
+TIERS = ("none", "host", "peer", "ssd", "remote")
+PIN_PLACEMENTS = ("striped", "pinned", "affinity")
+BOOLEANS = {"on": True, "off": False, "true": True, "false": False}
+
+# Keys each place admits. Sections of a deployment are blocks, everything else `key = value`.
+DEPLOYMENT_KEYS = ("model", "weights", "device", "devices", "placement", "engine", "objective")
+SECTION_KEYS: Mapping[str, tuple[str, ...]] = {
+    "workload": ("batch", "context", "prefix", "fanout", "reuse"),
+    "quality": ("budget", "eviction", "min_retention"),
+    "slo": ("step_time", "throughput"),
+    "pin": ("kv_dtype", "retention", "block_size", "prefix_caching", "tier", "placement", "devices"),
+    "expect": ("regime", "fits", "speedup", "step_time", "throughput", "kv_bytes", "devices"),
+}
+MODEL_KEYS = ("config", "params", "params_active")
+DEVICE_KEYS = ("memory", "bandwidth", "compute", "compute_fp8", "partitions", "fabric", "sm_count", "link",
+               "host_link")
+
+# Units of a plain count (`batch = 1k`); `B` and `T` count parameters only.
+_COUNT = {"": 1.0, "k": 1e3, "M": 1e6}
+_SPEEDUP = {"": 1.0, "x": 1.0}
+_EXPECT_UNITS: Mapping[str, tuple[Dim, Optional[Mapping[str, float]]]] = {
+    "speedup": (Dim.NUMBER, _SPEEDUP), "step_time": (Dim.TIME, None), "throughput": (Dim.RATE, None),
+    "kv_bytes": (Dim.BYTES, None), "devices": (Dim.COUNT, _COUNT),
+}
+_COMPARISONS = ("==", "<=", ">=", "<", ">")
+
+
+@attrs.frozen(slots=True)
+class _Element:
+    """One value of a workload key: a scalar or one element of a list."""
+
+    value: float
+    text: str
+    span: Span
+
+
+@attrs.frozen(slots=True)
+class _Model:
+    model: Model
+    assumptions: tuple[Value, ...] = ()
+
+
+@attrs.frozen(slots=True)
+class _Device:
+    device: Device
+    assumptions: tuple[Value, ...] = ()
+
+
+def check(spec: SpecFile, base_dir: str = ".") -> tuple[tuple[Scenario, ...], tuple[Diagnostic, ...]]:
+    """Scenarios of every error-free deployment, and all diagnostics sorted by position.
+
+    `base_dir` is where `config = "..."` paths of model blocks are relative to.
+    """
+    checker = _Checker(spec, base_dir)
+    scenarios = checker.run()
+    unique = {(d.code, d.span, d.message): d for d in checker.diagnostics}
+    return tuple(scenarios), tuple(sorted(unique.values(), key=Diagnostic.sort_key))
+
+
+class _Checker:
+    def __init__(self, spec: SpecFile, base_dir: str) -> None:
+        self.spec = spec
+        self.base_dir = base_dir
+        self.diagnostics: list[Diagnostic] = []
+        self.models: dict[str, Optional[_Model]] = {}
+        self.devices: dict[str, Optional[_Device]] = {}
+
+    # ------------------------------------------------------------ reporting
+
+    def report(self, code: str, message: str, span: Optional[Span], help: Optional[str] = None) -> None:
+        self.diagnostics.append(make(code, message, span, help))
+
+    def _errors(self) -> int:
+        return sum(1 for d in self.diagnostics if d.severity.value == "error")
+
+    # ------------------------------------------------------------------ file
+
+    def run(self) -> list[Scenario]:
+        self._versions()
+        self._names()
+        for m in self.spec.models:
+            if m.name not in self.models:
+                self.models[m.name] = self._model_block(m)
+        for d in self.spec.devices:
+            if d.name not in self.devices:
+                self.devices[d.name] = self._device_block(d)
+        scenarios: list[Scenario] = []
+        for dep in self.spec.deployments:
+            before = self._errors()
+            found = self._deployment(dep)
+            if self._errors() == before:
+                scenarios += found
+        return scenarios
+
+    def _versions(self) -> None:
+        first_decl = self.spec.declarations[0].span if self.spec.declarations else None
+        for i, v in enumerate(self.spec.versions):
+            if i > 0:
+                self.report(codes.BAD_VERSION, "a second version line", v.span, help="keep one `kvplan 1`, first")
+                continue
+            if first_decl is not None and (first_decl.line, first_decl.column) < (v.span.line, v.span.column):
+                self.report(codes.BAD_VERSION, "the version line comes after a declaration", v.span,
+                            help="put `kvplan 1` first in the file")
+            if v.number.number != LANGUAGE_VERSION:
+                self.report(codes.BAD_VERSION, f"language version {v.number.text} is not supported",
+                            v.number.span, help=f"this kvplan reads `kvplan {LANGUAGE_VERSION}`")
+
+    def _names(self) -> None:
+        seen: dict[tuple[str, str], Declaration] = {}
+        for decl in self.spec.declarations:
+            key = (decl.kind, decl.name)
+            if key in seen:
+                first = seen[key]
+                self.report(codes.DUPLICATE_NAME, f"a second {decl.kind} named `{decl.name}`", decl.name_span,
+                            help=f"the first is at line {first.name_span.line}; names are unique per kind")
+            else:
+                seen[key] = decl
+            if not decl.name.strip():
+                self.report(codes.OUT_OF_RANGE, f"a {decl.kind} needs a name", decl.name_span,
+                            help=f'e.g. {decl.kind} "chat" {{')
+
+    # --------------------------------------------------------- common parts
+
+    def _entries(self, items: Iterable[Union[Entry, Block]], where: str, keys: Sequence[str],
+                 others: Mapping[str, Sequence[str]] = {}) -> dict[str, Entry]:
+        """Known entries by key; unknown, duplicate and nested-block items reported."""
+        out: dict[str, Entry] = {}
+        for item in items:
+            if isinstance(item, Block):
+                self.report(codes.UNKNOWN_BLOCK, f"`{where}` holds no blocks; found `{item.name}`", item.name_span,
+                            help=self._block_help(item.name, keys))
+                continue
+            if item.key not in keys:
+                self.report(codes.UNKNOWN_KEY, f"unknown key `{item.key}` in {where}", item.key_span,
+                            help=self._key_help(item.key, keys, others))
+                continue
+            if item.key in out:
+                self.report(codes.DUPLICATE_KEY, f"`{item.key}` is set twice in {where}", item.key_span,
+                            help=f"the first is at line {out[item.key].span.line}; keep one")
+                continue
+            out[item.key] = item
+        return out
+
+    @staticmethod
+    def _key_help(key: str, keys: Sequence[str], others: Mapping[str, Sequence[str]]) -> str:
+        close = difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
+        if close:
+            return f"did you mean `{close[0]}`?"
+        for place, their in others.items():
+            if key in their:
+                return f"`{key}` belongs in {place}"
+        return "known keys: " + ", ".join(keys)
+
+    @staticmethod
+    def _block_help(name: str, keys: Sequence[str]) -> str:
+        if name in keys:
+            return f"`{name}` is a setting: write `{name} = ...`"
+        return "blocks go directly inside a deployment: workload, quality, slo, pin, expect"
+
+    def _assignment(self, e: Entry, where: str) -> Optional[ValueNode]:
+        """The value of a `key = value` entry, or None after reporting a comparison or bare key."""
+        if e.op == "=":
+            assert e.value is not None
+            return e.value
+        if e.op == "":
+            self.report(codes.MISSING_VALUE, f"`{e.key}` has no value", e.key_span,
+                        help=f"write `{e.key} = value`")
+        else:
+            self.report(codes.WRONG_OPERATOR, f"{where} settings take `=`, not `{e.op}`", e.span,
+                        help=f"write `{e.key} = ...`")
+        return None
+
+    def _scalar(self, e: Entry, where: str) -> Optional[Scalar]:
+        v = self._assignment(e, where)
+        if isinstance(v, ListValue):
+            self.report(codes.LIST_NOT_ALLOWED, f"`{e.key}` takes one value, not a list", v.span,
+                        help="lists expand into scenarios only in `workload`")
+            return None
+        if isinstance(v, Bound):
+            self.report(codes.WRONG_KIND, f"`{e.key}` takes a value, not a bound `{v.op} ...`", v.span,
+                        help="only `devices` takes a bound: `devices = <= 8`")
+            return None
+        return v
+
+    def _number(self, node: Scalar, key: str, dim: Dim, table: Optional[Mapping[str, float]] = None,
+                *, integer: bool = False, lo: Optional[float] = None, hi: Optional[float] = None,
+                lo_open: bool = False, what: Optional[str] = None) -> Optional[float]:
+        """A quantity in base units, dimension-, integer- and range-checked; None after reporting."""
+        what = what or key
+        if not isinstance(node, Quantity):
+            shown = f"`{node.name}`" if isinstance(node, Ident) else f'the string "{node.value}"'
+            help = f"write a number, e.g. `{key} = {_EXAMPLES.get(dim, '1')}`"
+            if isinstance(node, Ident) and _unit_first(node.name, dim):
+                help = f"the number comes first: `{_unit_first(node.name, dim)}`"
+            self.report(codes.WRONG_KIND, f"{what} takes {_dim_words(dim)}, got {shown}", node.span, help=help)
+            return None
+        table = table if table is not None else UNITS[dim]
+        if node.unit in table:
+            value = node.number * table[node.unit]
+        else:
+            try:
+                value = convert(node.number, node.unit, dim, what=what)
+            except KvplanError as exc:
+                wrong = [d for d in dims_of_unit(node.unit) if d is not dim]
+                if wrong:
+                    self.report(codes.WRONG_DIMENSION, f"{what} takes {dim.value}, got {wrong[0].value}", node.span,
+                                help=exc.help or f"write it in {_unit_names(table)}")
+                else:
+                    close = difflib.get_close_matches(node.unit, [u for u in table if u], n=1)
+                    hint = f"did you mean `{close[0]}`?" if close else f"use {_unit_names(table)}"
+                    self.report(codes.UNKNOWN_UNIT, f"unknown unit `{node.unit}` for {what}", node.unit_span,
+                                help=hint)
+                return None
+            if dim in (Dim.COUNT,) and node.unit in ("B", "T"):  # convert() accepted a parameter count unit
+                self.report(codes.UNKNOWN_UNIT, f"`{node.unit}` counts parameters, not {what}", node.unit_span,
+                            help=f"use {_unit_names(table)}")
+                return None
+        if not math.isfinite(value):
+            self.report(codes.OUT_OF_RANGE, f"{what} = {node.text} is not a finite number", node.span)
+            return None
+        if integer and value != int(value):
+            self.report(codes.NOT_AN_INTEGER, f"{what} must be a whole number, got {node.text}", node.span,
+                        help=f"e.g. `{key} = {max(1, round(value))}`")
+            return None
+        low_bad = lo is not None and (value <= lo if lo_open else value < lo)
+        high_bad = hi is not None and value > hi
+        if low_bad or high_bad:
+            self.report(codes.OUT_OF_RANGE, f"{what} = {node.text} is out of range", node.span,
+                        help=f"{what} must be {_range_words(lo, hi, lo_open, dim, node.unit)}")
+            return None
+        return value
+
+    def _word(self, node: Optional[Scalar], key: str, choices: Sequence[str], what: Optional[str] = None
+              ) -> Optional[str]:
+        """One of `choices`, written as a bare word (or a string); None after reporting."""
+        if node is None:
+            return None
+        what = what or key
+        if isinstance(node, Quantity):
+            self.report(codes.WRONG_KIND, f"{what} takes one of {_or(choices)}, got {node.text}", node.span)
+            return None
+        word = node.name if isinstance(node, Ident) else node.value
+        if word in choices:
+            return word
+        close = difflib.get_close_matches(word, choices, n=1, cutoff=0.5)
+        self.report(codes.UNKNOWN_VALUE, f"unknown {what} `{word}`", node.span,
+                    help=f"did you mean `{close[0]}`?" if close else f"choose {_or(choices)}")
+        return None
+
+    def _name(self, node: Optional[Scalar], key: str) -> Optional[str]:
+        if node is None:
+            return None
+        if isinstance(node, Quantity):
+            self.report(codes.WRONG_KIND, f"{key} takes a name, got {node.text}", node.span,
+                        help=f"`kvplan {key}s` lists the catalog")
+            return None
+        return node.name if isinstance(node, Ident) else node.value
+
+    # ---------------------------------------------------------- model blocks
+
+    def _model_block(self, decl: ModelDecl) -> Optional[_Model]:
+        entries = self._entries(decl.items, f'model "{decl.name}"', MODEL_KEYS)
+        before = self._errors()
+        config = entries.get("config")
+        if config is None:
+            self.report(codes.MISSING_KEY, f'model "{decl.name}" has no config', decl.name_span,
+                        help='add `config = "path/to/config.json"` (a Hugging Face config.json)')
+            return None
+        node = self._scalar(config, "model")
+        params = self._count(entries.get("params"), "params", "model")
+        active = self._count(entries.get("params_active"), "params_active", "model")
+        if node is None:
+            return None
+        if not isinstance(node, String):
+            self.report(codes.WRONG_KIND, "config takes a quoted path", node.span,
+                        help='write `config = "models/my-7b/config.json"`')
+            return None
+        path = node.value if os.path.isabs(node.value) else os.path.join(self.base_dir, node.value)
+        try:
+            from kvplan import hf  # helper-2's config reader; imported here: only model blocks need it
+
+            model: Model = hf.load_config(path)
+        except ImportError:
+            self.report(codes.CONFIG_ERROR, f"cannot read `{node.value}`: this kvplan has no config reader",
+                        node.span)
+            return None
+        except KvplanError as exc:
+            self.report(codes.CONFIG_ERROR, f"cannot use `{node.value}`: {exc.message}", node.span, help=exc.help)
+            return None
+        except OSError as exc:
+            self.report(codes.CONFIG_ERROR, f"cannot read `{node.value}`: {exc.strerror or exc}", node.span,
+                        help="the path is relative to the .kvp file")
+            return None
+        except ValueError as exc:  # malformed JSON
+            self.report(codes.CONFIG_ERROR, f"cannot read `{node.value}`: {exc}", node.span)
+            return None
+        if self._errors() > before:
+            return None
+        changes: dict[str, object] = {"id": decl.name}
+        if params is not None:
+            changes["params"] = params
+            if not model.is_moe and active is None:
+                changes["params_active"] = params
+        if active is not None:
+            changes["params_active"] = active
+        return _Model(attrs.evolve(model, **changes))
+
+    def _count(self, e: Optional[Entry], key: str, where: str) -> Optional[float]:
+        if e is None:
+            return None
+        node = self._scalar(e, where)
+        return None if node is None else self._number(node, key, Dim.COUNT, lo=0, lo_open=True)
+
+    # --------------------------------------------------------- device blocks
+
+    def _device_block(self, decl: DeviceDecl) -> Optional[_Device]:
+        where = f'device "{decl.name}"'
+        entries = self._entries(decl.items, where, DEVICE_KEYS)
+        before = self._errors()
+        dims = {"memory": Dim.BYTES, "bandwidth": Dim.BANDWIDTH, "compute": Dim.COMPUTE,
+                "compute_fp8": Dim.COMPUTE, "fabric": Dim.BANDWIDTH}
+        got: dict[str, float] = {}
+        for key, dim in dims.items():
+            e = entries.get(key)
+            node = self._scalar(e, where) if e is not None else None
+            value = self._number(node, key, dim, lo=0, lo_open=True) if node is not None else None
+            if value is not None:
+                got[key] = value
+        for key in ("memory", "bandwidth", "compute"):
+            if key not in entries:
+                self.report(codes.MISSING_KEY, f"{where} has no {key}", decl.name_span,
+                            help=f"add `{key} = {_EXAMPLES[dims[key]]}`")
+        ints: dict[str, int] = {}
+        for key in ("partitions", "sm_count"):
+            e = entries.get(key)
+            node = self._scalar(e, where) if e is not None else None
+            value = self._number(node, key, Dim.COUNT, _COUNT, integer=True, lo=1) if node is not None else None
+            if value is not None:
+                ints[key] = int(value)
+        notes: list[Value] = []
+        if "partitions" not in entries:
+            notes.append(assumed(1, "1", f"{where}: partitions = 1 (default: one memory partition)"))
+        links = {key: self._link(entries.get(key), key, where, notes) for key in ("link", "host_link")}
+        if self._errors() > before:
+            return None
+        device = Device(
+            id=decl.name, name=decl.name, memory=got["memory"], bandwidth=got["bandwidth"], compute=got["compute"],
+            compute_fp8=got.get("compute_fp8"), partitions=ints.get("partitions", 1), fabric=got.get("fabric"),
+            sm_count=ints.get("sm_count"), host_link=links["host_link"], scaleup_link=links["link"],
+            source=f"{where} in {os.path.basename(self.spec.path)}", confidence="U",
+            note="described by the user in a .kvp device block",
+        )
+        return _Device(device, tuple(notes))
+
+    def _link(self, e: Optional[Entry], key: str, where: str, notes: list[Value]) -> Optional[str]:
+        """A catalog link id: named (`host_link = pcie5-x16`) or the first catalog link of the same
+        per-direction bandwidth (Device holds link ids; the planner reads bandwidths through them)."""
+        if e is None:
+            return None
+        node = self._scalar(e, where)
+        if node is None:
+            return None
+        table = catalog.links()
+        if not isinstance(node, Quantity):
+            name = node.name if isinstance(node, Ident) else node.value
+            if name in table:
+                return name
+            self.report(codes.UNKNOWN_LINK, f"unknown link `{name}`", node.span,
+                        help=f"{catalog.suggest(name, table)}; or write its bandwidth, e.g. `64 GB/s`")
+            return None
+        bw = self._number(node, key, Dim.BANDWIDTH, lo=0, lo_open=True)
+        if bw is None:
+            return None
+        for lid, link in sorted(table.items()):
+            if math.isclose(bw, link.bandwidth, rel_tol=1e-3):
+                notes.append(assumed(bw, "B/s", f"{where}: {key} {node.text} per direction, "
+                                                f"taken as catalog link {lid}"))
+                return lid
+        known = ", ".join(f"{lid} ({link.bandwidth / 1e9:g} GB/s)" for lid, link in sorted(table.items()))
+        self.report(codes.LINK_NOT_IN_CATALOG, f"no catalog link runs at {node.text}; kvplan cannot plan over it",
+                    node.span, help=f"name a catalog link (per direction): {known}")
+        return None
+
+    # ----------------------------------------------------------- deployments
+
+    def _deployment(self, dep: DeploymentDecl) -> list[Scenario]:
+        where = f'deployment "{dep.name}"'
+        sections: dict[str, Block] = {}
+        for block in dep.blocks:
+            if block.name not in SECTIONS:
+                close = difflib.get_close_matches(block.name, list(SECTIONS), n=1, cutoff=0.6)
+                help = f"did you mean `{close[0]}`?" if close else self._block_help(block.name, DEPLOYMENT_KEYS)
+                if block.name in DEPLOYMENT_KEYS:
+                    help = self._block_help(block.name, DEPLOYMENT_KEYS)
+                self.report(codes.UNKNOWN_BLOCK, f"unknown block `{block.name}` in {where}", block.name_span,
+                            help=help)
+            elif block.name in sections:
+                self.report(codes.DUPLICATE_KEY, f"a second `{block.name}` block in {where}", block.name_span,
+                            help=f"the first is at line {sections[block.name].span.line}; merge them")
+            else:
+                sections[block.name] = block
+        top_entries = [e for e in dep.entries if e.key not in SECTIONS]
+        for e in dep.entries:
+            if e.key in SECTIONS:
+                self.report(codes.UNKNOWN_KEY, f"`{e.key}` is a block, not a setting", e.key_span,
+                            help=f"write `{e.key} {{ ... }}`")
+        top = self._entries(top_entries, where, DEPLOYMENT_KEYS, SECTION_KEYS)
+        spans: dict[str, Span] = {"deployment": dep.name_span}
+        notes: list[Value] = []
+
+        model = self._resolve_model(top.get("model"), dep, spans, notes)
+        device = self._resolve_device(top.get("device"), dep, spans, notes)
+        weights = self._weights(top.get("weights"), spans, notes)
+        devices = self._device_count(top.get("devices"), spans, notes)
+        placement = self._choice(top.get("placement"), "placement", PLACEMENTS, "auto", where, spans, notes)
+        engine = self._choice(top.get("engine"), "engine", ENGINES, "any", where, spans, notes)
+        objective = self._choice(top.get("objective"), "objective", OBJECTIVES, "fewest-devices", where, spans,
+                                 notes, why="fewest devices that fit and meet the SLOs (docs/language.md)")
+
+        quality = self._quality(sections.get("quality"), spans, notes)
+        slo = self._slo(sections.get("slo"), spans)
+        pins = self._pins(sections.get("pin"), spans, devices, placement, top)
+        expects = self._expects(sections.get("expect"))
+        workload = sections.get("workload")
+        if workload is None:
+            self.report(codes.MISSING_KEY, f"{where} has no workload", dep.name_span,
+                        help="add `workload { batch = 32  context = 128k }` (one setting per line)")
+            return []
+        combos = self._workload(workload, dep.name, notes)
+        if None in (model, device, weights, devices, placement, engine, objective, quality, slo, combos):
+            return []
+        assert model and device and weights and devices and placement and engine and objective
+        assert quality is not None and slo is not None and combos is not None
+        out = []
+        for name, values, wspans in combos:
+            out.append(Scenario(
+                deployment=dep.name, name=name, model=model.model, device=device.device, weights=weights,
+                devices=devices, placement=placement, engine=engine,
+                batch=int(values["batch"]), context=int(values["context"]), prefix=int(values["prefix"]),
+                fanout=int(values["fanout"]), reuse=values["reuse"],
+                budget=quality[0], eviction_allowed=quality[1], min_retention=quality[2],
+                slo_step_time=slo[0], slo_throughput=slo[1], objective=objective,
+                pins=pins, expects=expects, spans={**spans, **wspans},
+                assumptions=tuple(notes) + model.assumptions + device.assumptions,
+            ))
+        return out
+
+    def _resolve_model(self, e: Optional[Entry], dep: DeploymentDecl, spans: dict[str, Span],
+                       notes: list[Value]) -> Optional[_Model]:
+        return self._resolve(e, dep, spans, "model", self.models, catalog.models(), catalog.get_model,
+                             codes.UNKNOWN_MODEL, lambda m: _Model(m))
+
+    def _resolve_device(self, e: Optional[Entry], dep: DeploymentDecl, spans: dict[str, Span],
+                        notes: list[Value]) -> Optional[_Device]:
+        return self._resolve(e, dep, spans, "device", self.devices, catalog.devices(), catalog.get_device,
+                             codes.UNKNOWN_DEVICE, lambda d: _Device(d))
+
+    def _resolve(self, e: Optional[Entry], dep: DeploymentDecl, spans: dict[str, Span], key: str,
+                 local: Mapping[str, Optional[object]], table: Mapping[str, object], get: Callable[[str], object],
+                 code: str, wrap: Callable[[object], object]) -> Optional[object]:
+        if e is None:
+            self.report(codes.MISSING_KEY, f'deployment "{dep.name}" has no {key}', dep.name_span,
+                        help=f"add `{key} = ...` (`kvplan {key}s` lists the catalog)")
+            return None
+        spans[key] = e.span
+        name = self._name(self._scalar(e, "deployment"), key)
+        if name is None:
+            return None
+        if name in local:
+            return local[name]  # None when the block had errors, reported there
+        try:
+            return wrap(get(name))
+        except KvplanError:
+            known = sorted(set(table) | set(local))
+            close = difflib.get_close_matches(name.lower(), known, n=1, cutoff=0.5)
+            assert e.value is not None
+            self.report(code, f"unknown {key} `{name}`", e.value.span,
+                        help=(f"did you mean `{close[0]}`? " if close else "")
+                        + f"`kvplan {key}s` lists the catalog; a `{key}` block in this file also works")
+            return None
+
+    def _weights(self, e: Optional[Entry], spans: dict[str, Span], notes: list[Value]) -> Optional[Dtype]:
+        if e is None:
+            notes.append(choice("bf16", "default: weights = bf16 (the paper's baseline, SPEC §5)"))
+            return catalog.dtype("bf16")
+        spans["weights"] = e.span
+        name = self._name(self._scalar(e, "deployment"), "weights")
+        return None if name is None else self._dtype(name, e, "weights")
+
+    def _dtype(self, name: str, e: Entry, key: str) -> Optional[Dtype]:
+        try:
+            return catalog.dtype(name)
+        except KvplanError:
+            close = difflib.get_close_matches(name.lower(), list(catalog.DTYPES), n=1, cutoff=0.5)
+            assert e.value is not None
+            self.report(codes.UNKNOWN_VALUE, f"unknown {key} dtype `{name}`", e.value.span,
+                        help=f"did you mean `{close[0]}`?" if close else f"choose {_or(list(catalog.DTYPES))}")
+            return None
+
+    def _device_count(self, e: Optional[Entry], spans: dict[str, Span], notes: list[Value]) -> Optional[DeviceCount]:
+        if e is None:
+            notes.append(assumed(AUTO_DEVICE_LIMIT, "1",
+                                 f"default: devices = auto (the planner chooses, at most {AUTO_DEVICE_LIMIT})"))
+            return DeviceCount("auto", AUTO_DEVICE_LIMIT)
+        spans["devices"] = e.span
+        v = self._assignment(e, "deployment")
+        if v is None:
+            return None
+        if isinstance(v, Bound):
+            if v.op not in ("<=",):
+                self.report(codes.WRONG_OPERATOR, f"devices takes an upper bound `<= N`, not `{v.op}`", v.span,
+                            help="write `devices = <= 8`")
+                return None
+            n = self._number(v.limit, "devices", Dim.COUNT, _COUNT, integer=True, lo=1)
+            return None if n is None else DeviceCount("max", int(n))
+        if isinstance(v, ListValue):
+            self.report(codes.LIST_NOT_ALLOWED, "devices takes one value, not a list", v.span,
+                        help="write a number, `auto` or `<= 8`")
+            return None
+        if isinstance(v, Quantity):
+            n = self._number(v, "devices", Dim.COUNT, _COUNT, integer=True, lo=1)
+            return None if n is None else DeviceCount("fixed", int(n))
+        word = self._word(v, "devices", ("auto",))
+        return None if word is None else DeviceCount("auto", AUTO_DEVICE_LIMIT)
+
+    def _choice(self, e: Optional[Entry], key: str, choices: Sequence[str], default: str, where: str,
+                spans: dict[str, Span], notes: list[Value], why: str = "LANGUAGE.md") -> Optional[str]:
+        if e is None:
+            notes.append(choice(default, f"default: {key} = {default} ({why})"))
+            return default
+        spans[key] = e.span
+        return self._word(self._scalar(e, where), key, choices)
+
+    # -------------------------------------------------------------- sections
+
+    def _section(self, block: Optional[Block], name: str) -> dict[str, Entry]:
+        if block is None:
+            return {}
+        others = {f"`{k}`": v for k, v in SECTION_KEYS.items() if k != name}
+        others["the deployment itself"] = DEPLOYMENT_KEYS
+        return self._entries(block.items, name, SECTION_KEYS[name], others)
+
+    def _quality(self, block: Optional[Block], spans: dict[str, Span], notes: list[Value]
+                 ) -> Optional[tuple[str, bool, float]]:
+        entries = self._section(block, "quality")
+        for k, e in entries.items():
+            spans[f"quality.{k}"] = e.span
+        budget: Optional[str] = "lossless"
+        if "budget" in entries:
+            budget = self._word(self._scalar(entries["budget"], "quality"), "budget", BUDGETS)
+        else:
+            notes.append(choice("lossless", "default: quality.budget = lossless (the conservative choice: no lossy "
+                                            "domain unless the spec admits one; docs/language.md)"))
+        eviction: Optional[str] = None
+        if "eviction" in entries:
+            eviction = self._word(self._scalar(entries["eviction"], "quality"), "eviction", EVICTION)
+            if eviction is None:
+                return None
+        min_retention: Optional[float] = 0.5
+        if "min_retention" in entries:
+            node = self._scalar(entries["min_retention"], "quality")
+            min_retention = None if node is None else self._number(
+                node, "min_retention", Dim.FRACTION, lo=0.5, hi=1.0,
+                what="min_retention (SPEC rule 5: keep r ≥ 0.5)")
+        else:
+            notes.append(assumed(0.5, "1", "default: quality.min_retention = 0.5 (SPEC rule 5 floor)"))
+        if budget is None or min_retention is None:
+            return None
+        if eviction is None:
+            allowed = budget == "aggressive"
+            notes.append(choice("allowed" if allowed else "forbidden",
+                                "default: quality.eviction = " + ("allowed (the aggressive budget admits eviction)"
+                                                                  if allowed else "forbidden (LANGUAGE.md)")))
+        else:
+            allowed = eviction == "allowed" and budget != "lossless"
+            if eviction == "allowed" and budget == "lossless":
+                self.report(codes.CONFLICTING_SETTINGS, "eviction is allowed but the budget is lossless",
+                            entries["eviction"].span,
+                            help="a lossless budget admits no eviction: raise the budget or forbid eviction")
+        if not allowed and "min_retention" in entries:
+            self.report(codes.NO_EFFECT, "min_retention has no effect: eviction is not allowed",
+                        entries["min_retention"].span, help="set `eviction = allowed`, or remove min_retention")
+        return budget, allowed, min_retention
+
+    def _slo(self, block: Optional[Block], spans: dict[str, Span]) -> Optional[tuple[Optional[float], Optional[float]]]:
+        entries = self._section(block, "slo")
+        ok = True
+        found: dict[str, Optional[float]] = {"step_time": None, "throughput": None}
+        for key, (dim, ops, example) in {"step_time": (Dim.TIME, ("<=", "<"), "step_time <= 50 ms"),
+                                         "throughput": (Dim.RATE, (">=", ">"), "throughput >= 500 tok/s")}.items():
+            e = entries.get(key)
+            if e is None:
+                continue
+            spans[f"slo.{key}"] = e.span
+            if e.op not in ops:
+                bound = "an upper bound" if key == "step_time" else "a lower bound"
+                self.report(codes.WRONG_OPERATOR, f"slo {key} is {bound}: `{ops[0]}`, not `{e.op or 'nothing'}`",
+                            e.span, help=f"write `{example}`")
+                ok = False
+                continue
+            node = e.value
+            if isinstance(node, (ListValue, Bound)) or node is None:
+                ok = False
+                continue
+            value = self._number(node, key, dim, lo=0, lo_open=True)
+            ok = ok and value is not None
+            found[key] = value
+        return (found["step_time"], found["throughput"]) if ok else None
+
+    def _pins(self, block: Optional[Block], spans: dict[str, Span], devices: Optional[DeviceCount],
+              placement: Optional[str], top: Mapping[str, Entry]) -> Mapping[str, Pin]:
+        entries = self._section(block, "pin")
+        pins: dict[str, Pin] = {}
+        for key, e in entries.items():
+            spans[f"pin.{key}"] = e.span
+            node = self._scalar(e, "pin")
+            if node is None:
+                continue
+            value: Union[str, float, bool, None] = None
+            if key == "kv_dtype":
+                name = self._name(node, "kv_dtype")
+                dt = self._dtype(name, e, "kv") if name is not None else None
+                value = dt.id if dt is not None else None
+            elif key == "retention":
+                value = self._number(node, key, Dim.FRACTION, lo=0, hi=1, lo_open=True)
+            elif key in ("block_size", "devices"):
+                value = self._number(node, key, Dim.COUNT, _COUNT, integer=True, lo=1)
+            elif key == "prefix_caching":
+                word = self._word(node, key, tuple(BOOLEANS))
+                value = None if word is None else BOOLEANS[word]
+            elif key == "tier":
+                value = self._word(node, key, TIERS)
+            elif key == "placement":
+                value = self._word(node, key, PIN_PLACEMENTS, what="pinned placement")
+            if value is not None:
+                pins[key] = Pin(key, value, e.span)
+        pd = pins.get("devices")
+        if pd is not None and devices is not None and devices.mode != "auto" and "devices" in top:
+            limit_ok = pd.value == devices.n if devices.mode == "fixed" else float(pd.value) <= devices.n
+            if not limit_ok:
+                self.report(codes.CONFLICTING_SETTINGS, f"pin devices = {pd.value:g} contradicts "
+                            f"devices = {'<= ' if devices.mode == 'max' else ''}{devices.n}", pd.span,
+                            help="the pin wins; make them agree")
+        pp = pins.get("placement")
+        if pp is not None and placement not in (None, "auto", pp.value):
+            self.report(codes.CONFLICTING_SETTINGS, f"pin placement = {pp.value} contradicts placement = {placement}",
+                        pp.span, help="the pin wins; make them agree")
+        return pins
+
+    def _expects(self, block: Optional[Block]) -> tuple[Expectation, ...]:
+        if block is None:
+            return ()
+        out: list[Expectation] = []
+        keys = SECTION_KEYS["expect"]
+        for item in block.items:
+            if isinstance(item, Block):
+                self.report(codes.UNKNOWN_BLOCK, f"`expect` holds no blocks; found `{item.name}`", item.name_span)
+                continue
+            e = item
+            if e.key not in keys:
+                close = difflib.get_close_matches(e.key, keys, n=1, cutoff=0.6)
+                self.report(codes.UNKNOWN_METRIC, f"the plan has no metric `{e.key}`", e.key_span,
+                            help=f"did you mean `{close[0]}`?" if close else f"metrics: {', '.join(keys)}")
+                continue
+            if e.key == "fits":
+                if e.op:
+                    self.report(codes.WRONG_OPERATOR, "`fits` stands alone", e.span, help="write `fits`")
+                else:
+                    out.append(Expectation("fits", "is", True, e.span))
+                continue
+            if e.op not in _COMPARISONS:
+                example = "regime == kv-bound" if e.key == "regime" else f"{e.key} >= ..."
+                self.report(codes.WRONG_OPERATOR, f"`{e.key}` needs a comparison" if not e.op
+                            else f"assertions compare with ==, <=, >=, < or >, not `{e.op}`", e.span,
+                            help=f"write `{example}`")
+                continue
+            node = e.value
+            if not isinstance(node, (Quantity, Ident, String)):
+                continue
+            if e.key == "regime":
+                if e.op != "==":
+                    self.report(codes.WRONG_OPERATOR, f"regimes are compared with `==`, not `{e.op}`", e.span,
+                                help="write `regime == kv-bound`")
+                    continue
+                word = self._word(node, "regime", REGIMES)
+                if word is not None:
+                    out.append(Expectation("regime", "==", word, e.span))
+                continue
+            dim, table = _EXPECT_UNITS[e.key]
+            value = self._number(node, e.key, dim, table, integer=e.key == "devices", lo=0)
+            if value is not None:
+                out.append(Expectation(e.key, e.op, value, e.span))
+        return tuple(out)
+
+    # -------------------------------------------------------------- workload
+
+    def _workload(self, block: Block, dep_name: str, notes: list[Value]
+                  ) -> Optional[list[tuple[str, dict[str, float], dict[str, Span]]]]:
+        """(scenario name, values, spans) per combination of the workload's lists."""
+        entries = self._section(block, "workload")
+        spec: dict[str, tuple[Dim, Optional[Mapping[str, float]], bool, float, Optional[float]]] = {
+            # key: (dim, unit table, integer, low, high)
+            "batch": (Dim.COUNT, _COUNT, True, 1, None),
+            "context": (Dim.TOKENS, None, True, 1, None),
+            "prefix": (Dim.TOKENS, None, True, 0, None),
+            "fanout": (Dim.COUNT, _COUNT, True, 1, None),
+            "reuse": (Dim.FRACTION, None, False, 0, 1),
+        }
+        defaults = {"prefix": (0.0, "tokens", "no shared prefix"), "fanout": (1.0, "1", "no sharing"),
+                    "reuse": (0.0, "1", "no context comes back")}
+        values: dict[str, list[_Element]] = {}
+        listed: list[str] = []
+        ok = True
+        for key in ("batch", "context"):
+            if key not in entries:
+                self.report(codes.MISSING_KEY, f"workload has no {key}", block.name_span,
+                            help=f"add `{key} = {'32' if key == 'batch' else '128k'}`")
+                ok = False
+        for key, e in entries.items():
+            v = self._assignment(e, "workload")
+            if v is None or isinstance(v, Bound):
+                if isinstance(v, Bound):
+                    self.report(codes.WRONG_KIND, f"`{key}` takes a value, not a bound", v.span)
+                ok = False
+                continue
+            nodes: Sequence[Scalar] = v.items if isinstance(v, ListValue) else (v,)
+            if isinstance(v, ListValue):
+                listed.append(key)
+                if not v.items:
+                    self.report(codes.WRONG_KIND, f"`{key}` is an empty list: no scenario to plan", v.span,
+                                help=f"give at least one value: `{key} = [1, 8, 32]`")
+                    ok = False
+                    continue
+            dim, table, integer, lo, hi = spec[key]
+            elems = []
+            for node in nodes:
+                value = self._number(node, key, dim, table, integer=integer, lo=lo, hi=hi)
+                if value is None:
+                    ok = False
+                    continue
+                elems.append(_Element(value, node.text.replace(" ", "") if isinstance(node, Quantity) else "",
+                                      node.span if isinstance(v, ListValue) else e.span))
+            values[key] = elems
+        for key, (value, unit, why) in defaults.items():
+            if key not in entries:
+                notes.append(assumed(value, unit, f"default: workload.{key} = {value:g} ({why})"))
+                values[key] = [_Element(value, f"{value:g}", block.name_span)]
+        if not ok:
+            return None
+        total = math.prod(len(values[k]) for k in listed)
+        if total > MAX_SCENARIOS:
+            self.report(codes.TOO_MANY_SCENARIOS, f"workload lists expand into {total} scenarios", block.name_span,
+                        help=f"at most {MAX_SCENARIOS}: split the deployment or shorten the lists")
+            return None
+        keys = list(values)
+        combos = []
+        failed = False
+        for picked in itertools.product(*(values[k] for k in keys)):
+            chosen = dict(zip(keys, picked))
+            if not self._consistent(chosen, entries):
+                failed = True
+                continue
+            name = dep_name
+            if listed:
+                name += "[" + ",".join(f"{k}={chosen[k].text}" for k in listed) + "]"
+            wspans = {f"workload.{k}": chosen[k].span for k in keys if k in entries}
+            combos.append((name, {k: chosen[k].value for k in keys}, wspans))
+        return None if failed else combos
+
+    def _consistent(self, c: Mapping[str, _Element], entries: Mapping[str, Entry]) -> bool:
+        ok = True
+        if c["prefix"].value > c["context"].value:
+            self.report(codes.PREFIX_EXCEEDS_CONTEXT, f"prefix {c['prefix'].text} is longer than the context "
+                        f"{c['context'].text}", c["prefix"].span, help="a shared prefix is part of each context")
+            ok = False
+        if "fanout" in entries and c["fanout"].value > c["batch"].value:
+            self.report(codes.FANOUT_EXCEEDS_BATCH, f"fanout {c['fanout'].text} exceeds batch {c['batch'].text}",
+                        c["fanout"].span, help="only sequences in the same batch share cached prefix pages")
+        if "fanout" in entries and c["fanout"].value > 1 and c["prefix"].value == 0:
+            self.report(codes.NO_EFFECT, f"fanout {c['fanout'].text} shares no prefix", c["fanout"].span,
+                        help="set `prefix` to the shared tokens, e.g. `prefix = 96k`")
+        return ok
+
+
+# ------------------------------------------------------------------ words
+
+_EXAMPLES = {Dim.TOKENS: "128k", Dim.COUNT: "32", Dim.BYTES: "80 GB", Dim.BANDWIDTH: "3.35 TB/s",
+             Dim.COMPUTE: "989 TFLOPS", Dim.TIME: "50 ms", Dim.RATE: "500 tok/s", Dim.FRACTION: "60%",
+             Dim.NUMBER: "1.5"}
+
+
+def _dim_words(dim: Dim) -> str:
+    return {Dim.COUNT: "a count", Dim.NUMBER: "a number", Dim.FRACTION: "a fraction"}.get(dim, dim.value)
+
+
+def _unit_names(table: Mapping[str, float]) -> str:
+    units = [f"`{u}`" for u in table if u]
+    plain = "" in table
+    if not units:
+        return "a plain number"
+    return ", ".join(units[:8]) + (" or a plain number" if plain else "")
+
+
+def _unit_first(word: str, dim: Dim) -> Optional[str]:
+    """'128k' for the identifier 'k128' when `k` is a unit of `dim`: a unit written before its number."""
+    for unit in sorted(UNITS[dim], key=len, reverse=True):
+        if unit and word.startswith(unit):
+            rest = word[len(unit):]
+            try:
+                float(rest)
+            except ValueError:
+                continue
+            return f"{rest}{unit}"
+    return None
+
+
+def _range_words(lo: Optional[float], hi: Optional[float], lo_open: bool, dim: Dim, unit: str) -> str:
+    def show(x: float) -> str:
+        return f"{x * 100:g}%" if unit == "%" else f"{x:g}"
+    if lo is not None and hi is not None:
+        return f"between {show(lo)} and {show(hi)}"
+    if lo is not None:
+        return f"{'above' if lo_open else 'at least'} {show(lo)}"
+    return f"at most {show(hi or 0)}"
+
+
+def _or(words: Sequence[str]) -> str:
+    quoted = [f"`{w}`" for w in words]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]

@@ -1,0 +1,180 @@
+"""The canonical layout of a .kvp file: `kvplan fmt` prints the syntax tree back, comments kept.
+
+Layout: four spaces per level; `key = value` and `key <= value` with one space
+around the operator; `name {` ... `}` with every item on its own line; exactly
+one blank line between top-level declarations, and elsewhere at most one where
+the source had one (never right after `{` or before `}`). Numbers keep the digits
+the user wrote; a unit is glued to its number for the token and count suffixes
+(`128k`, `70B`, `60%`) and spaced otherwise (`50 ms`, `4.8 TB/s`). Lists stay on
+one line unless a comment sits inside them, then one element per line.
+
+Comments are all kept: a comment after code stays at the end of the line that
+code lands on (two spaces before `#`), a comment on its own line stays on its
+own line before what followed it, indented to its level.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence, Union
+
+import attrs
+
+from kvplan.errors import Span
+from kvplan.lang.spec import (
+    Block, Bound, Comment, Declaration, Entry, Ident, Item, ListValue, Quantity, SpecFile, String, ValueNode,
+    Version,
+)
+from kvplan.lang.syntax import parse
+
+INDENT = "    "
+GLUED_UNITS = frozenset({"k", "M", "Ki", "Mi", "B", "%"})
+
+
+def format_source(text: str, path: str) -> str:
+    """Text in the canonical layout; raises KvpSyntaxError (with a span) when it does not parse."""
+    return _Printer(text, parse(text, path)).run()
+
+
+@attrs.define
+class _Line:
+    depth: int
+    text: str
+    first: int           # the source lines this output line stands for
+    last: int
+    kind: str = "item"   # item | open | close | comment
+    force_blank: bool = False
+
+
+class _Printer:
+    def __init__(self, text: str, spec: SpecFile) -> None:
+        self.src = [ln.rstrip("\r") for ln in text.split("\n")]
+        self.out: list[_Line] = []
+        trailing: dict[int, Comment] = {}
+        own: list[Comment] = []
+        for c in spec.comments:
+            before = self.src[c.span.line - 1][: c.span.column - 1]
+            if before.strip():
+                trailing[c.span.line] = c
+            else:
+                own.append(c)
+        self.trailing = trailing
+        self.own = sorted(own, key=lambda c: (c.span.line, c.span.column))
+        self.spec = spec
+        self._force_next = False
+
+    # ------------------------------------------------------------------ walk
+
+    def run(self) -> str:
+        tops: list[Union[Version, Declaration]] = sorted(
+            [*self.spec.versions, *self.spec.declarations], key=lambda n: (n.span.line, n.span.column))
+        prev_end: Optional[int] = None
+        for node in tops:
+            # One blank line between top-level items: kept where the source has one, added if not.
+            self._force_next = prev_end is not None and not self._blank_between(prev_end, node.span.line)
+            self._comments_before(node.span.line, 0)
+            if isinstance(node, Version):
+                self._emit(0, f"kvplan {node.number.text}", node.span.line, node.span.end_line)
+            else:
+                self._block(0, f"{node.kind} {self._slice(node.name_span)}", node.items, node.span)
+            prev_end = node.span.end_line
+        self._comments_before(len(self.src) + 1, 0)
+        return self._render()
+
+    def _emit(self, depth: int, text: str, first: int, last: int, kind: str = "item") -> None:
+        line = _Line(depth, text, first, last, kind)
+        if self._force_next:
+            line.force_blank, self._force_next = True, False
+        self.out.append(line)
+
+    def _comments_before(self, line: int, depth: int) -> None:
+        while self.own and self.own[0].span.line < line:
+            c = self.own.pop(0)
+            self._emit(depth, c.text.strip(), c.span.line, c.span.line, "comment")
+
+    def _block(self, depth: int, head: str, items: Sequence[Item], span: Span) -> None:
+        start, end = span.line, span.end_line
+        self._emit(depth, f"{head} {{", start, start, "open")
+        for item in items:
+            self._comments_before(item.span.line, depth + 1)
+            if isinstance(item, Block):
+                self._block(depth + 1, item.name, item.items, item.span)
+            else:
+                self._entry(depth + 1, item)
+        self._comments_before(end, depth + 1)
+        self._emit(depth, "}", end, end, "close")
+
+    def _entry(self, depth: int, e: Entry) -> None:
+        head = e.key if not e.op else f"{e.key} {e.op} "
+        v = e.value
+        if isinstance(v, ListValue) and v.items and self._comment_inside(v):
+            self._emit(depth, f"{head}[", e.span.line, max(e.span.line, v.items[0].span.line - 1), "open")
+            for x in v.items:
+                self._comments_before(x.span.line, depth + 1)
+                self._emit(depth + 1, f"{self._value(x)},", x.span.line, x.span.end_line)
+            self._comments_before(v.span.end_line, depth + 1)
+            self._emit(depth, "]", v.span.end_line, v.span.end_line, "close")
+            return
+        self._emit(depth, head + (self._value(v) if v is not None else ""), e.span.line, e.span.end_line)
+
+    def _comment_inside(self, v: ListValue) -> bool:
+        """A comment on a line of the list other than its last: the list cannot stay on one line."""
+        lines = range(v.span.line, v.span.end_line)
+        return any(n in self.trailing for n in lines) or any(v.span.line < c.span.line < v.span.end_line
+                                                             for c in self.own)
+
+    # ---------------------------------------------------------------- values
+
+    def _slice(self, s: Span) -> str:
+        return self.src[s.line - 1][s.column - 1: s.end_column - 1]
+
+    def _value(self, v: ValueNode) -> str:
+        if isinstance(v, Quantity):
+            return quantity(v)
+        if isinstance(v, Ident):
+            return v.name
+        if isinstance(v, String):
+            return self._slice(v.span)
+        if isinstance(v, ListValue):
+            return "[" + ", ".join(self._value(x) for x in v.items) + "]"
+        if isinstance(v, Bound):
+            return f"{v.op} {quantity(v.limit)}"
+        raise TypeError(f"cannot print {v!r}")  # pragma: no cover - the tree has no other values
+
+    # ---------------------------------------------------------------- render
+
+    def _blank_between(self, after: int, before: int) -> bool:
+        """Whether a blank source line lies strictly between two lines (1-based)."""
+        return any(not self.src[n - 1].strip() for n in range(after + 1, min(before, len(self.src) + 1)))
+
+    def _render(self) -> str:
+        # Each trailing comment goes to the last output line that stands for its source line.
+        owner: dict[int, int] = {}
+        for i, ln in enumerate(self.out):
+            for n in range(ln.first, ln.last + 1):
+                owner[n] = i
+        tails: dict[int, str] = {}
+        for n, c in self.trailing.items():
+            i = owner.get(n)
+            if i is None:  # pragma: no cover - code precedes every trailing comment
+                raise AssertionError(f"comment on line {n} lost")
+            tails[i] = c.text.strip()
+        text = []
+        for i, ln in enumerate(self.out):
+            if i > 0:
+                prev = self.out[i - 1]
+                blank = ln.force_blank or self._blank_between(prev.last, ln.first)
+                if prev.kind == "open" or ln.kind == "close":
+                    blank = False
+                if blank:
+                    text.append("")
+            body = INDENT * ln.depth + ln.text
+            text.append(body + (f"  {tails[i]}" if i in tails else ""))
+        return "\n".join(text) + "\n" if text else ""
+
+
+def quantity(q: Quantity) -> str:
+    """`128 k` -> `128k`, `50ms` -> `50 ms`; the number's digits as written."""
+    if not q.unit:
+        return q.text.strip()
+    number = q.text[: len(q.text) - len(q.unit)].strip()
+    return f"{number}{q.unit}" if q.unit in GLUED_UNITS else f"{number} {q.unit}"
