@@ -111,9 +111,14 @@ def _tokens(text: str, what: str) -> int:
 @click.option("--placement", type=click.Choice(["striped", "pinned", "affinity"]), default="striped",
               show_default=True, help="KV page placement on multi-partition devices.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), metavar="FILE.png|svg",
+              help="Also draw the regime map (context against batch) to this file (needs kvplan[plot]).")
+@click.option("--roofline", "roofline_path", type=click.Path(dir_okay=False), metavar="FILE.png|svg",
+              help="Also draw the roofline with this point to this file (needs kvplan[plot]).")
 @handles_errors
 def map_cmd(model_id: str | None, model_config: str | None, device_id: str, n_devices: int, tp: int,
-            batch: int, context: str, weights: str, kv_dtype: str, placement: str, fmt: str) -> None:
+            batch: int, context: str, weights: str, kv_dtype: str, placement: str, fmt: str,
+            plot_path: str | None, roofline_path: str | None) -> None:
     """The regime map at one point: κ, s*, s_cap, β_eff, intensity, step time, regime, by KV dtype."""
     from kvplan import catalog
     from kvplan import roofline as rf
@@ -129,7 +134,81 @@ def map_cmd(model_id: str | None, model_config: str | None, device_id: str, n_de
     w, kv = catalog.dtype(weights), catalog.dtype(kv_dtype)
     cfg = rf.Config(model, device, n_devices=n_devices, tp=tp, w_p=w.width, w_kv=kv.width, placement=placement)
     rm = regime_map(cfg, b, s, weights=w, kv=kv)
+    if plot_path or roofline_path:
+        from kvplan.analysis import DEFAULT_KV_DTYPES
+        from kvplan.render import plot
+
+        if plot_path:
+            plot.regime_map_figure(cfg, b, s, list(dict.fromkeys([kv.id, *DEFAULT_KV_DTYPES])), plot_path,
+                                   kv_name=kv.id)
+        if roofline_path:
+            plot.roofline_figure(cfg, b, s, roofline_path)
     click.echo(map_view.text(rm) if fmt == "text" else map_view.json_text(rm), nl=False)
+
+
+@main.command("sweep")
+@click.argument("spec_file", required=False, type=click.Path(dir_okay=False), metavar="[FILE.kvp]")
+@click.option("--model", "model_id", metavar="ID", help="Catalog model id (without FILE).")
+@click.option("--model-config", type=click.Path(dir_okay=False), metavar="PATH",
+              help="A Hugging Face config.json instead of a catalog id.")
+@click.option("--device", "device_id", metavar="ID", help="Catalog device id (without FILE).")
+@click.option("--devices", "devices", metavar="LIST", help="Device counts: 1,2,4,8 or 1..8  [default: 1]")
+@click.option("--kv-dtype", "kv_dtypes", metavar="LIST", help="KV dtypes: bf16,fp8,int4,int2  [default: bf16]")
+@click.option("--batch", metavar="LIST", help="Batch sizes: 1,8,32 or 1..64 or 1..1024:x2  [default: 1]")
+@click.option("--context", metavar="LIST",
+              help="Contexts: 32k,128k or 4k..1M:x2 or 8k..128k:+8k  [default: 128k]")
+@click.option("--weights", default=None, help="Weight dtype  [default: bf16]")
+@click.option("--placement", type=click.Choice(["striped", "pinned", "affinity"]), default=None,
+              help="KV page placement  [default: striped]")
+@click.option("--format", "fmt", type=click.Choice(["csv", "json"]), default="csv", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default="-", metavar="FILE",
+              help="Write here instead of stdout.")
+@handles_errors
+def sweep_cmd(spec_file: str | None, model_id: str | None, model_config: str | None, device_id: str | None,
+              devices: str | None, kv_dtypes: str | None, batch: str | None, context: str | None,
+              weights: str | None, placement: str | None, fmt: str, output: str) -> None:
+    """Evaluate every point of devices × KV dtype × batch × context; stream CSV or JSON rows.
+
+    Without FILE, --model (or --model-config) and --device name the deployment; with a .kvp
+    FILE each of its deployments is swept, the lists defaulting to the file's values.
+    """
+    from kvplan import sweep as sw
+
+    lists = {"devices": devices, "kv_dtypes": kv_dtypes, "batch": batch, "context": context}
+    if spec_file is not None:
+        if model_id or model_config or device_id:
+            raise KvplanError("give FILE or --model/--device, not both")
+        specs = sw.specs_from_scenarios(_checked(spec_file).scenarios, weights=weights, placement=placement,
+                                        **lists)
+    else:
+        from kvplan import catalog
+        from kvplan.hf import resolve_model
+
+        if device_id is None:
+            raise KvplanError("missing --device", help="name a catalog device (kvplan devices), or give a .kvp FILE")
+        given = {k: v for k, v in lists.items() if v is not None}
+        specs = [sw.spec_from_flags(resolve_model(model_id, model_config), catalog.get_device(device_id),
+                                    weights=weights or "bf16", placement=placement or "striped", **given)]
+    stream = sw.csv_text(specs) if fmt == "csv" else sw.json_text(specs)
+    total = sw.total_points(specs)
+    out = sys.stdout if output == "-" else open(output, "w", encoding="utf-8", newline="")
+    try:
+        if total > 100_000 and sys.stderr.isatty():
+            with click.progressbar(length=total, label="sweep", file=sys.stderr) as bar:
+                for n, text in stream:
+                    out.write(text)
+                    bar.update(n)
+        else:
+            for _, text in stream:
+                out.write(text)
+        out.flush()
+    except BrokenPipeError:  # the reader stopped early (| head): not an error of ours
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    finally:
+        if out is not sys.stdout:
+            out.close()
 
 
 @main.command("tables")

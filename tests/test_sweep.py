@@ -1,0 +1,267 @@
+"""kvplan sweep: list parsing, rows against the single-point core and SPEC's formulas, CSV/JSON shape."""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import json
+import math
+
+import attrs
+import pytest
+from click.testing import CliRunner
+
+from kvplan import catalog
+from kvplan import roofline as rf
+from kvplan import sweep as sw
+from kvplan.cli import main
+from kvplan.errors import KvplanError
+from kvplan.footprint import kappa
+
+LLAMA = catalog.get_model("llama-3-70b")
+B200 = catalog.get_device("b200")
+
+
+def run(*args: str) -> "object":
+    return CliRunner().invoke(main, list(args))
+
+
+def rows_of(text: str) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+# ------------------------------------------------------------------ lists
+
+@pytest.mark.parametrize("text, kind, expected", [
+    ("1,8,32", "int", (1, 8, 32)),
+    ("1..4", "int", (1, 2, 3, 4)),
+    ("1..1024:x2", "int", tuple(2**k for k in range(11))),
+    ("3..100:x3", "int", (3, 9, 27, 81)),
+    ("8..2,1", "int", None),  # downward range: error below
+    ("1,1,2,1", "int", (1, 2)),
+    (" 2 , 4 ", "int", (2, 4)),
+    ("128k", "tokens", (128_000,)),
+    ("1M", "tokens", (1_000_000,)),
+    ("32Ki", "tokens", (32_768,)),
+    ("4k..1M:x2", "tokens", tuple(4000 * 2**k for k in range(8))),  # 4k·2^8 = 1.024M > 1M
+    ("4Ki..1Mi:x2", "tokens", tuple(2**k for k in range(12, 21))),
+    ("8k..32k:+8k", "tokens", (8000, 16000, 24000, 32000)),
+    ("1k..1003", "tokens", (1000, 1001, 1002, 1003)),
+])
+def test_parse_list(text: str, kind: str, expected: tuple[int, ...] | None) -> None:
+    if expected is None:
+        with pytest.raises(sw.SweepError, match="downward"):
+            sw.parse_list(text, kind, "batch")
+    else:
+        assert sw.parse_list(text, kind, "batch") == expected
+
+
+@pytest.mark.parametrize("text, kind, needle", [
+    ("1..", "int", "needs both ends"),
+    ("..8", "int", "needs both ends"),
+    ("1...8", "int", "not a whole number"),
+    ("1..8:x1", "int", "factor above 1"),
+    ("1..8:x", "int", "factor above 1"),
+    ("1..8:+0", "int", "step of at least 1"),
+    ("1..8:+1.5", "int", "step of at least 1"),
+    ("0", "int", "at least 1"),
+    ("1.5", "int", "not a whole number"),
+    ("eight", "int", "cannot read 'eight'"),
+    ("1,,2", "int", "empty item"),
+    ("", "int", "empty list"),
+    ("1..100000000000", "int", "more than"),
+    ("40 GB", "tokens", "context takes tokens"),
+    ("0.5k..2k:x2.5", "tokens", None),
+])
+def test_parse_list_errors(text: str, kind: str, needle: str | None) -> None:
+    if needle is None:  # a fractional factor rounds each value to a whole token count
+        assert sw.parse_list(text, kind, "context") == (500, 1250)
+        return
+    with pytest.raises(KvplanError, match=needle):
+        sw.parse_list(text, kind, "context" if kind == "tokens" else "batch")
+
+
+def test_parse_dtypes_resolves_aliases_and_rejects_unknown() -> None:
+    assert sw.parse_dtypes("bf16,bfloat16,2bit,fp8") == ("bf16", "int2", "fp8")
+    with pytest.raises(catalog.CatalogError, match="unknown dtype 'int3'"):
+        sw.parse_dtypes("bf16,int3")
+
+
+def test_bad_list_exits_2_with_one_line() -> None:
+    r = run("sweep", "--model", "llama-3-70b", "--device", "b200", "--batch", "1..")
+    assert r.exit_code == 2
+    assert r.stdout == ""
+    assert r.stderr.count("\n") == 1
+    assert "batch" in r.stderr and "'1..'" in r.stderr and "1..64" in r.stderr
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("--model", "llama-3-70b"), "missing --device"),
+    (("--model", "llama-3-70b", "--device", "b201"), "unknown device 'b201'"),
+    (("--device", "b200"), "give a catalog model name"),
+    (("--model", "llama-3-70b", "--device", "b200", "--context", "40 GB"), "context takes tokens"),
+    (("--model", "llama-3-70b", "--device", "b200", "--devices", "3", "--kv-dtype", "bf16", "--batch", "1"), None),
+])
+def test_cli_input_errors(args: tuple[str, ...], needle: str | None) -> None:
+    r = run("sweep", *args)
+    if needle is None:  # 3 devices is a valid (if odd) deployment: tp = 3 over 8 KV heads
+        assert r.exit_code == 0, r.stderr
+        return
+    assert r.exit_code == 2
+    assert needle in r.stderr and "Traceback" not in r.stderr
+
+
+# ------------------------------------------------------------------ rows
+
+GRID = dict(devices="1,2", kv_dtypes="bf16,int4,int2", batch="1..1024:x4", context="1k..1M:x4")
+
+
+def llama_rows() -> list[dict[str, str]]:
+    r = run("sweep", "--model", "llama-3-70b", "--device", "b200", "--devices", GRID["devices"],
+            "--kv-dtype", GRID["kv_dtypes"], "--batch", GRID["batch"], "--context", GRID["context"])
+    assert r.exit_code == 0, r.stderr
+    return rows_of(r.stdout)
+
+
+def test_row_order_is_devices_kv_batch_context() -> None:
+    rows = llama_rows()
+    lists = ([1, 2], ["bf16", "int4", "int2"], [4**k for k in range(6)], [1000 * 4**k for k in range(5)])
+    got = [(int(r["devices"]), r["kv_dtype"], int(r["batch"]), int(r["context"])) for r in rows]
+    assert got == list(itertools.product(*lists))
+    assert list(rows[0]) == [c.name for c in sw.COLUMNS]
+
+
+def test_rows_follow_spec_formulas_by_hand() -> None:
+    """Llama-3-70B on b200, striped: every column from SPEC §3–5 written out here."""
+    P = LLAMA.params
+    C, beta, pi = 192e9, 8.0e12, 2250e12  # paper Tab. 3; striped B200: min(8, 10·2/1) = 8 TB/s
+    assert (B200.memory, B200.bandwidth, B200.compute) == (C, beta, pi)
+    for r in llama_rows():
+        n, b, s = int(r["devices"]), int(r["batch"]), int(r["context"])
+        w_kv = {"bf16": 2.0, "int4": 0.5, "int2": 0.25}[r["kv_dtype"]]
+        k = 2 * 80 * 8 * 128 * w_kv
+        kv = b * s * k * max(1.0, n / 8)  # KV heads split over tp = n ranks (n ≤ 8: no copies)
+        W = P * 2
+        assert float(r["kappa_bytes"]) == k
+        assert float(r["kv_bytes"]) == pytest.approx(kv, rel=1e-12)
+        assert float(r["weight_bytes"]) == pytest.approx(W, rel=1e-12)
+        assert float(r["memory_bytes"]) == pytest.approx(W + kv, rel=1e-12)
+        assert r["fits"] == ("true" if W + kv <= n * C else "false")
+        s_star, s_cap = W / (b * k), (n * C - W) / (b * k)
+        assert float(r["s_star_tokens"]) == pytest.approx(s_star, rel=1e-12)
+        assert float(r["s_cap_tokens"]) == pytest.approx(s_cap, rel=1e-12)
+        expected = "capacity-bound" if s > s_cap else "weight-bound" if s < s_star else "kv-bound"
+        assert r["regime"] == expected
+        flops = 2 * P * b + 4 * b * s * 80 * 64 * 128
+        step = max((W + kv) / (n * beta), flops / (n * pi))
+        assert float(r["step_time_s"]) == pytest.approx(step, rel=1e-12)
+        assert float(r["throughput_tok_s"]) == pytest.approx(b / step, rel=1e-12)
+        c = 2.0 / w_kv
+        K = b * s * 2 * 80 * 8 * 128 * 2.0
+        assert float(r["speedup_vs_bf16"]) == pytest.approx((W + K) / (W + K / c), rel=1e-12)
+
+
+def test_worked_example_s_star_427k() -> None:
+    """SPEC §5: s*(1) = 427.2k with P = 70e9; the catalog's P is 70.55e9, so s* scales by it."""
+    r = run("sweep", "--model", "llama-3-70b", "--device", "b200")
+    (row,) = rows_of(r.stdout)
+    assert float(row["s_star_tokens"]) * 70e9 / LLAMA.params == pytest.approx(427.2e3, rel=1e-3)
+    assert row["context"] == "128000" and row["regime"] == "weight-bound"
+
+
+@pytest.mark.parametrize("model, device, placement", [
+    ("mixtral-8x7b", "mi300x", "affinity"),
+    ("gemma-3-27b", "h100-sxm", "striped"),
+    ("deepseek-v3", "b200", "pinned"),
+    ("mistral-7b", "a100-80g", "striped"),
+])
+def test_rows_equal_single_point_core(model: str, device: str, placement: str) -> None:
+    """Sampled rows equal the scalar results of kvplan.roofline for the same point."""
+    args = ["sweep", "--model", model, "--device", device, "--placement", placement, "--devices", "1,8",
+            "--kv-dtype", "bf16,fp8,int2", "--batch", "1,3,9,64", "--context", "100,5k,128k,2M"]
+    r = run(*args)
+    assert r.exit_code == 0, r.stderr
+    m, d = catalog.get_model(model), catalog.get_device(device)
+    for row in rows_of(r.stdout)[::5]:
+        n, b, s = int(row["devices"]), int(row["batch"]), int(row["context"])
+        cfg = rf.Config(m, d, n_devices=n, w_kv=catalog.dtype(row["kv_dtype"]).width, placement=placement)
+        t = rf.step_time(cfg, b, s)
+        base = rf.step_time(attrs.evolve(cfg, w_kv=2.0), b, s)["memory"]
+        s_star, s_cap = float(rf.s_star(cfg, b)), float(rf.s_cap(cfg, b))
+        expect = {
+            "kappa_bytes": kappa(m, cfg.w_kv), "kv_bytes": float(rf.kv_bytes_stored(cfg, b, s)),
+            "weight_bytes": rf.weight_bytes_held(m, cfg.w_p), "s_star_tokens": s_star, "s_cap_tokens": s_cap,
+            "step_time_s": float(t["step"]), "throughput_tok_s": b / float(t["step"]),
+            "speedup_vs_bf16": float(base / t["memory"]),
+        }
+        for key, value in expect.items():
+            if math.isinf(value):
+                assert row[key] == "inf"
+            else:
+                assert float(row[key]) == pytest.approx(value, rel=1e-12), key
+        assert row["regime"] == str(rf.regime(s, s_star, s_cap))
+        assert (row["fits"] == "true") == (float(row["memory_bytes"]) <= cfg.capacity)
+
+
+def test_chunking_does_not_change_output() -> None:
+    spec = sw.spec_from_flags(LLAMA, B200, devices="1,4", kv_dtypes="bf16,fp8", batch="1..9",
+                              context="1k..100k:+7k")
+    whole = "".join(t for _, t in sw.csv_text([spec]))
+    pieces = list(sw.csv_text([spec], chunk=7))
+    assert "".join(t for _, t in pieces) == whole
+    assert sum(n for n, _ in pieces) == spec.points == 2 * 2 * 9 * 15
+    assert whole.count("\n") == spec.points + 1
+
+
+def test_hundred_thousand_points_parse_as_csv(tmp_path: "object") -> None:
+    r = run("sweep", "--model", "llama-3-70b", "--device", "h100-sxm", "--batch", "1..100",
+            "--context", "1k..1000k:+1k")
+    assert r.exit_code == 0, r.stderr
+    rows = list(csv.reader(io.StringIO(r.stdout)))
+    assert rows[0] == [c.name for c in sw.COLUMNS]
+    assert len(rows) == 1 + 100 * 1000
+    assert all(len(x) == len(sw.COLUMNS) for x in rows)
+    assert rows[-1][4:6] == ["100", "1000000"]
+    assert {x[13] for x in rows[1:]} <= set(rf.REGIMES)
+
+
+def test_output_file_matches_stdout(tmp_path: "object") -> None:
+    out = tmp_path / "grid.csv"  # type: ignore[operator]
+    args = ["sweep", "--model", "qwen3-8b", "--device", "h200", "--batch", "1,2", "--context", "1k,2k"]
+    r1, r2 = run(*args), run(*args, "-o", str(out))
+    assert r2.exit_code == 0 and r2.stdout == ""
+    assert out.read_text(encoding="utf-8") == r1.stdout
+
+
+def test_json_form_parses_and_matches_csv() -> None:
+    args = ["sweep", "--model", "gemma-2-9b", "--device", "h100-sxm", "--devices", "1,2", "--kv-dtype", "bf16,int4",
+            "--batch", "1..16:x2", "--context", "1k..64k:x4"]
+    rj, rc = run(*args, "--format", "json"), run(*args)
+    assert rj.exit_code == 0, rj.stderr
+    doc = json.loads(rj.stdout)
+    assert doc["format_version"] == "1" and doc["kind"] == "sweep"
+    names = [c["name"] for c in doc["columns"]]
+    assert names == [c.name for c in sw.COLUMNS]
+    units = {c["name"]: (c.get("unit"), c.get("evidence")) for c in doc["columns"]}
+    assert units["kv_bytes"] == ("B", "derived") and units["context"] == ("tokens", "assumed")
+    assert units["step_time_s"] == ("s", "derived") and units["throughput_tok_s"] == ("tok/s", "derived")
+    assert all(c.get("source") for c in doc["columns"])
+    assert doc["deployments"][0]["params"]["evidence"] == "reported"
+    csv_rows = list(csv.reader(io.StringIO(rc.stdout)))[1:]
+    assert doc["row_count"] == len(doc["rows"]) == len(csv_rows) == 2 * 2 * 5 * 4
+    for jrow, crow in zip(doc["rows"], csv_rows):
+        assert [str(v).lower() if isinstance(v, bool) else str(v) for v in jrow] == crow
+
+
+def test_json_infinite_s_star_is_null_and_csv_inf() -> None:
+    """mistral-7b windows every layer at 4096 tokens: past what the windows hold, s* never comes."""
+    args = ["sweep", "--model", "mistral-7b", "--device", "h100-sxm", "--batch", "1,64", "--context", "8k"]
+    doc = json.loads(run(*args, "--format", "json").stdout)
+    rows = rows_of(run(*args).stdout)
+    i = [c["name"] for c in doc["columns"]].index("s_star_tokens")
+    m = catalog.get_model("mistral-7b")
+    for jrow, crow in zip(doc["rows"], rows):
+        s_star = float(rf.s_star(rf.Config(m, catalog.get_device("h100-sxm")), jrow[4]))
+        assert (jrow[i] is None) == math.isinf(s_star) == (crow["s_star_tokens"] == "inf")
+    assert any(r["s_star_tokens"] == "inf" for r in rows)
