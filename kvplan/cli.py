@@ -230,9 +230,11 @@ _LINT_FORMATS = ["concise", "full", "json", "github", "sarif"]
 def _lint_checks() -> tuple[Any, ...]:
     """Extra per-file checks for `kvplan lint`: each takes a CheckResult, returns Diagnostics.
 
-    The planner's KV2xx/KV3xx rules are wired in here.
+    The planner's KV2xx/KV3xx rules: it plans every scenario of a file that checks clean.
     """
-    return ()
+    from kvplan.planner.lint import check
+
+    return (check,)
 
 
 @main.command("lint")
@@ -283,7 +285,9 @@ def fmt_cmd(paths: tuple[str, ...], check: bool, diff: bool) -> None:
         try:
             new = format_source(old, path)
         except KvplanError as exc:
-            click.echo(str(exc), err=True)
+            code = getattr(exc, "code", None)
+            click.echo(f"{exc.span}: {code} {exc.message}" + (f" ({exc.help})" if exc.help else "")
+                       if exc.span is not None and code else str(exc), err=True)
             broken += 1
             continue
         if new == old:
