@@ -307,3 +307,55 @@ def fmt_cmd(paths: tuple[str, ...], check: bool, diff: bool) -> None:
     click.echo(f"{n} file{'' if n == 1 else 's'} {verb}, {len(files) - n - broken} unchanged"
                + (f", {broken} with syntax errors" if broken else ""), err=True)
     sys.exit(EXIT_ERROR if broken else EXIT_FINDINGS if dry and changed else EXIT_CLEAN)
+
+
+def _checked(path: str) -> Any:
+    """Check a spec; on errors print them (concise) to stderr and exit 2: there is nothing to plan."""
+    from kvplan.diagnostics import Severity
+    from kvplan.lang import check_file
+
+    result = check_file(path)
+    errors = [d for d in result.diagnostics if d.severity is Severity.ERROR]
+    if errors:
+        for d in sorted(errors, key=lambda d: d.sort_key()):
+            where = f"{d.span.file}:{d.span.line}:{d.span.column}: " if d.span else f"{path}: "
+            click.echo(f"{where}{d.code} {d.message}", err=True)
+        _fail(f"{path} has {len(errors)} error{'s' if len(errors) > 1 else ''}; run `kvplan lint {path}` for details")
+    return result
+
+
+@main.command("advise")
+@click.argument("spec_file", type=click.Path(dir_okay=False), metavar="FILE.kvp")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
+@click.option("--scenario", default=None, help="Plan only this scenario (a deployment name or an expanded name).")
+@handles_errors
+def advise_cmd(spec_file: str, fmt: str, scenario: str | None) -> None:
+    """Plan a deployment: the regime map, then each decision with its numbers, rules and evidence.
+
+    Exit 0 when every plan meets the spec, 1 when a plan misses a constraint (does not fit, an SLO), 2 when
+    the spec cannot be planned.
+    """
+    from kvplan.planner import plans_for
+    from kvplan.render import plan_view
+
+    plans = plans_for(_checked(spec_file), scenario)
+    render = {"text": plan_view.text, "json": plan_view.json_text, "markdown": plan_view.markdown}[fmt]
+    click.echo(render(plans), nl=False)
+    if any(p.unmet for p in plans):
+        sys.exit(EXIT_FINDINGS)
+
+
+@main.command("report")
+@click.argument("spec_file", type=click.Path(dir_okay=False), metavar="FILE.kvp")
+@click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), required=True,
+              help="Directory for the rationale documents (created if missing).")
+@click.option("--scenario", default=None, help="Only this scenario.")
+@handles_errors
+def report_cmd(spec_file: str, out_dir: str, scenario: str | None) -> None:
+    """Write MADR-shaped design-rationale documents, one per decision, ready to commit and review."""
+    from kvplan.planner import plans_for
+    from kvplan.render import report
+
+    plans = plans_for(_checked(spec_file), scenario)
+    for path in report.write(plans, out_dir, spec_file):
+        click.echo(path)

@@ -178,6 +178,9 @@ def fmt_unit(x: float, unit: str) -> str:
     if unit == "%":
         return f"{_sig(x * 100, 3)}%"
     if unit in ("1", ""):
+        for name, f in (("T", 1e12), ("B", 1e9), ("M", 1e6)):
+            if abs(x) >= f:
+                return f"{_sig(x / f)}{name}"
         return _sig(x)
     return f"{_sig(x)} {unit}"
 

@@ -292,7 +292,8 @@ def _unmet_fit(sc: Any, ev: Evaluated, best: int, space: Space, sigma: float, ph
                     w_kv=DTYPES[dtype].width, factors=KvFactors(r, sigma, phi), placement=placement, reserve=reserve)
     s_fit = _f(rf.s_cap(cfg, sc.batch))
     if s_fit > 0:
-        sugg.append(f"context ≤ {int(s_fit):,} tokens at batch {sc.batch} on {int(ev.n[best])} devices")
+        nd = int(ev.n[best])
+        sugg.append(f"context ≤ {int(s_fit):,} tokens at batch {sc.batch} on {nd} device{'s' if nd > 1 else ''}")
         per_seq = _f(rf.kv_bytes_stored(cfg, 1, sc.context))
         free = cfg.capacity - rf.weight_bytes_held(sc.model, w_p)
         b_fit = int(free // per_seq) if per_seq > 0 else 0
@@ -354,3 +355,18 @@ def _tier(sc: Any, w_kv: float, factors: KvFactors, tp: int) -> TierPlan:
         return TierPlan(str(pin), link.id, size, pre, fetch)
     tier = "host" if t_fetch < t_pre else "none"
     return TierPlan(tier, link.id, size if tier == "host" else None, pre, fetch)
+
+
+def plans_for(result: Any, scenario: Optional[str] = None) -> list[Plan]:
+    """Plan every scenario of a checked spec file (or the one named). The caller has
+    already refused files with errors; an unknown scenario name is a user error."""
+    from kvplan.catalog import suggest
+    from kvplan.errors import KvplanError
+
+    scenarios = list(result.scenarios)
+    if scenario is not None:
+        names = {sc.name: sc for sc in scenarios} | {sc.deployment: sc for sc in scenarios}
+        if scenario not in names:
+            raise KvplanError(f"{result.path}: no scenario '{scenario}'", help=suggest(scenario, names))
+        scenarios = [sc for sc in scenarios if scenario in (sc.name, sc.deployment)]
+    return [plan(sc) for sc in scenarios]

@@ -107,7 +107,9 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
         else:
             q_opts.append(Option(dt, ev.reject[i] or "not preferred", _nums(ev, i, baseline_step)))
     q_rules = ("R3",) if "R3" in why else ("R4",) if kv.id != "bf16" else ()
-    evidence = tuple(x.value_obj() for x in for_choice("quantization", kv_dtype=kv.id) if x.value is not None)
+    evidence = tuple(v for v in (x.value_obj() for x in for_choice("quantization", kv_dtype=kv.id)) if v is not None)
+    evidence_text = tuple(f"{x.method}: {'gap — ' if x.gap else ''}{x.result} ({x.citation})"
+                          for x in for_choice("quantization", kv_dtype=kv.id) if x.value is None)
     c = 2.0 / kv.width
     s_q = float(rf.speedup(rf.weight_bytes_read(m, b, sc.weights.width),
                            dict(p.baseline)["kv_bytes_read"].value, c))
@@ -120,7 +122,7 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
         numbers=(("byte_factor", derived(kv.width / 2.0, "x", "w_q / w_kv")),
                  ("speedup_from_quantization", derived(s_q, "x", "S(c) = (W+K)/(W+K/c) with c = 2/w_q (SPEC §5)"))),
         evidence=evidence, options=tuple(q_opts), pinned="kv_dtype" in pins,
-        consequences=(kv.note,) if kv.note else (),
+        consequences=(kv.note,) if kv.note else (), reported_text=evidence_text,
     ))
 
     # R5 eviction --------------------------------------------------------------

@@ -37,6 +37,7 @@ class Decision:
     options: tuple[Option, ...] = ()
     consequences: tuple[str, ...] = ()
     pinned: bool = False
+    reported_text: tuple[str, ...] = ()  # reported results with no single number, or gaps, as written
 
 
 @attrs.frozen(slots=True)

@@ -59,6 +59,8 @@ def _text_one(p: Plan) -> list[str]:
             out.extend(_wrap(f"rejected {o.choice}: {o.reason}", " " * 20, " " * 22))
         for e in d.evidence:
             out.extend(_wrap(f"evidence: {e.human} (reported) — {e.source}", " " * 20, " " * 22))
+        for note in d.reported_text:
+            out.extend(_wrap(f"evidence (reported, text): {note}", " " * 20, " " * 22))
     out.append("")
     out.append("predicted (plan vs baseline: 16-bit KV, no eviction, no prefix sharing, striped, same devices)")
     base = dict(p.baseline)
@@ -93,7 +95,7 @@ def _decision_json(d: Decision) -> dict[str, Any]:
     return {
         "domain": d.domain, "title": d.title, "choice": d.choice, "rules": list(d.rules), "pinned": d.pinned,
         "context": list(d.context), "decision": d.decision, "numbers": dict(d.numbers),
-        "evidence": list(d.evidence),
+        "evidence": list(d.evidence), "reported_text": list(d.reported_text),
         "options": [{"choice": o.choice, "reason": o.reason, "numbers": dict(o.numbers)} for o in d.options],
         "consequences": list(d.consequences),
     }
@@ -146,9 +148,10 @@ def decision_markdown(p: Plan, d: Decision, number: int) -> str:
         out += ["## Evidence", "", "| quantity | value | source |", "|---|---|---|"]
         out += [f"| {k.replace('_', ' ')} | {_md_value(v)} | {v.source} |" for k, v in d.numbers]
         out.append("")
-    if d.evidence:
+    if d.evidence or d.reported_text:
         out += ["Reported results (as each source reported them; not comparable across papers):", ""]
         out += [f"- {e.human} *(reported)* — {e.source}" for e in d.evidence]
+        out += [f"- *(reported, text)* {note}" for note in d.reported_text]
         out.append("")
     assumed = [a for a in p.assumptions]
     if assumed:
