@@ -71,11 +71,13 @@ class LintSettings:
 
     def with_overrides(self, *, select: Optional[Sequence[str]] = None, ignore: Sequence[str] = (),
                        fail_on: Optional[str] = None) -> "LintSettings":
-        """Command-line flags over file settings: --select replaces, --ignore adds, --fail-on replaces."""
+        """Command-line flags over file settings: --select replaces the file's select and ignore,
+        --ignore adds to them, --fail-on replaces."""
+        chosen = select is not None
         return attrs.evolve(
             self,
-            select=tuple(_check_prefixes(select, "--select")) if select is not None else self.select,
-            ignore=self.ignore + tuple(_check_prefixes(ignore, "--ignore")),
+            select=tuple(_check_prefixes(select, "--select")) if chosen else self.select,
+            ignore=(() if chosen else self.ignore) + tuple(_check_prefixes(ignore, "--ignore")),
             fail_on=_severity(fail_on, "--fail-on") if fail_on is not None else self.fail_on,
         )
 

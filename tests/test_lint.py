@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import random
+import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -127,9 +127,11 @@ def test_load_settings_from_the_nearest_pyproject_with_a_kvplan_table(tmp_path: 
     s = lint.load_settings(str(deep))
     assert (s.select, s.ignore, s.fail_on) == (("KV1", "KV2"), ("KV201",), Severity.ERROR)
     assert s.config_path is not None and s.config_path.endswith("pyproject.toml")
-    # flags: --select replaces, --ignore adds, --fail-on replaces
+    # flags: --select replaces select and ignore, --ignore adds, --fail-on replaces
     t = s.with_overrides(select=["KV3"], ignore=["KV302"], fail_on="info")
-    assert (t.select, t.ignore, t.fail_on) == (("KV3",), ("KV201", "KV302"), Severity.INFO)
+    assert (t.select, t.ignore, t.fail_on) == (("KV3",), ("KV302",), Severity.INFO)
+    u = s.with_overrides(ignore=["KV302"])
+    assert (u.select, u.ignore, u.fail_on) == (("KV1", "KV2"), ("KV201", "KV302"), Severity.ERROR)
     assert lint.load_settings(str(tmp_path / "sub"), config=str(tmp_path / "sub" / "pyproject.toml")) \
         == lint.LintSettings(config_path=lint._display(str(tmp_path / "sub" / "pyproject.toml")))
 
@@ -175,3 +177,175 @@ def test_report_exit_code_and_summary() -> None:
     assert [report(Severity.INFO).exit_code(s) for s in (Severity.ERROR, Severity.WARNING, Severity.INFO)] \
         == [0, 0, 1]
     assert report(Severity.WARNING).exit_code() == 1     # default: warnings fail, infos do not
+
+
+# --------------------------------------------------------------------------- the command
+
+PROJECT = "tests/data/lint/project"
+GOLDEN = ROOT / "tests" / "data" / "golden" / "lint"
+
+
+def run(*args: str) -> Any:
+    result = CliRunner().invoke(main, ["lint", *args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result
+
+
+@pytest.fixture
+def at_root(monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Run from the repository root so that paths in the output are the relative ones users see."""
+    monkeypatch.chdir(ROOT)
+    return ROOT
+
+
+@pytest.mark.parametrize("fmt, suffix", [("concise", "txt"), ("full", "txt"), ("json", "json"),
+                                         ("github", "txt"), ("sarif", "sarif")])
+def test_golden_outputs(at_root: Path, golden: Any, fmt: str, suffix: str) -> None:
+    r = run(PROJECT, "--output-format", fmt)
+    assert r.exit_code == 1
+    assert r.stderr == "3 errors, 3 warnings in 4 files (2 suppressed)\n"
+    golden(GOLDEN / f"project.{fmt}.{suffix}", r.stdout)
+
+
+def test_every_format_reports_the_same_findings(at_root: Path) -> None:
+    concise = [ln.split(" ")[:2] for ln in run(PROJECT).stdout.splitlines()]
+    doc = json.loads(run(PROJECT, "--output-format", "json").stdout)
+    as_json = [[f"{d['path']}:{d['range']['start']['line']}:{d['range']['start']['column']}:", d["code"]]
+               for d in doc["diagnostics"]]
+    log = json.loads(run(PROJECT, "--output-format", "sarif").stdout)
+    as_sarif = [[f"{r['locations'][0]['physicalLocation']['artifactLocation']['uri']}:"
+                 f"{r['locations'][0]['physicalLocation']['region']['startLine']}:"
+                 f"{r['locations'][0]['physicalLocation']['region']['startColumn']}:", r["ruleId"]]
+                for r in log["runs"][0]["results"]]
+    github = run(PROJECT, "--output-format", "github").stdout.splitlines()
+    full = [ln for ln in run(PROJECT, "--output-format", "full").stdout.splitlines()
+            if re.match(r"\S+:\d+:\d+: KV\d{3} \[", ln)]
+    assert concise == as_json == as_sarif
+    assert len(github) == len(full) == len(concise) == doc["summary"]["errors"] + doc["summary"]["warnings"]
+
+
+def test_sarif_of_the_project_validates(at_root: Path) -> None:
+    import jsonschema
+
+    schema = json.loads((ROOT / "tests" / "data" / "schemas" / "sarif-schema-2.1.0.json").read_text("utf-8"))
+    log = json.loads(run(PROJECT, "--output-format", "sarif").stdout)
+    jsonschema.Draft4Validator(schema).validate(log)
+    results = log["runs"][0]["results"]
+    assert {r["ruleId"] for r in results} == {"KV006", "KV111", "KV106", "KV901", "KV902", "KV903"}
+    assert all(not r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].startswith("/")
+               for r in results)
+
+
+def test_exit_codes_and_streams(at_root: Path, tmp_path: Path) -> None:
+    clean = run(f"{PROJECT}/clean.kvp")
+    assert (clean.exit_code, clean.stdout, clean.stderr) == (0, "", "no findings in 1 file\n")
+    warned = run(f"{PROJECT}/suppressed.kvp")
+    assert warned.exit_code == 1 and len(warned.stdout.splitlines()) == 3
+    assert run(f"{PROJECT}/suppressed.kvp", "--fail-on", "error").exit_code == 0
+    info_only = tmp_path / "info.kvp"   # the clean spec without its `expect`: KV201, an info
+    info_only.write_text(re.sub(r"    expect \{[^}]*\}\n", "", (ROOT / PROJECT / "clean.kvp").read_text("utf-8")))
+    r = run(str(info_only))
+    assert r.exit_code == 0 and [ln.split(" ")[1] for ln in r.stdout.splitlines()] == ["KV201"]
+    assert run(str(info_only), "--fail-on", "info").exit_code == 1
+    for args, message in [((), "no paths given"), (("missing.kvp",), "missing.kvp: no such file"),
+                          ((PROJECT, "--select", "KV99"), "--select: no diagnostic code starts with 'KV99'"),
+                          ((PROJECT, "--config", "missing.toml"), "missing.toml: no such file")]:
+        r = run(*args)
+        assert r.exit_code == 2 and r.stdout == "", args
+        assert r.stderr.startswith(f"kvplan: error: {message}") and len(r.stderr.splitlines()) == 1, r.stderr
+
+
+def test_select_and_ignore_flags(at_root: Path) -> None:
+    codes_of = lambda r: sorted({ln.split(" ")[1] for ln in r.stdout.splitlines()})  # noqa: E731
+    assert codes_of(run(PROJECT, "--select", "KV1")) == ["KV006", "KV106", "KV111"]   # syntax stays
+    assert codes_of(run(PROJECT, "--ignore", "KV9,KV106")) == ["KV006", "KV111"]
+    assert codes_of(run(PROJECT, "--select", "KV9", "--ignore", "KV90", "--select", "KV901")) == ["KV006", "KV901"]
+
+
+def test_pyproject_settings_and_flags_over_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shutil.copytree(ROOT / PROJECT, tmp_path / "specs")
+    write(tmp_path / "pyproject.toml", '[tool.kvplan]\nignore = ["KV9"]\nfail-on = "error"\n')
+    monkeypatch.chdir(tmp_path / "specs")           # settings are found walking upward
+    r = run("suppressed.kvp")
+    assert (r.exit_code, r.stdout) == (0, "")       # only KV9xx findings there, all ignored
+    r = run("suppressed.kvp", "--fail-on", "warning", "--select", "KV9")
+    assert r.exit_code == 1 and len(r.stdout.splitlines()) == 3
+    write(tmp_path / "bad.toml", "[tool.kvplan]\nselect = 3\n")
+    r = run(".", "--config", str(tmp_path / "bad.toml"))
+    assert r.exit_code == 2 and "select must be a list" in r.stderr
+
+
+def test_a_broken_file_does_not_stop_the_others(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("broken.kvp", "meaning.kvp"):
+        shutil.copy(ROOT / PROJECT / name, tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    r = run(".")
+    assert r.exit_code == 1
+    assert [ln.split(":")[0] for ln in r.stdout.splitlines()] == ["broken.kvp", "meaning.kvp", "meaning.kvp"]
+    assert r.stderr.endswith("in 2 files\n")
+
+
+# --------------------------------------------------------------------------- robustness
+
+def _corpus() -> list[str]:
+    files = sorted(ROOT.glob("examples/**/*.kvp")) + sorted((ROOT / PROJECT).glob("*.kvp"))
+    files += sorted(ROOT.glob("tests/data/valid/**/*.kvp")) + sorted(ROOT.glob("tests/data/invalid/**/*.kvp"))
+    return [p.read_bytes().decode("utf-8", errors="replace") for p in files]
+
+
+CORPUS = _corpus()
+TOKEN = re.compile(r'\s+|"[^"\n]*"|#[^\n]*|[A-Za-z0-9_.\-]+|.', re.S)
+
+
+@st.composite
+def mutated(draw: st.DrawFn) -> bytes:
+    text = draw(st.sampled_from(CORPUS))
+    toks = TOKEN.findall(text)
+    kind = draw(st.sampled_from(["delete", "double", "swap", "bytes", "long", "nest"]))
+    i = draw(st.integers(0, max(len(toks) - 2, 0)))
+    if kind == "delete":
+        del toks[i]
+    elif kind == "double":
+        toks.insert(i, toks[i])
+    elif kind == "swap":
+        toks[i], toks[i + 1] = toks[i + 1], toks[i]
+    elif kind == "long":
+        toks.insert(i, draw(st.sampled_from(["9", "x", "# ", '"', "{", "[1, "])) * draw(st.integers(1000, 200_000)))
+    elif kind == "nest":
+        opener = draw(st.sampled_from(["{", "a {", "[", "a = ["]))
+        toks.insert(i, opener * draw(st.integers(50, 5000)))
+    data = "".join(toks).encode("utf-8")
+    if kind == "bytes":
+        at_byte = draw(st.integers(0, len(data)))
+        data = data[:at_byte] + draw(st.binary(min_size=1, max_size=16)) + data[at_byte:]
+    return data
+
+
+def _lint_bytes(data: bytes, directory: Path) -> None:
+    path = directory / "m.kvp"
+    path.write_bytes(data)
+    r = CliRunner().invoke(main, ["lint", str(path)])
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    assert r.exit_code in (0, 1, 2)
+    if r.exit_code == 1:
+        assert r.stdout.strip(), "exit 1 without a diagnostic"
+    if r.exit_code == 2:
+        assert r.stderr.startswith("kvplan: error:")
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(mutated())
+def test_mutated_specs_never_crash_lint(data: bytes) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        _lint_bytes(data, Path(d))
+
+
+def test_a_10_mb_file_is_refused_quickly(tmp_path: Path) -> None:
+    import time
+
+    line = 'deployment "d" { model = llama-3-8b }\n'
+    t0 = time.perf_counter()
+    _lint_bytes((line * (10_000_000 // len(line) + 1)).encode(), tmp_path)
+    assert time.perf_counter() - t0 < 5
