@@ -207,6 +207,18 @@ def test_golden_outputs(at_root: Path, golden: Any, fmt: str, suffix: str) -> No
     golden(GOLDEN / f"project.{fmt}.{suffix}", r.stdout)
 
 
+INVALID_SAMPLE = ["tests/data/invalid/unknown-model.kvp", "tests/data/invalid/unclosed-string.kvp",
+                  "tests/data/invalid/not-utf8.kvp"]
+
+
+@pytest.mark.parametrize("fmt, suffix", [("concise", "txt"), ("full", "txt"), ("json", "json"),
+                                         ("github", "txt"), ("sarif", "sarif")])
+def test_golden_outputs_of_invalid_fixtures(at_root: Path, golden: Any, fmt: str, suffix: str) -> None:
+    r = run(*INVALID_SAMPLE, "--output-format", fmt)
+    assert r.exit_code == 1 and r.stderr == "3 errors in 3 files\n"
+    golden(GOLDEN / f"invalid.{fmt}.{suffix}", r.stdout)
+
+
 def test_every_format_reports_the_same_findings(at_root: Path) -> None:
     concise = [ln.split(" ")[:2] for ln in run(PROJECT).stdout.splitlines()]
     doc = json.loads(run(PROJECT, "--output-format", "json").stdout)

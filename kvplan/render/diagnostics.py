@@ -85,7 +85,8 @@ class _Item:
 def _items(files: Sequence[CheckedFile]) -> list[_Item]:
     out: list[_Item] = []
     for f in files:
-        lines = [ln.rstrip("\r") for ln in f.source.split("\n")] if f.diagnostics else None
+        # No source (unreadable, not UTF-8): no snippet rather than a misleading empty line.
+        lines = [ln.rstrip("\r") for ln in f.source.split("\n")] if f.diagnostics and f.source else None
         for d in f.diagnostics:
             own = d.span is None or d.span.file == f.path
             out.append(_Item(f.path if own else d.span.file, lines if own else None, d))  # type: ignore[union-attr]
