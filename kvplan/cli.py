@@ -40,6 +40,10 @@ def handles_errors(fn: F) -> F:
                 raise
             _fail(f"{getattr(exc, 'filename', '') or ''}{': ' if getattr(exc, 'filename', None) else ''}"
                   f"{getattr(exc, 'strerror', None) or exc}")
+        except Exception as exc:  # a bug: say so in one line, keep the traceback for --debug
+            if _debug():
+                raise
+            _fail(f"internal error: {type(exc).__name__}: {exc} (a kvplan bug; rerun with --debug and report it)")
 
     return wrapper  # type: ignore[return-value]
 

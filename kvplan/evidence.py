@@ -38,10 +38,12 @@ class Value:
 
     def text(self) -> str:
         """'427.2k tokens (derived)'."""
-        return f"{fmt_unit(self.value, self.unit)} ({self.evidence.value})"
+        return f"{self.human} ({self.evidence.value})"
 
     @property
     def human(self) -> str:
+        if isinstance(self.value, str):  # a word-valued default (kvplan.lang.Choice)
+            return self.value
         return fmt_unit(self.value, self.unit)
 
 

@@ -21,7 +21,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-DEVICE_KEYS = {"name", "aliases", "memory", "bandwidth", "compute", "compute_fp8", "partitions", "fabric",
+DEVICE_KEYS = {"name", "aliases", "fp4", "memory", "bandwidth", "compute", "compute_fp8", "partitions", "fabric",
                "sm_count", "host_link", "scaleup_link", "confidence", "source", "note"}
 MODEL_KEYS = {"name", "aliases", "hf_id", "layers", "q_heads", "kv_heads", "head_dim", "params", "params_active",
               "params_routed", "experts", "experts_per_token", "kv_kind", "mla_kv_rank", "mla_rope_dim",

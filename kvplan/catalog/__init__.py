@@ -165,6 +165,7 @@ class Device:
     source: str = ""
     confidence: str = "V"
     note: str = ""
+    fp4: bool = False        # FP4 formats in hardware (NVFP4 KV needs them)
 
     @property
     def partition_bandwidth(self) -> float:
@@ -225,6 +226,7 @@ def devices() -> Mapping[str, Device]:
             sm_count=e.get("sm_count"),
             host_link=e.get("host_link"), scaleup_link=e.get("scaleup_link"),
             source=e.get("source", ""), confidence=e.get("confidence", "V"), note=e.get("note", ""),
+            fp4=bool(e.get("fp4", False)),
         )
     return out
 

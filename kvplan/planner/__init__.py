@@ -61,18 +61,19 @@ def eviction_admissible(sc: Any) -> bool:
     return admissible(sc.budget, sc.eviction_allowed).eviction and get_engine(sc.engine).eviction
 
 
-def _space(sc: Any, below_s_star: bool) -> tuple[Space, dict[str, str]]:
-    """Candidate axes after pins, budget, engine and rules; `why` says what each rule removed."""
+def _space(sc: Any) -> tuple[Space, dict[str, str]]:
+    """Candidate axes after pins, budget and engine; `why` says what removed an option.
+    R3 is applied per candidate afterwards: whether a layout is below s* depends on its
+    tensor-parallel replication."""
     why: dict[str, str] = {}
     dtypes = admissible_dtypes(sc.budget, sc.engine)
-    if below_s_star:
-        why["R3"] = "below s*: no lossy KV dtype or eviction (R3)"
-        dtypes = ("bf16",)
+    if not sc.device.fp4:
+        dtypes = tuple(x for x in dtypes if x != "fp4")
     pin_dt = _pin(sc, "kv_dtype")
     if pin_dt is not None:
         dtypes = (DTYPES[pin_dt].id if pin_dt in DTYPES else str(pin_dt),)
     retentions: tuple[float, ...] = (1.0,)
-    if eviction_admissible(sc) and not below_s_star:
+    if eviction_admissible(sc):
         retentions = (1.0,) + tuple(r for r in search.EVICTION_RETENTIONS if r >= max(0.5, sc.min_retention))
         if sc.min_retention not in retentions and 0.5 <= sc.min_retention < 1:
             retentions = retentions + (float(sc.min_retention),)
@@ -123,16 +124,26 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
     s_star0 = _f(rf.s_star(base1, b))
     s_cap0 = _f(rf.s_cap(base1, b))
     regime_before = str(rf.regime(s, s_star0, s_cap0))
-    below = s < s_star0
-
-    space, why = _space(sc, below)
+    space, why = _space(sc)
     ev = search.evaluate(m, d, batch=b, context=s, w_p=w_p, sharing=sigma, frag=phi, reserve=reserve, space=space)
     pinned_dtype = _pin(sc, "kv_dtype") is not None
     narrowest = min((DTYPES[x].width for x in space.dtypes), default=2.0)
+    # R3 per layout: with 16-bit KV and the lossless domains on, does this layout read fewer KV
+    # bytes than weight bytes per step (below s*)?
+    w_read = _f(rf.weight_bytes_read(m, b, w_p))
+    below = ev.kv_read / (ev.width / 2.0) / ev.retention < w_read
+    pinned_lossy = pinned_dtype or _pin(sc, "retention") is not None
+    if below.any() and not pinned_lossy:
+        why["R3"] = "below s*: compressing the cache barely helps (R3)"
 
     ok = np.ones(len(ev), dtype=bool)
     for i in range(len(ev)):
-        if ev.retention[i] < 1.0 and ev.width[i] > narrowest and not pinned_dtype and _pin(sc, "retention") is None:
+        lossy = ev.width[i] < 2.0 or ev.retention[i] < 1.0
+        if lossy and below[i] and not pinned_lossy:
+            ev.reject[i] = (f"R3: below s* on this layout (KV read {fmt_unit(ev.kv_read[i] / (ev.width[i] / 2.0) / ev.retention[i], 'B')}"
+                            f" < weights {fmt_unit(w_read, 'B')} per step at 16-bit)")
+            ok[i] = False
+        elif ev.retention[i] < 1.0 and ev.width[i] > narrowest and not pinned_dtype and _pin(sc, "retention") is None:
             ev.reject[i] = "R4: quantize to the narrowest admissible width before evicting"
             ok[i] = False
         elif not ev.fits[i]:
@@ -265,7 +276,7 @@ def _devices_that_fit(sc: Any, dtype: str, r: float, sigma: float, phi: float, r
                       placement: str) -> Optional[int]:
     m, d = sc.model, sc.device
     for n in range(1, SUGGESTION_MAX_DEVICES + 1):
-        tp = search.tp_for(m, n)
+        tp = search.tp_options(m, n)[-1]  # the least replication
         cfg = rf.Config(m, d, n_devices=n, tp=tp, w_p=w_p, w_kv=DTYPES[dtype].width,
                         factors=KvFactors(r, sigma, phi), placement=placement, reserve=reserve)
         need = rf.weight_bytes_held(m, w_p) + _f(rf.kv_bytes_stored(cfg, sc.batch, sc.context))

@@ -18,10 +18,11 @@ from kvplan.units import fmt_unit
 
 
 def _find(ev: Evaluated, *, dtype: Optional[str] = None, r: Optional[float] = None, n: Optional[int] = None,
-          placement: Optional[str] = None) -> Optional[int]:
+          placement: Optional[str] = None, tp: Optional[int] = None) -> Optional[int]:
     for i in range(len(ev)):
         if ((dtype is None or ev.dtype[i] == dtype) and (r is None or ev.retention[i] == r)
-                and (n is None or ev.n[i] == n) and (placement is None or ev.placement[i] == placement)):
+                and (n is None or ev.n[i] == n) and (placement is None or ev.placement[i] == placement)
+                and (tp is None or ev.tp[i] == tp)):
             return i
     return None
 
@@ -38,6 +39,8 @@ def _why_absent(p: Plan, dtype: str, why: dict[str, str]) -> str:
     from kvplan.quality import admissible
 
     sc = p.scenario
+    if dtype == "fp4" and not sc.device.fp4:
+        return f"{sc.device.id} has no FP4 formats in hardware"
     if dtype not in get_engine(sc.engine).kv_dtypes:
         return f"engine {sc.engine} cannot store KV as {dtype}"
     if dtype not in admissible(sc.budget, False).kv_dtypes:
@@ -75,11 +78,13 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
 
     # devices (R6 when capacity-bound) ---------------------------------------
     dev_opts = []
-    for c in space.counts:
-        i = _find(ev, dtype=kv.id, r=r, n=c, placement=p.placement)
-        if i is None or c == n:
+    for i in range(len(ev)):
+        if ev.dtype[i] != kv.id or ev.retention[i] != r or ev.placement[i] != p.placement:
             continue
-        dev_opts.append(Option(f"{c} × {d.id}", ev.reject[i] or "not preferred", _nums(ev, i, baseline_step)))
+        c, t = int(ev.n[i]), int(ev.tp[i])
+        if c == n and t == p.tp:
+            continue
+        dev_opts.append(Option(f"{c} × {d.id} (tp {t})", ev.reject[i] or "not preferred", _nums(ev, i, baseline_step)))
     out.append(Decision(
         domain="devices", title="How many devices", choice=f"{n} × {d.id} (tensor parallel {p.tp}, "
         f"pipeline {p.pp})", rules=("R6",) if p.regime_before == "capacity-bound" else (),
@@ -101,12 +106,14 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
     for dt in search.DTYPE_ORDER:
         if dt in ("fp16",) or dt == kv.id:
             continue
-        i = _find(ev, dtype=dt, r=1.0, n=n, placement=p.placement)
+        i = _find(ev, dtype=dt, r=1.0, n=n, placement=p.placement, tp=p.tp)
         if i is None:
             q_opts.append(Option(dt, _why_absent(p, dt, why)))
         else:
             q_opts.append(Option(dt, ev.reject[i] or "not preferred", _nums(ev, i, baseline_step)))
-    q_rules = ("R3",) if "R3" in why else ("R4",) if kv.id != "bf16" else ()
+    r3 = kv.id == "bf16" and any(ev.reject[i].startswith("R3") for i in range(len(ev))
+                                 if ev.n[i] == n and ev.tp[i] == p.tp)
+    q_rules = ("R3",) if r3 else ("R4",) if kv.id != "bf16" else ()
     evidence = tuple(v for v in (x.value_obj() for x in for_choice("quantization", kv_dtype=kv.id)) if v is not None)
     evidence_text = tuple(f"{x.method}: {'gap — ' if x.gap else ''}{x.result} ({x.citation})"
                           for x in for_choice("quantization", kv_dtype=kv.id) if x.value is None)
@@ -118,7 +125,7 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
         context=(f"quality budget '{sc.budget}', engine {sc.engine}",
                  f"admissible here: {', '.join(space.dtypes)}"),
         decision=(f"We will store the KV cache as {kv.id} ({kv.width:g} B per element)."
-                  + (" The point is below s*, so the cache stays uncompressed (R3)." if "R3" in why else "")),
+                  + (" The point is below s*, so the cache stays uncompressed (R3)." if r3 else "")),
         numbers=(("byte_factor", derived(kv.width / 2.0, "x", "w_q / w_kv")),
                  ("speedup_from_quantization", derived(s_q, "x", "S(c) = (W+K)/(W+K/c) with c = 2/w_q (SPEC §5)"))),
         evidence=evidence, options=tuple(q_opts), pinned="kv_dtype" in pins,
@@ -130,7 +137,7 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
     for rr in sorted(set(space.retentions) | {1.0}, reverse=True):
         if rr == r:
             continue
-        i = _find(ev, dtype=kv.id, r=rr, n=n, placement=p.placement)
+        i = _find(ev, dtype=kv.id, r=rr, n=n, placement=p.placement, tp=p.tp)
         e_opts.append(Option(f"r = {rr:g}", (ev.reject[i] or "not preferred") if i is not None else "not in the space",
                              _nums(ev, i, baseline_step) if i is not None else ()))
     if not (sc.eviction_allowed or sc.budget == "aggressive"):
@@ -185,7 +192,7 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
         for name in rf.PLACEMENTS:
             if name == p.placement:
                 continue
-            i = _find(ev, dtype=kv.id, r=r, n=n, placement=name)
+            i = _find(ev, dtype=kv.id, r=r, n=n, placement=name, tp=p.tp)
             reason = (ev.reject[i] or "slower KV stream") if i is not None else (
                 "R7: pinning every page to one partition streams at β/n_part" if name == "pinned" else "not considered")
             pl_opts.append(Option(name, reason, _nums(ev, i, baseline_step) if i is not None else ()))

@@ -28,15 +28,22 @@ EVICTION_RETENTIONS = (0.75, 0.5)
 DTYPE_ORDER = ("bf16", "fp16", "fp8", "int8", "int4", "fp4", "int2")
 
 
-def tp_for(model: Model, n: int) -> int:
-    """The largest tensor-parallel size that divides n, the query heads, and the KV heads
-    (or is a multiple of them); the rest of the devices become pipeline stages."""
+def tp_options(model: Model, n: int) -> tuple[int, ...]:
+    """Tensor-parallel sizes for n devices, largest first: each divides n and the query heads,
+    and divides the KV heads or is a multiple of them; the rest of the devices become pipeline
+    stages. (MLA replicates its latent on every rank, so smaller tp can be what fits.)"""
+    out = []
     for t in range(n, 0, -1):
         if n % t or model.n_q % t:
             continue
         if model.kv_kind == "mla" or model.n_kv % t == 0 or t % model.n_kv == 0:
-            return t
-    return 1
+            out.append(t)
+    return tuple(out) or (1,)
+
+
+def tp_for(model: Model, n: int) -> int:
+    """The largest valid tensor-parallel size for n devices."""
+    return tp_options(model, n)[0]
 
 
 def lossiness(dtype: str, retention: float) -> int:
@@ -83,14 +90,14 @@ class Evaluated:
 def evaluate(model: Model, device: Any, *, batch: int, context: int, w_p: float, sharing: float, frag: float,
              reserve: float, space: Space) -> Evaluated:
     """Evaluate every combination of the space's axes with the SPEC §3–6 equations."""
-    grid = [(d, r, n, p) for n in space.counts for p in space.placements
+    grid = [(d, r, n, t, p) for n in space.counts for t in tp_options(model, n) for p in space.placements
             for d in space.dtypes for r in space.retentions]
     dt = np.array([g[0] for g in grid])
     w = np.array([DTYPES[g[0]].width for g in grid])
     r = np.array([g[1] for g in grid], dtype=np.float64)
     n = np.array([g[2] for g in grid], dtype=np.int64)
-    pl = np.array([g[3] for g in grid])
-    tp = np.array([tp_for(model, int(k)) for k in n], dtype=np.int64)
+    tp = np.array([g[3] for g in grid], dtype=np.int64)
+    pl = np.array([g[4] for g in grid])
     rep = tp.astype(np.float64) if model.kv_kind == "mla" else np.maximum(1.0, tp / model.n_kv)
     seq1 = float(kv_bytes_per_seq(model, context, 1.0))
     kv_read = batch * seq1 * w * r / sharing * rep
@@ -151,6 +158,8 @@ def compare_reason(ev: Evaluated, i: int, best: int, objective: str) -> str:
         return f"needs {int(ev.n[i])} devices where {int(ev.n[best])} suffice"
     if ev.step[i] > ev.step[best] * (1 + 1e-9):
         return f"slower: step {ev.step[i] * 1e3:.4g} ms vs {ev.step[best] * 1e3:.4g} ms"
+    if ev.tp[i] != ev.tp[best]:
+        return f"tensor parallel {int(ev.tp[i])} is no better than {int(ev.tp[best])}"
     if ev.lossy[i] > ev.lossy[best]:
         return "lossier for no more than the minimum gain"
     if objective == "most-headroom" and ev.headroom[i] < ev.headroom[best]:

@@ -8,7 +8,6 @@ from typing import Any, Sequence
 from kvplan.evidence import Value
 from kvplan.planner.plan import Decision, Plan
 from kvplan.render.common import dump_json, to_jsonable
-from kvplan.units import fmt_unit
 
 WIDTH = 100
 
@@ -85,7 +84,7 @@ def _text_one(p: Plan) -> list[str]:
     out.append("")
     out.append("assumptions")
     for a in p.assumptions:
-        out.extend(_wrap(f"{fmt_unit(a.value, a.unit)} (assumed) — {a.source}", "  ", "    "))
+        out.extend(_wrap(f"{a.human} (assumed) — {a.source}", "  ", "    "))
     out.append("")
     out.append(f"plan digest {p.digest}; {p.candidates_evaluated} candidates evaluated")
     return out
@@ -156,7 +155,7 @@ def decision_markdown(p: Plan, d: Decision, number: int) -> str:
     assumed = [a for a in p.assumptions]
     if assumed:
         out += ["## Assumptions", ""]
-        out += [f"- {fmt_unit(a.value, a.unit)} *(assumed)* — {a.source}" for a in assumed]
+        out += [f"- {a.human} *(assumed)* — {a.source}" for a in assumed]
         out.append("")
     if d.options:
         out += ["## Options considered", "", f"- **{d.choice}** — chosen"]
