@@ -78,32 +78,29 @@ def _expand_range(item: str, m: re.Match[str], kind: str, what: str) -> list[int
     hi = _whole(_number(hi_t, kind, what), hi_t, what)
     if lo > hi:
         raise SweepError(f"{what}: range '{item}' runs downward", help=f"write the smaller end first: {hi_t}..{lo_t}")
-    if op is None:
-        count, out_fn = hi - lo + 1, lambda: list(range(lo, hi + 1))
-    elif op == "+":
+    step, factor = 1, 0.0
+    if op == "+":
         step_x = _number(step_t.strip(), kind, what) if step_t.strip() else 0.0
         if not (step_x >= 1 and step_x == int(step_x)):
             raise SweepError(f"{what}: range '{item}' needs a whole step of at least 1 after ':+'",
                              help=f"write e.g. {_example(kind)}")
         step = int(step_x)
-        count, out_fn = (hi - lo) // step + 1, lambda: list(range(lo, hi + 1, step))
-    else:
+    elif op is not None:
         try:
             factor = float(step_t)
         except ValueError:
             factor = float("nan")
         if not factor > 1 or not math.isfinite(factor):
             raise SweepError(f"{what}: range '{item}' needs a factor above 1 after ':x'", help="write e.g. 1..1024:x2")
-        count = int(math.floor(math.log(hi / lo) / math.log(factor) + 1e-9)) + 1
-
-        def out_fn() -> list[int]:
-            vals = [int(round(lo * factor**k)) for k in range(count)]
-            return [v for v in vals if v <= hi]
-
+    geometric = factor > 1
+    count = (int(math.floor(math.log(hi / lo) / math.log(factor) + 1e-9)) + 1 if geometric
+             else (hi - lo) // step + 1)
     if count > MAX_LIST:
         raise SweepError(f"{what}: range '{item}' expands to {count:,} values, more than {MAX_LIST:,}",
                          help="use a geometric step (:x2) or a coarser one (:+N)")
-    return out_fn()
+    if not geometric:
+        return list(range(lo, hi + 1, step))
+    return [v for v in (int(round(lo * factor**k)) for k in range(count)) if v <= hi]
 
 
 def parse_list(text: str, kind: str, what: str) -> tuple[int, ...]:

@@ -265,3 +265,75 @@ def test_json_infinite_s_star_is_null_and_csv_inf() -> None:
         s_star = float(rf.s_star(rf.Config(m, catalog.get_device("h100-sxm")), jrow[4]))
         assert (jrow[i] is None) == math.isinf(s_star) == (crow["s_star_tokens"] == "inf")
     assert any(r["s_star_tokens"] == "inf" for r in rows)
+
+
+# ------------------------------------------------------------------ FILE.kvp
+
+SPEC = """kvplan 1
+deployment "chat-70b" {
+    model     = llama-3-70b
+    device    = b200
+    devices   = <= 4
+    placement = auto
+    workload {
+        batch   = [1, 8, 32]
+        context = [32k, 128k]
+    }
+    pin { kv_dtype = fp8 }
+}
+deployment "small" {
+    model   = qwen3-8b
+    device  = h100-sxm
+    devices = 1
+    placement = pinned
+    workload {
+        batch   = 4
+        context = 8k
+    }
+}
+"""
+
+
+def test_file_form_defaults_to_the_specs_values(tmp_path: "object") -> None:
+    path = tmp_path / "chat.kvp"  # type: ignore[operator]
+    path.write_text(SPEC, encoding="utf-8")
+    r = run("sweep", str(path))
+    assert r.exit_code == 0, r.stderr
+    rows = rows_of(r.stdout)
+    assert list(rows[0]) == ["deployment"] + [c.name for c in sw.COLUMNS]
+    chat = [(int(x["devices"]), x["kv_dtype"], int(x["batch"]), int(x["context"])) for x in rows
+            if x["deployment"] == "chat-70b"]
+    # `devices = <= 4`: 1, 2, 4; the pinned kv_dtype; the workload lists in the order written
+    assert chat == list(itertools.product([1, 2, 4], ["fp8"], [1, 8, 32], [32_000, 128_000]))
+    small = [x for x in rows if x["deployment"] == "small"]
+    assert [(x["model"], x["device"], x["devices"], x["kv_dtype"], x["batch"], x["context"]) for x in small] == [
+        ("qwen3-8b", "h100-sxm", "1", "bf16", "4", "8000")]
+    # the same points through the flags give the same numbers (placement auto sweeps striped)
+    flags = run("sweep", "--model", "llama-3-70b", "--device", "b200", "--devices", "1,2,4", "--kv-dtype", "fp8",
+                "--batch", "1,8,32", "--context", "32k,128k")
+    assert [list(x.values())[1:] for x in rows if x["deployment"] == "chat-70b"] == \
+        [list(x.values()) for x in rows_of(flags.stdout)]
+    pinned = run("sweep", "--model", "qwen3-8b", "--device", "h100-sxm", "--placement", "pinned", "--batch", "4",
+                 "--context", "8k")
+    assert list(small[0].values())[1:] == list(rows_of(pinned.stdout)[0].values())
+
+
+def test_file_form_lists_override(tmp_path: "object") -> None:
+    path = tmp_path / "chat.kvp"  # type: ignore[operator]
+    path.write_text(SPEC, encoding="utf-8")
+    r = run("sweep", str(path), "--devices", "8", "--kv-dtype", "int4,int2", "--context", "1k,2k,3k", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert [d["name"] for d in doc["deployments"]] == ["chat-70b", "small"]
+    assert doc["row_count"] == 1 * 2 * 3 * 3 + 1 * 2 * 1 * 3
+    assert {(row[3], row[4]) for row in doc["rows"]} == {(8, "int4"), (8, "int2")}
+
+
+def test_file_form_errors(tmp_path: "object") -> None:
+    path = tmp_path / "bad.kvp"  # type: ignore[operator]
+    path.write_text(SPEC.replace("b200", "b201", 1), encoding="utf-8")
+    r = run("sweep", str(path))
+    assert r.exit_code == 2 and r.stdout == ""
+    assert "b201" in r.stderr and "Traceback" not in r.stderr
+    both = run("sweep", str(path), "--model", "llama-3-70b")
+    assert both.exit_code == 2 and "not both" in both.stderr
