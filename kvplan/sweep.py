@@ -367,7 +367,7 @@ def _rows(block: Block, json_out: bool) -> Iterator[tuple[int, str]]:
                         str(block.n_devices), _string(block.kv, json_out), str(b)]) for b in spec.batch]
     crossovers = [sep.join([_scalar_text(a, json_out), _scalar_text(c, json_out)])
                   for a, c in zip(block.s_star.tolist(), block.s_cap.tolist())]
-    pre_b = np.array([p.replace("%", "%%") for p in prefix], dtype=object)
+    pre_b = np.array(prefix, dtype=object)
     cross_b = np.array(crossovers, dtype=object)
     ctx = np.array([str(s) for s in spec.context], dtype=object)
     fits_t = np.array(["true", "false"], dtype=object)

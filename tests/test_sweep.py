@@ -337,3 +337,16 @@ def test_file_form_errors(tmp_path: "object") -> None:
     assert "b201" in r.stderr and "Traceback" not in r.stderr
     both = run("sweep", str(path), "--model", "llama-3-70b")
     assert both.exit_code == 2 and "not both" in both.stderr
+
+
+def test_names_with_commas_quotes_and_percent_survive(tmp_path: "object") -> None:
+    path = tmp_path / "odd.kvp"  # type: ignore[operator]
+    name = 'a, "b" 100%'
+    path.write_text(SPEC.replace('"chat-70b"', json.dumps(name)), encoding="utf-8")
+    r = run("sweep", str(path), "--batch", "1", "--context", "1k", "--devices", "1")
+    assert r.exit_code == 0, r.stderr
+    rows = list(csv.reader(io.StringIO(r.stdout)))
+    assert rows[1][0] == name and len(rows[1]) == len(rows[0])
+    doc = json.loads(run("sweep", str(path), "--batch", "1", "--context", "1k", "--devices", "1",
+                         "--format", "json").stdout)
+    assert doc["rows"][0][0] == name
