@@ -78,13 +78,27 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
 
     # devices (R6 when capacity-bound) ---------------------------------------
     dev_opts = []
-    for i in range(len(ev)):
+    best_per_n: dict[int, int] = {}
+    for i in range(len(ev)):  # one line per device count: its best tensor-parallel split
         if ev.dtype[i] != kv.id or ev.retention[i] != r or ev.placement[i] != p.placement:
             continue
-        c, t = int(ev.n[i]), int(ev.tp[i])
-        if c == n and t == p.tp:
+        c = int(ev.n[i])
+        if c not in best_per_n or ev.step[i] < ev.step[best_per_n[c]] or (
+                ev.fits[i] and not ev.fits[best_per_n[c]]):
+            best_per_n[c] = i
+    same_tp = [i for i in range(len(ev)) if ev.n[i] == n and ev.tp[i] != p.tp and ev.dtype[i] == kv.id
+               and ev.retention[i] == r and ev.placement[i] == p.placement]
+    for i in same_tp:
+        dev_opts.append(Option(f"{n} × {d.id} (tp {int(ev.tp[i])}, pp {n // int(ev.tp[i])})",
+                               ev.reject[i] or "not preferred", _nums(ev, i, baseline_step)))
+    more = sorted(c for c in best_per_n if c > n and ev.reject[best_per_n[c]].startswith("needs"))
+    for c, i in sorted(best_per_n.items()):
+        if c == n or c in more:
             continue
-        dev_opts.append(Option(f"{c} × {d.id} (tp {t})", ev.reject[i] or "not preferred", _nums(ev, i, baseline_step)))
+        dev_opts.append(Option(f"{c} × {d.id} (tp {int(ev.tp[i])})", ev.reject[i] or "not preferred",
+                               _nums(ev, i, baseline_step)))
+    if more:
+        dev_opts.append(Option(f"{', '.join(map(str, more))} × {d.id}", f"more devices than the {n} that suffice"))
     out.append(Decision(
         domain="devices", title="How many devices", choice=f"{n} × {d.id} (tensor parallel {p.tp}, "
         f"pipeline {p.pp})", rules=("R6",) if p.regime_before == "capacity-bound" else (),
@@ -155,8 +169,17 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
 
     # R2 paging ----------------------------------------------------------------
     eng = get_engine(sc.engine)
-    page_opts = tuple(Option(f"{bs}-token pages", "engine default" if bs == eng.default_block else
-                             "larger pages waste more of the last page" if bs > p.block_size else "smaller pages",
+    phi_here = float(fragmentation(s, p.block_size))
+
+    def page_reason(bs: int) -> str:
+        phi = float(fragmentation(s, bs))
+        if bs > p.block_size:
+            return f"wastes φ = {phi:.3%} of the last page vs {phi_here:.3%}" if phi > phi_here else \
+                f"same φ = {phi:.3%} here, but more waste at other lengths"
+        return (f"{s // bs:,} pages per sequence instead of {-(-s // p.block_size):,} for φ = {phi:.3%}; "
+                f"the engine default is {eng.default_block}")
+
+    page_opts = tuple(Option(f"{bs}-token pages", page_reason(bs),
                              (("fragmentation", derived(float(fragmentation(s, bs)), "%", "φ = ceil(s/B)·B/s − 1")),))
                       for bs in eng.block_sizes if bs != p.block_size)
     out.append(Decision(
@@ -194,7 +217,8 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
                 continue
             i = _find(ev, dtype=kv.id, r=r, n=n, placement=name, tp=p.tp)
             reason = (ev.reject[i] or "slower KV stream") if i is not None else (
-                "R7: pinning every page to one partition streams at β/n_part" if name == "pinned" else "not considered")
+                "R7: pinning every page to one partition streams at β/n_part" if name == "pinned"
+                else f"the spec sets placement = {sc.placement}")
             pl_opts.append(Option(name, reason, _nums(ev, i, baseline_step) if i is not None else ()))
     out.append(Decision(
         domain="placement", title="KV page placement", choice=p.placement, rules=("R7",) if d.partitions > 1 else (),
@@ -218,8 +242,11 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
                   f"We will keep reused contexts in the {t.tier} tier between sessions, never read inside a step."),
         numbers=t_nums,
         options=(Option("read KV from a remote tier inside a step", "R6: a link ~50× below HBM would set the step time"),
-                 Option("recompute (prefill) on reuse", "slower than fetching" if t.tier == "host" else "chosen"
-                        if t.tier == "none" else "not preferred")),
+                 (Option("recompute (prefill) on reuse", "slower than fetching over the host link")
+                  if t.tier == "host" else
+                  Option("host tier", "no context comes back (reuse = 0)") if sc.reuse <= 0 else
+                  Option("host tier", "fetching is no faster than recomputing") if t.tier == "none" else
+                  Option("recompute (prefill) on reuse", f"the {t.tier} tier is pinned"))),
         pinned="tier" in pins,
     ))
 

@@ -162,6 +162,8 @@ def compare_reason(ev: Evaluated, i: int, best: int, objective: str) -> str:
         return f"tensor parallel {int(ev.tp[i])} is no better than {int(ev.tp[best])}"
     if ev.lossy[i] > ev.lossy[best]:
         return "lossier for no more than the minimum gain"
+    if ev.width[i] == ev.width[best] and ev.dtype[i] != ev.dtype[best]:
+        return f"same bytes as {ev.dtype[best]}; ties go to {ev.dtype[best]}, which has more reported evidence"
     if objective == "most-headroom" and ev.headroom[i] < ev.headroom[best]:
         return f"less headroom: {ev.headroom[i]:.1%} vs {ev.headroom[best]:.1%}"
     if ev.n[i] > ev.n[best]:

@@ -56,10 +56,11 @@ def _text_one(p: Plan) -> list[str]:
         out.extend(_wrap(d.decision, " " * 18))
         for o in d.options:
             out.extend(_wrap(f"rejected {o.choice}: {o.reason}", " " * 20, " " * 22))
-        for e in d.evidence:
+        for e in d.evidence[:2]:
             out.extend(_wrap(f"evidence: {e.human} (reported) — {e.source}", " " * 20, " " * 22))
-        for note in d.reported_text:
-            out.extend(_wrap(f"evidence (reported, text): {note}", " " * 20, " " * 22))
+        hidden = len(d.evidence[2:]) + len(d.reported_text)
+        if hidden:
+            out.extend(_wrap(f"(+{hidden} more reported results: --format markdown or json)", " " * 20))
     out.append("")
     out.append("predicted (plan vs baseline: 16-bit KV, no eviction, no prefix sharing, striped, same devices)")
     base = dict(p.baseline)
