@@ -108,6 +108,8 @@ class _Checker:
         self.diagnostics: list[Diagnostic] = []
         self.models: dict[str, Optional[_Model]] = {}
         self.devices: dict[str, Optional[_Device]] = {}
+        # Keys and blocks a "did you mean" already pointed at: their absence is not reported again.
+        self.hinted: set[str] = set()
 
     # ------------------------------------------------------------ reporting
 
@@ -177,6 +179,7 @@ class _Checker:
             if item.key not in keys:
                 self.report(codes.UNKNOWN_KEY, f"unknown key `{item.key}` in {where}", item.key_span,
                             help=self._key_help(item.key, keys, others))
+                self.hinted.update(difflib.get_close_matches(item.key, keys, n=1, cutoff=0.6) or [item.key])
                 continue
             if item.key in out:
                 self.report(codes.DUPLICATE_KEY, f"`{item.key}` is set twice in {where}", item.key_span,
@@ -228,7 +231,7 @@ class _Checker:
 
     def _number(self, node: Scalar, key: str, dim: Dim, table: Optional[Mapping[str, float]] = None,
                 *, integer: bool = False, lo: Optional[float] = None, hi: Optional[float] = None,
-                lo_open: bool = False, what: Optional[str] = None) -> Optional[float]:
+                lo_open: bool = False, what: Optional[str] = None, why: str = "") -> Optional[float]:
         """A quantity in base units, dimension-, integer- and range-checked; None after reporting."""
         what = what or key
         if not isinstance(node, Quantity):
@@ -270,7 +273,8 @@ class _Checker:
         high_bad = hi is not None and value > hi
         if low_bad or high_bad:
             self.report(codes.OUT_OF_RANGE, f"{what} = {node.text} is out of range", node.span,
-                        help=f"{what} must be {_range_words(lo, hi, lo_open, dim, node.unit)}")
+                        help=f"{what} must be {_range_words(lo, hi, lo_open, dim, node.unit)}"
+                        + (f" ({why})" if why else ""))
             return None
         return value
 
@@ -429,10 +433,12 @@ class _Checker:
 
     def _deployment(self, dep: DeploymentDecl) -> list[Scenario]:
         where = f'deployment "{dep.name}"'
+        self.hinted = set()
         sections: dict[str, Block] = {}
         for block in dep.blocks:
             if block.name not in SECTIONS:
                 close = difflib.get_close_matches(block.name, list(SECTIONS), n=1, cutoff=0.6)
+                self.hinted.update(close)
                 help = f"did you mean `{close[0]}`?" if close else self._block_help(block.name, DEPLOYMENT_KEYS)
                 if block.name in DEPLOYMENT_KEYS:
                     help = self._block_help(block.name, DEPLOYMENT_KEYS)
@@ -448,7 +454,8 @@ class _Checker:
             if e.key in SECTIONS:
                 self.report(codes.UNKNOWN_KEY, f"`{e.key}` is a block, not a setting", e.key_span,
                             help=f"write `{e.key} {{ ... }}`")
-        top = self._entries(top_entries, where, DEPLOYMENT_KEYS, SECTION_KEYS)
+        top = self._entries(top_entries, where, DEPLOYMENT_KEYS,
+                            {f"the `{k}` block": v for k, v in SECTION_KEYS.items()})
         spans: dict[str, Span] = {"deployment": dep.name_span}
         notes: list[Value] = []
 
@@ -459,7 +466,7 @@ class _Checker:
         placement = self._choice(top.get("placement"), "placement", PLACEMENTS, "auto", where, spans, notes)
         engine = self._choice(top.get("engine"), "engine", ENGINES, "any", where, spans, notes)
         objective = self._choice(top.get("objective"), "objective", OBJECTIVES, "fewest-devices", where, spans,
-                                 notes, why="fewest devices that fit and meet the SLOs (docs/language.md)")
+                                 notes, why="fewest devices that fit and meet the SLOs; docs/language.md")
 
         quality = self._quality(sections.get("quality"), spans, notes)
         slo = self._slo(sections.get("slo"), spans)
@@ -467,6 +474,8 @@ class _Checker:
         expects = self._expects(sections.get("expect"))
         workload = sections.get("workload")
         if workload is None:
+            if "workload" in self.hinted:
+                return []
             self.report(codes.MISSING_KEY, f"{where} has no workload", dep.name_span,
                         help="add `workload { batch = 32  context = 128k }` (one setting per line)")
             return []
@@ -503,6 +512,8 @@ class _Checker:
                  local: Mapping[str, Optional[object]], table: Mapping[str, object], get: Callable[[str], object],
                  code: str, wrap: Callable[[object], object]) -> Optional[object]:
         if e is None:
+            if key in self.hinted:
+                return None
             self.report(codes.MISSING_KEY, f'deployment "{dep.name}" has no {key}', dep.name_span,
                         help=f"add `{key} = ...` (`kvplan {key}s` lists the catalog)")
             return None
@@ -580,7 +591,7 @@ class _Checker:
     def _section(self, block: Optional[Block], name: str) -> dict[str, Entry]:
         if block is None:
             return {}
-        others = {f"`{k}`": v for k, v in SECTION_KEYS.items() if k != name}
+        others = {f"the `{k}` block": v for k, v in SECTION_KEYS.items() if k != name}
         others["the deployment itself"] = DEPLOYMENT_KEYS
         return self._entries(block.items, name, SECTION_KEYS[name], others)
 
@@ -604,8 +615,7 @@ class _Checker:
         if "min_retention" in entries:
             node = self._scalar(entries["min_retention"], "quality")
             min_retention = None if node is None else self._number(
-                node, "min_retention", Dim.FRACTION, lo=0.5, hi=1.0,
-                what="min_retention (SPEC rule 5: keep r ≥ 0.5)")
+                node, "min_retention", Dim.FRACTION, lo=0.5, hi=1.0, why="SPEC rule 5: keep r ≥ 0.5")
         else:
             notes.append(assumed(0.5, "1", "default: quality.min_retention = 0.5 (SPEC rule 5 floor)"))
         if budget is None or min_retention is None:
@@ -756,7 +766,9 @@ class _Checker:
         listed: list[str] = []
         ok = True
         for key in ("batch", "context"):
-            if key not in entries:
+            if key not in entries and key in self.hinted:
+                ok = False
+            elif key not in entries:
                 self.report(codes.MISSING_KEY, f"workload has no {key}", block.name_span,
                             help=f"add `{key} = {'32' if key == 'batch' else '128k'}`")
                 ok = False

@@ -2,8 +2,8 @@
 
 The grammar (kvplan/grammar/kvp.lark) is loaded from the installed package and
 built once per process. Syntax errors are explained in the user's terms: the
-parser's failure is matched against examples of common mistakes
-(UnexpectedInput.match_examples) and the terminals it expected are named as
+parser's failure is matched against examples of common mistakes (the method
+of UnexpectedInput.match_examples) and the terminals it expected are named as
 they are written (`}` rather than RBRACE).
 """
 
@@ -277,6 +277,41 @@ def _examples() -> list[tuple[str, list[str]]]:
     return out
 
 
+@functools.cache
+def _example_errors() -> list[tuple[str, UnexpectedInput]]:
+    """Each example's parse error, computed once per process."""
+    out = []
+    for label, snippets in _examples():
+        for snippet in snippets:
+            try:
+                parser().parse(snippet)
+            except UnexpectedInput as exc:
+                out.append((label, exc))
+    return out
+
+
+def _accepts(exc: UnexpectedInput) -> Optional[frozenset[str]]:
+    accepts = getattr(exc, "accepts", None) if isinstance(exc, UnexpectedToken) else None
+    return frozenset(accepts) if accepts else None
+
+
+def _match_example(exc: UnexpectedInput) -> Optional[str]:
+    """The label of the example that failed in the same parser state (and stack depth).
+
+    UnexpectedInput.match_examples with the example errors parsed once, not at
+    every error; and lark 1.3's version fails formatting a debug message when
+    two errors share a state but not their expected terminals.
+    """
+    candidate = None
+    for label, ex in _example_errors():
+        if ex.state != exc.state or _accepts(ex) != _accepts(exc):
+            continue
+        if getattr(ex, "token", None) == getattr(exc, "token", object()):
+            return label  # the same state and the same token: the mistake itself
+        candidate = candidate or label
+    return candidate
+
+
 def explain(exc: UnexpectedInput, text: str, path: str) -> KvpSyntaxError:
     """Name a lark syntax error in the user's terms, with the span to point at."""
     if isinstance(exc, UnexpectedCharacters):
@@ -310,7 +345,7 @@ def explain(exc: UnexpectedInput, text: str, path: str) -> KvpSyntaxError:
         opened = _open_brace(exc)
         if opened is not None and opened.type == "LSQB":
             return _unclosed(path, opened)
-    label = exc.match_examples(parser().parse, _examples(), use_accepts=True)
+    label = _match_example(exc)
     found = _describe(tok)
     key = _last_key(exc)
     if label == codes.MISSING_EQUALS and prev is not None:

@@ -1,0 +1,88 @@
+"""The grammar file: strict LALR, shipped inside the wheel, and the parser built once."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from lark import Lark, Tree
+
+from kvplan.lang import syntax
+
+ROOT = Path(__file__).resolve().parent.parent
+LANGUAGE_MD = ROOT.parent / "shared" / "LANGUAGE.md"
+EXAMPLE = ROOT / "examples" / "language-reference.kvp"
+
+
+def test_grammar_is_strict_lalr() -> None:
+    # strict=True refuses shift/reduce conflicts and regex collisions within a lexer state.
+    parser = Lark(syntax.grammar_text(), parser="lalr", lexer="contextual", strict=True)
+    assert parser.parse('deployment "d" {\n}\n').data == "start"
+
+
+def test_top_level_grammar_folder_is_the_package_grammar() -> None:
+    assert (ROOT / "grammar").resolve() == (ROOT / "kvplan" / "grammar").resolve()
+    assert (ROOT / "grammar" / "kvp.lark").read_text(encoding="utf-8") == syntax.grammar_text()
+
+
+def test_parser_is_built_once_per_process() -> None:
+    assert syntax.parser() is syntax.parser()
+
+
+def test_language_reference_example_is_verbatim_from_language_md() -> None:
+    text = LANGUAGE_MD.read_text(encoding="utf-8")
+    block = re.search(r"## A complete file\n\n```\n(.*?)```", text, re.S)
+    assert block is not None
+    assert EXAMPLE.read_text(encoding="utf-8") == block.group(1)
+
+
+def _rules(tree: Tree[object], name: str) -> list[Tree[object]]:
+    return list(tree.find_data(name))
+
+
+def test_raw_grammar_reads_the_complete_example() -> None:
+    tree = Lark(syntax.grammar_text(), parser="lalr").parse(EXAMPLE.read_text(encoding="utf-8"))
+    assert [t.data for t in tree.children] == ["version", "deployment", "model_block", "device_block"]
+    # 6 deployment settings + 5 workload + 3 quality + objective + 3 pin + 2 model + 6 device
+    assert len(_rules(tree, "assignment")) == 26
+    # slo: 2, expect: regime and speedup; `fits` stands alone
+    assert len(_rules(tree, "constraint")) == 4
+    assert [str(f.children[0]) for f in _rules(tree, "flag")] == ["fits"]
+    units = sorted(str(q.children[1]) for q in _rules(tree, "quantity") if len(q.children) == 2)
+    assert units == sorted(["k", "k", "%", "ms", "tok/s", "B", "GB", "TB/s", "TFLOPS", "GB/s", "GB/s"])
+
+
+def test_keywords_need_a_word_boundary() -> None:
+    # `models` must lex as one word (then fail as an unknown declaration), not as `model` + `s`.
+    tree = Lark(syntax.grammar_text(), parser="lalr").parse('models "x" {\n}\n')
+    assert tree.children[0].data == "unknown_declaration"
+
+
+def test_wheel_ships_the_grammar_and_parses_from_the_installed_copy(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation",
+                    "-q", "-w", str(dist)], check=True, cwd=tmp_path, timeout=120)
+    (wheel,) = dist.glob("kvplan-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        assert "kvplan/grammar/kvp.lark" in zf.namelist()
+        assert "kvplan/grammar/__init__.py" in zf.namelist()
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q", "--target", str(target),
+                    str(wheel)], check=True, cwd=tmp_path, timeout=120)
+    probe = (
+        "import sys, kvplan.lang as L\n"
+        "assert kvplan_path_ok(L.__file__), L.__file__\n"
+        "r = L.check_source(sys.stdin.read(), 'ref.kvp')\n"
+        "print(L.__file__); print(len(r.scenarios), r.scenarios[0].context, r.scenarios[0].budget)\n"
+    ).replace("kvplan_path_ok(L.__file__)", f"L.__file__.startswith({str(target)!r})")
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    out = subprocess.run([sys.executable, "-c", probe], input=EXAMPLE.read_text(encoding="utf-8"), env=env,
+                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    where, summary = out.stdout.splitlines()
+    assert where.startswith(str(target))
+    assert summary == "1 128000 near-lossless"
