@@ -73,11 +73,11 @@ class LintSettings:
                        fail_on: Optional[str] = None) -> "LintSettings":
         """Command-line flags over file settings: --select replaces the file's select and ignore,
         --ignore adds to them, --fail-on replaces."""
-        chosen = select is not None
+        added = tuple(_check_prefixes(ignore, "--ignore"))
         return attrs.evolve(
             self,
-            select=tuple(_check_prefixes(select, "--select")) if chosen else self.select,
-            ignore=(() if chosen else self.ignore) + tuple(_check_prefixes(ignore, "--ignore")),
+            select=self.select if select is None else tuple(_check_prefixes(select, "--select")),
+            ignore=(self.ignore if select is None else ()) + added,
             fail_on=_severity(fail_on, "--fail-on") if fail_on is not None else self.fail_on,
         )
 

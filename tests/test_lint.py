@@ -345,7 +345,7 @@ def _lint_bytes(data: bytes, directory: Path) -> None:
         assert r.stderr.startswith("kvplan: error:")
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(mutated())
 def test_mutated_specs_never_crash_lint(data: bytes) -> None:
     import tempfile

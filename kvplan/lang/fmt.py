@@ -154,10 +154,9 @@ class _Printer:
                 owner[n] = i
         tails: dict[int, str] = {}
         for n, c in self.trailing.items():
-            i = owner.get(n)
-            if i is None:  # pragma: no cover - code precedes every trailing comment
+            if n not in owner:  # pragma: no cover - code precedes every trailing comment
                 raise AssertionError(f"comment on line {n} lost")
-            tails[i] = c.text.strip()
+            tails[owner[n]] = c.text.strip()
         text = []
         for i, ln in enumerate(self.out):
             if i > 0:
