@@ -14,7 +14,7 @@ import difflib
 import itertools
 import math
 import os
-from typing import Callable, Iterable, Mapping, Optional, Sequence, Union
+from typing import Callable, Iterable, Mapping, Optional, Sequence, TypeVar, Union
 
 import attrs
 
@@ -67,6 +67,9 @@ _EXPECT_UNITS: Mapping[str, tuple[Dim, Optional[Mapping[str, float]]]] = {
     "kv_bytes": (Dim.BYTES, None), "devices": (Dim.COUNT, _COUNT),
 }
 _COMPARISONS = ("==", "<=", ">=", "<", ">")
+
+_W = TypeVar("_W")  # what a deployment holds: _Model or _Device
+_X = TypeVar("_X")  # what the catalog holds: Model or Device
 
 
 @attrs.frozen(slots=True)
@@ -344,14 +347,13 @@ class _Checker:
             return None
         if self._errors() > before:
             return None
-        changes: dict[str, object] = {"id": decl.name}
-        if params is not None:
-            changes["params"] = params
-            if not model.is_moe and active is None:
-                changes["params_active"] = params
+        model = attrs.evolve(model, id=decl.name)
+        if params is not None:  # a dense model reads all its parameters per token
+            model = attrs.evolve(model, params=params, params_active=params if not model.is_moe else
+                                 model.params_active)
         if active is not None:
-            changes["params_active"] = active
-        return _Model(attrs.evolve(model, **changes))
+            model = attrs.evolve(model, params_active=active)
+        return _Model(model)
 
     def _count(self, e: Optional[Entry], key: str, where: str) -> Optional[float]:
         if e is None:
@@ -509,8 +511,8 @@ class _Checker:
                              codes.UNKNOWN_DEVICE, lambda d: _Device(d))
 
     def _resolve(self, e: Optional[Entry], dep: DeploymentDecl, spans: dict[str, Span], key: str,
-                 local: Mapping[str, Optional[object]], table: Mapping[str, object], get: Callable[[str], object],
-                 code: str, wrap: Callable[[object], object]) -> Optional[object]:
+                 local: Mapping[str, Optional[_W]], table: Mapping[str, _X], get: Callable[[str], _X],
+                 code: str, wrap: Callable[[_X], _W]) -> Optional[_W]:
         if e is None:
             if key in self.hinted:
                 return None

@@ -214,10 +214,10 @@ class _ToSpec(Transformer_NonRecursive):  # type: ignore[type-arg]  # lark's gen
     def string(self, meta: Any, children: list[Token]) -> String:
         return String(_unquote(children[0]), self._span(meta))
 
-    def list(self, meta: Any, children: list[Scalar]) -> ListValue:
+    def list(self, meta: Any, children: Sequence[Scalar]) -> ListValue:
         return ListValue(tuple(children), self._span(meta))
 
-    def bound(self, meta: Any, children: list[Any]) -> Bound:
+    def bound(self, meta: Any, children: Sequence[Any]) -> Bound:
         op, limit = children
         return Bound(str(op), limit, self._span(meta))
 
