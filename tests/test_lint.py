@@ -354,10 +354,9 @@ def test_mutated_specs_never_crash_lint(data: bytes) -> None:
         _lint_bytes(data, Path(d))
 
 
-def test_a_10_mb_file_is_refused_quickly(tmp_path: Path) -> None:
-    import time
-
+def test_a_10_mb_file_is_refused_with_a_diagnostic(tmp_path: Path) -> None:
     line = 'deployment "d" { model = llama-3-8b }\n'
-    t0 = time.perf_counter()
-    _lint_bytes((line * (10_000_000 // len(line) + 1)).encode(), tmp_path)
-    assert time.perf_counter() - t0 < 5
+    data = (line * (10_000_000 // len(line) + 1)).encode()
+    _lint_bytes(data, tmp_path)
+    r = CliRunner().invoke(main, ["lint", str(tmp_path / "m.kvp")])
+    assert r.exit_code == 1 and r.stdout.split(" ")[1] == "KV015"
