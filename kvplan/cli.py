@@ -302,8 +302,8 @@ def fmt_cmd(paths: tuple[str, ...], check: bool, diff: bool) -> None:
             continue
         changed.append(path)
         if diff:
-            click.echo("".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), path, path)),
-                       nl=False)
+            for line in difflib.unified_diff(old.splitlines(True), new.splitlines(True), path, path):
+                click.echo(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n", nl=False)
         elif check:
             click.echo(f"would reformat {path}")
         else:

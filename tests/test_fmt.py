@@ -265,6 +265,8 @@ def test_fmt_command_rewrites_checks_and_diffs(tmp_path: Path) -> None:
     assert r.exit_code == 1
     assert r.stdout.startswith(f"--- {messy}\n+++ {messy}\n")
     assert "+    model = llama-3-8b\n" in r.stdout and "-  model=llama-3-8b\n" in r.stdout
+    assert "-# the end\n\\ No newline at end of file\n" in r.stdout and r.stdout.endswith("+# the end\n")
+    assert all(ln[:1] in " +-@\\" for ln in r.stdout.splitlines())
     assert messy.read_text(encoding="utf-8") == MESSY
 
     r = runner.invoke(main, ["fmt", str(messy), str(clean)])
