@@ -461,8 +461,10 @@ class _Checker:
         spans: dict[str, Span] = {"deployment": dep.name_span}
         notes: list[Value] = []
 
-        model = self._resolve_model(top.get("model"), dep, spans, notes)
-        device = self._resolve_device(top.get("device"), dep, spans, notes)
+        model = self._resolve(top.get("model"), dep, spans, "model", self.models, catalog.models(),
+                              catalog.get_model, codes.UNKNOWN_MODEL, _Model)
+        device = self._resolve(top.get("device"), dep, spans, "device", self.devices, catalog.devices(),
+                               catalog.get_device, codes.UNKNOWN_DEVICE, _Device)
         weights = self._weights(top.get("weights"), spans, notes)
         devices = self._device_count(top.get("devices"), spans, notes)
         placement = self._choice(top.get("placement"), "placement", PLACEMENTS, "auto", where, spans, notes)
@@ -499,16 +501,6 @@ class _Checker:
                 assumptions=tuple(notes) + model.assumptions + device.assumptions,
             ))
         return out
-
-    def _resolve_model(self, e: Optional[Entry], dep: DeploymentDecl, spans: dict[str, Span],
-                       notes: list[Value]) -> Optional[_Model]:
-        return self._resolve(e, dep, spans, "model", self.models, catalog.models(), catalog.get_model,
-                             codes.UNKNOWN_MODEL, lambda m: _Model(m))
-
-    def _resolve_device(self, e: Optional[Entry], dep: DeploymentDecl, spans: dict[str, Span],
-                        notes: list[Value]) -> Optional[_Device]:
-        return self._resolve(e, dep, spans, "device", self.devices, catalog.devices(), catalog.get_device,
-                             codes.UNKNOWN_DEVICE, lambda d: _Device(d))
 
     def _resolve(self, e: Optional[Entry], dep: DeploymentDecl, spans: dict[str, Span], key: str,
                  local: Mapping[str, Optional[_W]], table: Mapping[str, _X], get: Callable[[str], _X],
@@ -655,7 +647,7 @@ class _Checker:
                 ok = False
                 continue
             node = e.value
-            if isinstance(node, (ListValue, Bound)) or node is None:
+            if not isinstance(node, (Quantity, Ident, String)):  # the grammar gives a comparison one scalar
                 ok = False
                 continue
             value = self._number(node, key, dim, lo=0, lo_open=True)
@@ -814,7 +806,7 @@ class _Checker:
         combos = []
         failed = False
         for picked in itertools.product(*(values[k] for k in keys)):
-            chosen = dict(zip(keys, picked))
+            chosen = dict(zip(keys, picked, strict=True))
             if not self._consistent(chosen, entries):
                 failed = True
                 continue

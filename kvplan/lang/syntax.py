@@ -23,7 +23,7 @@ from kvplan.errors import KvplanError, Span
 from kvplan.lang import codes
 from kvplan.lang.spec import (
     SECTIONS, Block, Bound, Comment, Declaration, DeploymentDecl, DeviceDecl, Entry, Ident, Item,
-    ListValue, ModelDecl, Quantity, Scalar, SpecFile, String, ValueNode, Version,
+    ListValue, ModelDecl, Quantity, Scalar, SpecFile, String, Version,
 )
 from kvplan.units import UNITS
 
@@ -352,7 +352,8 @@ def explain(exc: UnexpectedInput, text: str, path: str) -> KvpSyntaxError:
         return KvpSyntaxError(label, f"expected `=` between `{prev}` and its value, found {found}", span=here,
                               help=f"write `{prev} = {tok}`")
     if label == codes.VALUE_WITHOUT_KEY:
-        return KvpSyntaxError(label, f"{found} has no key", span=here, help="write `key = value`, e.g. `context = 128k`")
+        return KvpSyntaxError(label, f"{found} has no key", span=here,
+                              help="write `key = value`, e.g. `context = 128k`")
     if label == codes.MISSING_VALUE and prev is not None:
         return KvpSyntaxError(label, f"`{key or prev}` has no value", span=_token_span(path, prev, str(prev)),
                               help="write the value on the same line, e.g. `batch = 32`")
