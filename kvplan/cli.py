@@ -245,6 +245,12 @@ def _lint_checks() -> tuple[Any, ...]:
     return (planner_check,)
 
 
+def _digest_check(result: Any) -> Any:
+    from kvplan.backends.digest import check_digests
+
+    return check_digests(result)
+
+
 @main.command("lint")
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--output-format", type=click.Choice(_LINT_FORMATS), default="concise", show_default=True,
@@ -256,9 +262,11 @@ def _lint_checks() -> tuple[Any, ...]:
               help="Lowest severity that makes the exit status 1  [config, else warning].")
 @click.option("--config", type=click.Path(dir_okay=False), default=None, metavar="PYPROJECT",
               help="Read [tool.kvplan] from this file instead of the nearest pyproject.toml.")
+@click.option("--check-digest", is_flag=True,
+              help="Also report configs emitted into <spec>.kvplan/ whose plan digest is stale (KV401).")
 @handles_errors
 def lint_cmd(paths: tuple[str, ...], output_format: str, select: tuple[str, ...], ignore: tuple[str, ...],
-             fail_on: str | None, config: str | None) -> None:
+             fail_on: str | None, config: str | None, check_digest: bool) -> None:
     """Check .kvp files and directories: diagnostics on stdout, a summary on stderr.
 
     Exit 0 when nothing reaches --fail-on, 1 when something does, 2 when lint could not run.
@@ -268,7 +276,8 @@ def lint_cmd(paths: tuple[str, ...], output_format: str, select: tuple[str, ...]
 
     settings = lint.load_settings(".", config).with_overrides(
         select=lint.split_codes(select) if select else None, ignore=lint.split_codes(ignore), fail_on=fail_on)
-    report = lint.lint_paths(paths, settings, checks=_lint_checks())
+    checks = _lint_checks() + ((_digest_check,) if check_digest else ())
+    report = lint.lint_paths(paths, settings, checks=checks)
     click.echo(diag_view.render(output_format, report.files), nl=False)
     click.echo(report.summary(), err=True)
     sys.exit(report.exit_code())
@@ -367,3 +376,69 @@ def report_cmd(spec_file: str, out_dir: str, scenario: str | None) -> None:
     plans = plans_for(_checked(spec_file), scenario)
     for path in report.write(plans, out_dir, spec_file):
         click.echo(path)
+
+
+@main.command("emit")
+@click.argument("spec_file", type=click.Path(dir_okay=False), metavar="FILE.kvp")
+@click.option("--target", "targets", default=None, metavar="NAME[,NAME]",
+              help="vllm, sglang, trtllm, lmcache, flashinfer or all  [default: the spec's engine; any: all].")
+@click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="Write DIR/<scenario>/<file> instead of printing; `kvplan lint --check-digest` looks in "
+                   "<spec>.kvplan/.")
+@click.option("--scenario", default=None, help="Only this scenario (a deployment name or an expanded name).")
+@click.option("--activation-reserve", default=None, metavar="BYTES",
+              help="Activation memory per GPU outside the KV pool  [default: 8% of the device less the runtime "
+                   "reserve, assumed].")
+@click.option("--runtime-reserve", default=None, metavar="BYTES",
+              help="Runtime memory per GPU (CUDA context, communication buffers)  [default: 1GiB, assumed].")
+@handles_errors
+def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario: str | None,
+             activation_reserve: str | None, runtime_reserve: str | None) -> None:
+    """Write the engine configurations of a plan: command lines and YAML the engine takes as written.
+
+    Without -o the files go to stdout, each after a `==> scenario/name <==` line; warnings and the KV
+    capacity each config gives go to stderr. Exit 0 when every plan choice was written as planned, 1 when
+    a choice was changed to the nearest the target has or a config does not fit the device, 2 when the
+    spec cannot be planned.
+    """
+    import os
+
+    from kvplan.backends import Reserves, capacity_line, emit, resolve_targets
+    from kvplan.backends.common import slug
+    from kvplan.planner import plans_for
+    from kvplan.units import Dim, parse_quantity
+
+    def size(text: str | None, what: str) -> float | None:
+        return None if text is None else parse_quantity(text, Dim.BYTES, what=what)
+
+    reserves = Reserves(activation=size(activation_reserve, "--activation-reserve"),
+                        runtime=size(runtime_reserve, "--runtime-reserve"))
+    plans = plans_for(_checked(spec_file), scenario)
+    findings = 0
+    chunks: list[str] = []
+    for p in plans:
+        where = slug(p.scenario.name)
+        for target in resolve_targets(targets, p.scenario.engine):
+            out = emit(p, target, spec=spec_file, reserves=reserves)
+            findings += len(out.findings)
+            for w in out.warnings:
+                click.echo(f"kvplan: warning: {where}: {w}", err=True)
+            for f in out.files:
+                if out_dir is None:
+                    chunks.append(f"==> {where}/{f.name} <==\n{f.text}")
+                    continue
+                path = os.path.join(out_dir, where, f.name)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "w", encoding="utf-8", newline="") as fh:
+                    fh.write(f.text)
+                if f.executable:
+                    os.chmod(path, 0o755)
+                click.echo(os.path.normpath(path))
+            line = capacity_line(out)
+            if line:
+                click.echo(f"kvplan: {where}/{target}: {line}", err=True)
+    if chunks:
+        click.echo("\n".join(chunks), nl=False)
+    if findings:
+        sys.exit(EXIT_FINDINGS)
+

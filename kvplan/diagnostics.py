@@ -77,4 +77,5 @@ def registry() -> Mapping[str, Rule]:
         import kvplan.planner.codes  # noqa: F401  (registers KV2xx, KV3xx)
     except ImportError:  # the planner registers its codes once it exists
         pass
+    import kvplan.backends.digest  # noqa: F401  (registers KV401)
     return dict(sorted(RULES.items()))

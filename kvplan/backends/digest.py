@@ -1,0 +1,110 @@
+"""Stale engine configs: `kvplan lint --check-digest` (KV401).
+
+Convention: configs for `path/name.kvp` are emitted into `path/name.kvplan/`
+(`kvplan emit path/name.kvp -o path/name.kvplan`), one directory per scenario.
+Every emitted file carries a header comment near its top,
+
+    # kvplan 0.1.0 · spec path/name.kvp · scenario chat · plan sha256:… · vLLM 0.33.0
+
+and the check plans the spec again and compares each file's digest with the
+digest of its scenario's plan now. Files without a header are not kvplan's and
+are left alone; a directory that does not exist means nothing was emitted.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+from kvplan.diagnostics import Diagnostic, Severity, make, register
+from kvplan.errors import Span
+
+STALE_CONFIG = register("KV401", "stale-config",
+                        "an emitted engine config was made from a plan that the spec no longer produces",
+                        Severity.WARNING).code
+
+#: How far into a file the header may sit (a shell script has its shebang first).
+HEADER_LINES = 3
+#: Emitted files are small text; anything bigger in the directory is not ours.
+MAX_BYTES = 1 << 20
+
+
+def emitted_dir(spec_path: str) -> Path:
+    """Where the configs of `spec_path` live: `<dir>/<stem>.kvplan/`."""
+    p = Path(spec_path)
+    return p.with_name(p.stem + ".kvplan")
+
+
+def read_header(path: Path) -> Optional[dict[str, str]]:
+    """The fields of a file's kvplan header, or None when it has none."""
+    from kvplan.backends.common import HEADER
+
+    try:
+        if path.stat().st_size > MAX_BYTES:
+            return None
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    if text.lstrip().startswith("{"):
+        return _json_header(text)
+    for line in text.splitlines()[:HEADER_LINES]:
+        m = HEADER.match(line)
+        if m:
+            return m.groupdict()
+    return None
+
+
+def _json_header(text: str) -> Optional[dict[str, str]]:
+    """A JSON artifact's `_kvplan` key (common.json_header) in the header's field names."""
+    import json
+
+    try:
+        head = json.loads(text).get("_kvplan")
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(head, dict) or not {"scenario", "plan"} <= head.keys():
+        return None
+    return {"version": str(head.get("version", "")), "spec": str(head.get("spec", "")),
+            "scenario": str(head["scenario"]), "digest": str(head["plan"]),
+            "engine": f"{head.get('engine', '')} {head.get('engine_version', '')}".strip()}
+
+
+def _files(root: Path) -> list[Path]:
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        out += [Path(dirpath) / f for f in sorted(filenames)]
+    return out
+
+
+def _span(result: Any, sc: Any) -> Span:
+    if sc is not None and "deployment" in sc.spans:
+        return sc.spans["deployment"]  # type: ignore[no-any-return]
+    return Span(str(result.path), 1, 1, 1, 1)
+
+
+def check_digests(result: Any) -> list[Diagnostic]:
+    """KV401 for each emitted file whose plan digest differs from the spec's plan now."""
+    root = emitted_dir(str(result.path))
+    if not root.is_dir():
+        return []
+    found = [(f, h) for f in _files(root) if (h := read_header(f)) is not None]
+    if not found:
+        return []
+    from kvplan.planner import plans_for
+
+    plans = {p.scenario.name: p for p in plans_for(result)}
+    out: list[Diagnostic] = []
+    for path, h in found:
+        shown = os.path.normpath(str(path))
+        p = plans.get(h["scenario"])
+        if p is None:
+            out.append(make(STALE_CONFIG, f"{shown} was emitted for scenario '{h['scenario']}', which the spec no "
+                                          "longer has", _span(result, None),
+                            help=f"delete it, or rerun `kvplan emit {result.path} -o {os.path.normpath(str(root))}`"))
+        elif h["digest"] != p.digest:
+            out.append(make(STALE_CONFIG, f"{shown} ({h['engine']}) was emitted from plan {h['digest']}; the spec now "
+                                          f"plans {p.digest}", _span(result, p.scenario),
+                            help=f"rerun `kvplan emit {result.path} -o {os.path.normpath(str(root))}`"))
+    return out
