@@ -265,10 +265,11 @@ def _span(path: str, line: int, column: int, length: int) -> Span:
     return Span(path, line, column, line, column + max(length, 1))
 
 
-def apply_suppressions(path: str, source: str,
-                       diagnostics: Sequence[Diagnostic]) -> tuple[list[Diagnostic], int]:
+def apply_suppressions(path: str, source: str, diagnostics: Sequence[Diagnostic],
+                       judged: Callable[[str], bool] = lambda code: True) -> tuple[list[Diagnostic], int]:
     """The diagnostics left after suppressions, plus KV9xx findings about the suppressions; and
-    how many were suppressed."""
+    how many were suppressed. A suppression is called unused only for codes that `judged`
+    accepts: the codes of checks that did not run could not have been reported."""
     known = registry()
     sups = find_suppressions(source)
     used: set[tuple[int, str]] = set()
@@ -301,7 +302,7 @@ def apply_suppressions(path: str, source: str,
                 near = difflib.get_close_matches(code.upper(), list(known), n=1)
                 hint = f"did you mean {near[0]}?" if near else "`kvplan rules` lists the codes"
                 kept.append(make(UNKNOWN_SUPPRESSED_CODE, f"suppression names unknown code {code!r}", where, help=hint))
-            elif (i, code) not in used:
+            elif (i, code) not in used and judged(code):
                 target = f"line {s.target}" if s.target is not None else "the end of the file"
                 kept.append(make(UNUSED_SUPPRESSION, f"suppression of {code} is unused: {code} is not reported on "
                                  f"{target}", where, help="remove the code from the suppression"))
@@ -367,12 +368,15 @@ def lint_file(path: str, settings: LintSettings, checks: Sequence[Check] = ()) -
     raw = list(result.diagnostics)
     parsed = result.file is not None and not any(d.code.startswith("KV0") for d in raw)
     # The extra checks plan the spec; a spec with errors cannot be planned.
-    if parsed and not any(d.severity is Severity.ERROR for d in raw):
+    planned = parsed and not any(d.severity is Severity.ERROR for d in raw)
+    if planned:
         for check in checks:
             raw.extend(check(result))
     suppressed = 0
     if parsed:
-        raw, suppressed = apply_suppressions(path, result.source, raw)
+        # Without the checks, only the front end's own codes (KV1xx) can be judged unused.
+        raw, suppressed = apply_suppressions(path, result.source, raw,
+                                             judged=lambda code: planned or code.startswith("KV1"))
     kept = sorted((d for d in raw if settings.wants(d.code)), key=_sort_key)
     return FileReport(path, result.source, tuple(kept), suppressed, result)
 
