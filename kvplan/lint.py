@@ -58,7 +58,7 @@ class LintSettings:
 
     select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
-    fail_on: Severity = Severity.WARNING
+    fail_on: Severity = Severity.ERROR
     check_digest: bool = False          # reserved for the backend issue
     config_path: Optional[str] = None   # the pyproject.toml the settings came from
 
@@ -139,7 +139,7 @@ def load_settings(start_dir: str = ".", config: Optional[str] = None) -> LintSet
             raise ConfigError(f'{shown}: [tool.kvplan] {key} must be a list of code prefixes, e.g. ["KV2"]')
         return tuple(_check_prefixes(value, f"{shown}: [tool.kvplan] {key}"))
 
-    fail_on = table.get("fail-on", "warning")
+    fail_on = table.get("fail-on", "error")
     if not isinstance(fail_on, str):
         raise ConfigError(f"{shown}: [tool.kvplan] fail-on must be a string: error, warning or info")
     return LintSettings(select=codes("select"), ignore=codes("ignore"),

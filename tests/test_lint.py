@@ -176,7 +176,8 @@ def test_report_exit_code_and_summary() -> None:
     assert [r.exit_code(s) for s in (Severity.ERROR, Severity.WARNING, Severity.INFO)] == [1, 1, 1]
     assert [report(Severity.INFO).exit_code(s) for s in (Severity.ERROR, Severity.WARNING, Severity.INFO)] \
         == [0, 0, 1]
-    assert report(Severity.WARNING).exit_code() == 1     # default: warnings fail, infos do not
+    assert report(Severity.WARNING).exit_code() == 0     # default (issue #3): only errors fail
+    assert report(Severity.ERROR).exit_code() == 1
 
 
 # --------------------------------------------------------------------------- the command
@@ -266,8 +267,8 @@ def test_exit_codes_and_streams(at_root: Path, tmp_path: Path) -> None:
     clean = run(f"{PROJECT}/clean.kvp")
     assert (clean.exit_code, clean.stdout, clean.stderr) == (0, "", "no findings in 1 file\n")
     warned = run(f"{PROJECT}/suppressed.kvp")
-    assert warned.exit_code == 1 and len(warned.stdout.splitlines()) == 3
-    assert run(f"{PROJECT}/suppressed.kvp", "--fail-on", "error").exit_code == 0
+    assert warned.exit_code == 0 and len(warned.stdout.splitlines()) == 3   # warnings pass by default
+    assert run(f"{PROJECT}/suppressed.kvp", "--fail-on", "warning").exit_code == 1
     info_only = tmp_path / "info.kvp"   # the clean spec without its `expect`: KV201, an info
     info_only.write_text(re.sub(r"    expect \{[^}]*\}\n", "", (ROOT / PROJECT / "clean.kvp").read_text("utf-8")))
     r = run(str(info_only))
