@@ -86,3 +86,14 @@ def test_wheel_ships_the_grammar_and_parses_from_the_installed_copy(tmp_path: Pa
     where, summary = out.stdout.splitlines()
     assert where.startswith(str(target))
     assert summary == "1 128000 near-lossless"
+
+
+def test_comment_on_its_own_line_inside_a_list() -> None:
+    from kvplan.lang import check_source
+
+    text = ('deployment "x" {\n  model = llama-3-70b\n  device = b200\n  workload {\n'
+            '    batch = [1,\n      # small batches first\n      8]\n    context = 8k\n  }\n}\n')
+    res = check_source(text, "x.kvp")
+    assert res.ok, [d.message for d in res.diagnostics]
+    assert [sc.batch for sc in res.scenarios] == [1, 8]
+    assert [c.text for c in res.comments] == ["# small batches first"]

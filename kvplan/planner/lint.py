@@ -198,14 +198,15 @@ def check(result: Any) -> list[Diagnostic]:
     Files with errors from earlier stages are skipped (their scenarios are incomplete)."""
     if any(dg.severity is Severity.ERROR for dg in result.diagnostics):
         return []
-    out: list[Diagnostic] = []
-    seen: set[tuple[str, str, int, int]] = set()
+    found: dict[tuple[str, str, int, int], tuple[Diagnostic, list[str]]] = {}
     for sc in result.scenarios:
         for dg in plan_with_findings(sc).findings:
             key = (dg.code, dg.message, dg.span.line if dg.span else 0, dg.span.column if dg.span else 0)
-            if key not in seen:  # list expansion repeats findings that do not depend on the scenario
-                seen.add(key)
-                out.append(dg if len(result.scenarios) == 1 else _tag(dg, sc.name))
+            found.setdefault(key, (dg, []))[1].append(sc.name)
+    out: list[Diagnostic] = []
+    for dg, names in found.values():
+        # a finding every scenario shares is the deployment's; one that some share names them
+        out.append(dg if len(names) == len(result.scenarios) else _tag(dg, ", ".join(names)))
     return out
 
 
