@@ -442,3 +442,42 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
     if findings:
         sys.exit(EXIT_FINDINGS)
 
+
+@main.command("import")
+@click.argument("source", metavar="ARGS-OR-FILE")
+@click.option("--from", "engine", type=click.Choice(["vllm", "sglang", "trtllm"]), required=True,
+              help="The engine whose command line (vllm, sglang) or YAML/command line (trtllm) this is.")
+@click.option("--model", "model_id", metavar="ID", help="Catalog model id, when the engine's model is not in it.")
+@click.option("--model-config", type=click.Path(dir_okay=False), metavar="PATH",
+              help="A Hugging Face config.json for a model beside the catalog.")
+@click.option("--device", "device_id", metavar="ID", help="Catalog device id (engine flags do not name it).")
+@click.option("--batch", type=int, default=None, help="Concurrent sequences, when the engine sets no limit.")
+@click.option("--context", default=None, help="Tokens per sequence, when the engine sets no limit (32k = 32,000).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default="-", metavar="FILE.kvp",
+              help="Write the spec here instead of stdout.")
+@handles_errors
+def import_cmd(source: str, engine: str, model_id: str | None, model_config: str | None, device_id: str | None,
+               batch: int | None, context: str | None, output: str) -> None:
+    """Write the .kvp equivalent of an existing deployment: its KV choices become pins.
+
+    ARGS-OR-FILE is the engine's command line as one quoted argument (`vllm serve MODEL --flag ...`),
+    or a file holding it; for trtllm, the --config YAML or a `trtllm-serve MODEL --config x.yaml` line.
+    Flags that were removed or that kvplan does not know are warnings on stderr and comments in the spec.
+    """
+    import os
+
+    from kvplan import importer
+
+    text, base_dir, what = importer.read_source(source)
+    opts = importer.Options(model=model_id, model_config=model_config, device=device_id, batch=batch,
+                            context=None if context is None else _tokens(context, "--context"),
+                            out_dir=None if output == "-" else (os.path.dirname(output) or "."), source=what)
+    result = importer.import_deployment(engine, text, opts, base_dir)
+    for w in result.warnings:
+        click.echo(f"kvplan: warning: {w}", err=True)
+    if output == "-":
+        click.echo(result.text, nl=False)
+    else:
+        with open(output, "w", encoding="utf-8", newline="") as fh:
+            fh.write(result.text)
+        click.echo(f"wrote {output}", err=True)

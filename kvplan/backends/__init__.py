@@ -22,7 +22,7 @@ from kvplan.errors import KvplanError
 __all__ = ["Backend", "Emitted", "EmittedFile", "EmitRequest", "Reserves", "TARGETS", "capacity_line",
            "default_targets", "emit"]
 
-_MODULES = ("vllm", "sglang", "trtllm", "lmcache")
+_MODULES = ("vllm", "sglang", "trtllm", "lmcache", "flashinfer")
 
 
 def _load() -> dict[str, Backend]:

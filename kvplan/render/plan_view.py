@@ -102,6 +102,8 @@ def _decision_json(d: Decision) -> dict[str, Any]:
 
 
 def plan_payload(p: Plan) -> dict[str, Any]:
+    from kvplan.backends.flashinfer import plan_kernel
+
     sc = p.scenario
     return {
         "scenario": sc.name, "deployment": sc.deployment, "model": sc.model.id, "device": sc.device.id,
@@ -117,6 +119,7 @@ def plan_payload(p: Plan) -> dict[str, Any]:
                    "suggestions": list(u.suggestions)} for u in p.unmet],
         "assumptions": list(p.assumptions),
         "candidates_evaluated": p.candidates_evaluated,
+        "kernel": plan_kernel(p),
     }
 
 

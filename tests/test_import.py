@@ -1,0 +1,267 @@
+"""`kvplan import`: an engine deployment (vLLM / SGLang flags, TensorRT-LLM YAML) read back into a .kvp spec.
+
+Every imported spec must check without errors (kvplan.lang.check_source) and already be in
+`kvplan fmt`'s canonical layout; each pin must carry the engine's choice; removed and unknown
+flags must be warnings on stderr and comments in the spec.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from kvplan import importer
+from kvplan.cli import main
+from kvplan.diagnostics import Severity
+from kvplan.lang import check_source
+from kvplan.lang.fmt import format_source
+
+ROOT = Path(__file__).resolve().parent.parent
+HF = ROOT / "tests" / "data" / "hf"
+
+ROUND_TRIP = ("vllm serve meta-llama/Meta-Llama-3.1-70B --kv-cache-dtype fp8 --block-size 16 --enable-prefix-caching "
+              "-tp 4 --max-model-len 32k --max-num-seqs 64")
+
+
+def run(*args: str) -> Any:
+    return CliRunner().invoke(main, list(args))
+
+
+def checked(text: str, path: str = "imported.kvp") -> Any:
+    """The spec checks without errors and is canonical; returns its one scenario."""
+    result = check_source(text, path)
+    errors = [d for d in result.diagnostics if d.severity is Severity.ERROR]
+    assert not errors, [f"{d.code} {d.message}" for d in errors]
+    assert format_source(text, path) == text
+    assert len(result.scenarios) == 1
+    return result.scenarios[0]
+
+
+def pins(sc: Any) -> dict[str, Any]:
+    return {k: p.value for k, p in sc.pins.items()}
+
+
+# ------------------------------------------------------------------ vLLM
+
+def test_vllm_import_pins_the_engine_choices() -> None:
+    r = run("import", "--from", "vllm", ROUND_TRIP, "--device", "h100-sxm")
+    assert r.exit_code == 0, r.output
+    assert r.stderr == ""
+    sc = checked(r.stdout)
+    assert sc.model.id == "llama-3-70b" and sc.device.id == "h100-sxm" and sc.engine == "vllm"
+    assert sc.batch == 64 and sc.context == 32_000       # vLLM's lower-case k is 1000
+    assert pins(sc) == {"kv_dtype": "fp8", "block_size": 16, "prefix_caching": True, "devices": 4}
+
+
+def test_round_trip_through_emit_gives_back_the_kv_flags(tmp_path: Path) -> None:
+    spec = tmp_path / "imported.kvp"
+    r = run("import", "--from", "vllm", ROUND_TRIP, "--device", "h100-sxm", "-o", str(spec))
+    assert r.exit_code == 0, r.output
+    out = tmp_path / "out"
+    e = run("emit", str(spec), "--target", "vllm", "-o", str(out))
+    assert e.exit_code in (0, 1), e.output        # 1: 64 × 32k on 4 H100 does not fit; the flags are still written
+    script = next(out.rglob("*.sh")).read_text()
+    words = shlex.split(script.replace("\\\n", " "), comments=True)
+    words = words[words.index("serve") + 1:]
+    flags: dict[str, str | None] = {}
+    for i, w in enumerate(words):
+        if w.startswith("-"):
+            nxt = words[i + 1] if i + 1 < len(words) and not words[i + 1].startswith("-") else None
+            flags[w] = nxt
+    assert words[0] == "meta-llama/Meta-Llama-3.1-70B"
+    assert flags["--kv-cache-dtype"] in ("fp8", "fp8_e4m3")
+    assert flags["--block-size"] == "16"
+    assert "--enable-prefix-caching" in flags and "--no-enable-prefix-caching" not in flags
+    assert (flags.get("--tensor-parallel-size") or flags.get("-tp")) == "4"
+    assert importer.human_int(str(flags["--max-model-len"]), "x") == importer.human_int("32k", "x") == 32_000
+    assert flags["--max-num-seqs"] == "64"
+    # and importing the emitted script gives the same spec choices back
+    back = run("import", "--from", "vllm", str(next(out.rglob("*.sh"))), "--device", "h100-sxm")
+    again = checked(back.stdout)
+    first = checked(spec.read_text())
+    assert pins(again) == pins(first) and (again.batch, again.context) == (first.batch, first.context)
+
+
+def test_removed_and_unknown_flags_are_warnings_and_comments() -> None:
+    cmd = ROUND_TRIP + " --swap-space 4 --calculate-kv-scales --cpu-offload-gb 10 --frobnicate 3 --port 8000"
+    r = run("import", "--from", "vllm", cmd, "--device", "h100-sxm")
+    assert r.exit_code == 0, r.output
+    for flag in ("--swap-space 4", "--calculate-kv-scales", "--cpu-offload-gb 10", "--frobnicate 3"):
+        assert f"kvplan: warning: {flag}" in r.stderr
+        assert f"# warning: {flag}" in r.stdout
+    assert "removed in vLLM 0.33.0" in r.stderr and "weights" in r.stderr
+    assert "--port 8000" in r.stdout and "--port" not in r.stderr        # listed, not warned about
+    sc = checked(r.stdout)
+    assert "tier" not in sc.pins                                          # weight offload is not a KV tier
+
+
+@pytest.mark.parametrize("value,kv", [("auto", "bf16"), ("bfloat16", "bf16"), ("float16", "fp16"), ("fp8", "fp8"),
+                                      ("fp8_e4m3", "fp8"), ("fp8_e5m2", "fp8"), ("int8_per_token_head", "int8"),
+                                      ("int4_per_token_head", "int4"), ("nvfp4", "fp4")])
+def test_vllm_kv_dtype_names_map_back(value: str, kv: str) -> None:
+    out = importer.import_deployment("vllm", ROUND_TRIP.replace("fp8", value),
+                                     importer.Options(device="b200"))
+    assert dict(out.pins)["kv_dtype"] == kv
+    if value == "auto":
+        assert "bf16 assumed" in out.text
+
+
+def test_vllm_kv_dtype_without_a_kvplan_width_is_not_pinned() -> None:
+    out = importer.import_deployment("vllm", ROUND_TRIP.replace("fp8", "turboquant_k8v4"),
+                                     importer.Options(device="h100-sxm"))
+    assert "kv_dtype" not in dict(out.pins)
+    assert any("turboquant_k8v4" in w for w in out.warnings)
+
+
+def test_vllm_defaults_and_human_readable_lengths() -> None:
+    out = importer.import_deployment("vllm", "vllm serve meta-llama/Meta-Llama-3.1-8B --max-model-len 32K "
+                                             "--max_num_seqs 8 --kv-offloading-size 64",
+                                     importer.Options(device="h100-sxm"))
+    sc = checked(out.text)
+    assert sc.context == 32 * 1024 and sc.batch == 8           # upper-case K is 1024; underscores accepted
+    assert pins(sc) == {"kv_dtype": "bf16", "block_size": 16, "prefix_caching": True, "tier": "host", "devices": 1}
+    assert "context = 32Ki" in out.text
+
+
+def test_vllm_offloading_connector_is_a_host_tier_and_disaggregation_is_not() -> None:
+    off = ROUND_TRIP + (' --kv-transfer-config \'{"kv_connector":"OffloadingConnector","kv_role":"kv_both",'
+                        '"kv_connector_extra_config":{"cpu_bytes_to_use":1000000000}}\'')
+    assert dict(importer.import_deployment("vllm", off, importer.Options(device="h100-sxm")).pins)["tier"] == "host"
+    nixl = ROUND_TRIP + ' --kv-transfer-config \'{"kv_connector":"NixlConnector","kv_role":"kv_producer"}\''
+    out = importer.import_deployment("vllm", nixl, importer.Options(device="h100-sxm"))
+    assert "tier" not in dict(out.pins) and any("NixlConnector" in w for w in out.warnings)
+
+
+def test_command_file_with_continuations(tmp_path: Path) -> None:
+    f = tmp_path / "serve.sh"
+    f.write_text("#!/bin/sh\n# our production server\nVLLM_USE_V1=1 vllm serve meta-llama/Meta-Llama-3.1-70B \\\n"
+                 "    --kv-cache-dtype fp8 \\\n    -tp 8 \\\n    --max-model-len 131072 --max-num-seqs 16\n")
+    r = run("import", "--from", "vllm", str(f), "--device", "h200")
+    assert r.exit_code == 0, r.output
+    sc = checked(r.stdout)
+    assert (sc.batch, sc.context, pins(sc)["devices"]) == (16, 131_072, 8)
+    assert "# source: file serve.sh" in r.stdout
+
+
+# ------------------------------------------------------------------ SGLang and TensorRT-LLM
+
+def test_sglang_flags() -> None:
+    cmd = ("python -m sglang.launch_server --model-path Qwen/Qwen3-8B --kv-cache-dtype fp8_e4m3 --page-size 32 "
+           "--disable-radix-cache --tp-size 2 --context-length 32k --max-running-requests 16 "
+           "--enable-hierarchical-cache --mem-fraction-static 0.85 --host 0.0.0.0")
+    out = importer.import_deployment("sglang", cmd, importer.Options(device="h200"))
+    sc = checked(out.text)
+    assert sc.model.id == "qwen3-8b" and sc.engine == "sglang" and (sc.batch, sc.context) == (16, 32_000)
+    assert pins(sc) == {"kv_dtype": "fp8", "block_size": 32, "prefix_caching": False, "tier": "host", "devices": 2}
+    assert "--mem-fraction-static 0.85" in out.text and not out.warnings
+
+
+def test_sglang_defaults() -> None:
+    out = importer.import_deployment("sglang", "python -m sglang.launch_server --model-path Qwen/Qwen3-8B "
+                                               "--max-running-requests 4", importer.Options(device="h100-sxm"))
+    sc = checked(out.text)
+    assert pins(sc) == {"kv_dtype": "bf16", "block_size": 1, "prefix_caching": True, "devices": 1}
+    assert sc.context == 40_960                   # the model's max context, said in a comment
+    assert "max context" in out.text
+
+
+TRT_YAML = """\
+max_batch_size: 32
+max_seq_len: 131072
+tensor_parallel_size: 8
+kv_cache_config:
+  free_gpu_memory_fraction: 0.9
+  enable_block_reuse: false
+  tokens_per_block: 64
+  dtype: fp8
+  host_cache_size: 100000000000
+  colour: blue
+print_iter_log: true
+"""
+
+
+def test_trtllm_yaml(tmp_path: Path) -> None:
+    y = tmp_path / "config.yaml"
+    y.write_text(TRT_YAML)
+    r = run("import", "--from", "trtllm", str(y), "--model", "llama-3-70b", "--device", "b200")
+    assert r.exit_code == 0, r.output
+    sc = checked(r.stdout)
+    assert (sc.batch, sc.context) == (32, 131_072)
+    assert pins(sc) == {"kv_dtype": "fp8", "block_size": 64, "prefix_caching": False, "tier": "host", "devices": 8}
+    assert "kv_cache_config.colour: blue" in r.stderr                  # unknown field: warned
+    assert "print_iter_log" in r.stdout and "print_iter_log" not in r.stderr
+
+
+def test_trtllm_command_line_reads_its_config_relative_to_the_file(tmp_path: Path) -> None:
+    (tmp_path / "extra.yaml").write_text("kv_cache_config:\n  dtype: nvfp4\nmax_batch_size: 8\n")
+    cmd = tmp_path / "serve.sh"
+    cmd.write_text("trtllm-serve meta-llama/Meta-Llama-3.1-8B --config extra.yaml --tp_size 2 --max_batch_size 4 "
+                   "--max_seq_len 65536 --kv_cache_free_gpu_memory_fraction 0.8\n")
+    out = importer.import_deployment("trtllm", cmd.read_text(), importer.Options(device="b200"), str(tmp_path))
+    sc = checked(out.text)
+    assert sc.batch == 8                                                 # the --config file wins over the flag
+    assert "overrides --max_batch_size 4" in out.text
+    assert pins(sc) == {"kv_dtype": "fp4", "block_size": 32, "prefix_caching": True, "devices": 2}
+
+
+# ------------------------------------------------------------------ models, devices, errors
+
+def test_model_config_for_a_model_beside_the_catalog(tmp_path: Path) -> None:
+    cmd = "vllm serve Qwen/Qwen3-4B --max-num-seqs 8 --max-model-len 8k"
+    r = run("import", "--from", "vllm", cmd, "--device", "h100-sxm")
+    assert r.exit_code == 2 and "--model-config" in r.stderr
+    spec = tmp_path / "specs" / "qwen.kvp"
+    spec.parent.mkdir()
+    r = run("import", "--from", "vllm", cmd, "--device", "h100-sxm", "--model-config",
+            str(HF / "Qwen--Qwen3-4B.json"), "-o", str(spec))
+    assert r.exit_code == 0, r.output
+    text = spec.read_text()
+    assert 'model "Qwen3-4B"' in text and "../" in text                  # relative to the spec's directory
+    result = check_source(text, str(spec))
+    assert not [d for d in result.diagnostics if d.severity is Severity.ERROR]
+    assert result.scenarios[0].model.n_layers == 36
+
+
+def test_local_model_directory_matches_by_name() -> None:
+    found = importer.match_model("/models/Meta-Llama-3.1-8B/")
+    assert found is not None and found[0].id == "llama-3-8b"
+    assert importer.match_model("nobody/unknown-model") is None
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--from", "vllm", ROUND_TRIP], "--device"),
+    (["--from", "vllm", "vllm serve meta-llama/Meta-Llama-3.1-70B --max-model-len 32k", "--device", "b200"],
+     "--max-num-seqs"),
+    (["--from", "vllm", ROUND_TRIP + " --block-size sixteen", "--device", "b200"], "--block-size"),
+    (["--from", "vllm", ROUND_TRIP + " --max-model-len lots", "--device", "b200"], "--max-model-len"),
+    (["--from", "vllm", ROUND_TRIP, "--device", "h900"], "unknown device"),
+    (["--from", "vllm", "vllm serve --max-num-seqs 2", "--device", "b200"], "names no model"),
+    (["--from", "vllm", ROUND_TRIP + " --kv-transfer-config '{oops'", "--device", "b200"], "not JSON"),
+    (["--from", "trtllm", "max_batch_size: [1,", "--model", "llama-3-8b", "--device", "b200"], "not valid YAML"),
+    (["--from", "vllm", "missing.sh", "--device", "b200"], "does not exist"),
+])
+def test_errors_are_one_line_exit_2(args: list[str], message: str) -> None:
+    r = run("import", *args)
+    assert r.exit_code == 2, r.output
+    assert message in r.stderr and "Traceback" not in r.stderr
+    assert r.stderr.startswith("kvplan: error:")
+
+
+def test_batch_and_context_options_fill_what_the_engine_leaves_out() -> None:
+    out = importer.import_deployment("vllm", "vllm serve meta-llama/Meta-Llama-3.1-8B",
+                                     importer.Options(device="h100-sxm", batch=12, context=20_000))
+    sc = checked(out.text)
+    assert (sc.batch, sc.context) == (12, 20_000)
+
+
+@pytest.mark.parametrize("n,text", [(32_000, "32k"), (32_768, "32Ki"), (131_072, "128Ki"), (40_960, "40Ki"),
+                                    (12_345, "12345")])
+def test_token_counts_are_written_exactly(n: int, text: str) -> None:
+    from kvplan.units import Dim, parse_quantity
+
+    assert importer.tokens_text(n) == text
+    assert parse_quantity(text, Dim.TOKENS) == n
