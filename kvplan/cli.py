@@ -67,6 +67,7 @@ def main(ctx: click.Context, debug: bool) -> None:
     \b
     kvplan map      the regime map of a model on a device (s*, s_cap, effective bandwidth)
     kvplan advise   a justified plan for a .kvp deployment spec
+    kvplan emit     the plan as vLLM, SGLang, TensorRT-LLM and LMCache configs
     kvplan lint     check .kvp specs in CI (exit 0 clean, 1 findings, 2 could not run)
     """
     ctx.ensure_object(dict)
