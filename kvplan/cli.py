@@ -260,7 +260,7 @@ def _digest_check(result: Any) -> Any:
               help="Report only codes with these prefixes, comma-separated (KV1,KV201); replaces the config's.")
 @click.option("--ignore", multiple=True, metavar="CODES", help="Also leave out codes with these prefixes.")
 @click.option("--fail-on", type=click.Choice(["error", "warning", "info"]), default=None,
-              help="Lowest severity that makes the exit status 1  [config, else warning].")
+              help="Lowest severity that makes the exit status 1  [config, else error].")
 @click.option("--config", type=click.Path(dir_okay=False), default=None, metavar="PYPROJECT",
               help="Read [tool.kvplan] from this file instead of the nearest pyproject.toml.")
 @click.option("--check-digest", is_flag=True,
