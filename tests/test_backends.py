@@ -33,7 +33,7 @@ from kvplan.backends.digest import check_digests, emitted_dir
 from kvplan.cli import main
 from kvplan.engines import ENGINES
 from kvplan.errors import KvplanError
-from kvplan.lang import check_file
+from kvplan.lang import check_file, check_source
 from kvplan.planner import plans_for
 from kvplan.planner.plan import Plan
 
@@ -211,6 +211,7 @@ def test_artifacts_parse_and_use_only_known_names(spec: str, p: Plan, target: st
             for k in env:
                 assert k in backend.flags + lmc.FLAGS and k in ENGINES_MD
             if engine == "vllm":
+                assert not any(gone in text for gone in NEVER_VLLM)
                 assert program[2] == (sc.model.hf_id or sc.model.id)
                 assert not NEVER_VLLM & set(fl)
                 assert fl["--kv-cache-dtype"] in vll.KV_DTYPES.values()
@@ -267,8 +268,9 @@ def engine_tokens(p: Plan, name: str, text: str) -> int:
     if name.endswith("trtllm.yaml"):
         kv = yaml.safe_load(text)["kv_cache_config"]
         width = {"fp8": 1.0, "nvfp4": 0.5}.get(kv["dtype"], 2.0 if p.kv_dtype.id != "int8" else 1.0)
-        admits = kv["free_gpu_memory_fraction"] * (p.scenario.device.memory - weights_per_gpu(p))
-        assert admits >= kv["max_tokens"] * token_bytes(p, width)  # the fraction never caps the pool lower
+        free = p.scenario.device.memory - weights_per_gpu(p)
+        if kv["max_tokens"] * token_bytes(p, width) <= free:  # where it fits, the fraction never caps it lower
+            assert kv["free_gpu_memory_fraction"] * free >= kv["max_tokens"] * token_bytes(p, width)
         return int(kv["max_tokens"])
     _, argv = shell(text)
     program, fl = flags(argv)
@@ -310,6 +312,33 @@ def test_engine_capacity_is_the_plans_footprint_within_one_block(spec: str, p: P
         pool = rows["kv_pool_per_gpu"].value
         plan_gpu = p.metric("kv_bytes").value / p.n_devices
         assert plan_gpu * (1 - 1e-9) <= pool < plan_gpu + size * token_bytes(p, p.kv_dtype.width) + 1
+
+
+_MODELS = ["llama-3-70b", "llama-3-8b", "qwen2.5-7b", "deepseek-v3", "mixtral-8x7b", "llama-2-13b"]
+_DEVICES = ["h100-sxm", "h200", "b200", "mi300x", "a100-80g"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(model=st.sampled_from(_MODELS), device=st.sampled_from(_DEVICES), n=st.sampled_from([1, 2, 4, 8]),
+       engine=st.sampled_from(ENGINE_TARGETS), batch=st.integers(1, 64), context=st.integers(1, 128),
+       budget=st.sampled_from(["lossless", "near-lossless"]))
+def test_capacity_law_on_random_deployments(model: str, device: str, n: int, engine: str, batch: int,
+                                            context: int, budget: str) -> None:
+    """For a plan made for the target's own engine nothing changes, and the engine's tokens from the
+    emitted settings are the plan's within one block, whatever the model, device and sizes."""
+    source = (f'deployment "r" {{\n model = {model}\n device = {device}\n devices = {n}\n engine = {engine}\n'
+              f' workload {{\n batch = {batch}\n context = {context * 1000 + 7}\n }}\n'
+              f' quality {{\n budget = {budget}\n }}\n}}\n')
+    result = check_source(source, "r.kvp")
+    assert result.ok, result.diagnostics
+    (p,) = plans_for(result)
+    out = emit(p, engine, spec="r.kvp")
+    assert not [f for f in out.findings if "→" in f], out.findings
+    fs = files(out)
+    name = "trtllm.yaml" if engine == "trtllm" else f"{engine}.sh"
+    tokens = engine_tokens(p, name, fs[name])
+    want = plan_tokens(p)
+    assert want * (1 - 1e-9) <= tokens < want + p.block_size
 
 
 def test_uneven_pipeline_stages_size_the_pool_for_the_largest() -> None:

@@ -36,7 +36,7 @@ KV_DTYPES = {
 
 FLAGS = ("--kv-cache-dtype", "--block-size", "--enable-prefix-caching", "--disable-prefix-caching",
          "--tensor-parallel-size", "--pipeline-parallel-size", "--max-model-len", "--max-num-seqs",
-         "--kv-cache-memory-bytes", "--gpu-memory-utilization", "--kv-offloading-size", "--kv-offloading-backend",
+         "--kv-cache-memory-bytes", "--kv-offloading-size", "--kv-offloading-backend",
          "--kv-transfer-config", "kv_connector", "kv_role", "LMCacheConnectorV1", "kv_both")
 
 LMCACHE_CONNECTOR = {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
