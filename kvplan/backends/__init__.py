@@ -13,6 +13,7 @@ never changed silently. To add a target, add its module name to _MODULES.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import Any
 
@@ -25,6 +26,7 @@ __all__ = ["Backend", "Emitted", "EmittedFile", "EmitRequest", "Reserves", "TARG
 _MODULES = ("vllm", "sglang", "trtllm", "lmcache", "flashinfer")
 
 
+@functools.cache
 def _load() -> dict[str, Backend]:
     out: dict[str, Backend] = {}
     for name in _MODULES:
@@ -33,14 +35,22 @@ def _load() -> dict[str, Backend]:
     return out
 
 
-TARGETS: dict[str, Backend] = _load()
+def __getattr__(name: str) -> Any:
+    # TARGETS loads the target modules on first use, so that importing kvplan.backends.digest (which
+    # registers KV401 for every lint run) does not import them.
+    if name == "TARGETS":
+        return _load()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+TARGETS: dict[str, Backend]
 
 #: The spec's `engine` → the targets `kvplan emit` writes by default (`any`: all of them).
 ENGINE_TARGETS = {"vllm": ("vllm",), "sglang": ("sglang",), "trtllm": ("trtllm",)}
 
 
 def default_targets(engine: str) -> tuple[str, ...]:
-    return ENGINE_TARGETS.get(engine, tuple(TARGETS))
+    return ENGINE_TARGETS.get(engine, tuple(_load()))
 
 
 def resolve_targets(names: str | None, engine: str) -> tuple[str, ...]:
@@ -52,11 +62,11 @@ def resolve_targets(names: str | None, engine: str) -> tuple[str, ...]:
     out: list[str] = []
     for name in (n.strip() for n in names.split(",")):
         if name == "all":
-            out.extend(TARGETS)
-        elif name in TARGETS:
+            out.extend(_load())
+        elif name in _load():
             out.append(name)
         else:
-            raise KvplanError(f"unknown target '{name}'", help=suggest(name, [*TARGETS, "all"]))
+            raise KvplanError(f"unknown target '{name}'", help=suggest(name, [*_load(), "all"]))
     return tuple(dict.fromkeys(out))
 
 
@@ -64,9 +74,10 @@ def emit(plan: Any, target: str, *, spec: str = "", reserves: Reserves = Reserve
     """The files `target` takes for `plan`, with warnings and the KV capacity they give."""
     from kvplan.catalog import suggest
 
-    if target not in TARGETS:
-        raise KvplanError(f"unknown target '{target}'", help=suggest(target, TARGETS))
-    return TARGETS[target].build(EmitRequest(plan, spec, reserves))
+    targets = _load()
+    if target not in targets:
+        raise KvplanError(f"unknown target '{target}'", help=suggest(target, targets))
+    return targets[target].build(EmitRequest(plan, spec, reserves))
 
 
 def capacity_line(out: Emitted) -> str:
