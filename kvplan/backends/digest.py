@@ -7,7 +7,8 @@ Every emitted file carries a header comment near its top,
     # kvplan 0.1.0 · spec path/name.kvp · scenario chat · plan sha256:… · vLLM 0.33.0
 
 and the check plans the spec again and compares each file's digest with the
-digest of its scenario's plan now. Files without a header are not kvplan's and
+digest of its scenario's plan now. The check is opt-in, so a stale config is an
+error: whoever asks for it wants CI to fail when the configs lag the spec. Files without a header are not kvplan's and
 are left alone; a directory that does not exist means nothing was emitted.
 """
 
@@ -22,7 +23,7 @@ from kvplan.errors import Span
 
 STALE_CONFIG = register("KV401", "stale-config",
                         "an emitted engine config was made from a plan that the spec no longer produces",
-                        Severity.WARNING).code
+                        Severity.ERROR).code
 
 #: How far into a file the header may sit (a shell script has its shebang first).
 HEADER_LINES = 3
