@@ -346,8 +346,15 @@ def _checked(path: str) -> Any:
 @click.argument("spec_file", type=click.Path(dir_okay=False), metavar="FILE.kvp")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
 @click.option("--scenario", default=None, help="Plan only this scenario (a deployment name or an expanded name).")
+@click.option("--reserve", type=click.FloatRange(0, 0.99), default=None, metavar="FRACTION",
+              help="Memory kept free per device for activations and runtime  [assumed default: 0.08].")
+@click.option("--min-gain", type=click.FloatRange(1.0), default=None, metavar="X",
+              help="Step-time factor a lossier option must buy to be chosen  [assumed default: 1.1].")
+@click.option("--prefill-efficiency", type=click.FloatRange(0.01, 1.0), default=None, metavar="ETA",
+              help="Fraction of dense peak prefill runs at, for reuse economics  [assumed default: 0.7].")
 @handles_errors
-def advise_cmd(spec_file: str, fmt: str, scenario: str | None) -> None:
+def advise_cmd(spec_file: str, fmt: str, scenario: str | None, reserve: float | None, min_gain: float | None,
+               prefill_efficiency: float | None) -> None:
     """Plan a deployment: the regime map, then each decision with its numbers, rules and evidence.
 
     Exit 0 when every plan meets the spec, 1 when a plan misses a constraint (does not fit, an SLO), 2 when
@@ -356,11 +363,17 @@ def advise_cmd(spec_file: str, fmt: str, scenario: str | None) -> None:
     from kvplan.planner import plans_for
     from kvplan.render import plan_view
 
-    plans = plans_for(_checked(spec_file), scenario)
+    plans = plans_for(_checked(spec_file), scenario, **_overrides(reserve, min_gain, prefill_efficiency))
     render = {"text": plan_view.text, "json": plan_view.json_text, "markdown": plan_view.markdown}[fmt]
     click.echo(render(plans), nl=False)
-    if any(p.unmet for p in plans):
+    if any(p.unmet or not p.feasible for p in plans):
         sys.exit(EXIT_FINDINGS)
+
+
+def _overrides(reserve: float | None, min_gain: float | None, eta: float | None) -> dict[str, float]:
+    """The planner's assumed defaults the user chose to override (each still printed as assumed)."""
+    given = {"reserve": reserve, "min_gain": min_gain, "eta": eta}
+    return {k: v for k, v in given.items() if v is not None}
 
 
 @main.command("report")
@@ -368,13 +381,20 @@ def advise_cmd(spec_file: str, fmt: str, scenario: str | None) -> None:
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), required=True,
               help="Directory for the rationale documents (created if missing).")
 @click.option("--scenario", default=None, help="Only this scenario.")
+@click.option("--reserve", type=click.FloatRange(0, 0.99), default=None, metavar="FRACTION",
+              help="Memory kept free per device for activations and runtime  [assumed default: 0.08].")
+@click.option("--min-gain", type=click.FloatRange(1.0), default=None, metavar="X",
+              help="Step-time factor a lossier option must buy to be chosen  [assumed default: 1.1].")
+@click.option("--prefill-efficiency", type=click.FloatRange(0.01, 1.0), default=None, metavar="ETA",
+              help="Fraction of dense peak prefill runs at, for reuse economics  [assumed default: 0.7].")
 @handles_errors
-def report_cmd(spec_file: str, out_dir: str, scenario: str | None) -> None:
+def report_cmd(spec_file: str, out_dir: str, scenario: str | None, reserve: float | None, min_gain: float | None,
+               prefill_efficiency: float | None) -> None:
     """Write MADR-shaped design-rationale documents, one per decision, ready to commit and review."""
     from kvplan.planner import plans_for
     from kvplan.render import report
 
-    plans = plans_for(_checked(spec_file), scenario)
+    plans = plans_for(_checked(spec_file), scenario, **_overrides(reserve, min_gain, prefill_efficiency))
     for path in report.write(plans, out_dir, spec_file):
         click.echo(path)
 
@@ -482,3 +502,22 @@ def import_cmd(source: str, engine: str, model_id: str | None, model_config: str
         with open(output, "w", encoding="utf-8", newline="") as fh:
             fh.write(result.text)
         click.echo(f"wrote {output}", err=True)
+
+
+@main.command("completion")
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]), metavar="SHELL")
+@handles_errors
+def completion_cmd(shell: str) -> None:
+    """Print the completion script for SHELL; the same text `_KVPLAN_COMPLETE=SHELL_source kvplan` prints.
+
+    \b
+    bash:  eval "$(kvplan completion bash)"      (in ~/.bashrc)
+    zsh:   eval "$(kvplan completion zsh)"       (in ~/.zshrc)
+    fish:  kvplan completion fish > ~/.config/fish/completions/kvplan.fish
+    """
+    from click.shell_completion import get_completion_class
+
+    cls = get_completion_class(shell)
+    if cls is None:  # click.Choice admits only the shells click knows
+        raise KvplanError(f"no completion for {shell}", help="choose bash, zsh or fish")
+    click.echo(cls(main, {}, "kvplan", "_KVPLAN_COMPLETE").source())

@@ -146,10 +146,12 @@ def intensity(cfg: Config, b: ArrayLike, s: ArrayLike) -> Array:
 
 
 def intensity_limits(model: Model, b: ArrayLike, w_p: float, w_kv: float) -> tuple[Array, float]:
-    """The two limits of I: short context 2b/w_p (dense, b = 1 → 1 FLOP/B at BF16) and
-    long context 2g/w_kv, independent of the batch (SPEC §4)."""
+    """The two limits of I: short context 2·b·P_active / weight bytes read (2b/w_p for a dense
+    model: 1 FLOP/B at b = 1, BF16; for MoE the bytes read grow with the experts the batch
+    touches) and long context 2g/w_kv, independent of the batch (SPEC §4)."""
     d_qk, d_v = model.attn_dims
-    short = 2.0 * np.asarray(b, dtype=np.float64) * model.params_active / (model.params * w_p)
+    b_arr = np.asarray(b, dtype=np.float64)
+    short = 2.0 * b_arr * model.params_active / weight_bytes_read(model, b_arr, w_p)
     long = 2.0 * model.n_q * (d_qk + d_v) / (model.kv_elems_per_layer * w_kv)
     return short, long
 

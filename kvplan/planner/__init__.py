@@ -105,7 +105,8 @@ def _sharing(sc: Any, prefix_caching: bool) -> float:
     return _f(sharing_factor(n, sc.context, sc.prefix)) if n > 1 else 1.0
 
 
-def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT_MIN_GAIN) -> Plan:
+def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT_MIN_GAIN,
+         eta: float = DEFAULT_PREFILL_EFFICIENCY) -> Plan:
     """Plan one scenario. Never raises for a deployment that does not fit: the plan says so."""
     m, d = sc.model, sc.device
     eng = get_engine(sc.engine)
@@ -125,7 +126,8 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
     s_cap0 = _f(rf.s_cap(base1, b))
     regime_before = str(rf.regime(s, s_star0, s_cap0))
     space, why = _space(sc)
-    ev = search.evaluate(m, d, batch=b, context=s, w_p=w_p, sharing=sigma, frag=phi, reserve=reserve, space=space)
+    ev = search.evaluate(m, d, batch=b, context=s, w_p=w_p, sharing=sigma, frag=phi, reserve=reserve, space=space,
+                         pipeline=eng.pipeline)
     pinned_dtype = _pin(sc, "kv_dtype") is not None
     narrowest = min((DTYPES[x].width for x in space.dtypes), default=2.0)
     # R3 per layout: with 16-bit KV and the lossless domains on, does this layout read fewer KV
@@ -136,20 +138,38 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
     if below.any() and not pinned_lossy:
         why["R3"] = "below s*: compressing the cache barely helps (R3)"
 
+    # R8 for eviction: with the candidate's width and no eviction, is the layout already below s*?
+    quant_below = ev.kv_read / ev.retention < w_read
     ok = np.ones(len(ev), dtype=bool)
+    r3 = np.zeros(len(ev), dtype=bool)
+    pinned_r = _pin(sc, "retention") is not None
     for i in range(len(ev)):
         lossy = ev.width[i] < 2.0 or ev.retention[i] < 1.0
         if lossy and below[i] and not pinned_lossy:
             ev.reject[i] = (f"R3: below s* on this layout (KV read {fmt_unit(ev.kv_read[i] / (ev.width[i] / 2.0) / ev.retention[i], 'B')}"
                             f" < weights {fmt_unit(w_read, 'B')} per step at 16-bit)")
-            ok[i] = False
-        elif ev.retention[i] < 1.0 and ev.width[i] > narrowest and not pinned_dtype and _pin(sc, "retention") is None:
+            ok[i], r3[i] = False, True
+        elif ev.retention[i] < 1.0 and ev.width[i] > narrowest and not pinned_dtype and not pinned_r:
             ev.reject[i] = "R4: quantize to the narrowest admissible width before evicting"
+            ok[i] = False
+        elif ev.retention[i] < 1.0 and quant_below[i] and not pinned_r:
+            ev.reject[i] = (f"R8: with {ev.dtype[i]} KV the point is already below s* on this layout; "
+                            "evicting would add risk for little speed")
             ok[i] = False
         elif not ev.fits[i]:
             ev.reject[i] = (f"does not fit: needs {fmt_unit(ev.need[i], 'B')} of "
                             f"{fmt_unit(ev.capacity[i], 'B')} usable")
             ok[i] = False
+    r3_yields = False
+    if not ok.any():
+        # Below s* yet above s_cap with no more devices allowed: R6 cannot shard, so R3 yields to
+        # capacity and the least lossy width that fits is admitted (a capacity decision, not speed).
+        rescued = [i for i in range(len(ev)) if r3[i] and ev.fits[i] and ev.retention[i] >= 1.0]
+        for i in rescued:
+            ok[i], ev.reject[i] = True, ""
+        if rescued:
+            r3_yields = True
+            why["R3"] = "R3 yields to capacity: below s* but nothing uncompressed fits on the allowed devices"
     slo_step, slo_thr = sc.slo_step_time, sc.slo_throughput
     meets = np.array([search.slo_violation(ev, i, slo_step, slo_thr) <= 1.0 + 1e-12 for i in range(len(ev))])
     for i in range(len(ev)):
@@ -159,14 +179,20 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
     fitting_idx = [i for i in range(len(ev)) if ok[i]]
 
     unmet: list[Unmet] = []
-    if feasible_idx:
+    if r3_yields:
+        pool = feasible_idx or fitting_idx
+        best = min(pool, key=lambda i: (search.slo_violation(ev, i, slo_step, slo_thr), ev.lossy[i], ev.n[i],
+                                        ev.step[i], i))
+    elif feasible_idx:
         order = search.objective_order(ev, feasible_idx, sc.objective)
-        best = search.relax_to_less_lossy(ev, order[0], feasible_idx, min_gain)
+        best = order[0]
+        if sc.objective != "most-headroom":
+            best = search.relax_to_less_lossy(ev, best, feasible_idx, min_gain)
     elif fitting_idx:
         best = min(fitting_idx, key=lambda i: (search.slo_violation(ev, i, slo_step, slo_thr),
                                                *search.objective_order(ev, [i], sc.objective)))
     else:
-        rule_ok = [i for i in range(len(ev)) if not ev.reject[i].startswith("R4")] or list(range(len(ev)))
+        rule_ok = [i for i in range(len(ev)) if not ev.reject[i].startswith(("R4", "R8"))] or list(range(len(ev)))
         best = min(rule_ok, key=lambda i: (ev.need[i] - ev.capacity[i], ev.lossy[i], i))
     for i in range(len(ev)):
         if i != best and not ev.reject[i]:
@@ -195,7 +221,7 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
         for u in _unmet_slo(sc, ev, best, slo_step, slo_thr):
             unmet.append(u)
 
-    tier = _tier(sc, kv.width, factors, tp)
+    tier = _tier(sc, kv.width, factors, tp, eta)
     s_star1 = _f(rf.s_star(cfg, b))
     s_cap1 = _f(rf.s_cap(cfg, b, block))
     regime_after = str(rf.regime(s, s_star1, s_cap1))
@@ -222,11 +248,16 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
         ("combined", derived(kv.width / 2.0 * r * (1.0 + phi) / sigma, "x", "(w_q/w_kv)·r·(1+φ)/σ (SPEC §3)")),
     )
     assumptions = tuple(sc.assumptions) + (
-        assumed(reserve, "1", "memory reserve per device for activations and runtime (vLLM default 0.92 leaves 8%)"),
-        assumed(min_gain, "x", "a lossier option must shorten the step by this factor to be preferred"),
+        assumed(reserve, "1", "memory reserve per device for activations and runtime " + (
+            "(default: vLLM's default 0.92 utilization leaves 8%)" if reserve == DEFAULT_RESERVE else "(--reserve)")),
+        assumed(min_gain, "x", "a lossier option must shorten the step by this factor to be preferred"
+                + (" (default)" if min_gain == DEFAULT_MIN_GAIN else " (--min-gain)")),
     )
     if m.is_moe:
         assumptions += (assumed(1.0, "1", "uniform expert routing for weight traffic (SPEC §4)"),)
+    if tier.prefill_time is not None:
+        assumptions += (assumed(eta, "1", "prefill efficiency η: recompute runs at η·π "
+                                + ("(SPEC §7 default)" if eta == DEFAULT_PREFILL_EFFICIENCY else "(--prefill-efficiency)")),)
     if sigma > 1.0:
         assumptions += (assumed(1.0, "1", "shared prefix pages read once per step (cascade attention); "
                                           "without it σ saves capacity only"),)
@@ -275,8 +306,12 @@ def _slo_reason(ev: Evaluated, i: int, slo_step: Optional[float], slo_thr: Optio
 def _devices_that_fit(sc: Any, dtype: str, r: float, sigma: float, phi: float, reserve: float, w_p: float,
                       placement: str) -> Optional[int]:
     m, d = sc.model, sc.device
+    pipeline = get_engine(sc.engine).pipeline
     for n in range(1, SUGGESTION_MAX_DEVICES + 1):
-        tp = search.tp_options(m, n)[-1]  # the least replication
+        opts = search.tp_options(m, n)
+        if not pipeline and n not in opts:
+            continue
+        tp = opts[-1] if pipeline else n  # the least replication the engine can run
         cfg = rf.Config(m, d, n_devices=n, tp=tp, w_p=w_p, w_kv=DTYPES[dtype].width,
                         factors=KvFactors(r, sigma, phi), placement=placement, reserve=reserve)
         need = rf.weight_bytes_held(m, w_p) + _f(rf.kv_bytes_stored(cfg, sc.batch, sc.context))
@@ -345,7 +380,7 @@ def _slo_suggestions(sc: Any, ev: Evaluated, meeting: list[int]) -> tuple[str, .
     return ("no allowed plan meets it: allow more devices, a looser quality budget or a shorter context",)
 
 
-def _tier(sc: Any, w_kv: float, factors: KvFactors, tp: int) -> TierPlan:
+def _tier(sc: Any, w_kv: float, factors: KvFactors, tp: int, eta: float) -> TierPlan:
     """Reuse economics (SPEC §7): keep reused contexts in host memory when fetching them
     over the host link beats recomputing them; never as a read inside a step (R6)."""
     pin = _pin(sc, "tier")
@@ -353,9 +388,9 @@ def _tier(sc: Any, w_kv: float, factors: KvFactors, tp: int) -> TierPlan:
         return TierPlan("none", None, None, None, None)
     m, d = sc.model, sc.device
     link = get_link(d.host_link) if d.host_link else None
-    t_pre = _f(prefill_time(m, sc.context, d.compute * tp))
+    t_pre = _f(prefill_time(m, sc.context, d.compute * tp, eta))
     pre = derived(t_pre, "s", f"(2·P_active·s + 2·L·n_q·d_h·s²)/(η·π·tp), tp = {tp}, "
-                              f"η = {DEFAULT_PREFILL_EFFICIENCY} assumed (SPEC §7)")
+                              f"η = {eta:g} assumed (SPEC §7)")
     if link is None:
         return TierPlan("none" if pin is None else str(pin), None, None, pre, None)
     per_seq = _f(kv_bytes_per_seq(m, sc.context, w_kv)) * factors.capacity
@@ -368,7 +403,7 @@ def _tier(sc: Any, w_kv: float, factors: KvFactors, tp: int) -> TierPlan:
     return TierPlan(tier, link.id, size if tier == "host" else None, pre, fetch)
 
 
-def plans_for(result: Any, scenario: Optional[str] = None) -> list[Plan]:
+def plans_for(result: Any, scenario: Optional[str] = None, **overrides: float) -> list[Plan]:
     """Plan every scenario of a checked spec file (or the one named). The caller has
     already refused files with errors; an unknown scenario name is a user error."""
     from kvplan.catalog import suggest
@@ -380,4 +415,4 @@ def plans_for(result: Any, scenario: Optional[str] = None) -> list[Plan]:
         if scenario not in names:
             raise KvplanError(f"{result.path}: no scenario '{scenario}'", help=suggest(scenario, names))
         scenarios = [sc for sc in scenarios if scenario in (sc.name, sc.deployment)]
-    return [plan(sc) for sc in scenarios]
+    return [plan(sc, **overrides) for sc in scenarios]

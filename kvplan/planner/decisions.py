@@ -127,7 +127,8 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
             q_opts.append(Option(dt, ev.reject[i] or "not preferred", _nums(ev, i, baseline_step)))
     r3 = kv.id == "bf16" and any(ev.reject[i].startswith("R3") for i in range(len(ev))
                                  if ev.n[i] == n and ev.tp[i] == p.tp)
-    q_rules = ("R3",) if r3 else ("R4",) if kv.id != "bf16" else ()
+    yields = why.get("R3", "").startswith("R3 yields")
+    q_rules = ("R3", "R6") if yields else ("R3",) if r3 else ("R4",) if kv.id != "bf16" else ()
     evidence = tuple(v for v in (x.value_obj() for x in for_choice("quantization", kv_dtype=kv.id)) if v is not None)
     evidence_text = tuple(f"{x.method}: {'gap — ' if x.gap else ''}{x.result} ({x.citation})"
                           for x in for_choice("quantization", kv_dtype=kv.id) if x.value is None)
@@ -139,7 +140,9 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
         context=(f"quality budget '{sc.budget}', engine {sc.engine}",
                  f"admissible here: {', '.join(space.dtypes)}"),
         decision=(f"We will store the KV cache as {kv.id} ({kv.width:g} B per element)."
-                  + (" The point is below s*, so the cache stays uncompressed (R3)." if r3 else "")),
+                  + (" The point is below s*, so the cache stays uncompressed (R3)." if r3 else "")
+                  + (" The point is below s*, but 16-bit KV does not fit on the allowed devices and R6 cannot shard"
+                     " further, so R3 yields to capacity: this is the least lossy width that fits." if yields else "")),
         numbers=(("byte_factor", derived(kv.width / 2.0, "x", "w_q / w_kv")),
                  ("speedup_from_quantization", derived(s_q, "x", "S(c) = (W+K)/(W+K/c) with c = 2/w_q (SPEC §5)"))),
         evidence=evidence, options=tuple(q_opts), pinned="kv_dtype" in pins,

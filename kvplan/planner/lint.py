@@ -47,6 +47,8 @@ def _fmt_metric(metric: str, v: Any) -> str:
     unit = {"step_time": "s", "throughput": "tok/s", "kv_bytes": "B", "speedup": "x"}.get(metric)
     if unit and isinstance(v, (int, float)) and not isinstance(v, bool):
         return fmt_unit(float(v), unit)
+    if metric == "devices" and isinstance(v, (int, float)) and not isinstance(v, bool):
+        return f"{v:g}"
     if isinstance(v, bool):
         return "true" if v else "false"
     return str(v)
@@ -63,9 +65,9 @@ def findings(sc: Any, plan: Plan) -> list[Diagnostic]:
 
     # R1: a spec that does not assert its regime
     if not any(e.metric == "regime" for e in sc.expects):
-        out.append(make("KV201", f"deployment '{sc.deployment}' does not assert its regime; the plan puts it "
-                        f"{plan.regime_after}", _span(sc, "deployment"),
-                        help=f"add `expect {{ regime == {plan.regime_after} }}` so CI notices when it moves"))
+        out.append(make("KV201", f"deployment '{sc.deployment}' does not assert its regime", _span(sc, "deployment"),
+                        help=f"the plan puts it {plan.regime_after}: add `expect {{ regime == {plan.regime_after} }}` "
+                             "so CI notices when it moves"))
 
     # R2: lossless domains pinned off
     if "prefix_caching" in pins and not pins["prefix_caching"].value:
@@ -142,7 +144,8 @@ def findings(sc: Any, plan: Plan) -> list[Diagnostic]:
         out.append(make("KV207", f"pages pinned to one of {d.partitions} partitions of {d.id} stream at "
                         f"{fmt_unit(slow, 'B/s')} instead of {fmt_unit(float(fast), 'B/s')}"
                         + (" (upper bound)" if upper else ""), pl_span,
-                        help="stripe pages (R7), or use placement = affinity once batch ≥ partitions"))
+                        help="stripe pages (R7), or use placement = affinity when the partition count divides "
+                             "the batch"))
 
     # R8: eviction stacked after quantization already left the KV-bound regime
     if dt is not None and dt.lossy and r_val is not None and r_val < 1:

@@ -88,9 +88,14 @@ class Evaluated:
 
 
 def evaluate(model: Model, device: Any, *, batch: int, context: int, w_p: float, sharing: float, frag: float,
-             reserve: float, space: Space) -> Evaluated:
-    """Evaluate every combination of the space's axes with the SPEC §3–6 equations."""
-    grid = [(d, r, n, t, p) for n in space.counts for t in tp_options(model, n) for p in space.placements
+             reserve: float, space: Space, pipeline: bool = True) -> Evaluated:
+    """Evaluate every combination of the space's axes with the SPEC §3–6 equations.
+    Without pipeline parallelism (an engine that has none) every device is a tensor-parallel rank."""
+    def splits(n: int) -> tuple[int, ...]:
+        opts = tp_options(model, n)
+        return opts if pipeline else tuple(t for t in opts if t == n)
+
+    grid = [(d, r, n, t, p) for n in space.counts for t in splits(n) for p in space.placements
             for d in space.dtypes for r in space.retentions]
     dt = np.array([g[0] for g in grid])
     w = np.array([DTYPES[g[0]].width for g in grid])
@@ -133,13 +138,17 @@ def objective_order(ev: Evaluated, idx: Sequence[int], objective: str) -> list[i
 
 
 def relax_to_less_lossy(ev: Evaluated, best: int, pool: Sequence[int], min_gain: float) -> int:
-    """Prefer a less lossy candidate on the same devices when the lossier one buys less than
-    `min_gain`× step time (an assumed threshold)."""
-    close = [i for i in pool if ev.n[i] == ev.n[best] and ev.lossy[i] < ev.lossy[best]
-             and ev.step[i] <= ev.step[best] * min_gain]
-    if not close:
+    """Climb from the least lossy candidate on the chosen device count, one lossier step at a
+    time, taking a step only when it shortens the step time by at least `min_gain`× over the
+    current choice (an assumed threshold): every added loss must buy its own speed."""
+    same = sorted((i for i in pool if ev.n[i] == ev.n[best]), key=lambda i: (ev.lossy[i], ev.step[i], i))
+    if not same:
         return best
-    return min(close, key=lambda i: (ev.lossy[i], ev.step[i], i))
+    cur = same[0]
+    for i in same[1:]:
+        if ev.lossy[i] > ev.lossy[cur] and ev.step[i] * min_gain <= ev.step[cur]:
+            cur = i
+    return cur
 
 
 def slo_violation(ev: Evaluated, i: int, slo_step: Optional[float], slo_thr: Optional[float]) -> float:

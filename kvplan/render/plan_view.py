@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 from kvplan.evidence import Value
 from kvplan.planner.plan import Decision, Plan
+from kvplan.planner.rules import RULES
 from kvplan.render.common import dump_json, to_jsonable
 
 WIDTH = 100
@@ -142,7 +143,7 @@ def decision_markdown(p: Plan, d: Decision, number: int) -> str:
     out = [f"# {number:02d}. {d.title}: {d.choice}", "",
            f"- Status: {status}",
            f"- Deployment: `{sc.name}` ({sc.model.id} on {sc.device.id})",
-           f"- Rules: {', '.join(f'[{r}](../rules/{r}.md)' for r in d.rules) if d.rules else '—'}",
+           f"- Rules: {'; '.join(f'{r} — {RULES[r].title}' for r in d.rules) if d.rules else '—'}",
            f"- Plan digest: `{p.digest}`", "",
            "## Context", ""]
     out += [f"- {c}" for c in d.context] + [""]
