@@ -508,7 +508,9 @@ def import_cmd(source: str, engine: str, model_id: str | None, model_config: str
 @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]), metavar="SHELL")
 @handles_errors
 def completion_cmd(shell: str) -> None:
-    """Print the completion script for SHELL; the same text `_KVPLAN_COMPLETE=SHELL_source kvplan` prints.
+    """Print the shell completion script for bash, zsh or fish.
+
+    The same text as `_KVPLAN_COMPLETE=SHELL_source kvplan`. Load it at shell start:
 
     \b
     bash:  eval "$(kvplan completion bash)"      (in ~/.bashrc)

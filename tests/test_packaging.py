@@ -1,0 +1,328 @@
+"""kvplan as users meet it: the built wheel and sdist, the pre-commit hooks, the CI workflow, shell completion.
+
+The wheel is built offline (hatchling comes with the test extra) and installed with --no-deps into a fresh
+virtual environment that sees this interpreter's site-packages for the runtime dependencies; every command
+runs outside the checkout so that the installed copy, not the editable one, answers.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from kvplan.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "w2-batch32.kvp"
+VERSION = re.search(r'__version__ = "([^"]+)"', (ROOT / "kvplan" / "__init__.py").read_text(encoding="utf-8"))
+CATALOG_TOMLS = sorted(p.name for p in (ROOT / "kvplan" / "catalog").glob("*.toml"))
+CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+
+# A spec with one lint error: pages pinned to one of the B200's two dies (R7, KV207, docs/rules/KV207.md).
+# The aligned `=` signs are not kvplan fmt's layout, so the same file also needs formatting.
+PINNED_ON_B200 = """\
+deployment "chat-32k" {
+    model  = llama-3-70b
+    device = b200
+
+    workload {
+        batch   = 32
+        context = 32k
+    }
+
+    pin {
+        placement = pinned
+    }
+
+    expect {
+        regime == kv-bound
+    }
+}
+"""
+
+# Keys of a hook in .pre-commit-hooks.yaml, as pre-commit documents them (pre-commit.com, "Creating new hooks").
+PRE_COMMIT_REQUIRED = {"id", "name", "entry", "language"}
+PRE_COMMIT_OPTIONAL = {"files", "exclude", "types", "types_or", "exclude_types", "always_run", "fail_fast",
+                       "verbose", "pass_filenames", "require_serial", "description", "language_version",
+                       "minimum_pre_commit_version", "args", "stages"}
+
+
+def _run(argv: list[str], cwd: Path, **kw: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, cwd=cwd, env={**CLEAN_ENV, **kw.pop("env", {})}, capture_output=True, text=True,
+                          timeout=120, check=False, **kw)
+
+
+def _kvplan_argv(entry: str) -> list[str]:
+    """A hook's entry as pre-commit runs it, with `kvplan` being this interpreter's kvplan."""
+    argv = shlex.split(entry)
+    assert argv[0] == "kvplan"
+    return [sys.executable, "-m", "kvplan", *argv[1:]]
+
+
+# --- pre-commit hooks ------------------------------------------------------------------------------------------
+
+def _hooks() -> dict[str, dict[str, Any]]:
+    hooks = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))
+    assert isinstance(hooks, list)
+    return {h["id"]: h for h in hooks}
+
+
+def test_pre_commit_hooks_have_the_keys_pre_commit_reads() -> None:
+    hooks = _hooks()
+    assert set(hooks) == {"kvplan-lint", "kvplan-fmt"}
+    assert shlex.split(hooks["kvplan-lint"]["entry"]) == ["kvplan", "lint"]
+    assert shlex.split(hooks["kvplan-fmt"]["entry"]) == ["kvplan", "fmt"]
+    for hook in hooks.values():
+        assert PRE_COMMIT_REQUIRED <= set(hook) <= PRE_COMMIT_REQUIRED | PRE_COMMIT_OPTIONAL, hook["id"]
+        assert hook["language"] == "python"  # pre-commit pip-installs this repository: `kvplan` is on PATH
+        assert hook.get("pass_filenames", True) is True  # both commands take the staged files as arguments
+        files = re.compile(hook["files"])
+        assert [bool(files.search(p)) for p in ("specs/w2.kvp", "w2.kvp.bak", "README.md", "x.kvp")] == \
+            [True, False, False, True]
+
+
+def test_lint_hook_fails_a_spec_with_an_error_and_passes_a_clean_one(tmp_path: Path) -> None:
+    (tmp_path / "chat-32k.kvp").write_text(PINNED_ON_B200, encoding="utf-8")
+    (tmp_path / "w2-batch32.kvp").write_bytes(EXAMPLE.read_bytes())
+    argv = _kvplan_argv(_hooks()["kvplan-lint"]["entry"])
+
+    bad = _run([*argv, "chat-32k.kvp"], tmp_path)
+    assert bad.returncode == 1, bad.stderr
+    assert bad.stdout.startswith("chat-32k.kvp:11:9: KV207 ")  # the `placement = pinned` line
+    good = _run([*argv, "w2-batch32.kvp"], tmp_path)
+    assert (good.returncode, good.stdout) == (0, ""), good.stderr
+    both = _run([*argv, "w2-batch32.kvp", "chat-32k.kvp"], tmp_path)  # pre-commit passes many files at once
+    assert (both.returncode, both.stdout) == (1, bad.stdout)
+
+
+def test_fmt_hook_rewrites_an_unformatted_spec(tmp_path: Path) -> None:
+    from kvplan.lang.fmt import format_source
+
+    spec = tmp_path / "chat-32k.kvp"
+    spec.write_text(PINNED_ON_B200, encoding="utf-8")
+    argv = _kvplan_argv(_hooks()["kvplan-fmt"]["entry"])
+
+    assert _run([*argv, "--check", spec.name], tmp_path).returncode == 1
+    assert spec.read_text(encoding="utf-8") == PINNED_ON_B200  # --check writes nothing
+    done = _run([*argv, spec.name], tmp_path)
+    assert done.returncode == 0, done.stderr  # pre-commit fails the hook because the file changed
+    formatted = spec.read_text(encoding="utf-8")
+    assert formatted != PINNED_ON_B200
+    assert formatted == format_source(PINNED_ON_B200, spec.name)
+    assert "    model = llama-3-70b\n" in formatted
+    assert _run([*argv, "--check", spec.name], tmp_path).returncode == 0
+
+
+# --- the GitHub Actions workflow -------------------------------------------------------------------------------
+
+def _workflow(path: Path) -> dict[str, Any]:
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert isinstance(doc, dict)
+    doc["on"] = doc.pop(True, doc.get("on"))  # YAML 1.1 reads the key `on` as true
+    return doc
+
+
+def _steps(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [s for job in doc["jobs"].values() for s in job["steps"]]
+
+
+def _commands(doc: dict[str, Any]) -> list[str]:
+    """Every shell line of every `run:` step."""
+    return [line.strip() for s in _steps(doc) if "run" in s for line in s["run"].splitlines() if line.strip()]
+
+
+def _readme_first_command() -> str:
+    block = re.search(r"```sh\n(.*?)\n", (ROOT / "README.md").read_text(encoding="utf-8"))
+    assert block is not None
+    install, command = (part.strip() for part in block.group(1).split("&&"))
+    assert install == "pip install ."
+    return command
+
+
+def test_workflow_lints_formats_uploads_sarif_and_runs_the_readme_command_from_the_wheel() -> None:
+    doc = _workflow(ROOT / ".github" / "workflows" / "kvplan.yml")
+    assert set(doc["on"]) == {"push", "pull_request"}
+    lint_job = doc["jobs"]["lint-specs"]
+    assert lint_job["permissions"]["security-events"] == "write"
+    lint_cmds = _commands({"jobs": {"lint-specs": lint_job}})
+    for wanted in ("pip install .", "kvplan lint examples --output-format github", "kvplan fmt --check examples"):
+        assert wanted in lint_cmds
+    sarif = [c for c in lint_cmds if "--output-format sarif" in c]
+    assert sarif == ["kvplan lint examples --output-format sarif > kvplan.sarif || test $? -eq 1"]
+    (upload,) = [s for s in lint_job["steps"] if s.get("uses", "").startswith("github/codeql-action/upload-sarif@")]
+    assert upload["with"]["sarif_file"] == "kvplan.sarif"
+
+    wheel_cmds = _commands({"jobs": {"wheel": doc["jobs"]["wheel"]}})
+    assert "python -m build" in wheel_cmds
+    assert _readme_first_command() in wheel_cmds
+    assert any(c.startswith('python -m venv "$RUNNER_TEMP/venv"') for c in wheel_cmds)
+    assert any("pip\" install dist/*.whl" in c for c in wheel_cmds)
+
+
+def test_workflow_kvplan_commands_parse_with_the_cli() -> None:
+    doc = _workflow(ROOT / ".github" / "workflows" / "kvplan.yml")
+    kvplan_cmds = [c for c in _commands(doc) if c.startswith("kvplan ")]
+    assert len(kvplan_cmds) >= 5
+    for line in kvplan_cmds:
+        words = shlex.split(line)
+        cut = next((i for i, w in enumerate(words) if w in {">", "|", "||", "&&", ";"}), len(words))
+        name, *args = words[1:cut]
+        if name.startswith("-"):  # kvplan --version
+            main.make_context("kvplan", [name, *args], resilient_parsing=True)
+            continue
+        main.commands[name].make_context(name, args)  # raises click.UsageError on an unknown option or choice
+
+
+def test_workflow_matches_the_example_in_cli_lint_md() -> None:
+    text = (ROOT / "docs" / "cli-lint.md").read_text(encoding="utf-8")
+    block = re.search(r"## A GitHub Actions workflow\n\n```yaml\n(.*?)```", text, re.DOTALL)
+    assert block is not None
+    documented = yaml.safe_load(block.group(1))
+    documented["on"] = documented.pop(True, documented.get("on"))
+    ours = _workflow(ROOT / ".github" / "workflows" / "kvplan.yml")
+    assert documented["on"] == ours["on"]
+    doc_job, our_job = documented["jobs"]["lint-specs"], ours["jobs"]["lint-specs"]
+    assert doc_job["permissions"].items() <= our_job["permissions"].items()
+    assert [s["uses"] for s in doc_job["steps"] if "uses" in s] == [s["uses"] for s in our_job["steps"] if "uses" in s]
+    # The same lint commands, on this repository's examples/ instead of the docs' specs/.
+    ours_lint = [c for c in _commands({"jobs": {"j": our_job}}) if c.startswith("kvplan lint")]
+    doc_lint = [c.replace("specs/", "examples") for c in _commands({"jobs": {"j": doc_job}}) if c.startswith("kvplan")]
+    assert doc_lint == ours_lint
+
+
+# --- the wheel, the sdist, and a fresh virtual environment -----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dist = tmp_path_factory.mktemp("dist")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-q",
+                    "-w", str(dist)], check=True, cwd=dist, env=CLEAN_ENV, timeout=120)
+    (built,) = dist.glob("kvplan-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv holding the wheel; runtime dependencies come from this interpreter's site-packages."""
+    where = tmp_path_factory.mktemp("venv") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(where)],
+                   check=True, env=CLEAN_ENV, timeout=60)
+    python = where / "bin" / "python"
+    # pip comes from the system site-packages and installs into the venv (its sys.prefix).
+    subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)],
+                   check=True, cwd=where, env=CLEAN_ENV, timeout=120)
+    return where
+
+
+def test_wheel_ships_the_grammar_the_catalogs_and_the_console_script(wheel: Path) -> None:
+    assert VERSION is not None and wheel.name == f"kvplan-{VERSION.group(1)}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        entry_points = zf.read(f"kvplan-{VERSION.group(1)}.dist-info/entry_points.txt").decode()
+    assert "kvplan/grammar/kvp.lark" in names
+    assert CATALOG_TOMLS and {f"kvplan/catalog/{n}" for n in CATALOG_TOMLS} <= names
+    sources = {p.relative_to(ROOT).as_posix() for p in (ROOT / "kvplan").rglob("*.py")}
+    assert sources <= names
+    assert not any(n.startswith(("tests/", "examples/", "docs/")) for n in names)
+    assert re.search(r"^kvplan = kvplan\.cli:main$", entry_points, re.MULTILINE)
+
+
+def test_sdist_and_the_wheel_built_from_it_ship_the_grammar(tmp_path: Path) -> None:
+    # `python -m build` (the workflow's wheel job) builds the sdist, then the wheel from the unpacked sdist.
+    # hatchling walks the tree once, following links and skipping a directory it has already seen: the top-level
+    # `grammar` link is walked first, so `include = [...]` leaves kvplan/grammar/ out of the sdist, and the wheel
+    # built from it has no grammar. `only-include` walks each listed path on its own and keeps both.
+    sdist_dir = tmp_path / "sdist"
+    build = "import sys; from hatchling.build import build_sdist; print(build_sdist(sys.argv[1]))"
+    out = _run([sys.executable, "-c", build, str(sdist_dir)], ROOT)
+    assert out.returncode == 0, out.stderr
+    (sdist,) = sdist_dir.glob("kvplan-*.tar.gz")
+    top = f"kvplan-{VERSION.group(1) if VERSION else ''}"
+    with tarfile.open(sdist) as tf:
+        names = set(tf.getnames())
+        if hasattr(tarfile, "data_filter"):  # Python 3.12, and 3.10.12/3.11.4 onwards
+            tf.extractall(tmp_path / "unpacked", filter="data")
+        else:
+            tf.extractall(tmp_path / "unpacked")
+    wanted = {f"{top}/kvplan/grammar/kvp.lark", *(f"{top}/kvplan/catalog/{n}" for n in CATALOG_TOMLS),
+              f"{top}/examples/w2-batch32.kvp", f"{top}/pyproject.toml"}
+    assert wanted <= names, sorted(wanted - names)
+    wheel_dir = tmp_path / "wheel"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(tmp_path / "unpacked" / top), "--no-deps",
+                    "--no-build-isolation", "-q", "-w", str(wheel_dir)], check=True, cwd=tmp_path, env=CLEAN_ENV,
+                   timeout=120)
+    (from_sdist,) = wheel_dir.glob("kvplan-*.whl")
+    with zipfile.ZipFile(from_sdist) as zf:
+        assert "kvplan/grammar/kvp.lark" in zf.namelist()
+
+
+def test_readme_first_command_runs_from_the_installed_wheel(venv: Path, tmp_path: Path) -> None:
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / EXAMPLE.name).write_bytes(EXAMPLE.read_bytes())
+    python, script = venv / "bin" / "python", venv / "bin" / "kvplan"
+
+    where = _run([str(python), "-c", "import kvplan; print(kvplan.__file__)"], tmp_path)
+    assert where.returncode == 0, where.stderr
+    assert Path(where.stdout.strip()).resolve().is_relative_to(venv.resolve())  # not the editable checkout
+
+    argv = shlex.split(_readme_first_command())
+    assert argv[0] == "kvplan"
+    installed = _run([str(script), *argv[1:]], tmp_path)
+    assert installed.returncode == 0, installed.stderr
+    assert installed.stdout.startswith("plan for w2-batch32: llama-3-70b on b200")
+    # The wheel plans exactly as the source tree does.
+    source = _run([sys.executable, "-m", "kvplan", *argv[1:]], tmp_path)
+    assert source.returncode == 0 and installed.stdout == source.stdout
+
+
+def test_installed_python_m_kvplan_reports_the_package_version(venv: Path, tmp_path: Path) -> None:
+    out = _run([str(venv / "bin" / "python"), "-m", "kvplan", "--version"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert VERSION is not None and out.stdout == f"kvplan, version {VERSION.group(1)}\n"
+
+
+# --- shell completion ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_completion_prints_clicks_script_for_each_shell(shell: str, tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["completion", shell])
+    assert result.exit_code == 0, result.output
+    assert "_KVPLAN_COMPLETE" in result.output and len(result.output.splitlines()) > 5
+    # The same text click prints for `_KVPLAN_COMPLETE=<shell>_source kvplan`.
+    via_env = _run([sys.executable, "-c", "from kvplan.cli import main; main(prog_name='kvplan')"], tmp_path,
+                   env={"_KVPLAN_COMPLETE": f"{shell}_source"})
+    assert via_env.returncode == 0, via_env.stderr
+    assert result.output == via_env.stdout
+
+
+def test_completion_unknown_shell_is_a_usage_error() -> None:
+    result = CliRunner().invoke(main, ["completion", "tcsh"])
+    assert result.exit_code == 2
+    assert "'tcsh' is not one of 'bash', 'zsh', 'fish'" in result.output
+
+
+def test_bash_completion_script_completes_commands_and_choices(tmp_path: Path) -> None:
+    wrapper = tmp_path / "kvplan"
+    wrapper.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -c "
+                       "\"from kvplan.cli import main; main(prog_name='kvplan')\" \"$@\"\n", encoding="utf-8")
+    wrapper.chmod(0o755)
+    script = CliRunner().invoke(main, ["completion", "bash"]).output
+    (tmp_path / "complete.bash").write_text(script, encoding="utf-8")
+    probe = ('source complete.bash\n'
+             'COMP_WORDS=(kvplan com); COMP_CWORD=1; _kvplan_completion ./kvplan; echo "${COMPREPLY[*]}"\n'
+             'COMPREPLY=(); COMP_WORDS=(kvplan lint --output-format s); COMP_CWORD=3; _kvplan_completion ./kvplan; '
+             'echo "${COMPREPLY[*]}"\n')
+    out = _run(["bash", "--norc", "-c", probe], tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["completion", "sarif"]
