@@ -201,6 +201,21 @@ def test_workflow_matches_the_example_in_cli_lint_md() -> None:
     assert doc_lint == ours_lint
 
 
+def test_ci_md_shows_the_shipped_workflow_and_hooks() -> None:
+    blocks = [yaml.safe_load(b) for b in
+              re.findall(r"```yaml\n(.*?)```", (ROOT / "docs" / "ci.md").read_text(encoding="utf-8"), re.DOTALL)]
+    ours = _workflow(ROOT / ".github" / "workflows" / "kvplan.yml")
+    whole, wheel_job, remote, local = blocks
+    whole["on"] = whole.pop(True, whole.get("on"))
+    assert whole["on"] == ours["on"] and whole["jobs"]["lint-specs"] == ours["jobs"]["lint-specs"]
+    assert wheel_job["wheel"] == ours["jobs"]["wheel"]
+    hooks = _hooks()
+    assert [h["id"] for h in remote["repos"][0]["hooks"]] == list(hooks)
+    for h in local["repos"][0]["hooks"]:
+        shipped = hooks[h["id"]]
+        assert (h["name"], h["entry"], h["files"]) == (shipped["name"], shipped["entry"], shipped["files"])
+
+
 # --- the wheel, the sdist, and a fresh virtual environment -----------------------------------------------------
 
 @pytest.fixture(scope="module")
