@@ -31,6 +31,9 @@ def handles_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
+        except BrokenPipeError:  # `kvplan advise x.kvp | head`: the reader is done, so are we
+            _quiet_stdout()
+            sys.exit(EXIT_CLEAN)
         except KvplanError as exc:
             if _debug():
                 raise
@@ -46,6 +49,17 @@ def handles_errors(fn: F) -> F:
             _fail(f"internal error: {type(exc).__name__}: {exc} (a kvplan bug; rerun with --debug and report it)")
 
     return wrapper  # type: ignore[return-value]
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so Python's exit flush does not raise again on the closed pipe."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real file descriptor (e.g. under a test runner)
+        pass
 
 
 def _debug() -> bool:

@@ -788,7 +788,9 @@ def _render(engine: str, opts: Options, r: _Read, model_id: str, model_why: str,
     out += ["    }", "}"]
     if model_block is not None:
         out += ["", f'model "{model_block[0]}" {{', f'    config = "{model_block[1]}"', "}"]
-    return "\n".join(out) + "\n"
+    from kvplan.lang.fmt import format_source
+
+    return format_source("\n".join(out) + "\n", f"{name}.kvp")  # `kvplan fmt`'s layout, aligned
 
 
 def _aligned(rows: Sequence[tuple[str, str, str]], indent: str) -> list[str]:

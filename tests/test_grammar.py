@@ -33,11 +33,25 @@ def test_parser_is_built_once_per_process() -> None:
     assert syntax.parser() is syntax.parser()
 
 
-def test_language_reference_example_is_verbatim_from_language_md() -> None:
+def test_language_reference_example_is_language_md_in_canonical_layout() -> None:
+    """examples/language-reference.kvp is LANGUAGE.md's complete example run through `kvplan fmt`
+    (so `kvplan fmt --check examples` passes), and both mean the same deployment."""
+    import attrs
+
+    from kvplan.lang import check_source
+    from kvplan.lang.fmt import format_source
+
     text = LANGUAGE_MD.read_text(encoding="utf-8")
     block = re.search(r"## A complete file\n\n```\n(.*?)```", text, re.S)
     assert block is not None
-    assert EXAMPLE.read_text(encoding="utf-8") == block.group(1)
+    assert EXAMPLE.read_text(encoding="utf-8") == format_source(block.group(1), "language-reference.kvp")
+    ours = check_source(EXAMPLE.read_text(encoding="utf-8"), str(EXAMPLE))
+    theirs = check_source(block.group(1), str(EXAMPLE))
+    assert ours.ok and theirs.ok
+    strip = lambda sc: attrs.evolve(sc, spans={}, pins={k: p.value for k, p in sc.pins.items()},  # noqa: E731
+                                    expects=tuple((e.metric, e.op, e.value) for e in sc.expects))
+    assert [strip(s) for s in ours.scenarios] == [strip(s) for s in theirs.scenarios]
+    assert sorted(c.text for c in ours.comments) == sorted(c.text for c in theirs.comments)
 
 
 def _rules(tree: Tree[object], name: str) -> list[Tree[object]]:

@@ -30,15 +30,15 @@ CATALOG_TOMLS = sorted(p.name for p in (ROOT / "kvplan" / "catalog").glob("*.tom
 CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
 
 # A spec with one lint error: pages pinned to one of the B200's two dies (R7, KV207, docs/rules/KV207.md).
-# The aligned `=` signs are not kvplan fmt's layout, so the same file also needs formatting.
+# The two-space indents and unaligned `=` signs are not kvplan fmt's layout, so the file also needs formatting.
 PINNED_ON_B200 = """\
 deployment "chat-32k" {
-    model  = llama-3-70b
+    model = llama-3-70b
     device = b200
 
     workload {
-        batch   = 32
-        context = 32k
+      batch = 32
+      context = 32k
     }
 
     pin {
@@ -120,7 +120,7 @@ def test_fmt_hook_rewrites_an_unformatted_spec(tmp_path: Path) -> None:
     formatted = spec.read_text(encoding="utf-8")
     assert formatted != PINNED_ON_B200
     assert formatted == format_source(PINNED_ON_B200, spec.name)
-    assert "    model = llama-3-70b\n" in formatted
+    assert "    model  = llama-3-70b\n" in formatted and "        batch   = 32\n" in formatted
     assert _run([*argv, "--check", spec.name], tmp_path).returncode == 0
 
 

@@ -1,7 +1,8 @@
 """The canonical layout of a .kvp file: `kvplan fmt` prints the syntax tree back, comments kept.
 
 Layout: four spaces per level; `key = value` and `key <= value` with one space
-around the operator; `name {` ... `}` with every item on its own line; exactly
+around the operator, and the operators of consecutive settings in one column (as
+`terraform fmt` does), their trailing comments lined up after the longest; `name {` ... `}` with every item on its own line; exactly
 one blank line between top-level declarations, and elsewhere at most one where
 the source had one (never right after `{` or before `}`). Numbers keep the digits
 the user wrote; a unit is glued to its number for the token and count suffixes
@@ -43,6 +44,7 @@ class _Line:
     last: int
     kind: str = "item"   # item | open | close | comment
     force_blank: bool = False
+    key: Optional[str] = None  # set for `key = value` lines, whose `=` aligns with their neighbours
 
 
 class _Printer:
@@ -115,6 +117,8 @@ class _Printer:
             self._emit(depth, "]", v.span.end_line, v.span.end_line, "close")
             return
         self._emit(depth, head + (self._value(v) if v is not None else ""), e.span.line, e.span.end_line)
+        if e.op and v is not None:
+            self.out[-1].key = e.key
 
     def _comment_inside(self, v: ListValue) -> bool:
         """A comment on a line of the list other than its last: the list cannot stay on one line."""
@@ -157,18 +161,52 @@ class _Printer:
             if n not in owner:  # pragma: no cover - code precedes every trailing comment
                 raise AssertionError(f"comment on line {n} lost")
             tails[owner[n]] = c.text.strip()
+        blanks = [False] + [self._blank_before(i) for i in range(1, len(self.out))]
+        bodies = self._aligned(blanks)
+        # trailing comments line up within a run of `key = value` lines, two spaces past the longest
+        comment_col: dict[int, int] = {}
+        for run in self._runs(blanks):
+            width = max(len(bodies[i]) for i in run) + 2
+            for i in run:
+                comment_col[i] = width
         text = []
-        for i, ln in enumerate(self.out):
-            if i > 0:
-                prev = self.out[i - 1]
-                blank = ln.force_blank or self._blank_between(prev.last, ln.first)
-                if prev.kind == "open" or ln.kind == "close":
-                    blank = False
-                if blank:
-                    text.append("")
-            body = INDENT * ln.depth + ln.text
-            text.append(body + (f"  {tails[i]}" if i in tails else ""))
+        for i, body in enumerate(bodies):
+            if blanks[i]:
+                text.append("")
+            if i in tails:
+                body = body.ljust(comment_col.get(i, len(body) + 2)) + tails[i]
+            text.append(body)
         return "\n".join(text) + "\n" if text else ""
+
+    def _blank_before(self, i: int) -> bool:
+        ln, prev = self.out[i], self.out[i - 1]
+        if prev.kind == "open" or ln.kind == "close":
+            return False
+        return ln.force_blank or self._blank_between(prev.last, ln.first)
+
+    def _runs(self, blanks: list[bool]) -> list[list[int]]:
+        """Runs of consecutive `key = value` lines at one depth, not broken by a blank line."""
+        runs: list[list[int]] = []
+        for i, ln in enumerate(self.out):
+            if ln.key is None:
+                continue
+            prev = runs[-1][-1] if runs else None
+            if prev is not None and prev == i - 1 and not blanks[i] and self.out[prev].depth == ln.depth:
+                runs[-1].append(i)
+            else:
+                runs.append([i])
+        return runs
+
+    def _aligned(self, blanks: list[bool]) -> list[str]:
+        """Every output line's text, with the `=` of each run of settings in one column."""
+        bodies = [INDENT * ln.depth + ln.text for ln in self.out]
+        for run in self._runs(blanks):
+            width = max(len(self.out[i].key or "") for i in run)
+            for i in run:
+                ln = self.out[i]
+                key = ln.key or ""
+                bodies[i] = INDENT * ln.depth + key.ljust(width) + ln.text[len(key):]  # " = v", " <= v"
+        return bodies
 
 
 def quantity(q: Quantity) -> str:

@@ -126,8 +126,16 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
     s_cap0 = _f(rf.s_cap(base1, b))
     regime_before = str(rf.regime(s, s_star0, s_cap0))
     space, why = _space(sc)
+    pipeline, engine_gap = eng.pipeline, None
+    if not pipeline:  # every device must be a tensor-parallel rank, so the count must split the heads
+        splittable = tuple(c for c in space.counts if c in search.tp_options(m, c))
+        if splittable:
+            space = attrs.evolve(space, counts=splittable)
+        else:
+            pipeline = True
+            engine_gap = space.counts
     ev = search.evaluate(m, d, batch=b, context=s, w_p=w_p, sharing=sigma, frag=phi, reserve=reserve, space=space,
-                         pipeline=eng.pipeline)
+                         pipeline=pipeline)
     pinned_dtype = _pin(sc, "kv_dtype") is not None
     narrowest = min((DTYPES[x].width for x in space.dtypes), default=2.0)
     # R3 per layout: with 16-bit KV and the lossless domains on, does this layout read fewer KV
@@ -221,6 +229,13 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
         for u in _unmet_slo(sc, ev, best, slo_step, slo_thr):
             unmet.append(u)
 
+    if engine_gap is not None:
+        ok_counts = [c for c in range(1, 65) if c in search.tp_options(m, c)]
+        unmet.append(Unmet(
+            "engine", f"{sc.engine} has no pipeline parallelism, and {', '.join(map(str, engine_gap))} devices cannot all "
+            f"be tensor-parallel ranks of {m.id} ({m.n_q} query heads, {m.n_kv} KV heads)",
+            derived(float(n), "1", "devices planned with pipeline stages the engine cannot run"),
+            (f"devices = one of {', '.join(map(str, ok_counts))}", "an engine with pipeline parallelism (vllm, trtllm)")))
     tier = _tier(sc, kv.width, factors, tp, eta)
     s_star1 = _f(rf.s_star(cfg, b))
     s_cap1 = _f(rf.s_cap(cfg, b, block))

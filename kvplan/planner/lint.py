@@ -164,6 +164,9 @@ def findings(sc: Any, plan: Plan) -> list[Diagnostic]:
         elif u.constraint == "step_time":
             out.append(make("KV302", u.message, _span(sc, "slo.step_time", "deployment"),
                             help="; ".join(u.suggestions)))
+        elif u.constraint == "engine":
+            out.append(make("KV305", u.message, _span(sc, "pin.devices", "devices", "engine", "deployment"),
+                            help="; or ".join(u.suggestions)))
         elif u.constraint == "throughput":
             out.append(make("KV303", u.message, _span(sc, "slo.throughput", "deployment"),
                             help="; ".join(u.suggestions)))
