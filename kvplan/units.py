@@ -76,7 +76,7 @@ def convert(number: float, unit: str, dim: Dim, *, what: str = "value") -> float
     found = [d for d in dims_of_unit(unit) if d is not dim]
     if found:
         raise UnitError(f"{what} takes {dim.value}, got {found[0].value} ('{number:g} {unit}')",
-                        help=f"write it in {_unit_list(dim)}")
+                        help=f"write {dim.value}, e.g. '{_example(dim)}' (units: {_unit_list(dim)})")
     close = difflib.get_close_matches(unit, [u for u in table if u], n=1)
     hint = f"did you mean '{close[0]}'?" if close else f"use {_unit_list(dim)}"
     raise UnitError(f"unknown unit '{unit}' for {what} ({dim.value})", help=hint)

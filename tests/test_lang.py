@@ -21,7 +21,7 @@ from kvplan.lang import MAX_FILE_CHARS, CheckResult, Choice, check_file, check_s
 from kvplan.lang.scenario import Scenario
 from kvplan.lang.spec import Entry, Quantity, WorkloadDecl
 from kvplan.lang.syntax import KvpSyntaxError
-from kvplan.render.diagnostics import concise
+from kvplan.render.diagnostics import concise, full
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
@@ -347,6 +347,7 @@ def test_invalid_files_give_their_expected_diagnostics(path: Path, golden: Golde
     r = check_file(_rel(path))
     assert r.diagnostics
     golden(path.with_suffix(".expected"), concise([r]))
+    golden(path.with_suffix(".full"), full([r]))  # the caret snippet and help, exactly
 
 
 def test_invalid_goldens_cover_many_distinct_mistakes() -> None:

@@ -254,7 +254,7 @@ class _Checker:
                 wrong = [d for d in dims_of_unit(node.unit) if d is not dim]
                 if wrong:
                     self.report(codes.WRONG_DIMENSION, f"{what} takes {dim.value}, got {wrong[0].value}", node.span,
-                                help=exc.help or f"write it in {_unit_names(table)}")
+                                help=f"write {_dim_words(dim)}, e.g. `{key} = {_EXAMPLES.get(dim, '1')}`")
                 else:
                     close = difflib.get_close_matches(node.unit, [u for u in table if u], n=1)
                     hint = f"did you mean `{close[0]}`?" if close else f"use {_unit_names(table)}"
