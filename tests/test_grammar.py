@@ -14,7 +14,10 @@ from lark import Lark, Tree
 from kvplan.lang import syntax
 
 ROOT = Path(__file__).resolve().parent.parent
-LANGUAGE_MD = ROOT.parent / "shared" / "LANGUAGE.md"
+# A copy of ../shared/LANGUAGE.md, so the tests run from any checkout; the test below notices a
+# copy that has fallen behind whenever shared/ sits beside the repository (as in CI).
+LANGUAGE_MD = ROOT / "tests" / "data" / "reference" / "LANGUAGE.md"
+SHARED_LANGUAGE_MD = ROOT.parent / "shared" / "LANGUAGE.md"
 EXAMPLE = ROOT / "examples" / "language-reference.kvp"
 
 
@@ -31,6 +34,12 @@ def test_top_level_grammar_folder_is_the_package_grammar() -> None:
 
 def test_parser_is_built_once_per_process() -> None:
     assert syntax.parser() is syntax.parser()
+
+
+def test_language_md_copy_is_current() -> None:
+    if not SHARED_LANGUAGE_MD.exists():  # a checkout without shared/ beside it: the copy is the reference
+        return
+    assert LANGUAGE_MD.read_text(encoding="utf-8") == SHARED_LANGUAGE_MD.read_text(encoding="utf-8")
 
 
 def test_language_reference_example_is_language_md_in_canonical_layout() -> None:

@@ -235,7 +235,9 @@ def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
                    check=True, env=CLEAN_ENV, timeout=60)
     python = where / "bin" / "python"
     # pip comes from the system site-packages and installs into the venv (its sys.prefix).
-    subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)],
+    # --ignore-installed: a non-editable kvplan in the system site-packages (CI installs one) must not
+    # satisfy the requirement; the venv gets its own copy, first on its path.
+    subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed", "-q", str(wheel)],
                    check=True, cwd=where, env=CLEAN_ENV, timeout=120)
     return where
 
