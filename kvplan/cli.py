@@ -356,16 +356,24 @@ def _checked(path: str) -> Any:
     return result
 
 
+def _planner_options(fn: F) -> F:
+    """--reserve, --min-gain, --prefill-efficiency: the planner's assumed defaults, overridable."""
+    fn = click.option("--prefill-efficiency", type=click.FloatRange(0.01, 1.0), default=None, metavar="ETA",
+                      help="Fraction of dense peak prefill runs at, for reuse economics  "
+                           "[assumed default: 0.7].")(fn)
+    fn = click.option("--min-gain", type=click.FloatRange(1.0), default=None, metavar="X",
+                      help="Step-time factor a lossier option must buy to be chosen  [assumed default: 1.1].")(fn)
+    fn = click.option("--reserve", type=click.FloatRange(0, 0.99), default=None, metavar="FRACTION",
+                      help="Memory kept free per device for activations and runtime  "
+                           "[assumed default: 0.08].")(fn)
+    return fn
+
+
 @main.command("advise")
 @click.argument("spec_file", type=click.Path(dir_okay=False), metavar="FILE.kvp")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
 @click.option("--scenario", default=None, help="Plan only this scenario (a deployment name or an expanded name).")
-@click.option("--reserve", type=click.FloatRange(0, 0.99), default=None, metavar="FRACTION",
-              help="Memory kept free per device for activations and runtime  [assumed default: 0.08].")
-@click.option("--min-gain", type=click.FloatRange(1.0), default=None, metavar="X",
-              help="Step-time factor a lossier option must buy to be chosen  [assumed default: 1.1].")
-@click.option("--prefill-efficiency", type=click.FloatRange(0.01, 1.0), default=None, metavar="ETA",
-              help="Fraction of dense peak prefill runs at, for reuse economics  [assumed default: 0.7].")
+@_planner_options
 @handles_errors
 def advise_cmd(spec_file: str, fmt: str, scenario: str | None, reserve: float | None, min_gain: float | None,
                prefill_efficiency: float | None) -> None:
@@ -395,12 +403,7 @@ def _overrides(reserve: float | None, min_gain: float | None, eta: float | None)
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), required=True,
               help="Directory for the rationale documents (created if missing).")
 @click.option("--scenario", default=None, help="Only this scenario.")
-@click.option("--reserve", type=click.FloatRange(0, 0.99), default=None, metavar="FRACTION",
-              help="Memory kept free per device for activations and runtime  [assumed default: 0.08].")
-@click.option("--min-gain", type=click.FloatRange(1.0), default=None, metavar="X",
-              help="Step-time factor a lossier option must buy to be chosen  [assumed default: 1.1].")
-@click.option("--prefill-efficiency", type=click.FloatRange(0.01, 1.0), default=None, metavar="ETA",
-              help="Fraction of dense peak prefill runs at, for reuse economics  [assumed default: 0.7].")
+@_planner_options
 @handles_errors
 def report_cmd(spec_file: str, out_dir: str, scenario: str | None, reserve: float | None, min_gain: float | None,
                prefill_efficiency: float | None) -> None:
