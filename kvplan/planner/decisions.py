@@ -52,6 +52,15 @@ def _why_absent(p: Plan, dtype: str, why: dict[str, str]) -> str:
     return "not in the candidate space"
 
 
+def _reported(results: Any) -> tuple[tuple[Value, ...], tuple[str, ...]]:
+    """Reported results as `reported` Values where the source gives one number, as text otherwise
+    (ranges, several numbers, gaps): printed beside the plan, never combined with derived numbers."""
+    values = tuple(v for v in (x.value_obj() for x in results) if v is not None)
+    texts = tuple(f"{x.method}: {'gap — ' if x.gap else ''}{x.result} ({x.citation})"
+                  for x in results if x.value is None)
+    return values, texts
+
+
 def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[str, str],
                     baseline_step: float) -> tuple[Decision, ...]:
     sc = p.scenario
@@ -120,21 +129,18 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
     for dt in search.DTYPE_ORDER:
         if dt in ("fp16",) or dt == kv.id:
             continue
-        i = _find(ev, dtype=dt, r=1.0, n=n, placement=p.placement, tp=p.tp)
-        if i is None:
+        j = _find(ev, dtype=dt, r=1.0, n=n, placement=p.placement, tp=p.tp)
+        if j is None:
             q_opts.append(Option(dt, _why_absent(p, dt, why)))
         else:
-            q_opts.append(Option(dt, ev.reject[i] or "not preferred", _nums(ev, i, baseline_step)))
+            q_opts.append(Option(dt, ev.reject[j] or "not preferred", _nums(ev, j, baseline_step)))
     r3 = kv.id == "bf16" and any(ev.reject[i].startswith("R3") for i in range(len(ev))
                                  if ev.n[i] == n and ev.tp[i] == p.tp)
     yields = why.get("R3", "").startswith("R3 yields")
     q_rules = ("R3", "R6") if yields else ("R3",) if r3 else ("R4",) if kv.id != "bf16" else ()
-    evidence = tuple(v for v in (x.value_obj() for x in for_choice("quantization", kv_dtype=kv.id)) if v is not None)
-    evidence_text = tuple(f"{x.method}: {'gap — ' if x.gap else ''}{x.result} ({x.citation})"
-                          for x in for_choice("quantization", kv_dtype=kv.id) if x.value is None)
-    c = 2.0 / kv.width
+    evidence, evidence_text = _reported(for_choice("quantization", kv_dtype=kv.id))
     s_q = float(rf.speedup(rf.weight_bytes_read(m, b, sc.weights.width),
-                           dict(p.baseline)["kv_bytes_read"].value, c))
+                           dict(p.baseline)["kv_bytes_read"].value, 2.0 / kv.width))
     out.append(Decision(
         domain="quantization", title="KV cache dtype", choice=kv.id, rules=q_rules,
         context=(f"quality budget '{sc.budget}', engine {sc.engine}",
@@ -154,20 +160,20 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
     for rr in sorted(set(space.retentions) | {1.0}, reverse=True):
         if rr == r:
             continue
-        i = _find(ev, dtype=kv.id, r=rr, n=n, placement=p.placement, tp=p.tp)
-        e_opts.append(Option(f"r = {rr:g}", (ev.reject[i] or "not preferred") if i is not None else "not in the space",
-                             _nums(ev, i, baseline_step) if i is not None else ()))
+        j = _find(ev, dtype=kv.id, r=rr, n=n, placement=p.placement, tp=p.tp)
+        e_opts.append(Option(f"r = {rr:g}", (ev.reject[j] or "not preferred") if j is not None else "not in the space",
+                             _nums(ev, j, baseline_step) if j is not None else ()))
     if not (sc.eviction_allowed or sc.budget == "aggressive"):
         e_opts.append(Option("r < 1", "quality.eviction is forbidden for this workload (R5)"))
     elif not get_engine(sc.engine).eviction:
         e_opts.append(Option("r < 1", f"engine {sc.engine} cannot evict tokens inside a request"))
-    ev_evidence = tuple(x.value_obj() for x in for_choice("eviction", retention=r) if x.value is not None) if r < 1 else ()
+    ev_evidence, ev_text = _reported(for_choice("eviction", retention=r)) if r < 1 else ((), ())
     out.append(Decision(
         domain="eviction", title="Token eviction", choice=f"retention {r:g}", rules=("R5",),
         context=(f"eviction {'allowed' if sc.eviction_allowed else 'forbidden'}, min_retention {sc.min_retention:g}",),
         decision=("We will keep every token." if r >= 1 else f"We will keep {r:.0%} of the tokens (r = {r:g} ≥ 0.5)."),
         numbers=(("retention", derived(r, "x", "r")),), evidence=ev_evidence, options=tuple(e_opts),
-        pinned="retention" in pins,
+        pinned="retention" in pins, reported_text=ev_text,
     ))
 
     # R2 paging ----------------------------------------------------------------
@@ -218,11 +224,11 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
         for name in rf.PLACEMENTS:
             if name == p.placement:
                 continue
-            i = _find(ev, dtype=kv.id, r=r, n=n, placement=name, tp=p.tp)
-            reason = (ev.reject[i] or "slower KV stream") if i is not None else (
+            j = _find(ev, dtype=kv.id, r=r, n=n, placement=name, tp=p.tp)
+            reason = (ev.reject[j] or "slower KV stream") if j is not None else (
                 "R7: pinning every page to one partition streams at β/n_part" if name == "pinned"
                 else f"the spec sets placement = {sc.placement}")
-            pl_opts.append(Option(name, reason, _nums(ev, i, baseline_step) if i is not None else ()))
+            pl_opts.append(Option(name, reason, _nums(ev, j, baseline_step) if j is not None else ()))
     out.append(Decision(
         domain="placement", title="KV page placement", choice=p.placement, rules=("R7",) if d.partitions > 1 else (),
         context=(f"{d.id}: {d.partitions} memory partition{'s' if d.partitions > 1 else ''}, "
