@@ -9,12 +9,13 @@ Parameter counts are exact for the families in `_KNOWN_FAMILIES`; for another
 `model_type` they assume a Llama-shaped layer (gated MLP, RMSNorm, bias only
 where `attention_bias`/`mlp_bias` say so) and the Model's note says so.
 
-Active parameters are those one decode step at batch 1 reads: all of them
-except the routed experts a token does not pick and, when it is not tied to
-the LM head, the input embedding table (a lookup reads one row of it). So a
-dense untied model has params_active < params. This is the convention of
-DeepSeek-V2's "21B active" and gpt-oss-120b's "5.13B active"; Mistral's
-"12.9B active" for Mixtral counts the embedding table too.
+Active parameters: for a dense model, all of them (SPEC §4: P_active = P, so
+the short-context intensity limit is 2b/w_p exactly, and a config.json gives
+the same figures as the catalog entry built from it). For a mixture of
+experts, all but the routed experts a token does not pick and, when it is not
+tied to the LM head, the input embedding table (a lookup reads one row of it):
+the convention of DeepSeek-V2's "21B active" and gpt-oss-120b's "5.13B
+active"; Mistral's "12.9B active" for Mixtral counts the embedding table too.
 """
 
 from __future__ import annotations
@@ -347,7 +348,7 @@ def _count(c: _Config, n_layers: int, n_q: int, n_kv: int, d_h: int) -> tuple[in
         routed = n_moe * n_exp * expert
         active_routed = n_moe * k * expert
         total += routed + n_moe * (router + shared)
-    active = total - routed + active_routed - (0 if tied else embed)
+    active = total - routed + active_routed - (0 if tied or not n_moe else embed)
     return total, active, routed
 
 
@@ -402,10 +403,13 @@ def _build(c: _Config, mid: str, source: str, params: Optional[float]) -> Model:
             raise
         total, active, routed = params, params, 0.0
     if params is not None:
-        if active > params:
+        if not n_exp:  # dense: the stated count is the total and what a step reads (SPEC §4)
+            total = active = params
+        elif active > params:
             raise ConfigError(f"stated parameter count {params:,.0f} is below the {active:,.0f} the "
                               "config's sizes give for one token", span=Span(c.where, 1, 1, 1, 1))
-        total = params
+        else:
+            total = params
     return Model(
         id=mid, name=mid, n_layers=n_layers, n_q=n_q, n_kv=n_kv, head_dim=d_h,
         params=total, params_active=active, windows=windows,
