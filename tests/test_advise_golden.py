@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from kvplan.cli import main
+from tests.test_cli_core import check_contract
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).parent / "data" / "golden" / "advise"
@@ -29,7 +30,7 @@ def test_advise_golden(name: str, fmt: str, ext: str, golden: Callable[[Path, st
     assert r.stderr == ""
     if fmt == "json":
         body = json.loads(r.stdout)
-        assert body["format_version"] == "1"
+        check_contract(body)  # every quantity: value, unit, evidence class, source
         # exit 1 exactly when some plan has an unmet constraint
         assert (r.exit_code == 1) == any(p["unmet"] for p in body["plans"])
     if fmt == "text":
