@@ -261,3 +261,12 @@ def test_moe_short_context_intensity_limit_uses_bytes_read() -> None:
     read = (m.params - m.params_routed) + m.params_routed * m.experts_per_token / m.n_experts
     assert float(short) == pytest.approx(2 * m.params_active / read)
     assert float(short) <= float(rf.intensity(rf.Config(m, catalog.get_device("mi300x"), w_p=1.0), 1, 1))
+
+
+def test_a_spec_without_deployments_cannot_be_planned(tmp_path: Any) -> None:
+    empty = tmp_path / "empty.kvp"
+    empty.write_text("# nothing here yet\n")
+    for cmd in (["advise", str(empty)], ["emit", str(empty)], ["report", str(empty), "-o", str(tmp_path / "o")]):
+        r = CliRunner().invoke(main, cmd)
+        assert r.exit_code == 2, (cmd, r.output)
+        assert "declares no deployment" in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -425,6 +425,9 @@ def plans_for(result: Any, scenario: Optional[str] = None, **overrides: float) -
     from kvplan.errors import KvplanError
 
     scenarios = list(result.scenarios)
+    if not scenarios:
+        raise KvplanError(f"{result.path} declares no deployment: there is nothing to plan",
+                          help='add `deployment "NAME" { model = ... device = ... workload { batch = ... context = ... } }`')
     if scenario is not None:
         names = {sc.name: sc for sc in scenarios} | {sc.deployment: sc for sc in scenarios}
         if scenario not in names:
