@@ -427,7 +427,7 @@ def plans_for(result: Any, scenario: Optional[str] = None, **overrides: float) -
     scenarios = list(result.scenarios)
     if not scenarios:
         raise KvplanError(f"{result.path} declares no deployment: there is nothing to plan",
-                          help='add `deployment "NAME" { model = ... device = ... workload { batch = ... context = ... } }`')
+                          help='add a `deployment "NAME" { ... }` block; examples/w2-batch32.kvp is one to copy')
     if scenario is not None:
         names = {sc.name: sc for sc in scenarios} | {sc.deployment: sc for sc in scenarios}
         if scenario not in names:
