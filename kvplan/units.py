@@ -12,7 +12,7 @@ import difflib
 import enum
 import math
 import re
-from typing import Mapping, Optional
+from typing import Mapping
 
 from kvplan.errors import UnitError
 
@@ -184,6 +184,3 @@ def fmt_unit(x: float, unit: str) -> str:
         return _sig(x)
     return f"{_sig(x)} {unit}"
 
-
-def optional_float(x: Optional[float]) -> Optional[float]:
-    return None if x is None else float(x)

@@ -1,8 +1,9 @@
 """The eight design rules of SPEC §8, each with a stable id, a title and a docs page.
 
 The rules act in three ways: as constraints on the search (R3, R4, R5, R6, R7
-remove candidates), as decisions (R1, R2, R8 shape the plan), and as findings
-on pinned choices (KV2xx, see planner/lint.py).
+remove candidates, planner/__init__.py), as decisions (R1, R2, R8 shape the
+plan, planner/decisions.py), and as findings on pinned choices (KV2xx,
+planner/lint.py). This module is their registry: ids, titles, codes, pages.
 """
 
 from __future__ import annotations
@@ -38,20 +39,3 @@ RULES: Mapping[str, DesignRule] = {
         DesignRule("R8", "Re-evaluate the map after every change.", "KV208", "docs/rules/R8.md"),
     )
 }
-
-
-def below_s_star(context: float, s_star: float) -> bool:
-    """R3's test: the uncompressed point sits in the weight-bound regime."""
-    return context < s_star
-
-
-def retention_allowed(r: float, eviction_allowed: bool, min_retention: float) -> bool:
-    """R5: eviction only where tolerated, and never below r = 0.5."""
-    if r >= 1.0:
-        return True
-    return eviction_allowed and r >= max(0.5, min_retention)
-
-
-def placement_allowed(placement: str, partitions: int) -> bool:
-    """R7: on a multi-partition device, never pin every page to one partition."""
-    return partitions == 1 or placement != "pinned"

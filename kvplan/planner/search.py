@@ -17,6 +17,7 @@ import numpy.typing as npt
 from kvplan import roofline as rf
 from kvplan.catalog import DTYPES, Model
 from kvplan.footprint import kv_bytes_per_seq
+from kvplan.quality import lossiness_rank
 
 Array = npt.NDArray[np.float64]
 
@@ -41,15 +42,10 @@ def tp_options(model: Model, n: int) -> tuple[int, ...]:
     return tuple(out) or (1,)
 
 
-def tp_for(model: Model, n: int) -> int:
-    """The largest valid tensor-parallel size for n devices."""
-    return tp_options(model, n)[0]
-
-
 def lossiness(dtype: str, retention: float) -> int:
-    """0 for 16-bit without eviction, rising with fewer bits; eviction adds a rank."""
-    bits_rank = {"fp32": 0, "bf16": 0, "fp16": 0, "fp8": 1, "int8": 1, "fp4": 2, "int4": 2, "int2": 3}[dtype]
-    return bits_rank + (0 if retention >= 1.0 else (2 if retention < 0.75 else 1))
+    """quality.lossiness_rank (one rank per halving of the width, one for evicting), with
+    deeper eviction (r < 0.75) one rank further, so that r = 0.5 must buy its own gain over 0.75."""
+    return lossiness_rank(dtype, retention) + (1 if retention < 0.75 else 0)
 
 
 @attrs.frozen(slots=True)

@@ -41,9 +41,3 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, right: Seque
 
     sep = "  ".join("-" * w for w in widths)
     return "\n".join([line(headers), sep, *[line(r) for r in rows]]) + "\n"
-
-
-def kv_lines(pairs: Sequence[tuple[str, Value]], indent: str = "  ") -> str:
-    """'label  value (evidence)  source' lines."""
-    width = max((len(k) for k, _ in pairs), default=0)
-    return "".join(f"{indent}{k.ljust(width)}  {v.text()}\n" for k, v in pairs)
