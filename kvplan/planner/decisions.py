@@ -101,15 +101,18 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
     n, r, kv = p.n_devices, p.retention, p.kv_dtype
     pins = sc.pins
     out: list[Decision] = []
+    n0 = int(mb["devices"].value) if "devices" in mb else 1  # the R1 map's device count
+    where0 = "one device" if n0 == 1 else f"{n0} × {d.id}, the fewest that hold the weights,"
 
     # R1 ---------------------------------------------------------------- regime
     out.append(Decision(
         domain="regime", title="Where the deployment sits", choice=p.regime_before, rules=("R1",),
         context=(f"{m.id} ({fmt_unit(m.params, '1')} parameters, {sc.weights.id} weights) on {d.id}, "
                  f"batch {b}, context {s:,} tokens",
-                 f"s* = {mb['s_star'].human}, s_cap = {mb['s_cap'].human} on one device with 16-bit KV"),
+                 f"s* = {mb['s_star'].human}, s_cap = {mb['s_cap'].human} on {where0} with 16-bit KV"),
         decision=(f"We will plan for the {p.regime_before} regime: the context is "
-                  f"{mb['context_over_s_star'].human} s* and {mb['context_over_s_cap'].human} s_cap."),
+                  f"{mb['context_over_s_star'].human} s* and {mb['context_over_s_cap'].human} s_cap"
+                  + (f" on {n0} × {d.id}." if n0 > 1 else ".")),
         numbers=tuple(p.map_before),
         consequences=("below s* compression barely helps (R3); above s* KV bytes become speed (R4); "
                       "above s_cap the deployment must shard or shrink (R6)",),
@@ -140,7 +143,7 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
         dev_opts.append(Option(f"{', '.join(map(str, more))} × {d.id}", f"more devices than the {n} that suffice"))
     out.append(Decision(
         domain="devices", title="How many devices", choice=f"{n} × {d.id} (tensor parallel {p.tp}, "
-        f"pipeline {p.pp})", rules=("R6",) if p.regime_before == "capacity-bound" else (),
+        f"pipeline {p.pp})", rules=("R6",) if p.regime_before == "capacity-bound" or n0 > 1 else (),
         context=(f"memory needed {p.metric('memory_needed').human}, usable {p.metric('memory_usable').human}",
                  f"devices: {sc.devices.mode}" + (f" ≤ {sc.devices.n}" if sc.devices.mode == "max" else
                                                   f" = {sc.devices.n}" if sc.devices.mode == "fixed" else ""),
