@@ -191,3 +191,222 @@ def test_a_file_with_no_deployment_is_the_same_located_error_in_lint_and_advise(
     advise = run("advise", str(spec))
     assert advise.exit_code == 2, advise.output
     assert advise.stderr.splitlines()[0].startswith(located), advise.stderr
+
+
+# ------------------------------------------------------------------ the regime map when the weights do not fit
+
+_NEGATIVE_TOKENS = re.compile(r"-\d[\d.,]*[kMG]? tokens")
+_INFINITE = re.compile(r"\binf\s?x\b|\binfx\b|\binf tokens\b", re.I)
+
+
+def _no_impossible_numbers(text: str, where: str) -> None:
+    assert not _NEGATIVE_TOKENS.search(text), (where, _NEGATIVE_TOKENS.search(text))
+    assert not _INFINITE.search(text), (where, _INFINITE.search(text))
+
+
+def test_advise_draws_r1_at_the_fewest_devices_that_hold_the_weights(tmp_path: Path) -> None:
+    """DeepSeek-V3 in FP8 is 671 GB of weights; one MI300X holds 192 GB. R1 printed `s cap -6.817M
+    tokens` and `infx`; it is now drawn on ceil(671/192) = 4 devices, and says so."""
+    spec = EXAMPLES / "deepseek-v3-mi300x.kvp"
+    m = catalog.get_model("deepseek-v3")
+    w = m.params * 1.0
+    assert math.ceil(w / 192e9) == 4
+    kappa = 61 * (512 + 64) * 2
+    text = run("advise", str(spec)).stdout
+    _no_impossible_numbers(text, "advise text")
+    assert "regime map (R1, 16-bit KV, 4 devices: the fewest mi300x that hold the weights)" in text
+    body = json.loads(run("advise", str(spec), "--format", "json").stdout)
+    for p in body["plans"]:
+        b, s = p["batch"], p["context"]
+        mb = p["map_before"]
+        assert mb["devices"]["value"] == 4
+        # 4 × 192 GB less the weights, over b sequences of κ bytes a token on each of the 4 tp ranks
+        assert mb["s_cap"]["value"] == pytest.approx((4 * 192e9 - w) / (b * kappa * 4))
+        assert mb["context_over_s_cap"]["value"] == pytest.approx(s / mb["s_cap"]["value"])
+    assert body["plans"][0]["regime_before"] == "weight-bound"  # batch 1 at 64k on 4 devices
+    md = run("advise", str(spec), "--format", "markdown").stdout
+    _no_impossible_numbers(md, "advise markdown")
+    out = tmp_path / "report"
+    assert run("report", str(spec), "-o", str(out)).exit_code == 0
+    for f in sorted(out.rglob("*.md")):
+        _no_impossible_numbers(f.read_text(encoding="utf-8"), str(f))
+
+
+def test_a_plan_that_cannot_hold_its_weights_prints_no_capacity_crossover(tmp_path: Path) -> None:
+    """Pinned to one MI300X, the plan after R8 has no s_cap: it says so instead of a negative number."""
+    text = (EXAMPLES / "deepseek-v3-mi300x.kvp").read_text(encoding="utf-8")
+    text = re.sub(r"devices   = <= 8[^\n]*", "devices = 1", text)
+    spec = tmp_path / "one.kvp"
+    spec.write_text(text, encoding="utf-8")
+    r = run("advise", str(spec))
+    assert r.exit_code == 1
+    _no_impossible_numbers(r.stdout, "advise text")
+    assert "s_cap = none (weights alone exceed memory)" in r.stdout
+    body = json.loads(run("advise", str(spec), "--format", "json").stdout)
+    for p in body["plans"]:
+        cap = p["map_after"]["s_cap"]
+        assert cap["value"] is None and "the weights alone (671 GB) exceed the memory (176.6 GB)" in cap["source"]
+        assert p["map_after"]["context_over_s_cap"]["value"] is None
+
+
+def test_map_says_weights_alone_exceed_memory_and_which_count_holds_them() -> None:
+    args = ["map", "--model", "deepseek-v3", "--device", "mi300x", "--weights", "fp8", "--context", "64k"]
+    r = run(*args)
+    assert r.exit_code == 0, r.output
+    _no_impossible_numbers(r.stdout, "map text")
+    assert re.search(r"s_cap capacity crossover\s+none \(weights alone exceed memory\)", r.stdout)
+    assert re.search(r"context / s_cap\s+none \(weights alone exceed memory\)", r.stdout)
+    note = re.search(r"(\d+) devices are the fewest that hold them: --devices (\d+)", r.stdout)
+    assert note and note[1] == note[2] == "4", r.stdout
+    body = json.loads(run(*args, "--format", "json").stdout)
+    assert body["results"]["s_cap"]["value"] is None and body["results"]["context_over_s_cap"]["value"] is None
+    assert all(row["s_cap"]["value"] is None for row in body["by_kv_dtype"])
+    # the note's suggestion, applied: a positive crossover, (4·192 GB − 671 GB)/(64,000... per token κ·tp)
+    fixed = json.loads(run(*args, "--devices", note[2], "--format", "json").stdout)
+    assert fixed["results"]["s_cap"]["value"] == pytest.approx((4 * 192e9 - 671e9) / (61 * 576 * 2 * 4), rel=1e-3)
+    _no_impossible_numbers(run(*args, "--devices", note[2]).stdout, "map --devices 4")
+    three = json.loads(run(*args, "--devices", "3", "--format", "json").stdout)
+    assert three["results"]["s_cap"]["value"] is None  # 576 GB < 671 GB: 4 is the fewest
+
+
+def test_sweep_writes_no_negative_capacity_crossover() -> None:
+    r = run("sweep", "--model", "deepseek-v3", "--device", "mi300x", "--weights", "fp8", "--devices", "1,4",
+            "--batch", "1,32")
+    assert r.exit_code == 0, r.output
+    header, *rows = [line.split(",") for line in r.stdout.splitlines()]
+    col = header.index("s_cap_tokens")
+    by_n = {(row[2], row[4]): row[col] for row in rows}
+    assert by_n[("1", "1")] == "" and by_n[("1", "32")] == ""
+    assert float(by_n[("4", "1")]) == pytest.approx((4 * 192e9 - 671e9) / (61 * 576 * 2 * 4), rel=1e-3)
+    assert not any(row[col].startswith("-") for row in rows)
+    js = json.loads(run("sweep", "--model", "deepseek-v3", "--device", "mi300x", "--weights", "fp8",
+                        "--format", "json").stdout)
+    names = [c["name"] for c in js["columns"]]
+    assert js["rows"][0][names.index("s_cap_tokens")] is None
+
+
+# ------------------------------------------------------------------ tables vs map: P differs on purpose
+
+def test_tables_and_map_each_say_why_their_p_differs() -> None:
+    counted = catalog.get_model("llama-3-70b").params
+    assert counted == 70_553_706_496
+    diff = f"{counted / 70e9 - 1:.2%}"
+    assert diff == "0.79%"
+    for fmt in ("text", "markdown", "json"):
+        out = run("tables", "--format", fmt).stdout
+        assert "P = 70e9" in out and "70,553,706,496" in out and f"s* is {diff} higher" in out, fmt
+    m = run("map", "--model", "llama-3-70b", "--device", "b200").stdout
+    assert re.search(r"note: params 70\.55B are counted from the model's config\.json; `kvplan tables` uses the "
+                     r"paper's round P = 70e9 for this model, so its s\* is 0\.7\d% lower than here", m), m
+    assert "P = 70e9" not in run("map", "--model", "llama-3-8b", "--device", "b200").stdout
+
+
+# ------------------------------------------------------------------ one set of numbers, every example
+
+def _map_json(sc: Any, n: int, tp: int, kv: str, placement: str) -> dict[str, Any]:
+    """`kvplan map --format json` at the plan's point; a spec's own model or device block goes through
+    the same code (kvplan.analysis.regime_map) since the CLI takes catalog ids only."""
+    try:
+        catalog.get_model(sc.model.id)
+        catalog.get_device(sc.device.id)
+        in_catalog = True
+    except Exception:
+        in_catalog = False
+    if in_catalog:
+        r = run("map", "--model", sc.model.id, "--device", sc.device.id, "--devices", str(n), "--tp", str(tp),
+                "--batch", str(sc.batch), "--context", str(sc.context), "--weights", sc.weights.id,
+                "--kv-dtype", kv, "--placement", placement, "--format", "json")
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)  # type: ignore[no-any-return]
+    from kvplan import roofline as rf
+    from kvplan.analysis import regime_map
+    from kvplan.render import map_view
+
+    cfg = rf.Config(sc.model, sc.device, n_devices=n, tp=tp, w_p=sc.weights.width, w_kv=catalog.dtype(kv).width,
+                    placement=placement)
+    rm = regime_map(cfg, sc.batch, sc.context, weights=sc.weights, kv=catalog.dtype(kv))
+    return json.loads(map_view.json_text(rm))  # type: ignore[no-any-return]
+
+
+def _v(d: dict[str, Any], key: str) -> float:
+    return float(d[key]["value"])
+
+
+@pytest.mark.parametrize("spec", sorted(p.name for p in EXAMPLES.glob("*.kvp")))
+def test_map_advise_report_and_emit_agree_for_every_example(spec: str, tmp_path: Path) -> None:
+    """κ, s*, s_cap, step time, KV bytes and devices: advise's plan against `map` at the same point
+    (same devices, tp, KV dtype, placement), through the plan's byte factors r, σ, φ and the reserve,
+    each of which advise prints; then the report and the emitted configs against advise."""
+    from kvplan.render.report import slug
+    from kvplan.units import fmt_unit
+
+    path = EXAMPLES / spec
+    scenarios = {sc.name: sc for sc in check_source(path.read_text(encoding="utf-8"), str(path)).scenarios}
+    r = run("advise", str(path), "--format", "json")
+    assert r.exit_code in (0, 1), r.output
+    plans = json.loads(r.stdout)["plans"]
+    report = tmp_path / "report"
+    assert run("report", str(path), "-o", str(report)).exit_code == 0
+    emitted = tmp_path / "emit"
+    e = run("emit", str(path), "-o", str(emitted), "--target", "vllm")
+    assert e.exit_code in (0, 1), e.output
+    for p in plans:
+        sc = scenarios[p["scenario"]]
+        assert sc.model.all_full  # the relations below are linear in s (no sliding windows)
+        ch = p["choices"]
+        n, tp, kv, b, s = ch["devices"], ch["tensor_parallel"], ch["kv_dtype"], sc.batch, sc.context
+        r_, sigma = ch["retention"], 1.0 / _v(p["byte_factors"], "prefix_caching")
+        phi, block = _v(p["byte_factors"], "paging") - 1.0, ch["block_size"]
+        reserve = next(a["value"] for a in p["assumptions"] if a["source"].startswith("memory reserve per device"))
+        mp = _map_json(sc, n, tp, kv, ch["placement"])
+        mr, ma, met = mp["results"], p["map_after"], p["metrics"]
+        assert mp["devices"] == n and mp["tensor_parallel"] == tp and mp["kv_dtype"] == kv
+        # κ and s*: advise's are map's through the traffic factor r/σ (SPEC §3, §5)
+        assert _v(ma, "kappa") == pytest.approx(_v(mr, "kappa") * r_ / sigma, rel=1e-12)
+        assert _v(ma, "s_star") == pytest.approx(_v(mr, "s_star") * sigma / r_, rel=1e-9)
+        # KV bytes: map's b·B_kv(s)·replication times r(1+φ)/σ
+        per_token = _v(mr, "kv_bytes_stored") / (b * s)  # κ × tp replication, all layers
+        assert _v(met, "kv_bytes") == pytest.approx(_v(mr, "kv_bytes_stored") * r_ * (1 + phi) / sigma, rel=1e-12)
+        # step time: map's streams, the KV stream scaled by r/σ
+        t_w, t_kv, t_c = _v(mr, "step_time_weights"), _v(mr, "step_time_kv"), _v(mr, "step_time_compute")
+        assert _v(met, "step_time") == pytest.approx(max(t_w + t_kv * r_ / sigma, t_c), rel=1e-12)
+        if r_ == 1 and sigma == 1:
+            assert _v(met, "step_time") == pytest.approx(_v(mr, "step_time"), rel=1e-12)
+        # s_cap after the plan: map's memory less the reserve, in whole pages
+        free = _v(mr, "capacity") * (1 - reserve) - _v(mr, "weight_bytes")
+        if free > 0:
+            want = math.floor(free / (b * per_token * r_ / sigma) / block) * block
+            assert _v(ma, "s_cap") == pytest.approx(want, rel=1e-9)
+        else:
+            assert ma["s_cap"]["value"] is None
+        # R1: advise's map before the plan is map's at its device count with 16-bit KV
+        mb = p["map_before"]
+        n0 = int(mb["devices"]["value"]) if "devices" in mb else 1
+        m0 = _map_json(sc, n0, n0 if "devices" not in mb else _tp0(sc, n0), "bf16", "striped")["results"]
+        assert _v(mb, "kappa") == _v(m0, "kappa")
+        assert _v(mb, "s_star") == pytest.approx(_v(m0, "s_star"), rel=1e-12)
+        assert _v(mb, "s_cap") == pytest.approx(_v(m0, "s_cap"), rel=1e-12)
+        # report: the digest, the devices record, and the predicted numbers as advise prints them
+        d = report / slug(sc.name)
+        index = (d / "index.md").read_text(encoding="utf-8")
+        assert f"Plan digest `{p['digest']}`" in index
+        assert f"| step time | {fmt_unit(_v(met, 'step_time'), 's')} *(derived)*" in index
+        assert f"| kv bytes | {fmt_unit(_v(met, 'kv_bytes'), 'B')} *(derived)*" in index
+        devices = next(f for f in d.glob("*-devices.md")).read_text(encoding="utf-8")
+        assert devices.startswith(f"# 02. How many devices: {n} × {sc.device.id} (tensor parallel {tp}, "
+                                  f"pipeline {n // tp})")
+        # emit: the header's digest, the layout flags, and the tokens the plan stores
+        script = next(f for f in emitted.rglob("vllm.sh")
+                      if f" · scenario {sc.name} · " in f.read_text(encoding="utf-8")).read_text(encoding="utf-8")
+        assert f" · plan {p['digest']} · " in script
+        assert f"--tensor-parallel-size {tp} " in script and f"--max-num-seqs {b} " in script
+        assert (f"--pipeline-parallel-size {n // tp} " in script) == (n // tp > 1)
+        stores = re.search(r"the plan stores ([\d,]+) tokens for its batch of (\d+)", script)
+        assert stores and int(stores[2]) == b
+        assert _int(stores[1]) == math.ceil(_v(met, "kv_bytes") / per_token - 1e-6)
+
+
+def _tp0(sc: Any, n0: int) -> int:
+    from kvplan.planner.search import tp_options
+
+    return tp_options(sc.model, n0)[0]
