@@ -410,3 +410,10 @@ def _tp0(sc: Any, n0: int) -> int:
     from kvplan.planner.search import tp_options
 
     return tp_options(sc.model, n0)[0]
+
+
+def test_emit_stderr_capacity_line_counts_sequences_as_planned() -> None:
+    r = run("emit", str(EXAMPLES / "w1-batch1.kvp"), "--target", "vllm")
+    assert r.exit_code in (0, 1), r.output
+    assert "KV capacity 128k tokens = 1 sequence as planned (derived); plan 128k tokens = 1 sequence (derived)" \
+        in r.stderr
