@@ -105,8 +105,20 @@ def devices_for_weights(model: Model, device: Device, w_p: float) -> int:
     """The fewest devices whose memory N·C holds the weights P·w_p with room to spare (SPEC §5's
     s_cap > 0): ceil(P·w_p / C), one more where the weights fill the devices exactly."""
     need = rf.weight_bytes_held(model, w_p)
+    if not (math.isfinite(need) and device.memory > 0):
+        return 1
     n = max(1, math.ceil(need / device.memory))
     return n + 1 if n * device.memory <= need else n
+
+
+def widest_tp(model: Model, n: int) -> int:
+    """The largest tensor-parallel size for n devices (kvplan.planner.search.tp_options' first), found
+    among the divisors of the query heads so the work is bounded by the head count, not by n."""
+    for t in range(min(n, model.n_q), 0, -1):
+        if n % t == 0 and model.n_q % t == 0 and (model.kv_kind == "mla" or model.n_kv % t == 0
+                                                   or t % model.n_kv == 0):
+            return t
+    return 1
 
 
 def model_inputs(model: Model, device: Device, n_devices: int, batch: int, context: int,

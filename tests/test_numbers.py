@@ -417,3 +417,18 @@ def test_emit_stderr_capacity_line_counts_sequences_as_planned() -> None:
     assert r.exit_code in (0, 1), r.output
     assert "KV capacity 128k tokens = 1 sequence as planned (derived); plan 128k tokens = 1 sequence (derived)" \
         in r.stderr
+
+
+def test_widest_tp_is_the_searchs_first_option_and_bounded() -> None:
+    import time
+
+    from kvplan.analysis import widest_tp
+    from kvplan.planner.search import tp_options
+
+    for mid in ("deepseek-v3", "llama-3-70b", "llama-3-8b"):
+        m = catalog.get_model(mid)
+        for n in range(1, 65):
+            assert widest_tp(m, n) == tp_options(m, n)[0], (mid, n)
+    start = time.monotonic()
+    assert widest_tp(catalog.get_model("llama-3-70b"), 10**12) == 64  # 64 query heads, 8 KV heads
+    assert time.monotonic() - start < 1.0

@@ -123,10 +123,10 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
     # R1: the regime of the uncompressed deployment on one device, or, where the weights alone
     # exceed one device, on the fewest devices that hold them (all tensor-parallel where the heads
     # allow): a map at a device count that cannot hold the weights has no capacity crossover.
-    from kvplan.analysis import cap_value, devices_for_weights, over_cap_value
+    from kvplan.analysis import cap_value, devices_for_weights, over_cap_value, widest_tp
 
     n0 = devices_for_weights(m, d, w_p)
-    tp0 = search.tp_options(m, n0)[0]
+    tp0 = widest_tp(m, n0)
     base1 = rf.Config(m, d, n_devices=n0, tp=tp0, w_p=w_p, w_kv=2.0, reserve=0.0)
     s_star0 = _f(rf.s_star(base1, b))
     s_cap0 = _f(rf.s_cap(base1, b))
