@@ -7,6 +7,7 @@ time bound, the regime and its margins, and the same map for each KV dtype.
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import attrs
@@ -16,6 +17,7 @@ from kvplan import roofline as rf
 from kvplan.catalog import DTYPES, Device, Dtype, Model
 from kvplan.evidence import Value, assumed, derived, reported
 from kvplan.footprint import kappa, kv_bytes_per_seq
+from kvplan.units import fmt_unit
 
 DEFAULT_KV_DTYPES = ("bf16", "fp8", "int4", "int2")
 
@@ -58,6 +60,65 @@ class RegimeMap:
 
 def _scalar(x: object) -> float:
     return float(np.asarray(x))
+
+
+#: What kvplan prints instead of a capacity crossover when the weights leave no room for KV.
+WEIGHTS_EXCEED = "none (weights alone exceed memory)"
+
+
+def weights_exceed_note(weights: float, capacity: float) -> str:
+    return f"none: the weights alone ({fmt_unit(weights, 'B')}) exceed the memory ({fmt_unit(capacity, 'B')})"
+
+
+def cap_value(s_cap: float, source: str, weights: float, capacity: float) -> Value:
+    """s_cap as a Value: where the weights alone fill the memory there is no capacity crossover,
+    and no negative number is printed (the raw figure stays in `value` for arithmetic)."""
+    if s_cap > 0 or weights < capacity:
+        return derived(s_cap, "tokens", source)
+    return attrs.evolve(derived(s_cap, "tokens", f"{source}; {weights_exceed_note(weights, capacity)}"),
+                        absent=WEIGHTS_EXCEED)
+
+
+def over_cap_value(context: float, s_cap: float, weights: float, capacity: float) -> Value:
+    """s / s_cap, never an infinite or negative ratio: absent when the weights alone fill the memory."""
+    if s_cap > 0:
+        return derived(context / s_cap, "x", "s / s_cap")
+    return attrs.evolve(derived(float("inf"), "x", f"s / s_cap; {weights_exceed_note(weights, capacity)}"),
+                        absent=WEIGHTS_EXCEED)
+
+
+def paper_params_note(model: Model) -> str:
+    """Where `kvplan tables` uses the paper's round parameter count for this model, say so and by
+    how much the two s* differ (s* is proportional to P)."""
+    from kvplan.sok import paper_model
+
+    paper = paper_model()
+    if model.id != paper.id or model.params == paper.params:
+        return ""
+    diff = model.params / paper.params - 1
+    return (f"params {fmt_unit(model.params, '1')} are counted from the model's config.json; `kvplan tables` "
+            f"uses the paper's round P = {paper.params / 1e9:g}e9 for this model, so its s* is {abs(diff):.2%} "
+            f"{'lower' if diff > 0 else 'higher'} than here and its s_cap {'higher' if diff > 0 else 'lower'}")
+
+
+def devices_for_weights(model: Model, device: Device, w_p: float) -> int:
+    """The fewest devices whose memory N·C holds the weights P·w_p with room to spare (SPEC §5's
+    s_cap > 0): ceil(P·w_p / C), one more where the weights fill the devices exactly."""
+    need = rf.weight_bytes_held(model, w_p)
+    if not (math.isfinite(need) and device.memory > 0):
+        return 1
+    n = max(1, math.ceil(need / device.memory))
+    return n + 1 if n * device.memory <= need else n
+
+
+def widest_tp(model: Model, n: int) -> int:
+    """The largest tensor-parallel size for n devices (kvplan.planner.search.tp_options' first), found
+    among the divisors of the query heads so the work is bounded by the head count, not by n."""
+    for t in range(min(n, model.n_q), 0, -1):
+        if n % t == 0 and model.n_q % t == 0 and (model.kv_kind == "mla" or model.n_kv % t == 0
+                                                   or t % model.n_kv == 0):
+            return t
+    return 1
 
 
 def model_inputs(model: Model, device: Device, n_devices: int, batch: int, context: int,
@@ -112,9 +173,9 @@ def regime_map(cfg: rf.Config, batch: int, context: int, *, weights: Dtype, kv: 
         ("memory_needed", derived(w_held + kv_held, "B", "P·w_p + b·B_kv(s)")),
         ("capacity", derived(cfg.capacity, "B", "N·C (SPEC §5)")),
         ("s_star", derived(sstar, "tokens", f"s*(b) = P·w_p/(b·κ){windows} (SPEC §5)")),
-        ("s_cap", derived(scap, "tokens", f"s_cap(b) = (N·C − P·w_p)/(b·κ){windows} (SPEC §5)")),
+        ("s_cap", cap_value(scap, f"s_cap(b) = (N·C − P·w_p)/(b·κ){windows} (SPEC §5)", w_held, cfg.capacity)),
         ("context_over_s_star", derived(context / sstar if np.isfinite(sstar) and sstar > 0 else 0.0, "x", "s / s*")),
-        ("context_over_s_cap", derived(context / scap if scap > 0 else float("inf"), "x", "s / s_cap")),
+        ("context_over_s_cap", over_cap_value(context, scap, w_held, cfg.capacity)),
         ("flops_per_step", derived(flops, "FLOP", "F = 2·P_active·b + 4·b·s·L·n_q·d_h (SPEC §4)")),
         ("intensity", derived(inten, "FLOP/B", "I = F/M (SPEC §4)")),
         ("intensity_short_limit", derived(_scalar(short), "FLOP/B",
@@ -153,14 +214,20 @@ def regime_map(cfg: rf.Config, batch: int, context: int, *, weights: Dtype, kv: 
             dtype=name,
             kappa=derived(kappa(m, dt.width), "B", "κ at this width"),
             s_star=derived(ss, "tokens", "s*(b) (SPEC §5)"),
-            s_cap=derived(sc, "tokens", "s_cap(b) (SPEC §5)"),
+            s_cap=cap_value(sc, "s_cap(b) (SPEC §5)", w_held, cfg.capacity),
             kv_bytes=derived(_scalar(rf.kv_bytes_stored(c2, batch, context)), "B", "b·B_kv(s)"),
             regime=str(rf.regime(context, ss, sc)),
             step_time=derived(_scalar(tt["step"]), "s", "T_step lower bound"),
             speedup=derived(base_t / _scalar(tt["memory"]), "x", "S(c) = (W+K)/(W+K/c) vs bf16 KV (SPEC §5)"),
         ))
-    if scap < 0:
-        notes.append("the weights alone do not fit: s_cap is negative")
+    if w_held >= cfg.capacity:
+        n_fit = devices_for_weights(m, d, cfg.w_p)
+        notes.append(f"the weights alone ({fmt_unit(w_held, 'B')}) exceed the memory of {cfg.n_devices} × {d.id} "
+                     f"({fmt_unit(cfg.capacity, 'B')}), so there is no capacity crossover; {n_fit} devices are "
+                     f"the fewest that hold them: --devices {n_fit}")
+    paper = paper_params_note(m)
+    if paper:
+        notes.append(paper)
     return RegimeMap(
         model=m, device=d, n_devices=cfg.n_devices, tp=cfg.tp, weights=weights, kv=kv, batch=batch,
         context=context, placement=cfg.placement,

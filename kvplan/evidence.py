@@ -26,10 +26,15 @@ class Value:
     unit: str
     evidence: Evidence
     source: str
+    #: Why the quantity has no meaningful number here ("weights alone exceed memory"): printed
+    #: instead of `value`, and null in JSON (the source says why). `value` keeps the raw figure.
+    absent: str = ""
 
     def to_json(self) -> dict[str, Any]:
         v: Any = self.value
-        if isinstance(v, float):
+        if self.absent:
+            v = None
+        elif isinstance(v, float):
             if math.isinf(v) or math.isnan(v):
                 v = None  # JSON has no infinity; the source says why
             elif v.is_integer() and abs(v) < 2**53:
@@ -42,6 +47,8 @@ class Value:
 
     @property
     def human(self) -> str:
+        if self.absent:
+            return self.absent
         if isinstance(self.value, str):  # a word-valued default (kvplan.lang.Choice)
             return self.value
         return fmt_unit(self.value, self.unit)

@@ -256,7 +256,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("fits", "boolean", source="memory_bytes ≤ N·C (SPEC §5)"),
     Column("s_star_tokens", "number", "tokens", "derived", "s*(b) = P·w_p/(b·κ) (SPEC §5)"),
     Column("s_cap_tokens", "number", "tokens", "derived",
-           "s_cap(b) = (N·C − P·w_p)/(b·κ); negative: the weights alone do not fit (SPEC §5)"),
+           "s_cap(b) = (N·C − P·w_p)/(b·κ); none (empty in CSV, null in JSON) where the weights alone "
+           "exceed N·C (SPEC §5)"),
     Column("regime", "string", source="weight-bound below s*, capacity-bound above s_cap, KV-bound between (SPEC §5)"),
     Column("step_time_s", "number", "s", "derived", "T_step ≥ max(M/β_eff, F/π) over tp ranks (SPEC §4, §6)"),
     Column("throughput_tok_s", "number", "tok/s", "derived", "b / T_step"),
@@ -365,7 +366,9 @@ def _rows(block: Block, json_out: bool) -> Iterator[tuple[int, str]]:
     lead = [spec.name] if spec.name else []
     prefix = [sep.join([*(_string(x, json_out) for x in [*lead, spec.model.id, spec.device.id]),
                         str(block.n_devices), _string(block.kv, json_out), str(b)]) for b in spec.batch]
-    crossovers = [sep.join([_scalar_text(a, json_out), _scalar_text(c, json_out)])
+    # no capacity crossover where the weights alone exceed N·C: null in JSON, empty in CSV, never negative
+    none = "null" if json_out else ""
+    crossovers = [sep.join([_scalar_text(a, json_out), _scalar_text(c, json_out) if c > 0 else none])
                   for a, c in zip(block.s_star.tolist(), block.s_cap.tolist())]
     pre_b = np.array(prefix, dtype=object)
     cross_b = np.array(crossovers, dtype=object)

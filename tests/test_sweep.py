@@ -196,7 +196,9 @@ def test_rows_equal_single_point_core(model: str, device: str, placement: str) -
             "speedup_vs_bf16": float(base / t["memory"]),
         }
         for key, value in expect.items():
-            if math.isinf(value):
+            if key == "s_cap_tokens" and value <= 0:
+                assert row[key] == ""  # the weights alone exceed N·C: no crossover, never a negative number
+            elif math.isinf(value):
                 assert row[key] == "inf"
             else:
                 assert float(row[key]) == pytest.approx(value, rel=1e-12), key

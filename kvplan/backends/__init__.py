@@ -85,8 +85,11 @@ def capacity_line(out: Emitted) -> str:
     rows = dict(out.capacity)
     if "kv_tokens" in rows:
         kv, seqs, pk, ps = rows["kv_tokens"], rows["kv_sequences"], rows["plan_kv_tokens"], rows["plan_sequences"]
-        line = (f"KV capacity {kv.human} = {seqs.human} ({kv.evidence.value}); plan {pk.human} = {ps.human} "
-                f"({pk.evidence.value})")
+        def count(v: Any) -> str:
+            return f"{v.value:,.0f} sequence{'' if v.value == 1 else 's'}"
+
+        line = (f"KV capacity {kv.human} = {count(seqs)} as planned ({kv.evidence.value}); plan {pk.human} = "
+                f"{count(ps)} ({pk.evidence.value})")
         if "memory_needed_per_gpu" in rows:
             need, mem = rows["memory_needed_per_gpu"], rows["device_memory"]
             line += f"; per GPU {need.human} with assumed reserves, of {mem.human}"

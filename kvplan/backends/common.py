@@ -437,16 +437,42 @@ def fit_warning(sizing: Sizing, backend: Backend) -> Optional[str]:
             f"{fmt_bytes(sizing.total)} on the device; the config is written as planned and will not start")
 
 
+def _count(x: float) -> str:
+    """A token count as written in a comment: whole numbers with separators, else one decimal."""
+    return fmt_int(x) if float(x).is_integer() else f"{x:,.1f}"
+
+
+def capacity_text(sizing: Sizing, engine_tokens: float) -> str:
+    """What the KV pool holds, with arithmetic a reader can redo: token slots in whole blocks, then
+    sequences at the spec's context. A sequence takes ceil(s/B) blocks of B tokens; with a shared
+    prefix (or eviction) the plan's sequences take fewer slots each, counted as planned."""
+    block = sizing.block
+    blocks = engine_tokens / block
+    own_blocks = ceil_div(sizing.context, block)  # one sequence that shares nothing
+    own = own_blocks * block
+    n_own = math.floor(_whole(engine_tokens / own)) if own > 0 else 0
+    per_seq = _whole(sizing.tokens_per_seq)
+    s = "s" if n_own != 1 else ""
+    pool = f"{fmt_int(engine_tokens)} tokens ({_count(blocks)} blocks of {block} tokens)"
+    paged = (f"{fmt_int(own_blocks)} blocks = {fmt_int(own)} tokens each" if own != sizing.context
+             else f"{fmt_int(own_blocks)} blocks each")
+    if abs(per_seq - own) <= 1e-9 * own:
+        spare = engine_tokens - n_own * own
+        return (f"{pool} = {n_own} sequence{s} of {sizing.context:,} tokens ({paged})"
+                + (f" + {_count(spare)} spare tokens" if spare > 0 else ""))
+    n_plan = math.floor(_whole(engine_tokens / per_seq)) if per_seq > 0 else 0
+    return (f"{pool}; at the spec's context of {sizing.context:,} tokens that is {n_plan} sequence"
+            f"{'' if n_plan == 1 else 's'} as planned ({_count(per_seq)} tokens each on average, with the "
+            f"plan's prefix sharing and eviction), or {n_own} sequence{s} that share nothing ({paged})")
+
+
 def summary_comments(sizing: Sizing, engine_tokens: float, comment: str = "#") -> list[str]:
     """The lines under the header: the KV capacity the settings give, beside the plan's."""
     from kvplan.units import fmt_bytes
 
-    per_seq = sizing.tokens_per_seq
-    seqs = math.floor(_whole(engine_tokens / per_seq)) if per_seq > 0 else 0
     return [
-        f"{comment} KV capacity (derived): {fmt_int(engine_tokens)} tokens = {seqs} sequence{'' if seqs == 1 else 's'} of "
-        f"{sizing.context:,} tokens; the plan stores {fmt_int(math.ceil(sizing.plan_tokens))} tokens "
-        f"for its batch of {sizing.batch}",
+        f"{comment} KV capacity (derived): {capacity_text(sizing, engine_tokens)}; the plan stores "
+        f"{fmt_int(math.ceil(sizing.plan_tokens))} tokens for its batch of {sizing.batch}",
         f"{comment} per GPU: KV pool {fmt_int(sizing.blocks)} blocks × {fmt_int(sizing.block_bytes)} B = "
         f"{fmt_bytes(sizing.pool)} (derived), weights {fmt_bytes(sizing.weights)} (derived), reserves "
         f"{fmt_bytes(sizing.activation.value)} activations + {fmt_bytes(sizing.runtime.value)} runtime (assumed), "

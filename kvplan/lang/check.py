@@ -134,6 +134,11 @@ class _Checker:
             if d.name not in self.devices:
                 self.devices[d.name] = self._device_block(d)
         scenarios: list[Scenario] = []
+        if not self.spec.deployments:
+            # lint and advise alike: a file with nothing to plan is an error at its first line
+            self.report(codes.MISSING_KEY, "this file declares no deployment: there is nothing to plan",
+                        Span(self.spec.path, 1, 1, 1, 1),
+                        help='add a `deployment "NAME" { ... }` block; examples/w2-batch32.kvp is one to copy')
         for dep in self.spec.deployments:
             before = self._errors()
             found = self._deployment(dep)
@@ -475,6 +480,10 @@ class _Checker:
         quality = self._quality(sections.get("quality"), spans, notes)
         slo = self._slo(sections.get("slo"), spans)
         pins = self._pins(sections.get("pin"), spans, devices, placement, top)
+        # a pin stands in for the deployment setting it fixes: the default it replaces is no assumption
+        for key in ("devices", "placement"):
+            if key in pins and key not in top:
+                notes = [a for a in notes if not str(a.source).startswith(f"default: {key} = ")]
         expects = self._expects(sections.get("expect"))
         workload = sections.get("workload")
         if workload is None:

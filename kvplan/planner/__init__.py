@@ -120,8 +120,14 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
     sigma = _sharing(sc, prefix_caching)
     phi = _f(fragmentation(s, block))
 
-    # R1: the regime of the uncompressed deployment on one device.
-    base1 = rf.Config(m, d, w_p=w_p, w_kv=2.0, reserve=0.0)
+    # R1: the regime of the uncompressed deployment on one device, or, where the weights alone
+    # exceed one device, on the fewest devices that hold them (all tensor-parallel where the heads
+    # allow): a map at a device count that cannot hold the weights has no capacity crossover.
+    from kvplan.analysis import cap_value, devices_for_weights, over_cap_value, widest_tp
+
+    n0 = devices_for_weights(m, d, w_p)
+    tp0 = widest_tp(m, n0)
+    base1 = rf.Config(m, d, n_devices=n0, tp=tp0, w_p=w_p, w_kv=2.0, reserve=0.0)
     s_star0 = _f(rf.s_star(base1, b))
     s_cap0 = _f(rf.s_cap(base1, b))
     regime_before = str(rf.regime(s, s_star0, s_cap0))
@@ -241,19 +247,26 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
     s_cap1 = _f(rf.s_cap(cfg, b, block))
     regime_after = str(rf.regime(s, s_star1, s_cap1))
 
+    w_held = rf.weight_bytes_held(m, w_p)
+    where0 = "one device" if n0 == 1 else f"N = {n0} (tp {tp0}), the fewest devices that hold the weights"
     map_before = (
+        (("devices", derived(n0, "1", f"the fewest {d.id} whose memory N·C holds the weights P·w_p = "
+                                      f"{fmt_unit(w_held, 'B')}: the map is drawn there")),) if n0 > 1 else ()) + (
         ("kappa", derived(kappa(m, 2.0), "B", "κ at 16-bit (SPEC §3)")),
-        ("s_star", derived(s_star0, "tokens", "s*(b) = P·w_p/(b·κ), 16-bit KV (SPEC §5)")),
-        ("s_cap", derived(s_cap0, "tokens", "s_cap(b) = (C − P·w_p)/(b·κ), one device, 16-bit KV (SPEC §5)")),
+        ("s_star", derived(s_star0, "tokens", "s*(b) = P·w_p/(b·κ), 16-bit KV"
+                           + (f", {where0}, KV replication per tp rank" if n0 > 1 else "") + " (SPEC §5)")),
+        ("s_cap", cap_value(s_cap0, f"s_cap(b) = ({'C' if n0 == 1 else 'N·C'} − P·w_p)/(b·κ), {where0}, 16-bit KV "
+                                    "(SPEC §5)", w_held, base1.capacity)),
         ("context_over_s_star", derived(s / s_star0 if s_star0 > 0 else 0.0, "x", "s / s*")),
-        ("context_over_s_cap", derived(s / s_cap0 if s_cap0 > 0 else float("inf"), "x", "s / s_cap")),
+        ("context_over_s_cap", over_cap_value(s, s_cap0, w_held, base1.capacity)),
     )
     map_after = (
         ("kappa", derived(kappa(m, kv.width) * factors.traffic, "B", "κ·r/σ read per token after the plan")),
         ("s_star", derived(s_star1, "tokens", "s* with the plan's width, r and σ (SPEC §5, R8)")),
-        ("s_cap", derived(s_cap1, "tokens", f"s_cap on {n} devices less the reserve, {block}-token pages (R8)")),
+        ("s_cap", cap_value(s_cap1, f"s_cap on {n} devices less the reserve, {block}-token pages (R8)", w_held,
+                            cfg.capacity)),
         ("context_over_s_star", derived(s / s_star1 if s_star1 > 0 else 0.0, "x", "s / s*")),
-        ("context_over_s_cap", derived(s / s_cap1 if s_cap1 > 0 else float("inf"), "x", "s / s_cap")),
+        ("context_over_s_cap", over_cap_value(s, s_cap1, w_held, cfg.capacity)),
     )
     byte_factors = (
         ("quantization", derived(kv.width / 2.0, "x", f"w_q/w_kv = {kv.width:g}/2")),

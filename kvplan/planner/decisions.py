@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+import attrs
+
 from kvplan import roofline as rf
 from kvplan.catalog import DTYPES
 from kvplan.engines import get_engine
@@ -15,6 +17,34 @@ from kvplan.planner import search
 from kvplan.planner.plan import Decision, Option, Plan
 from kvplan.planner.search import Evaluated, Space
 from kvplan.units import fmt_unit
+
+
+@attrs.frozen(slots=True)
+class Gain:
+    """What cutting the KV bytes by `c` buys on the plan's layout (one computation for advise and lint).
+
+    W is the weight bytes a step reads; K the KV bytes a step reads at 16-bit with every token kept,
+    with the plan's prefix sharing, over the plan's devices and tensor-parallel ranks (each rank reads
+    its copy of a replicated KV head or MLA latent); s* is the context where K reaches W on that layout.
+    gain = S(c) = (W + K)/(W + K/c), the memory-bound speedup (SPEC §5)."""
+
+    c: float
+    weights: float
+    kv: float
+    s_star: float
+    gain: float
+
+
+def compression_gain(p: Plan, c: float) -> Gain:
+    """S(c) for the plan's layout; see Gain."""
+    from kvplan.footprint import KvFactors
+
+    sc = p.scenario
+    cfg = rf.Config(sc.model, sc.device, n_devices=p.n_devices, tp=p.tp, w_p=sc.weights.width, w_kv=2.0,
+                    factors=KvFactors(sharing=p.sharing))
+    w = float(rf.weight_bytes_read(sc.model, sc.batch, sc.weights.width))
+    k = float(rf.kv_bytes_read(cfg, sc.batch, sc.context))
+    return Gain(c, w, k, float(rf.s_star(cfg, sc.batch)), float(rf.speedup(w, k, c)))
 
 
 def _find(ev: Evaluated, *, dtype: Optional[str] = None, r: Optional[float] = None, n: Optional[int] = None,
@@ -71,15 +101,18 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
     n, r, kv = p.n_devices, p.retention, p.kv_dtype
     pins = sc.pins
     out: list[Decision] = []
+    n0 = int(mb["devices"].value) if "devices" in mb else 1  # the R1 map's device count
+    where0 = "one device" if n0 == 1 else f"{n0} × {d.id}, the fewest that hold the weights,"
 
     # R1 ---------------------------------------------------------------- regime
     out.append(Decision(
         domain="regime", title="Where the deployment sits", choice=p.regime_before, rules=("R1",),
         context=(f"{m.id} ({fmt_unit(m.params, '1')} parameters, {sc.weights.id} weights) on {d.id}, "
                  f"batch {b}, context {s:,} tokens",
-                 f"s* = {mb['s_star'].human}, s_cap = {mb['s_cap'].human} on one device with 16-bit KV"),
+                 f"s* = {mb['s_star'].human}, s_cap = {mb['s_cap'].human} on {where0} with 16-bit KV"),
         decision=(f"We will plan for the {p.regime_before} regime: the context is "
-                  f"{mb['context_over_s_star'].human} s* and {mb['context_over_s_cap'].human} s_cap."),
+                  f"{mb['context_over_s_star'].human} s* and {mb['context_over_s_cap'].human} s_cap"
+                  + (f" on {n0} × {d.id}." if n0 > 1 else ".")),
         numbers=tuple(p.map_before),
         consequences=("below s* compression barely helps (R3); above s* KV bytes become speed (R4); "
                       "above s_cap the deployment must shard or shrink (R6)",),
@@ -110,7 +143,7 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
         dev_opts.append(Option(f"{', '.join(map(str, more))} × {d.id}", f"more devices than the {n} that suffice"))
     out.append(Decision(
         domain="devices", title="How many devices", choice=f"{n} × {d.id} (tensor parallel {p.tp}, "
-        f"pipeline {p.pp})", rules=("R6",) if p.regime_before == "capacity-bound" else (),
+        f"pipeline {p.pp})", rules=("R6",) if p.regime_before == "capacity-bound" or n0 > 1 else (),
         context=(f"memory needed {p.metric('memory_needed').human}, usable {p.metric('memory_usable').human}",
                  f"devices: {sc.devices.mode}" + (f" ≤ {sc.devices.n}" if sc.devices.mode == "max" else
                                                   f" = {sc.devices.n}" if sc.devices.mode == "fixed" else ""),
@@ -139,8 +172,7 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
     yields = why.get("R3", "").startswith("R3 yields")
     q_rules = ("R3", "R6") if yields else ("R3",) if r3 else ("R4",) if kv.id != "bf16" else ()
     evidence, evidence_text = _reported(for_choice("quantization", kv_dtype=kv.id))
-    s_q = float(rf.speedup(rf.weight_bytes_read(m, b, sc.weights.width),
-                           dict(p.baseline)["kv_bytes_read"].value, 2.0 / kv.width))
+    s_q = compression_gain(p, 2.0 / kv.width).gain
     out.append(Decision(
         domain="quantization", title="KV cache dtype", choice=kv.id, rules=q_rules,
         context=(f"quality budget '{sc.budget}', engine {sc.engine}",
@@ -150,7 +182,9 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
                   + (" The point is below s*, but 16-bit KV does not fit on the allowed devices and R6 cannot shard"
                      " further, so R3 yields to capacity: this is the least lossy width that fits." if yields else "")),
         numbers=(("byte_factor", derived(kv.width / 2.0, "x", "w_q / w_kv")),
-                 ("speedup_from_quantization", derived(s_q, "x", "S(c) = (W+K)/(W+K/c) with c = 2/w_q (SPEC §5)"))),
+                 ("speedup_from_quantization", derived(s_q, "x", "S(c) = (W+K)/(W+K/c) with c = 2/w_q; W weight "
+                                                           "bytes, K 16-bit KV bytes read per step on this "
+                                                           "layout, prefix sharing as planned (SPEC §5)"))),
         evidence=evidence, options=tuple(q_opts), pinned="kv_dtype" in pins,
         consequences=(kv.note,) if kv.note else (), reported_text=evidence_text,
     ))

@@ -59,8 +59,6 @@ def findings(sc: Any, plan: Plan) -> list[Diagnostic]:
     pins = sc.pins
     m, d = sc.model, sc.device
     b, s = sc.batch, sc.context
-    base = rf.Config(m, d, w_p=sc.weights.width, w_kv=2.0)
-    s_star = float(rf.s_star(base, b))
     eng = get_engine(sc.engine)
 
     # R1: a spec that does not assert its regime
@@ -97,17 +95,22 @@ def findings(sc: Any, plan: Plan) -> list[Diagnostic]:
         out.append(make("KV305", f"engine {sc.engine} does not accept {int(pins['block_size'].value)}-token pages",
                         pins["block_size"].span, help=f"use one of {', '.join(map(str, eng.block_sizes))}"))
 
-    # R3: compression pinned below s*
+    # R3: compression pinned below s* — on the plan's layout, as the planner applies R3, with the
+    # gain advise prints (one computation: decisions.compression_gain)
     lossy_pin = (dt is not None and dt.lossy) or (r_val is not None and r_val < 1)
-    if lossy_pin and s < s_star:
+    if lossy_pin:
+        from kvplan.planner.decisions import compression_gain
+
         c = (2.0 / dt.width if dt is not None else 1.0) / (r_val if r_val is not None else 1.0)
-        w = float(rf.weight_bytes_read(m, b, sc.weights.width))
-        k = float(rf.kv_bytes_read(base, b, s))
-        gain = float(rf.speedup(w, k, c))
-        span = (pin_dt or pin_r).span
-        out.append(make("KV203", f"KV compressed below s*: context {s:,} is {s / s_star:.2f}× s* "
-                        f"({fmt_unit(s_star, 'tokens')}), so the {c:g}× byte cut buys only {gain:.2f}×", span,
-                        help="keep the cache uncompressed in the weight-bound regime (R3)"))
+        g = compression_gain(plan, c)
+        if s < g.s_star:
+            n = plan.n_devices
+            span = (pin_dt or pin_r).span
+            out.append(make("KV203", f"KV compressed below s*: context {s:,} is {s / g.s_star:.2f}× s* "
+                            f"({fmt_unit(g.s_star, 'tokens')} on {n} × {d.id}, tp {plan.tp}), so the {c:g}× byte "
+                            f"cut buys only {g.gain:.2f}× (KV {fmt_unit(g.kv, 'B')} vs weights "
+                            f"{fmt_unit(g.weights, 'B')} read per step)", span,
+                            help="keep the cache uncompressed in the weight-bound regime (R3)"))
 
     # R4: evicting with 16-bit KV
     kv_width = dt.width if dt is not None else plan.kv_dtype.width
@@ -149,7 +152,10 @@ def findings(sc: Any, plan: Plan) -> list[Diagnostic]:
 
     # R8: eviction stacked after quantization already left the KV-bound regime
     if dt is not None and dt.lossy and r_val is not None and r_val < 1:
-        q_cfg = rf.Config(m, d, w_p=sc.weights.width, w_kv=dt.width)
+        from kvplan.footprint import KvFactors
+
+        q_cfg = rf.Config(m, d, n_devices=plan.n_devices, tp=plan.tp, w_p=sc.weights.width, w_kv=dt.width,
+                          factors=KvFactors(sharing=plan.sharing))  # the plan's layout, as the planner's R8
         s_star_q = float(rf.s_star(q_cfg, b))
         if s < s_star_q:
             out.append(make("KV208", f"after {dt.id} KV the point is weight-bound (s* = {fmt_unit(s_star_q, 'tokens')}"

@@ -54,7 +54,8 @@ def text(rm: RegimeMap) -> str:
     width = max(len(_LABELS[k]) for k in _ORDER)
     for key in _ORDER:
         v = res[key]
-        lines.append(f"  {_LABELS[key].ljust(width)}  {_unit_text(v.value, v.unit):>16}  {v.evidence.value}")
+        shown = v.absent or _unit_text(v.value, v.unit)
+        lines.append(f"  {_LABELS[key].ljust(width)}  {shown:>16}  {v.evidence.value}")
     lines.append("")
     lines.append("effective bandwidth of the KV stream by placement:")
     for name, v in rm.bandwidth:

@@ -23,6 +23,20 @@ def _cell(c: Cell, notes: list[str]) -> str:
     return f"{c.human} [{mark}]"
 
 
+def params_note() -> str:
+    """Why these tables and `kvplan map` differ for Llama-3-70B: the paper's round P against the
+    catalog's counted parameters."""
+    from kvplan import catalog
+    from kvplan.sok import paper_model
+
+    paper, counted = paper_model(), catalog.get_model("llama-3-70b")
+    diff = counted.params / paper.params - 1
+    return (f"Llama-3-70B is P = {paper.params / 1e9:g}e9 here, the paper's round figure; `kvplan map`, `advise` "
+            f"and `sweep` use the catalog's {counted.params:,.0f} parameters counted from config.json, so their s* "
+            f"is {abs(diff):.2%} {'higher' if diff > 0 else 'lower'} than in these tables and their s_cap "
+            f"{'lower' if diff > 0 else 'higher'}")
+
+
 def _inputs_lines(inputs: Sequence[tuple[str, Value]]) -> list[str]:
     return [f"  {k:<20} {v.human:>14} [{_MARK[v.evidence.value]}]  {v.source}" for k, v in inputs]
 
@@ -42,6 +56,7 @@ def text(tables: Sequence[Table], inputs: Sequence[tuple[str, Value]]) -> str:
         out.append("")
     out.append("inputs (the paper's, not the catalog's):")
     out.extend(_inputs_lines(inputs))
+    out.append(f"note: {params_note()}")
     return "\n".join(out) + "\n"
 
 
@@ -70,6 +85,7 @@ def markdown(tables: Sequence[Table], inputs: Sequence[tuple[str, Value]]) -> st
     out.append("|---|---|---|---|")
     for k, v in inputs:
         out.append(f"| {k} | {v.human} | {v.evidence.value} | {v.source} |")
+    out += ["", f"Note: {params_note()}."]
     return "\n".join(out) + "\n"
 
 
@@ -80,6 +96,7 @@ def payload(tables: Sequence[Table], inputs: Sequence[tuple[str, Value]]) -> dic
     return {
         "kind": "paper_tables",
         "inputs": dict(inputs),
+        "notes": [params_note()],
         "tables": [
             {"id": t.id, "title": t.title, "columns": list(t.columns),
              "rows": [[cell(c) for c in r] for r in t.rows], "notes": list(t.notes)}
