@@ -12,7 +12,7 @@ import difflib
 import enum
 import math
 import re
-from typing import Mapping
+from typing import Iterable, Mapping, Optional
 
 from kvplan.errors import UnitError
 
@@ -73,13 +73,48 @@ def convert(number: float, unit: str, dim: Dim, *, what: str = "value") -> float
     table = UNITS[dim]
     if unit in table:
         return float(number) * table[unit]
+    if not unit:
+        raise UnitError(f"{what} takes {dim.value}, got a plain number '{number:g}'",
+                        help=f"add its unit, e.g. '{_example(dim)}' (units: {_unit_list(dim)})")
     found = [d for d in dims_of_unit(unit) if d is not dim]
     if found:
         raise UnitError(f"{what} takes {dim.value}, got {found[0].value} ('{number:g} {unit}')",
                         help=f"write {dim.value}, e.g. '{_example(dim)}' (units: {_unit_list(dim)})")
-    close = difflib.get_close_matches(unit, [u for u in table if u], n=1)
-    hint = f"did you mean '{close[0]}'?" if close else f"use {_unit_list(dim)}"
+    close = suggest_unit(unit, table)
+    hint = f"did you mean '{close}'?" if close else f"use {_unit_list(dim)}"
     raise UnitError(f"unknown unit '{unit}' for {what} ({dim.value})", help=hint)
+
+
+_BINARY_PREFIX = re.compile(r"^[KMGTPkmgtp][iI]")
+
+
+def is_binary_unit(unit: str) -> bool:
+    """Whether a unit spelling carries a binary prefix (`Ki`, `MiB`, `GIB`, `gib/s`), in any case."""
+    return bool(_BINARY_PREFIX.match(unit))
+
+
+def suggest_unit(unit: str, units: Iterable[str]) -> Optional[str]:
+    """The unit of `units` that an unknown `unit` most likely means, or None.
+
+    The same letters in another case come first (`GIB` -> `GiB`, `MS` -> `ms`, `TB/S` -> `TB/s`),
+    so a case slip never turns a binary unit into a decimal one (`GIB` is not `GB`); then the
+    closest spelling, ignoring case, among units of the same kind (binary for binary, decimal for
+    decimal); only then the closest of any kind.
+    """
+    known = [u for u in units if u]
+    folded = unit.casefold()
+    same = [u for u in known if u.casefold() == folded]
+    if same:  # fewest letters whose case differs
+        return min(same, key=lambda u: sum(a != b for a, b in zip(u, unit)))
+    kind = [u for u in known if is_binary_unit(u) == is_binary_unit(unit)]
+    for pool in (kind, known):
+        by_fold: dict[str, str] = {}
+        for u in pool:
+            by_fold.setdefault(u.casefold(), u)
+        close = difflib.get_close_matches(folded, list(by_fold), n=1)
+        if close:
+            return by_fold[close[0]]
+    return None
 
 
 def _unit_list(dim: Dim) -> str:
@@ -95,7 +130,11 @@ def parse_quantity(text: str, dim: Dim, *, what: str = "value") -> float:
     if not m:
         raise UnitError(f"cannot read '{text}' as a quantity for {what}",
                         help=f"write a number with a unit, e.g. '{_example(dim)}'")
-    return convert(float(m.group(1)), m.group(2), dim, what=what)
+    value = convert(float(m.group(1)), m.group(2), dim, what=what)
+    if not math.isfinite(value):
+        raise UnitError(f"{what} '{text.strip()}' is not a finite number",
+                        help=f"write a number such as '{_example(dim)}'")
+    return value
 
 
 def _example(dim: Dim) -> str:
