@@ -23,6 +23,7 @@ import attrs
 
 from kvplan.catalog import Model, aliases, models
 from kvplan.errors import KvplanError
+from kvplan.units import MAX_EXACT
 
 ENGINES = ("vllm", "sglang", "trtllm")
 ENGINE_NAMES = {"vllm": "vLLM 0.33.0", "sglang": "SGLang 0.5.23", "trtllm": "TensorRT-LLM (main, > 1.2.1)"}
@@ -117,7 +118,7 @@ _SGLANG_INT = re.compile(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)")
 _SGLANG_MULT = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
 _PLAIN_INT = re.compile(r"[+-]?\d+(?:_\d+)*")  # what int() takes
 #: The most tokens an imported limit may hold: the largest whole number a float64 holds exactly.
-MAX_TOKENS = 2**53
+MAX_TOKENS = MAX_EXACT
 
 
 def _shown(value: str) -> str:

@@ -60,6 +60,11 @@ BASE_UNIT: Mapping[Dim, str] = {
     Dim.COMPUTE: "FLOP/s", Dim.TIME: "s", Dim.RATE: "tok/s", Dim.FRACTION: "1", Dim.NUMBER: "1",
 }
 
+#: The largest whole number a float64 holds exactly. A count, token count or byte size given on the
+#: command line or read from an engine's flags must not exceed it: above it kvplan could not count
+#: exactly, and no deployment is that large, so it is refused as a typo (docs/cli.md#option-values).
+MAX_EXACT = 2**53
+
 _QUANTITY = re.compile(r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-zµ%/]*)\s*$")
 
 
@@ -68,20 +73,24 @@ def dims_of_unit(unit: str) -> list[Dim]:
     return [d for d, table in UNITS.items() if unit in table and (unit or d in (Dim.TOKENS, Dim.COUNT, Dim.FRACTION, Dim.NUMBER))]
 
 
-def convert(number: float, unit: str, dim: Dim, *, what: str = "value") -> float:
-    """Convert `number unit` to the base unit of `dim`, or say what was expected."""
-    table = UNITS[dim]
+def convert(number: float, unit: str, dim: Dim, *, what: str = "value",
+            table: Optional[Mapping[str, float]] = None) -> float:
+    """Convert `number unit` to the base unit of `dim` (with `table`'s units, default all of the
+    dimension's), or say what was expected."""
+    table = UNITS[dim] if table is None else table
     if unit in table:
         return float(number) * table[unit]
     if not unit:
         raise UnitError(f"{what} takes {dim.value}, got a plain number '{number:g}'",
-                        help=f"add its unit, e.g. '{_example(dim)}' (units: {_unit_list(dim)})")
+                        help=f"add its unit, e.g. '{_example(dim)}' (units: {_unit_list(dim, table)})")
+    close = suggest_unit(unit, table)
+    if close is not None and close.casefold() == unit.casefold():  # a case slip: `1K` for a count, `5GIB`
+        raise UnitError(f"unknown unit '{unit}' for {what} ({dim.value})", help=f"did you mean '{close}'?")
     found = [d for d in dims_of_unit(unit) if d is not dim]
     if found:
         raise UnitError(f"{what} takes {dim.value}, got {found[0].value} ('{number:g} {unit}')",
-                        help=f"write {dim.value}, e.g. '{_example(dim)}' (units: {_unit_list(dim)})")
-    close = suggest_unit(unit, table)
-    hint = f"did you mean '{close}'?" if close else f"use {_unit_list(dim)}"
+                        help=f"write {dim.value}, e.g. '{_example(dim)}' (units: {_unit_list(dim, table)})")
+    hint = f"did you mean '{close}'?" if close else f"use {_unit_list(dim, table)}"
     raise UnitError(f"unknown unit '{unit}' for {what} ({dim.value})", help=hint)
 
 
@@ -117,20 +126,28 @@ def suggest_unit(unit: str, units: Iterable[str]) -> Optional[str]:
     return None
 
 
-def _unit_list(dim: Dim) -> str:
-    units = [u for u in UNITS[dim] if u]
+def _unit_list(dim: Dim, table: Optional[Mapping[str, float]] = None) -> str:
+    table = UNITS[dim] if table is None else table
+    units = [u for u in table if u]
     if not units:
         return "a plain number"
-    return ", ".join(units[:6]) + (" or a plain number" if "" in UNITS[dim] else "")
+    return ", ".join(units[:6]) + (" or a plain number" if "" in table else "")
 
 
-def parse_quantity(text: str, dim: Dim, *, what: str = "value") -> float:
+def split_quantity(text: str) -> Optional[tuple[str, str]]:
+    """('128', 'k') for '128 k': the number and the unit as written, or None if it is no quantity."""
+    m = _QUANTITY.match(text)
+    return (m.group(1), m.group(2)) if m else None
+
+
+def parse_quantity(text: str, dim: Dim, *, what: str = "value",
+                   table: Optional[Mapping[str, float]] = None) -> float:
     """Parse '4.8 TB/s', '128k', '60%' into the base unit of `dim`."""
     m = _QUANTITY.match(text)
     if not m:
         raise UnitError(f"cannot read '{text}' as a quantity for {what}",
                         help=f"write a number with a unit, e.g. '{_example(dim)}'")
-    value = convert(float(m.group(1)), m.group(2), dim, what=what)
+    value = convert(float(m.group(1)), m.group(2), dim, what=what, table=table)
     if not math.isfinite(value):
         raise UnitError(f"{what} '{text.strip()}' is not a finite number",
                         help=f"write a number such as '{_example(dim)}'")
