@@ -109,18 +109,24 @@ def _warn_upper_k(flag: str, number: str) -> None:
                f"write {number}k or {number}Ki to say which", err=True)
 
 
-def _count(lo: int = 1) -> Number:
-    return Number(Dim.COUNT, lo=lo, hi=MAX_EXACT, integer=True, units={"k": 1e3, "M": 1e6},
-                  range_words=f"a whole number from {lo} to 2^53", example="32")
+def _top(hi: int) -> str:
+    """An upper bound as docs/cli.md writes it: 2^53 for a power of two, else the digits."""
+    return f"2^{hi.bit_length() - 1}" if hi & (hi - 1) == 0 else f"{hi:,}"
 
 
-def _tokens_type() -> Number:
-    return Number(Dim.TOKENS, lo=1, hi=MAX_EXACT, integer=True,
-                  range_words="a whole number of tokens from 1 to 2^53 (k = 1,000, Ki = 1,024)", example="128k")
+def _count(lo: int = 1, hi: int = MAX_EXACT) -> Number:
+    return Number(Dim.COUNT, lo=lo, hi=hi, integer=True, units={"k": 1e3, "M": 1e6},
+                  range_words=f"a whole number from {lo} to {_top(hi)}", example="32")
 
 
-def _bytes_type() -> Number:
-    return Number(Dim.BYTES, lo=0, hi=MAX_EXACT, range_words="bytes from 0 to 2^53 B (a plain number is bytes)",
+def _tokens_type(hi: int = MAX_EXACT) -> Number:
+    return Number(Dim.TOKENS, lo=1, hi=hi, integer=True,
+                  range_words=f"a whole number of tokens from 1 to {_top(hi)} (k = 1,000, Ki = 1,024)",
+                  example="128k")
+
+
+def _bytes_type(hi: int = MAX_EXACT) -> Number:
+    return Number(Dim.BYTES, lo=0, hi=hi, range_words=f"bytes from 0 to {_top(hi)} B (a plain number is bytes)",
                   example="5000000000, 5 GB or 4.66 GiB")
 
 

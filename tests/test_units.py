@@ -292,8 +292,7 @@ def _numeric_options() -> list[tuple[str, Any]]:
 def test_every_numeric_option_has_a_checked_range_listed_in_the_docs() -> None:
     import click
 
-    from kvplan.cli import Number
-    from kvplan.units import MAX_EXACT
+    from kvplan.cli import Number, _top
 
     raw = [(c, p.opts) for c, p in _numeric_options()
            if isinstance(p.type, (click.types.IntParamType, click.types.FloatParamType))]
@@ -305,5 +304,5 @@ def test_every_numeric_option_has_a_checked_range_listed_in_the_docs() -> None:
         t = p.type
         row = next((r for r in rows if f"`{p.opts[0]}`" in r.split("|")[1] and command in r.split("|")[2]), None)
         assert row is not None, f"docs/cli.md lists no range for {command} {p.opts[0]}"
-        top = "2^53" if t.hi == MAX_EXACT else ("finite" if t.hi == float("inf") else f"{t.hi:g}")
+        top = "finite" if t.hi == float("inf") else (_top(int(t.hi)) if t.integer or t.hi > 1 else f"{t.hi:g}")
         assert f"{t.lo:g}" in row.split("|")[-2] and top in row.split("|")[-2], row
