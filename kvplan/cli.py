@@ -6,13 +6,15 @@ Exit codes: 0 clean, 1 findings, 2 could not run.
 from __future__ import annotations
 
 import functools
+import math
 import sys
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Mapping, Optional, TypeVar
 
 import click
 
 from kvplan import __version__
 from kvplan.errors import KvplanError
+from kvplan.units import MAX_EXACT, UNITS, Dim, parse_quantity, split_quantity
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -49,6 +51,88 @@ def handles_errors(fn: F) -> F:
             _fail(f"internal error: {type(exc).__name__}: {exc} (a kvplan bug; rerun with --debug and report it)")
 
     return wrapper  # type: ignore[return-value]
+
+
+# ------------------------------------------------------------------ option values
+
+class OptionValueError(click.ClickException):
+    """A bad option value: one line on stderr, exit 2 (click's own errors print the usage first)."""
+
+    exit_code = EXIT_ERROR
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"kvplan: error: {self.format_message()}", err=True)
+
+
+# click's ParamType is generic in newer releases and not in click 8.2: the ignore covers both.
+class Number(click.ParamType):  # type: ignore[type-arg, unused-ignore]
+    """A numeric option, read once at the edge into its base unit and checked against its range.
+
+    Every numeric option of the CLI has one (tests/test_units.py checks that, and docs/cli.md lists
+    each range): finite, in [lo, hi] (lo excluded when `lo_open`), whole when `integer`. `units`
+    are the units it takes (default: all of `dim`'s); a plain number is in the base unit (tokens,
+    bytes, 1), so `--activation-reserve 5000000000` is bytes.
+    """
+
+    name = "number"
+
+    def __init__(self, dim: Dim, *, lo: float, hi: float, lo_open: bool = False, integer: bool = False,
+                 units: Optional[Mapping[str, float]] = None, range_words: str, example: str) -> None:
+        self.dim, self.lo, self.hi, self.lo_open, self.integer = dim, lo, hi, lo_open, integer
+        self.units = {"": 1.0, **(units if units is not None else UNITS[dim])}
+        self.range_words, self.example = range_words, example
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
+        if not isinstance(value, str):           # a default, already converted
+            return value
+        flag = param.opts[0] if param is not None and param.opts else "value"
+        shown = value if len(value) <= 24 else value[:20] + "..."
+        try:
+            x = parse_quantity(value, self.dim, what=flag, table=self.units)
+        except KvplanError as exc:
+            hint = f" ({exc.help})" if exc.help and exc.help.startswith("did you mean") else ""
+            raise OptionValueError(f"{exc.message}{hint}; {flag} takes {self.range_words} "
+                                   f"(e.g. {self.example})") from None
+        low_bad = x <= self.lo if self.lo_open else x < self.lo
+        if not math.isfinite(x) or low_bad or x > self.hi or (self.integer and x != int(x)):
+            raise OptionValueError(f"{flag} must be {self.range_words}, got {shown} (e.g. {self.example})")
+        parts = split_quantity(value)
+        if self.dim is Dim.TOKENS and parts is not None and parts[1] == "K":
+            _warn_upper_k(flag, parts[0])
+        return int(x) if self.integer else x
+
+
+def _warn_upper_k(flag: str, number: str) -> None:
+    """KV125's warning, on the command line: `128K` is 128,000 here and 131,072 to vLLM."""
+    vllm = f"reads {number}K as {int(number) * 1024:,}" if number.isdigit() else f"refuses {number}K"
+    click.echo(f"kvplan: warning: {flag} {number}K is read as {float(number) * 1e3:,.0f} tokens, but vLLM {vllm}; "
+               f"write {number}k or {number}Ki to say which", err=True)
+
+
+def _top(hi: int) -> str:
+    """An upper bound as docs/cli.md writes it: 2^53 for a power of two, else the digits."""
+    return f"2^{hi.bit_length() - 1}" if hi & (hi - 1) == 0 else f"{hi:,}"
+
+
+def _count(lo: int = 1, hi: int = MAX_EXACT) -> Number:
+    return Number(Dim.COUNT, lo=lo, hi=hi, integer=True, units={"k": 1e3, "M": 1e6},
+                  range_words=f"a whole number from {lo} to {_top(hi)}", example="32")
+
+
+def _tokens_type(hi: int = MAX_EXACT) -> Number:
+    return Number(Dim.TOKENS, lo=1, hi=hi, integer=True,
+                  range_words=f"a whole number of tokens from 1 to {_top(hi)} (k = 1,000, Ki = 1,024)",
+                  example="128k")
+
+
+def _bytes_type(hi: int = MAX_EXACT) -> Number:
+    return Number(Dim.BYTES, lo=0, hi=hi, range_words=f"bytes from 0 to {_top(hi)} B (a plain number is bytes)",
+                  example="5000000000, 5 GB or 4.66 GiB")
+
+
+def _real(lo: float, hi: float, example: str) -> Number:
+    words = f"a finite number of at least {lo:g}" if math.isinf(hi) else f"a number from {lo:g} to {hi:g}"
+    return Number(Dim.NUMBER, lo=lo, hi=hi, range_words=words, example=example)
 
 
 def _quiet_stdout() -> None:
@@ -110,21 +194,17 @@ def devices_cmd(fmt: str) -> None:
     click.echo(catalog_view.devices(list(catalog.devices().values()), fmt), nl=False)
 
 
-def _tokens(text: str, what: str) -> int:
-    from kvplan.units import Dim, parse_quantity
-
-    return int(round(parse_quantity(text, Dim.TOKENS, what=what)))
-
-
 @main.command("map")
 @click.option("--model", "model_id", metavar="ID", help="Catalog model id (kvplan models).")
 @click.option("--model-config", type=click.Path(dir_okay=False), metavar="PATH",
               help="A Hugging Face config.json instead of a catalog id.")
 @click.option("--device", "device_id", required=True, metavar="ID", help="Catalog device id (kvplan devices).")
-@click.option("--devices", "n_devices", type=int, default=1, show_default=True, help="Devices holding the model.")
-@click.option("--tp", type=int, default=0, help="Tensor-parallel size (default: all devices).")
-@click.option("--batch", type=int, default=1, show_default=True, help="Concurrent sequences.")
-@click.option("--context", default="128k", show_default=True, help="Tokens per sequence (128k = 128,000).")
+@click.option("--devices", "n_devices", type=_count(), default=1, show_default=True, metavar="N",
+              help="Devices holding the model.")
+@click.option("--tp", type=_count(0), default=0, metavar="N", help="Tensor-parallel size (default 0: all devices).")
+@click.option("--batch", type=_count(), default=1, show_default=True, metavar="N", help="Concurrent sequences.")
+@click.option("--context", type=_tokens_type(), default="128k", show_default=True, metavar="TOKENS",
+              help="Tokens per sequence (128k = 128,000; 128Ki = 131,072).")
 @click.option("--weights", default="bf16", show_default=True, help="Weight dtype.")
 @click.option("--kv-dtype", default="bf16", show_default=True, help="KV cache dtype.")
 @click.option("--placement", type=click.Choice(["striped", "pinned", "affinity"]), default="striped",
@@ -136,7 +216,7 @@ def _tokens(text: str, what: str) -> int:
               help="Also draw the roofline with this point to this file (needs kvplan[plot]).")
 @handles_errors
 def map_cmd(model_id: str | None, model_config: str | None, device_id: str, n_devices: int, tp: int,
-            batch: int, context: str, weights: str, kv_dtype: str, placement: str, fmt: str,
+            batch: int, context: int, weights: str, kv_dtype: str, placement: str, fmt: str,
             plot_path: str | None, roofline_path: str | None) -> None:
     """The regime map at one point: κ, s*, s_cap, β_eff, intensity, step time, regime, by KV dtype."""
     from kvplan import catalog
@@ -147,8 +227,7 @@ def map_cmd(model_id: str | None, model_config: str | None, device_id: str, n_de
 
     model = resolve_model(model_id, model_config)
     device = catalog.get_device(device_id)
-    b = batch
-    s = _tokens(context, "context")
+    b, s = batch, context
     rf.check_batch_context(b, s)
     w, kv = catalog.dtype(weights), catalog.dtype(kv_dtype)
     cfg = rf.Config(model, device, n_devices=n_devices, tp=tp, w_p=w.width, w_kv=kv.width, placement=placement)
@@ -191,8 +270,12 @@ def sweep_cmd(spec_file: str | None, model_id: str | None, model_config: str | N
     Without FILE, --model (or --model-config) and --device name the deployment; with a .kvp
     FILE each of its deployments is swept, the lists defaulting to the file's values.
     """
+    import re
+
     from kvplan import sweep as sw
 
+    for number in re.findall(r"(?<!\w)(?<!\d\.)(\d+(?:\.\d+)?)\s*K(?![A-Za-z])", context or ""):
+        _warn_upper_k("--context", number)
     lists = {"devices": devices, "kv_dtypes": kv_dtypes, "batch": batch, "context": context}
     if spec_file is not None:
         if model_id or model_config or device_id:
@@ -358,12 +441,12 @@ def _checked(path: str) -> Any:
 
 def _planner_options(fn: F) -> F:
     """--reserve, --min-gain, --prefill-efficiency: the planner's assumed defaults, overridable."""
-    fn = click.option("--prefill-efficiency", type=click.FloatRange(0.01, 1.0), default=None, metavar="ETA",
+    fn = click.option("--prefill-efficiency", type=_real(0.01, 1.0, "0.7"), default=None, metavar="ETA",
                       help="Fraction of dense peak prefill runs at, for reuse economics  "
                            "[assumed default: 0.7].")(fn)
-    fn = click.option("--min-gain", type=click.FloatRange(1.0), default=None, metavar="X",
+    fn = click.option("--min-gain", type=_real(1.0, math.inf, "1.1"), default=None, metavar="X",
                       help="Step-time factor a lossier option must buy to be chosen  [assumed default: 1.1].")(fn)
-    fn = click.option("--reserve", type=click.FloatRange(0, 0.99), default=None, metavar="FRACTION",
+    fn = click.option("--reserve", type=_real(0, 0.99, "0.08"), default=None, metavar="FRACTION",
                       help="Memory kept free per device for activations and runtime  "
                            "[assumed default: 0.08].")(fn)
     return fn
@@ -424,14 +507,15 @@ def report_cmd(spec_file: str, out_dir: str, scenario: str | None, reserve: floa
               help="Write DIR/<scenario>/<file> instead of printing; `kvplan lint --check-digest` looks in "
                    "<spec>.kvplan/.")
 @click.option("--scenario", default=None, help="Only this scenario (a deployment name or an expanded name).")
-@click.option("--activation-reserve", default=None, metavar="BYTES",
-              help="Activation memory per GPU outside the KV pool  [default: 8% of the device less the runtime "
-                   "reserve, assumed].")
-@click.option("--runtime-reserve", default=None, metavar="BYTES",
-              help="Runtime memory per GPU (CUDA context, communication buffers)  [default: 1GiB, assumed].")
+@click.option("--activation-reserve", type=_bytes_type(), default=None, metavar="BYTES",
+              help="Activation memory per GPU outside the KV pool, e.g. 5000000000 or 5 GB  [default: 8% of the "
+                   "device less the runtime reserve, assumed].")
+@click.option("--runtime-reserve", type=_bytes_type(), default=None, metavar="BYTES",
+              help="Runtime memory per GPU (CUDA context, communication buffers); 0 is allowed  "
+                   "[default: 1GiB, assumed].")
 @handles_errors
 def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario: str | None,
-             activation_reserve: str | None, runtime_reserve: str | None) -> None:
+             activation_reserve: float | None, runtime_reserve: float | None) -> None:
     """Write the engine configurations of a plan: command lines and YAML the engine takes as written.
 
     Without -o the files go to stdout, each after a `==> scenario/name <==` line; warnings and the KV
@@ -444,13 +528,8 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
     from kvplan.backends import Reserves, capacity_line, emit, resolve_targets
     from kvplan.backends.common import slug
     from kvplan.planner import plans_for
-    from kvplan.units import Dim, parse_quantity
 
-    def size(text: str | None, what: str) -> float | None:
-        return None if text is None else parse_quantity(text, Dim.BYTES, what=what)
-
-    reserves = Reserves(activation=size(activation_reserve, "--activation-reserve"),
-                        runtime=size(runtime_reserve, "--runtime-reserve"))
+    reserves = Reserves(activation=activation_reserve, runtime=runtime_reserve)
     plans = plans_for(_checked(spec_file), scenario)
     findings = 0
     chunks: list[str] = []
@@ -489,13 +568,15 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
 @click.option("--model-config", type=click.Path(dir_okay=False), metavar="PATH",
               help="A Hugging Face config.json for a model beside the catalog.")
 @click.option("--device", "device_id", metavar="ID", help="Catalog device id (engine flags do not name it).")
-@click.option("--batch", type=int, default=None, help="Concurrent sequences, when the engine sets no limit.")
-@click.option("--context", default=None, help="Tokens per sequence, when the engine sets no limit (32k = 32,000).")
+@click.option("--batch", type=_count(), default=None, metavar="N",
+              help="Concurrent sequences, when the engine sets no limit.")
+@click.option("--context", type=_tokens_type(), default=None, metavar="TOKENS",
+              help="Tokens per sequence, when the engine sets no limit (32k = 32,000; 32Ki = 32,768).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default="-", metavar="FILE.kvp",
               help="Write the spec here instead of stdout.")
 @handles_errors
 def import_cmd(source: str, engine: str, model_id: str | None, model_config: str | None, device_id: str | None,
-               batch: int | None, context: str | None, output: str) -> None:
+               batch: int | None, context: int | None, output: str) -> None:
     """Write the .kvp equivalent of an existing deployment: its KV choices become pins.
 
     ARGS-OR-FILE is the engine's command line as one quoted argument (`vllm serve MODEL --flag ...`),
@@ -508,7 +589,7 @@ def import_cmd(source: str, engine: str, model_id: str | None, model_config: str
 
     text, base_dir, what = importer.read_source(source)
     opts = importer.Options(model=model_id, model_config=model_config, device=device_id, batch=batch,
-                            context=None if context is None else _tokens(context, "--context"),
+                            context=context,
                             out_dir=None if output == "-" else (os.path.dirname(output) or "."), source=what)
     result = importer.import_deployment(engine, text, opts, base_dir)
     for w in result.warnings:

@@ -23,6 +23,7 @@ import attrs
 
 from kvplan.catalog import Model, aliases, models
 from kvplan.errors import KvplanError
+from kvplan.units import MAX_EXACT
 
 ENGINES = ("vllm", "sglang", "trtllm")
 ENGINE_NAMES = {"vllm": "vLLM 0.33.0", "sglang": "SGLang 0.5.23", "trtllm": "TensorRT-LLM (main, > 1.2.1)"}
@@ -98,21 +99,95 @@ def _float(value: Any, flag: str) -> float:
         raise DeploymentReadError(f"{flag} takes a number, got '{value}'") from None
 
 
-_HUMAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*$")
-# vLLM's human-readable integers (arg_utils human_readable_int): lower-case k/m/g are
-# powers of 1000, upper-case K/M/G powers of 1024 ("1k" = 1000, "1K" = 1024).
-_HUMAN_MULT = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}
+# How each engine reads a token count on its command line (or in its YAML). The three differ, and
+# `128K` is the case in point: vLLM 131,072, SGLang an error, TensorRT-LLM an error; kvplan's own
+# `.kvp` reads it as 128,000 (KV125). The import keeps the engine's reading and writes it so that
+# kvplan reads the same number (tokens_text), with a comment saying how the engine read the flag.
+#
+# vLLM: human_readable_int (vllm/utils/argparse_utils.py; `--max-model-len` takes
+#   human_readable_int_or_auto, which adds `auto` / `-1` = derive from the model config): lower-case
+#   k m g t are powers of 1000, upper-case K M G T powers of 1024; a decimal is allowed only before a
+#   lower-case suffix (and truncated: int(float(number) * mult)); anything else must be a plain int.
+# SGLang: human_readable_int (python/sglang/srt/utils/common.py, the type of --context-length in
+#   python/sglang/srt/args/model_args.py): case-sensitive SI k M G T and IEC Ki Mi Gi Ti; `K` is refused.
+# TensorRT-LLM: trtllm-serve's --max_seq_len is click type=int and the YAML's max_seq_len a pydantic
+#   int: plain digits only.
+_VLLM_INT = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+_VLLM_MULT = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_SGLANG_INT = re.compile(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)")
+_SGLANG_MULT = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+_PLAIN_INT = re.compile(r"[+-]?\d+(?:_\d+)*")  # what int() takes
+#: The most tokens an imported limit may hold: the largest whole number a float64 holds exactly.
+MAX_TOKENS = MAX_EXACT
+
+
+def _shown(value: str) -> str:
+    """A flag value for a message, cut if it is long (a value is evidence, not a payload)."""
+    return value if len(value) <= 24 else value[:20] + "..."
+
+
+def _tokens_in_range(n: int, value: str, flag: str) -> int:
+    if n < 1 or n > MAX_TOKENS:
+        raise DeploymentReadError(f"{flag} must be a whole number of tokens from 1 to 2^53, got '{_shown(value)}'")
+    return n
+
+
+def _plain(value: str, flag: str, engine: str, hint: str) -> int:
+    text = value.strip()
+    if not _PLAIN_INT.fullmatch(text):
+        raise DeploymentReadError(f"{flag} '{_shown(value)}' is not a token count {engine} reads", help=hint)
+    return _tokens_in_range(int(text) if len(text) <= 30 else MAX_TOKENS + 1, value, flag)
+
+
+def vllm_tokens(value: str, flag: str) -> tuple[int, str]:
+    """A token count as vLLM reads it, and how it read it: '32k' -> 32000, '32K' -> 32768."""
+    text = value.strip()
+    m = _VLLM_INT.fullmatch(text)
+    hint = "vLLM takes a whole number, or k/m/g/t (powers of 1000) or K/M/G/T (powers of 1024) after one"
+    if m is None:
+        return _plain(value, flag, "vLLM", hint), ""
+    number, suffix = m.groups()
+    if suffix.islower():
+        n = int(float(number) * _VLLM_MULT[suffix])
+        return _tokens_in_range(n, value, flag), ""
+    if "." in number:
+        raise DeploymentReadError(f"{flag} '{_shown(value)}': vLLM refuses a decimal before the binary suffix {suffix}",
+                                  help=f"did the command mean {number}{suffix.lower()}?")
+    n = int(number) * _VLLM_MULT[suffix]
+    return _tokens_in_range(n, value, flag), f"vLLM reads {suffix} as 2^{_exp2(suffix)}: {n:,} tokens"
+
+
+def _exp2(suffix: str) -> int:
+    return {"K": 10, "M": 20, "G": 30, "T": 40}[suffix[0].upper()]
+
+
+def sglang_tokens(value: str, flag: str) -> tuple[int, str]:
+    """A token count as SGLang reads it: case-sensitive SI (`128k`, `1M`) and IEC (`128Ki`) suffixes."""
+    text = value.strip()
+    m = _SGLANG_INT.fullmatch(text)
+    hint = "SGLang's suffixes are case-sensitive: k M G T (powers of 1000) or Ki Mi Gi Ti (powers of 1024)"
+    if m is None:
+        if re.fullmatch(r"\d+(\.\d+)?[A-Za-z]+", text):
+            raise DeploymentReadError(f"{flag} '{_shown(value)}': SGLang refuses this suffix", help=hint)
+        return _plain(value, flag, "SGLang", hint), ""
+    number, suffix = m.groups()
+    if suffix.endswith("i"):
+        if "." in number:
+            raise DeploymentReadError(f"{flag} '{_shown(value)}': SGLang refuses a decimal before {suffix}", help=hint)
+        n = int(number) * _SGLANG_MULT[suffix]
+        return _tokens_in_range(n, value, flag), f"SGLang reads {suffix} as 2^{_exp2(suffix)}: {n:,} tokens"
+    n = int(float(number) * _SGLANG_MULT[suffix])
+    return _tokens_in_range(n, value, flag), ""
+
+
+def trtllm_tokens(value: str, flag: str) -> tuple[int, str]:
+    """A token count as TensorRT-LLM reads it: plain digits only."""
+    return _plain(value, flag, "TensorRT-LLM", "TensorRT-LLM takes plain digits (click type=int, a pydantic int)"), ""
 
 
 def human_int(value: str, flag: str) -> int:
-    """'32k' → 32000, '32K' → 32768, '32768' → 32768 (vLLM's convention)."""
-    m = _HUMAN.match(str(value))
-    if not m:
-        raise DeploymentReadError(f"{flag} takes a token count such as 32768 or 32k, got '{value}'")
-    n = float(m.group(1)) * _HUMAN_MULT[m.group(2)]
-    if n < 1 or n != int(n):
-        raise DeploymentReadError(f"{flag} must be a whole number of tokens of at least 1, got '{value}'")
-    return int(n)
+    """'32k' -> 32000, '32K' -> 32768, '32768' -> 32768: vLLM's reading (vllm_tokens)."""
+    return vllm_tokens(value, flag)[0]
 
 
 def tokens_text(n: int) -> str:
@@ -206,6 +281,18 @@ def _set(attr: str, conv: Optional[Callable[[str, str], int]] = None, value: Any
     def h(r: _Read, v: str, w: str) -> None:
         flag = w.split(" ")[0].split("=")[0]
         setattr(r, attr, (conv(v, flag) if conv is not None else value, w))
+    return h
+
+
+def _context(read: Callable[[str, str], tuple[int, str]]) -> Handler:
+    """Store the engine's context limit as the engine reads it, saying how when a suffix was binary."""
+    def h(r: _Read, v: str, w: str) -> None:
+        flag = w.split(" ")[0].split("=")[0]
+        if r.engine == "vllm" and v.strip().lower() in ("auto", "-1"):  # human_readable_int_or_auto
+            r.note(f"{w}: vLLM derives the limit from the model config")
+            return
+        n, how = read(v, flag)
+        r.context = (n, f"{w} ({how})" if how else w)
     return h
 
 
@@ -333,7 +420,7 @@ def _vllm_table() -> list[_Flag]:
         _Flag(("--block-size",), True, _set("block_size", _int)),
         _Flag(("--enable-prefix-caching",), False, _set("prefix_caching", value=True)),
         _Flag(("--no-enable-prefix-caching", "--disable-prefix-caching"), False, _set("prefix_caching", value=False)),
-        _Flag(("--max-model-len",), True, _set("context", human_int)),
+        _Flag(("--max-model-len",), True, _context(vllm_tokens)),
         _Flag(("--max-num-seqs",), True, _set("batch", _int)),
         _Flag(("-tp", "--tensor-parallel-size"), True, _set("tp", _int)),
         _Flag(("-pp", "--pipeline-parallel-size"), True, _set("pp", _int)),
@@ -404,7 +491,7 @@ def _sglang_table() -> list[_Flag]:
         _Flag(("--kv-cache-dtype",), True, _kv(SGLANG_KV_DTYPES)),
         _Flag(("--page-size",), True, _set("block_size", _int)),
         _Flag(("--disable-radix-cache",), False, _set("prefix_caching", value=False)),
-        _Flag(("--context-length",), True, _set("context", human_int)),
+        _Flag(("--context-length",), True, _context(sglang_tokens)),
         _Flag(("--max-running-requests",), True, _set("batch", _int)),
         _Flag(("--tp-size", "--tp"), True, _set("tp", _int)),
         _Flag(("--pp-size", "--pp"), True, _set("pp", _int)),
@@ -496,7 +583,7 @@ def _trtllm_yaml(r: _Read, cfg: Mapping[str, Any], where: str) -> None:
         elif key == "max_batch_size":
             _override(r, "batch", (_int(str(val), key), w))
         elif key == "max_seq_len":
-            _override(r, "context", (human_int(str(val), key), w))
+            _override(r, "context", (trtllm_tokens(str(val), key)[0], w))
         elif key in ("tensor_parallel_size", "tp_size"):
             _override(r, "tp", (_int(str(val), key), w))
         elif key in ("pipeline_parallel_size", "pp_size"):
@@ -582,7 +669,7 @@ def read_trtllm(text: str, base_dir: str = ".") -> _Read:
         table = [
             _Flag(("--config", "--extra_llm_api_options"), True, config),
             _Flag(("--max_batch_size",), True, _set("batch", _int)),
-            _Flag(("--max_seq_len",), True, _set("context", human_int)),
+            _Flag(("--max_seq_len",), True, _context(trtllm_tokens)),
             _Flag(("--tp_size",), True, _set("tp", _int)),
             _Flag(("--pp_size",), True, _set("pp", _int)),
             _Flag(("--ep_size",), True, _note("expert parallelism is not modelled; devices = tensor × pipeline")),
@@ -811,5 +898,6 @@ def read_source(arg: str) -> tuple[str, str, str]:
     return arg, ".", " ".join(arg.split())
 
 
-__all__ = ["ENGINES", "DeploymentReadError", "Imported", "Options", "human_int", "import_deployment", "match_model",
-           "read_source", "split_command", "tokens_text"]
+__all__ = ["ENGINES", "MAX_TOKENS", "DeploymentReadError", "Imported", "Options", "human_int", "import_deployment",
+           "match_model", "read_source", "sglang_tokens", "split_command", "tokens_text", "trtllm_tokens",
+           "vllm_tokens"]

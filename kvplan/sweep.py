@@ -24,7 +24,7 @@ from kvplan import roofline as rf
 from kvplan.catalog import DTYPES, Device, Dtype, Model, dtype
 from kvplan.errors import KvplanError
 from kvplan.footprint import kappa
-from kvplan.units import Dim, parse_quantity
+from kvplan.units import MAX_EXACT, Dim, parse_quantity
 
 if TYPE_CHECKING:
     from kvplan.lang.scenario import DeviceCount, Scenario
@@ -67,6 +67,8 @@ def _whole(x: float, text: str, what: str) -> int:
     n = int(round(x))
     if n < 1:
         raise SweepError(f"{what}: '{text}' must be at least 1")
+    if n > MAX_EXACT:
+        raise SweepError(f"{what}: '{text}' is above 2^53, more than kvplan counts exactly")
     return n
 
 

@@ -12,7 +12,7 @@ import difflib
 import enum
 import math
 import re
-from typing import Mapping
+from typing import Iterable, Mapping, Optional
 
 from kvplan.errors import UnitError
 
@@ -60,6 +60,11 @@ BASE_UNIT: Mapping[Dim, str] = {
     Dim.COMPUTE: "FLOP/s", Dim.TIME: "s", Dim.RATE: "tok/s", Dim.FRACTION: "1", Dim.NUMBER: "1",
 }
 
+#: The largest whole number a float64 holds exactly. A count, token count or byte size given on the
+#: command line or read from an engine's flags must not exceed it: above it kvplan could not count
+#: exactly, and no deployment is that large, so it is refused as a typo (docs/cli.md#option-values).
+MAX_EXACT = 2**53
+
 _QUANTITY = re.compile(r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-zµ%/]*)\s*$")
 
 
@@ -68,34 +73,85 @@ def dims_of_unit(unit: str) -> list[Dim]:
     return [d for d, table in UNITS.items() if unit in table and (unit or d in (Dim.TOKENS, Dim.COUNT, Dim.FRACTION, Dim.NUMBER))]
 
 
-def convert(number: float, unit: str, dim: Dim, *, what: str = "value") -> float:
-    """Convert `number unit` to the base unit of `dim`, or say what was expected."""
-    table = UNITS[dim]
+def convert(number: float, unit: str, dim: Dim, *, what: str = "value",
+            table: Optional[Mapping[str, float]] = None) -> float:
+    """Convert `number unit` to the base unit of `dim` (with `table`'s units, default all of the
+    dimension's), or say what was expected."""
+    table = UNITS[dim] if table is None else table
     if unit in table:
         return float(number) * table[unit]
+    if not unit:
+        raise UnitError(f"{what} takes {dim.value}, got a plain number '{number:g}'",
+                        help=f"add its unit, e.g. '{_example(dim)}' (units: {_unit_list(dim, table)})")
+    close = suggest_unit(unit, table)
+    if close is not None and close.casefold() == unit.casefold():  # a case slip: `1K` for a count, `5GIB`
+        raise UnitError(f"unknown unit '{unit}' for {what} ({dim.value})", help=f"did you mean '{close}'?")
     found = [d for d in dims_of_unit(unit) if d is not dim]
     if found:
         raise UnitError(f"{what} takes {dim.value}, got {found[0].value} ('{number:g} {unit}')",
-                        help=f"write {dim.value}, e.g. '{_example(dim)}' (units: {_unit_list(dim)})")
-    close = difflib.get_close_matches(unit, [u for u in table if u], n=1)
-    hint = f"did you mean '{close[0]}'?" if close else f"use {_unit_list(dim)}"
+                        help=f"write {dim.value}, e.g. '{_example(dim)}' (units: {_unit_list(dim, table)})")
+    hint = f"did you mean '{close}'?" if close else f"use {_unit_list(dim, table)}"
     raise UnitError(f"unknown unit '{unit}' for {what} ({dim.value})", help=hint)
 
 
-def _unit_list(dim: Dim) -> str:
-    units = [u for u in UNITS[dim] if u]
+_BINARY_PREFIX = re.compile(r"^[KMGTPkmgtp][iI]")
+
+
+def is_binary_unit(unit: str) -> bool:
+    """Whether a unit spelling carries a binary prefix (`Ki`, `MiB`, `GIB`, `gib/s`), in any case."""
+    return bool(_BINARY_PREFIX.match(unit))
+
+
+def suggest_unit(unit: str, units: Iterable[str]) -> Optional[str]:
+    """The unit of `units` that an unknown `unit` most likely means, or None.
+
+    The same letters in another case come first (`GIB` -> `GiB`, `MS` -> `ms`, `TB/S` -> `TB/s`),
+    so a case slip never turns a binary unit into a decimal one (`GIB` is not `GB`); then the
+    closest spelling, ignoring case, among units of the same kind (binary for binary, decimal for
+    decimal); only then the closest of any kind.
+    """
+    known = [u for u in units if u]
+    folded = unit.casefold()
+    same = [u for u in known if u.casefold() == folded]
+    if same:  # fewest letters whose case differs
+        return min(same, key=lambda u: sum(a != b for a, b in zip(u, unit)))
+    kind = [u for u in known if is_binary_unit(u) == is_binary_unit(unit)]
+    for pool in (kind, known):
+        by_fold: dict[str, str] = {}
+        for u in pool:
+            by_fold.setdefault(u.casefold(), u)
+        close = difflib.get_close_matches(folded, list(by_fold), n=1)
+        if close:
+            return by_fold[close[0]]
+    return None
+
+
+def _unit_list(dim: Dim, table: Optional[Mapping[str, float]] = None) -> str:
+    table = UNITS[dim] if table is None else table
+    units = [u for u in table if u]
     if not units:
         return "a plain number"
-    return ", ".join(units[:6]) + (" or a plain number" if "" in UNITS[dim] else "")
+    return ", ".join(units[:6]) + (" or a plain number" if "" in table else "")
 
 
-def parse_quantity(text: str, dim: Dim, *, what: str = "value") -> float:
+def split_quantity(text: str) -> Optional[tuple[str, str]]:
+    """('128', 'k') for '128 k': the number and the unit as written, or None if it is no quantity."""
+    m = _QUANTITY.match(text)
+    return (m.group(1), m.group(2)) if m else None
+
+
+def parse_quantity(text: str, dim: Dim, *, what: str = "value",
+                   table: Optional[Mapping[str, float]] = None) -> float:
     """Parse '4.8 TB/s', '128k', '60%' into the base unit of `dim`."""
     m = _QUANTITY.match(text)
     if not m:
         raise UnitError(f"cannot read '{text}' as a quantity for {what}",
                         help=f"write a number with a unit, e.g. '{_example(dim)}'")
-    return convert(float(m.group(1)), m.group(2), dim, what=what)
+    value = convert(float(m.group(1)), m.group(2), dim, what=what, table=table)
+    if not math.isfinite(value):
+        raise UnitError(f"{what} '{text.strip()}' is not a finite number",
+                        help=f"write a number such as '{_example(dim)}'")
+    return value
 
 
 def _example(dim: Dim) -> str:

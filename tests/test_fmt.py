@@ -124,15 +124,15 @@ deployment "w" {  # the deployment
     # about the workload
     workload {
         batch   = [1, 8, 32]  # sizes
-        context = 128k
-        reuse   = 60%
+        context = 128 k
+        reuse   = 60 %
         sizes = [
             1,  # one
             8,
         ]  # eight
     }
     slo {
-        step_time <= 50 ms
+        step_time <= 50ms
     }
     expect {
         fits
@@ -144,8 +144,8 @@ deployment "w" {  # the deployment
 }
 
 device "g" {
-    memory  = 141 GB
-    compute = 989 TFLOPS
+    memory  = 141GB
+    compute = 989TFLOPS
 }
 # the end
 '''

@@ -29,7 +29,7 @@ from kvplan.lang.spec import (
     SECTIONS, Block, Bound, Declaration, DeploymentDecl, DeviceDecl, Entry, Ident, ListValue, ModelDecl,
     Quantity, Scalar, SpecFile, String, ValueNode,
 )
-from kvplan.units import UNITS, Dim, convert, dims_of_unit
+from kvplan.units import UNITS, Dim, convert, dims_of_unit, suggest_unit
 
 #: Workload lists may expand into at most this many scenarios.
 MAX_SCENARIOS = 1000
@@ -257,12 +257,19 @@ class _Checker:
                 value = convert(node.number, node.unit, dim, what=what)
             except KvplanError as exc:
                 wrong = [d for d in dims_of_unit(node.unit) if d is not dim]
-                if wrong:
+                slip = suggest_unit(node.unit, table)
+                if slip is not None and slip.casefold() == node.unit.casefold():  # `1K` for a count, `50 MS`
+                    self.report(codes.UNKNOWN_UNIT, f"unknown unit `{node.unit}` for {what}", node.unit_span,
+                                help=f"did you mean `{slip}`?")
+                elif not node.unit:  # a bare number where a unit is needed: it has no dimension yet
+                    self.report(codes.WRONG_DIMENSION, f"{what} takes {dim.value}, got a plain number {node.text}",
+                                node.span, help=f"add its unit, e.g. `{key} = {_EXAMPLES.get(dim, '1')}`")
+                elif wrong:
                     self.report(codes.WRONG_DIMENSION, f"{what} takes {dim.value}, got {wrong[0].value}", node.span,
                                 help=f"write {_dim_words(dim)}, e.g. `{key} = {_EXAMPLES.get(dim, '1')}`")
                 else:
-                    close = difflib.get_close_matches(node.unit, [u for u in table if u], n=1)
-                    hint = f"did you mean `{close[0]}`?" if close else f"use {_unit_names(table)}"
+                    close = suggest_unit(node.unit, table)
+                    hint = f"did you mean `{close}`?" if close else f"use {_unit_names(table)}"
                     self.report(codes.UNKNOWN_UNIT, f"unknown unit `{node.unit}` for {what}", node.unit_span,
                                 help=hint)
                 return None
@@ -284,7 +291,23 @@ class _Checker:
                         help=f"{what} must be {_range_words(lo, hi, lo_open, dim, node.unit)}"
                         + (f" ({why})" if why else ""))
             return None
+        if dim is Dim.TOKENS and node.unit == "K":
+            self._ambiguous_k(node, what)
         return value
+
+    def _ambiguous_k(self, node: Quantity, what: str) -> None:
+        """`128K`: 128,000 tokens here, 131,072 to vLLM (human_readable_int reads K as 2^10)."""
+        digits = node.text[: len(node.text) - len(node.unit)].strip()
+        ours, binary = node.number * 1e3, node.number * 1024
+        spellings = [f"`{digits}k` for {ours:,.0f} (what kvplan reads now)"]
+        if binary == int(binary):
+            spellings.append(f"`{digits}Ki` for {binary:,.0f}" + (" (what vLLM reads)" if digits.isdigit() else ""))
+        ours_words = f"{what} = {node.text} is {ours:,.0f} tokens to kvplan"
+        if digits.isdigit():
+            message = f"{ours_words} but {binary:,.0f} to vLLM, which reads `K` as 1024"
+        else:  # vLLM's human_readable_int refuses a decimal before a binary suffix
+            message = f"{ours_words}; vLLM reads `K` as 1024 and refuses `{digits}K`"
+        self.report(codes.AMBIGUOUS_UNIT, message, node.span, help="write " + " or ".join(spellings))
 
     def _word(self, node: Optional[Scalar], key: str, choices: Sequence[str], what: Optional[str] = None
               ) -> Optional[str]:

@@ -58,6 +58,8 @@ LINK_NOT_IN_CATALOG = register("KV122", "link-not-in-catalog",
 FANOUT_EXCEEDS_BATCH = register("KV123", "fanout-exceeds-batch",
                                 "More requests share a prefix than run at once.", W).code
 NO_EFFECT = register("KV124", "no-effect", "A setting that changes nothing in this deployment.", W).code
+AMBIGUOUS_UNIT = register("KV125", "ambiguous-unit",
+                          "A token count in `K`, which kvplan reads as 1000 and vLLM as 1024.", W).code
 
 # ----------------------------------------------------------- suppressions (emitted by kvplan.lint)
 UNUSED_SUPPRESSION = register("KV901", "unused-suppression", "A suppression comment that silences nothing.", W).code

@@ -5,9 +5,11 @@ around the operator, and the operators of consecutive settings in one column (as
 `terraform fmt` does), their trailing comments lined up after the longest; `name {` ... `}` with every item on its own line; exactly
 one blank line between top-level declarations, and elsewhere at most one where
 the source had one (never right after `{` or before `}`). Numbers keep the digits
-the user wrote; a unit is glued to its number for the token and count suffixes
-(`128k`, `70B`, `60%`) and spaced otherwise (`50 ms`, `4.8 TB/s`). Lists stay on
-one line unless a comment sits inside them, then one element per line.
+the user wrote, and a value is printed exactly as written: `128K` stays `128K`,
+`50ms` stays `50ms`, `128 k` stays `128 k`. The layout never touches a value's
+text, so it can never change what a value means (a space or a case change is not
+always harmless: `128K` and `128 k` read alike, but vLLM reads `128K` as 131,072).
+Lists stay on one line unless a comment sits inside them, then one element per line.
 
 Comments are all kept: a comment after code stays at the end of the line that
 code lands on (two spaces before `#`), a comment on its own line stays on its
@@ -28,7 +30,6 @@ from kvplan.lang.spec import (
 from kvplan.lang.syntax import parse
 
 INDENT = "    "
-GLUED_UNITS = frozenset({"k", "M", "Ki", "Mi", "B", "%"})
 
 
 def format_source(text: str, path: str) -> str:
@@ -210,8 +211,5 @@ class _Printer:
 
 
 def quantity(q: Quantity) -> str:
-    """`128 k` -> `128k`, `50ms` -> `50 ms`; the number's digits as written."""
-    if not q.unit:
-        return q.text.strip()
-    number = q.text[: len(q.text) - len(q.unit)].strip()
-    return f"{number}{q.unit}" if q.unit in GLUED_UNITS else f"{number} {q.unit}"
+    """A quantity exactly as the source wrote it: digits, unit and the space between them."""
+    return q.text.strip()
