@@ -451,7 +451,9 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
 
     reserves = Reserves(activation=size(activation_reserve, "--activation-reserve"),
                         runtime=size(runtime_reserve, "--runtime-reserve"))
-    plans = plans_for(_checked(spec_file), scenario)
+    # one memory model: the plan is made under the reserves its configs are sized with
+    given = {"activation_reserve": reserves.activation, "runtime_reserve": reserves.runtime}
+    plans = plans_for(_checked(spec_file), scenario, **{k: v for k, v in given.items() if v is not None})
     findings = 0
     chunks: list[str] = []
     for p in plans:

@@ -11,6 +11,7 @@ import attrs
 from kvplan.catalog import Dtype
 from kvplan.diagnostics import Diagnostic
 from kvplan.evidence import Value
+from kvplan.memory import Reserves
 
 
 @attrs.frozen(slots=True)
@@ -84,6 +85,7 @@ class Plan:
     assumptions: tuple[Value, ...]
     candidates_evaluated: int
     feasible: bool
+    reserves: Reserves = Reserves()   # the memory model's reserves this plan was sized with
 
     def metric(self, key: str) -> Value:
         return dict(self.metrics)[key]
