@@ -40,9 +40,15 @@ __all__ = ["DEFAULT_RUNTIME_RESERVE", "GiB", "Reserves"]  # re-exported: the mem
 #: The tiers a backend can be asked for (TierPlan.tier, besides "none").
 TIERS = ("host", "peer", "ssd", "remote")
 
-#: A header line: "# kvplan 0.1.0 · spec x.kvp · scenario s · plan sha256:… · vLLM 0.33.0".
+#: A header line: "# kvplan 0.1.0 · spec x.kvp · scenario s · plan sha256:… · vLLM 0.33.0", with
+#: "· overrides runtime_reserve=2147483648 · " before the engine when the plan was made with overrides
+#: of the planner's assumed defaults (`lint --check-digest` plans again with the same ones).
 HEADER = re.compile(r"^(?:#|//)\s*kvplan (?P<version>\S+) · spec (?P<spec>.+?) · scenario (?P<scenario>.+?) · "
-                    r"plan (?P<digest>sha256:[0-9a-f]+) · (?P<engine>.+?)\s*$")
+                    r"plan (?P<digest>sha256:[0-9a-f]+) · (?:overrides (?P<overrides>[a-z_]+=[0-9.e+]+"
+                    r"(?:,[a-z_]+=[0-9.e+]+)*) · )?(?P<engine>.+?)\s*$")
+
+#: The planner overrides a header can carry: the memory model's byte reserves, which `kvplan emit` takes.
+HEADER_OVERRIDES = ("activation_reserve", "runtime_reserve")
 
 
 # ---------------------------------------------------------------- artifacts
@@ -114,17 +120,29 @@ def header(req: EmitRequest, label: str, comment: str = "#") -> str:
     from kvplan import __version__
 
     p = req.plan
+    over = overrides(p)
+    extra = f"overrides {','.join(f'{k}={v:.17g}' for k, v in over.items())} · " if over else ""
     return (f"{comment} kvplan {__version__} · spec {req.spec or '-'} · scenario {p.scenario.name} · "
-            f"plan {p.digest} · {label}")
+            f"plan {p.digest} · {extra}{label}")
 
 
-def json_header(req: EmitRequest, backend: Backend) -> dict[str, str]:
+def overrides(plan: Any) -> dict[str, float]:
+    """The planner overrides the plan was made with that `lint --check-digest` must plan with again."""
+    r = plan.reserves
+    given = {"activation_reserve": r.activation, "runtime_reserve": r.runtime}
+    return {k: float(v) for k, v in given.items() if v is not None}
+
+
+def json_header(req: EmitRequest, backend: Backend) -> dict[str, Any]:
     """The `_kvplan` key a JSON artifact carries instead of a comment."""
     from kvplan import __version__
 
     p = req.plan
-    return {"version": __version__, "spec": req.spec or "-", "scenario": p.scenario.name, "plan": p.digest,
-            "engine": backend.engine, "engine_version": backend.version}
+    head: dict[str, Any] = {"version": __version__, "spec": req.spec or "-", "scenario": p.scenario.name,
+                            "plan": p.digest, "engine": backend.engine, "engine_version": backend.version}
+    if overrides(p):
+        head["overrides"] = overrides(p)
+    return head
 
 
 def slug(text: str) -> str:

@@ -448,7 +448,7 @@ def _tier(sc: Any, w_kv: float, factors: KvFactors, tp: int, eta: float) -> Tier
     """Reuse economics (SPEC §7): keep reused contexts in host memory when fetching them
     over the host link beats recomputing them; never as a read inside a step (R6)."""
     pin = _pin(sc, "tier")
-    if sc.reuse <= 0 and pin is None:
+    if sc.reuse <= 0 and pin in (None, "none"):  # pinning what the planner would choose changes nothing
         return TierPlan("none", None, None, None, None)
     m, d = sc.model, sc.device
     link = get_link(d.host_link) if d.host_link else None
@@ -461,10 +461,10 @@ def _tier(sc: Any, w_kv: float, factors: KvFactors, tp: int, eta: float) -> Tier
     t_fetch = _f(fetch_time(m, sc.context, w_kv, link.bandwidth)) * factors.retention
     fetch = derived(t_fetch, "s", f"B_kv(s)·r/({link.name} {fmt_unit(link.bandwidth, 'B/s')} per direction) (SPEC §7)")
     size = derived(sc.reuse * sc.batch * per_seq, "B", "reuse × batch × KV bytes per sequence")
-    if pin is not None:
-        return TierPlan(str(pin), link.id, size, pre, fetch)
     tier = "host" if t_fetch < t_pre else "none"
-    return TierPlan(tier, link.id, size if tier == "host" else None, pre, fetch)
+    if pin is not None:
+        tier = str(pin)
+    return TierPlan(tier, link.id, size if tier != "none" else None, pre, fetch)  # no tier holds no bytes
 
 
 def plans_for(result: Any, scenario: Optional[str] = None, **overrides: float) -> list[Plan]:
