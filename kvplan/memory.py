@@ -53,6 +53,20 @@ class Reserves:
     runtime: Optional[float] = None
     fraction: float = DEFAULT_RESERVE
 
+    def __attrs_post_init__(self) -> None:
+        import math
+
+        from kvplan.errors import ModelInputError
+        from kvplan.units import fmt_unit
+
+        for option, v in (("--activation-reserve", self.activation), ("--runtime-reserve", self.runtime)):
+            if v is not None and not (math.isfinite(v) and 0 <= v < 2**64):
+                raise ModelInputError(f"{option} must be a byte size from 0 to 2^64 B, got "
+                                      f"{fmt_unit(v, 'B') if math.isfinite(v) else v}",
+                                      help=f"write the memory per device, e.g. {option} 6GiB")
+        if not (math.isfinite(self.fraction) and 0 <= self.fraction < 1):
+            raise ModelInputError(f"--reserve must be a fraction in [0, 1), got {self.fraction:g}")
+
     def resolve(self, device_memory: float) -> tuple[Value, Value]:
         """(activation, runtime) for a device of `device_memory` bytes, each an `assumed` Value."""
         if self.runtime is None:

@@ -94,7 +94,7 @@ def plan_or_none(text: str, **overrides: Optional[float]) -> Any:
     r = check_source(text, "d.kvp")
     if any(d.severity.name == "ERROR" for d in r.diagnostics):
         return None
-    (p,) = plans_for(r, **{k: v for k, v in overrides.items() if v is not None})
+    (p,) = plans_for(r, None, **{k: v for k, v in overrides.items() if v is not None})
     return p
 
 
@@ -136,7 +136,7 @@ def check_pair(a: dict[str, str], b: dict[str, str], oa: dict[str, Any], ob: dic
     pa, pb = plan_or_none(spec_text(a), **oa), plan_or_none(spec_text(b), **ob)
     if pa is None or pb is None:
         return None
-    changed = what_the_plan_is(pa) != what_the_plan_is(pb)
+    changed = bool(what_the_plan_is(pa) != what_the_plan_is(pb))
     assert (pa.digest != pb.digest) == changed, (a, b, oa, ob)
     return changed
 

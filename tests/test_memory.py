@@ -16,6 +16,8 @@ from kvplan.lang import check_source
 from kvplan.planner import plans_for
 
 GiB = 2**30
+ROOT = Path(__file__).resolve().parent.parent
+W2 = str(ROOT / "examples" / "w2-batch32.kvp")
 
 # qwen3-8b (catalog): 36 layers, 8 KV heads of 128, 8,190,735,360 parameters; b200-hgx: 180 GB
 QWEN_L, QWEN_KV, QWEN_D, QWEN_P = 36, 8, 128, 8_190_735_360
@@ -170,7 +172,7 @@ def test_a_1_gb_device_does_not_fit_under_the_1_gib_runtime_reserve(tmp_path: Pa
 def test_emit_reserves_are_the_plans_reserves() -> None:
     """`emit --runtime-reserve` plans with that reserve too: a reserve that leaves too little room
     changes the plan instead of emitting a config that will not start."""
-    spec = "examples/w2-batch32.kvp"
+    spec = W2
     text = Path(spec).read_text()
     base = plans_for(check_source(text, spec))[0]
     # 4 × b200: 35.28 GB weights + 83.89 GB KV per GPU; an 80 GB runtime reserve (activations then 0:
@@ -184,3 +186,11 @@ def test_emit_reserves_are_the_plans_reserves() -> None:
     assert "does not fit" not in r.stderr
     assert f"--tensor-parallel-size {big.tp}" in r.stdout
     assert big.digest != base.digest  # the reserves are an input of the plan
+
+
+@pytest.mark.parametrize("args", [["--activation-reserve=-100GB"], ["--runtime-reserve", "1e300GB"]])
+def test_a_reserve_out_of_range_is_refused_naming_the_option(args: list[str]) -> None:
+    r = CliRunner().invoke(main, ["emit", W2, "--target", "vllm", *args])
+    assert r.exit_code == 2
+    (line,) = r.stderr.strip().splitlines()
+    assert args[0].split("=")[0] in line and "must be a byte size" in line and "Traceback" not in r.output
