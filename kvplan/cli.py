@@ -530,7 +530,9 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
     from kvplan.planner import plans_for
 
     reserves = Reserves(activation=activation_reserve, runtime=runtime_reserve)
-    plans = plans_for(_checked(spec_file), scenario)
+    # one memory model: the plan is made under the reserves its configs are sized with
+    given = {"activation_reserve": reserves.activation, "runtime_reserve": reserves.runtime}
+    plans = plans_for(_checked(spec_file), scenario, **{k: v for k, v in given.items() if v is not None})
     findings = 0
     chunks: list[str] = []
     for p in plans:

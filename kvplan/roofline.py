@@ -13,6 +13,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
+from kvplan import memory
 from kvplan.catalog import Device, Model
 from kvplan.errors import ModelInputError
 from kvplan.footprint import KvFactors, kv_bytes_per_seq, tokens_for_bytes
@@ -30,7 +31,8 @@ class Config:
 
     `tp` is the tensor-parallel size (default: all devices); the rest of the
     devices are pipeline stages (`n_devices / tp`). `reserve` is the fraction of
-    each device's memory kept for activations and runtime (0 in SPEC's s_cap).
+    each device's memory kept for activations and runtime (0 in SPEC's s_cap), `reserved` the bytes
+    per device kept besides it (the planner passes kvplan.memory's resolved reserves here).
     """
 
     model: Model
@@ -42,6 +44,7 @@ class Config:
     factors: KvFactors = KvFactors()
     placement: str = "striped"
     reserve: float = 0.0
+    reserved: float = 0.0
 
     def __attrs_post_init__(self) -> None:
         if self.n_devices < 1:
@@ -54,6 +57,8 @@ class Config:
             raise ModelInputError(f"unknown placement '{self.placement}'", help="use striped, pinned or affinity")
         if not 0 <= self.reserve < 1:
             raise ModelInputError(f"memory reserve must be in [0, 1), got {self.reserve:g}")
+        if not 0 <= self.reserved < float("inf"):
+            raise ModelInputError(f"reserved bytes per device must be finite and ≥ 0, got {self.reserved:g}")
 
     @property
     def pp(self) -> int:
@@ -68,9 +73,20 @@ class Config:
         return max(1.0, self.tp / self.model.n_kv)
 
     @property
+    def device_usable(self) -> float:
+        """Bytes one device can give weights and KV: C · (1 − reserve) − reserved."""
+        return self.device.memory * (1.0 - self.reserve) - self.reserved
+
+    @property
     def capacity(self) -> float:
-        """Bytes the deployment can hold: N · C · (1 − reserve)."""
-        return self.n_devices * self.device.memory * (1.0 - self.reserve)
+        """Bytes the deployment can hold: N · (C · (1 − reserve) − reserved)."""
+        return self.n_devices * self.device_usable
+
+    @property
+    def kv_room(self) -> float:
+        """KV bytes (replication included) at which the most loaded device is full (kvplan.memory):
+        capacity − P·w_p when the pipeline stages split the layers evenly, less otherwise."""
+        return float(memory.kv_room(self.model, self.device_usable, 0.0, self.w_p, self.tp, self.pp))
 
 
 def check_batch_context(b: ArrayLike, s: ArrayLike) -> None:
@@ -210,13 +226,15 @@ def s_star(cfg: Config, b: ArrayLike) -> Array:
 
 def s_cap(cfg: Config, b: ArrayLike, block_size: int | None = None) -> Array:
     """Capacity crossover: the longest context whose weights plus KV fit,
-    s_cap(b) = (N·C − P·w_p) / (b·κ); negative when the weights alone do not fit.
+    s_cap(b) = (N·C − P·w_p) / (b·κ); negative when the weights alone do not fit. The free bytes
+    are those of the most loaded device scaled to the deployment (Config.kv_room), so a pipeline
+    whose stages hold unequal layers fills up when its fullest stage does.
 
     With paging, a sequence occupies whole blocks, so the result is rounded down
     to a block multiple (the fragmentation factor then needs no separate term).
     """
     b_arr = np.asarray(b, dtype=np.float64)
-    free = cfg.capacity - weight_bytes_held(cfg.model, cfg.w_p)
+    free = cfg.kv_room
     f = cfg.factors
     stored_factor = (f.retention / f.sharing if block_size is not None else f.capacity) * cfg.kv_replication
     s = tokens_for_bytes(cfg.model, free / (b_arr * stored_factor), cfg.w_kv)

@@ -120,7 +120,9 @@ def plan_tokens(p: Plan) -> float:
 
 
 def weights_per_gpu(p: Plan) -> float:
-    return p.scenario.model.params * p.scenario.weights.width / p.n_devices
+    """The most loaded GPU's weights: its stage holds ⌈L/pp⌉ of L layers, 1/tp of each."""
+    m = p.scenario.model
+    return m.params * p.scenario.weights.width * math.ceil(m.n_layers / p.pp) / (m.n_layers * p.tp)
 
 
 def files(out: Any) -> dict[str, str]:

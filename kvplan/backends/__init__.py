@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import importlib
-from typing import Any
+from typing import Any, Optional
 
 from kvplan.backends.common import Backend, Emitted, EmittedFile, EmitRequest, Reserves
 from kvplan.errors import KvplanError
@@ -70,8 +70,9 @@ def resolve_targets(names: str | None, engine: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def emit(plan: Any, target: str, *, spec: str = "", reserves: Reserves = Reserves()) -> Emitted:
-    """The files `target` takes for `plan`, with warnings and the KV capacity they give."""
+def emit(plan: Any, target: str, *, spec: str = "", reserves: Optional[Reserves] = None) -> Emitted:
+    """The files `target` takes for `plan`, with warnings and the KV capacity they give. The memory
+    accounting uses the reserves the plan was made with unless `reserves` is given."""
     from kvplan.catalog import suggest
 
     targets = _load()

@@ -10,13 +10,15 @@ Facts about engines come from shared/reference/engines.md only. The memory accou
     page bytes per layer     = KV heads per TP shard × block_size × (head_size + head_size_v)
                                × dtype bytes;  MLA: block_size × (d_c + d_r) × dtype bytes
     KV pool per GPU          = blocks × bytes per block            (= plan KV / n rounded up to blocks)
-    weights per GPU          = weight bytes / n_devices
+    weights per GPU          = P · w_p · ⌈L/pp⌉ / (L · tp)         (the most loaded stage)
     fits                     ⇔ weights + KV pool + activation + runtime reserves ≤ device memory
 
-The two reserves are `assumed`: together they default to what the planner keeps free (8% of the
-device, the share vLLM's default --gpu-memory-utilization of 0.92 leaves), of which 1 GiB is
-counted as runtime (CUDA context, communication buffers) and the rest as activations. Both are
-overridable (`kvplan emit --activation-reserve 6GiB --runtime-reserve 2GiB`).
+This is kvplan.memory, the one memory model the planner's fit filter uses too: the weights share,
+the reserves and the fit test come from there; the KV pool is the same share counted in whole
+blocks of the target's dtype. The two reserves are `assumed`: the runtime reserve (CUDA context,
+communication buffers) is 1 GiB, the activation reserve 8% of the device (the share vLLM's default
+--gpu-memory-utilization of 0.92 leaves) less the runtime reserve, at least 0. Both are overridable
+(`kvplan emit --activation-reserve 6GiB --runtime-reserve 2GiB`), and the plan is made with them.
 """
 
 from __future__ import annotations
@@ -28,21 +30,25 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import attrs
 
+from kvplan import memory
 from kvplan.catalog import DTYPES, Dtype, Model
-from kvplan.evidence import Value, assumed, derived, reported
+from kvplan.evidence import Value, derived, reported
+from kvplan.memory import DEFAULT_RUNTIME_RESERVE, GiB, Reserves
 
-GiB = 2**30
-
-#: Runtime memory per GPU outside the KV pool and activations: CUDA context, communication
-#: buffers, allocator slack. A round figure, assumed; measure yours and pass --runtime-reserve.
-DEFAULT_RUNTIME_RESERVE = 1 * GiB
+__all__ = ["DEFAULT_RUNTIME_RESERVE", "GiB", "Reserves"]  # re-exported: the memory model's names
 
 #: The tiers a backend can be asked for (TierPlan.tier, besides "none").
 TIERS = ("host", "peer", "ssd", "remote")
 
-#: A header line: "# kvplan 0.1.0 · spec x.kvp · scenario s · plan sha256:… · vLLM 0.33.0".
+#: A header line: "# kvplan 0.1.0 · spec x.kvp · scenario s · plan sha256:… · vLLM 0.33.0", with
+#: "· overrides runtime_reserve=2147483648 · " before the engine when the plan was made with overrides
+#: of the planner's assumed defaults (`lint --check-digest` plans again with the same ones).
 HEADER = re.compile(r"^(?:#|//)\s*kvplan (?P<version>\S+) · spec (?P<spec>.+?) · scenario (?P<scenario>.+?) · "
-                    r"plan (?P<digest>sha256:[0-9a-f]+) · (?P<engine>.+?)\s*$")
+                    r"plan (?P<digest>sha256:[0-9a-f]+) · (?:overrides (?P<overrides>[a-z_]+=[0-9.e+]+"
+                    r"(?:,[a-z_]+=[0-9.e+]+)*) · )?(?P<engine>.+?)\s*$")
+
+#: The planner overrides a header can carry: the memory model's byte reserves, which `kvplan emit` takes.
+HEADER_OVERRIDES = ("activation_reserve", "runtime_reserve")
 
 
 # ---------------------------------------------------------------- artifacts
@@ -71,31 +77,6 @@ class Emitted:
     warnings: tuple[str, ...] = ()
     capacity: tuple[tuple[str, Value], ...] = ()
     findings: tuple[str, ...] = ()
-
-
-@attrs.frozen(slots=True)
-class Reserves:
-    """Per-GPU memory kept outside weights and the KV pool, in bytes; None takes the default."""
-
-    activation: Optional[float] = None
-    runtime: Optional[float] = None
-
-    def resolve(self, device_memory: float) -> tuple[Value, Value]:
-        from kvplan.planner import DEFAULT_RESERVE
-
-        if self.runtime is None:
-            runtime = assumed(DEFAULT_RUNTIME_RESERVE, "B", "runtime reserve per GPU (CUDA context, communication "
-                                                            "buffers): 1 GiB, a round default; --runtime-reserve")
-        else:
-            runtime = assumed(self.runtime, "B", "runtime reserve per GPU (--runtime-reserve)")
-        if self.activation is None:
-            act = max(0.0, DEFAULT_RESERVE * device_memory - runtime.value)
-            activation = assumed(act, "B", f"activation reserve per GPU: the planner's {DEFAULT_RESERVE:.0%} reserve "
-                                           "(vLLM's default --gpu-memory-utilization 0.92 leaves 8%) less the runtime "
-                                           "reserve; --activation-reserve")
-        else:
-            activation = assumed(self.activation, "B", "activation reserve per GPU (--activation-reserve)")
-        return activation, runtime
 
 
 @attrs.frozen(slots=True)
@@ -129,7 +110,7 @@ class Backend:
 class EmitRequest:
     plan: Any                 # kvplan.planner.plan.Plan
     spec: str = ""            # the spec path as the user gave it
-    reserves: Reserves = Reserves()
+    reserves: Optional[Reserves] = None  # None: the reserves the plan was made with
 
 
 # ---------------------------------------------------------------- header
@@ -139,17 +120,29 @@ def header(req: EmitRequest, label: str, comment: str = "#") -> str:
     from kvplan import __version__
 
     p = req.plan
+    over = overrides(p)
+    extra = f"overrides {','.join(f'{k}={v:.17g}' for k, v in over.items())} · " if over else ""
     return (f"{comment} kvplan {__version__} · spec {req.spec or '-'} · scenario {p.scenario.name} · "
-            f"plan {p.digest} · {label}")
+            f"plan {p.digest} · {extra}{label}")
 
 
-def json_header(req: EmitRequest, backend: Backend) -> dict[str, str]:
+def overrides(plan: Any) -> dict[str, float]:
+    """The planner overrides the plan was made with that `lint --check-digest` must plan with again."""
+    r = plan.reserves
+    given = {"activation_reserve": r.activation, "runtime_reserve": r.runtime}
+    return {k: float(v) for k, v in given.items() if v is not None}
+
+
+def json_header(req: EmitRequest, backend: Backend) -> dict[str, Any]:
     """The `_kvplan` key a JSON artifact carries instead of a comment."""
     from kvplan import __version__
 
     p = req.plan
-    return {"version": __version__, "spec": req.spec or "-", "scenario": p.scenario.name, "plan": p.digest,
-            "engine": backend.engine, "engine_version": backend.version}
+    head: dict[str, Any] = {"version": __version__, "spec": req.spec or "-", "scenario": p.scenario.name,
+                            "plan": p.digest, "engine": backend.engine, "engine_version": backend.version}
+    if overrides(p):
+        head["overrides"] = overrides(p)
+    return head
 
 
 def slug(text: str) -> str:
@@ -340,13 +333,18 @@ class Sizing:
         return float(self.activation.value + self.runtime.value)
 
     @property
+    def device(self) -> memory.DeviceMemory:
+        """This GPU in the one memory model (kvplan.memory), the pool as its KV."""
+        return memory.DeviceMemory(self.weights, self.pool, self.activation, self.runtime, self.total)
+
+    @property
     def needed(self) -> float:
         """weights + KV pool + reserves, per GPU."""
-        return self.weights + self.pool + self.reserves
+        return self.device.needed
 
     @property
     def fits(self) -> bool:
-        return self.needed <= self.total
+        return self.device.fits
 
     def tier_bytes_per_gpu(self) -> float:
         """The second tier's share of one GPU's KV, in whole blocks."""
@@ -355,8 +353,9 @@ class Sizing:
         return ceil_div(self.tier_tokens, self.block) * self.block_bytes
 
 
-def size(plan: Any, mapped: Mapped, reserves: Reserves) -> Sizing:
-    """The per-GPU memory of the plan under the target's dtype, block size and retention."""
+def size(plan: Any, mapped: Mapped, reserves: Optional[Reserves] = None) -> Sizing:
+    """The per-GPU memory of the plan under the target's dtype, block size and retention, for its
+    most loaded GPU (kvplan.memory); `reserves` None takes the plan's own."""
     from kvplan.footprint import fragmentation
 
     sc = plan.scenario
@@ -376,15 +375,15 @@ def size(plan: Any, mapped: Mapped, reserves: Reserves) -> Sizing:
     tokens = _whole(tokens)
     layout = kv_layout(m, tp, pp, mapped.dtype.width)
     blocks = ceil_div(tokens, mapped.block)
-    activation, runtime = reserves.resolve(sc.device.memory)
+    activation, runtime = (plan.reserves if reserves is None else reserves).resolve(sc.device.memory)
     tier_tokens = 0.0
     if mapped.tier != "none" and plan.tier.bytes is not None:
         tier_tokens = plan.tier.bytes.value / (m.n_layers * m.kv_elems_per_layer * plan.kv_dtype.width)
         if mapped.retention != plan.retention:
             tier_tokens /= plan.retention
     return Sizing(layout, mapped.block, blocks, plan_tokens, tokens, sc.batch, sc.context,
-                  plan.metric("weight_bytes").value / n, sc.device.memory, plan_kv / n, activation, runtime,
-                  _whole(tier_tokens))
+                  float(memory.weights_per_device(m, sc.weights.width, tp, pp)), sc.device.memory,
+                  float(memory.kv_per_device(m, plan_kv, tp, pp)), activation, runtime, _whole(tier_tokens))
 
 
 def fraction_up(numerator: float, denominator: float, step_bytes: float) -> tuple[str, Fraction]:
@@ -418,8 +417,10 @@ def capacity(sizing: Sizing, engine_tokens: float, how: str) -> tuple[tuple[str,
         ("plan_sequences", derived(sizing.batch, "sequences", "the plan's batch")),
         ("kv_pool_per_gpu", derived(sizing.pool, "B", f"{fmt_int(sizing.blocks)} blocks × "
                                                       f"{fmt_int(sizing.block_bytes)} B per block")),
-        ("plan_kv_per_gpu", derived(sizing.plan_kv_per_gpu, "B", "plan KV bytes / devices")),
-        ("weights_per_gpu", derived(sizing.weights, "B", "weight bytes / devices")),
+        ("plan_kv_per_gpu", derived(sizing.plan_kv_per_gpu, "B", "plan KV bytes · ⌈L/pp⌉/(L·tp), the most "
+                                                                 "loaded GPU (kvplan.memory)")),
+        ("weights_per_gpu", derived(sizing.weights, "B", "weight bytes · ⌈L/pp⌉/(L·tp), the most loaded GPU "
+                                                         "(kvplan.memory)")),
         ("activation_reserve", sizing.activation),
         ("runtime_reserve", sizing.runtime),
         ("memory_needed_per_gpu", derived(sizing.needed, "B", "weights + KV pool + reserves")),

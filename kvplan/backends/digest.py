@@ -7,7 +7,13 @@ Every emitted file carries a header comment near its top,
     # kvplan 0.1.0 · spec path/name.kvp · scenario chat · plan sha256:… · vLLM 0.33.0
 
 and the check plans the spec again and compares each file's digest with the
-digest of its scenario's plan now. The check is opt-in, so a stale config is an
+digest of its scenario's plan now. The digest covers the plan's canonical form
+(Plan.canonical: every choice and number, the assumptions and overrides, the
+catalog records used), so a spec change that changes the plan — a prefix, a
+fanout, an SLO that is now missed — makes the config stale, and one that does
+not — pinning the plan's own choices — does not. A header that names overrides
+(`· overrides runtime_reserve=… ·`, from `kvplan emit --runtime-reserve`) is
+checked against the plan made with the same overrides. The check is opt-in, so a stale config is an
 error: whoever asks for it wants CI to fail when the configs lag the spec. Files without a header are not kvplan's and
 are left alone; a directory that does not exist means nothing was emitted.
 """
@@ -66,9 +72,33 @@ def _json_header(text: str) -> Optional[dict[str, str]]:
         return None
     if not isinstance(head, dict) or not {"scenario", "plan"} <= head.keys():
         return None
+    over = head.get("overrides")
+    over_text = ""
+    if isinstance(over, dict):
+        over_text = ",".join(f"{k}={v}" for k, v in sorted(over.items()))
     return {"version": str(head.get("version", "")), "spec": str(head.get("spec", "")),
-            "scenario": str(head["scenario"]), "digest": str(head["plan"]),
+            "scenario": str(head["scenario"]), "digest": str(head["plan"]), "overrides": over_text,
             "engine": f"{head.get('engine', '')} {head.get('engine_version', '')}".strip()}
+
+
+def parse_overrides(text: Optional[str]) -> Optional[dict[str, float]]:
+    """`runtime_reserve=2147483648,...` → {name: bytes}; None when a name or value is not one kvplan
+    writes (then the file's plan cannot be reproduced and is reported stale)."""
+    import math
+
+    from kvplan.backends.common import HEADER_OVERRIDES
+
+    out: dict[str, float] = {}
+    for part in filter(None, (text or "").split(",")):
+        key, _, raw = part.partition("=")
+        try:
+            value = float(raw)
+        except ValueError:
+            return None
+        if key not in HEADER_OVERRIDES or key in out or not math.isfinite(value) or value < 0:
+            return None
+        out[key] = value
+    return out
 
 
 def _files(root: Path) -> list[Path]:
@@ -95,11 +125,27 @@ def check_digests(result: Any) -> list[Diagnostic]:
         return []
     from kvplan.planner import plans_for
 
-    plans = {p.scenario.name: p for p in plans_for(result)}
+    by_overrides: dict[str, dict[str, Any]] = {}
+
+    def plans(over_text: str) -> Optional[dict[str, Any]]:
+        over = parse_overrides(over_text)
+        if over is None:
+            return None
+        key = ",".join(f"{k}={v!r}" for k, v in sorted(over.items()))
+        if key not in by_overrides:
+            by_overrides[key] = {p.scenario.name: p for p in plans_for(result, None, **over)}
+        return by_overrides[key]
+
     out: list[Diagnostic] = []
     for path, h in found:
         shown = os.path.normpath(str(path))
-        p = plans.get(h["scenario"])
+        now = plans(h.get("overrides") or "")
+        if now is None:
+            out.append(make(STALE_CONFIG, f"{shown} names overrides kvplan does not write ({h.get('overrides')}); "
+                                          "its plan cannot be made again", _span(result, None),
+                            help=f"rerun `kvplan emit {result.path} -o {os.path.normpath(str(root))}`"))
+            continue
+        p = now.get(h["scenario"])
         if p is None:
             out.append(make(STALE_CONFIG, f"{shown} was emitted for scenario '{h['scenario']}', which the spec no "
                                           "longer has", _span(result, None),

@@ -17,6 +17,7 @@ from typing import Any, Optional
 import attrs
 import numpy as np
 
+from kvplan import memory
 from kvplan import roofline as rf
 from kvplan.catalog import DTYPES, get_link
 from kvplan.engines import get_engine
@@ -29,8 +30,8 @@ from kvplan.tiering import DEFAULT_PREFILL_EFFICIENCY, fetch_time, prefill_time
 from kvplan.units import fmt_unit
 
 #: Fraction of each device's memory kept for activations, CUDA graphs and the runtime (assumed:
-#: vLLM's default --gpu-memory-utilization of 0.92 leaves the same 8%).
-DEFAULT_RESERVE = 0.08
+#: vLLM's default --gpu-memory-utilization of 0.92 leaves the same 8%); kvplan.memory holds it.
+DEFAULT_RESERVE = memory.DEFAULT_RESERVE
 #: A lossier option must shorten the step by at least this factor to be preferred (assumed).
 DEFAULT_MIN_GAIN = 1.10
 #: The largest device count a suggestion searches when nothing allowed fits.
@@ -106,9 +107,13 @@ def _sharing(sc: Any, prefix_caching: bool) -> float:
 
 
 def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT_MIN_GAIN,
-         eta: float = DEFAULT_PREFILL_EFFICIENCY) -> Plan:
-    """Plan one scenario. Never raises for a deployment that does not fit: the plan says so."""
+         eta: float = DEFAULT_PREFILL_EFFICIENCY, activation_reserve: Optional[float] = None,
+         runtime_reserve: Optional[float] = None) -> Plan:
+    """Plan one scenario. Never raises for a deployment that does not fit: the plan says so.
+    The reserves (kvplan.memory.Reserves) are the ones every backend's accounting uses for this plan."""
     m, d = sc.model, sc.device
+    reserves = memory.Reserves(activation=activation_reserve, runtime=runtime_reserve, fraction=reserve)
+    reserved = reserves.total(d.memory)
     eng = get_engine(sc.engine)
     w_p = sc.weights.width
     b, s = sc.batch, sc.context
@@ -140,8 +145,8 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
         else:
             pipeline = True
             engine_gap = space.counts
-    ev = search.evaluate(m, d, batch=b, context=s, w_p=w_p, sharing=sigma, frag=phi, reserve=reserve, space=space,
-                         pipeline=pipeline)
+    ev = search.evaluate(m, d, batch=b, context=s, w_p=w_p, sharing=sigma, frag=phi, reserved=reserved,
+                         space=space, pipeline=pipeline)
     pinned_dtype = _pin(sc, "kv_dtype") is not None
     narrowest = min((DTYPES[x].width for x in space.dtypes), default=2.0)
     # R3 per layout: with 16-bit KV and the lossless domains on, does this layout read fewer KV
@@ -171,8 +176,7 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
                             "evicting would add risk for little speed")
             ok[i] = False
         elif not ev.fits[i]:
-            ev.reject[i] = (f"does not fit: needs {fmt_unit(ev.need[i], 'B')} of "
-                            f"{fmt_unit(ev.capacity[i], 'B')} usable")
+            ev.reject[i] = _no_fit(m, ev, i)
             ok[i] = False
     r3_yields = False
     if not ok.any():
@@ -207,7 +211,7 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
                                                *search.objective_order(ev, [i], sc.objective)))
     else:
         rule_ok = [i for i in range(len(ev)) if not ev.reject[i].startswith(("R4", "R8"))] or list(range(len(ev)))
-        best = min(rule_ok, key=lambda i: (ev.need[i] - ev.capacity[i], ev.lossy[i], i))
+        best = min(rule_ok, key=lambda i: (ev.n[i] * (ev.need_dev[i] - ev.usable_dev[i]), ev.lossy[i], i))
     for i in range(len(ev)):
         if i != best and not ev.reject[i]:
             ev.reject[i] = search.compare_reason(ev, i, best, sc.objective)
@@ -219,18 +223,18 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
     placement = str(ev.placement[best])
     factors = KvFactors(retention=r, sharing=sigma, frag=phi)
     cfg = rf.Config(m, d, n_devices=n, tp=tp, w_p=w_p, w_kv=kv.width, factors=factors, placement=placement,
-                    reserve=reserve)
-    base = rf.Config(m, d, n_devices=n, tp=tp, w_p=w_p, w_kv=2.0, placement="striped", reserve=reserve)
+                    reserved=reserved)
+    base = rf.Config(m, d, n_devices=n, tp=tp, w_p=w_p, w_kv=2.0, placement="striped", reserved=reserved)
 
-    metrics = _metrics(cfg, b, s)
-    baseline = _metrics(base, b, s)
+    metrics = _metrics(cfg, b, s, reserves)
+    baseline = _metrics(base, b, s, reserves)
     speed = baseline_step = dict(baseline)["step_time"].value
     speed = speed / dict(metrics)["step_time"].value
     metrics.append(("speedup", derived(speed, "x", "baseline step time / plan step time (memory-bound, SPEC §5)")))
 
     fits_best = bool(ev.fits[best])
     if not fits_best:
-        unmet.append(_unmet_fit(sc, ev, best, space, sigma, phi, reserve, w_p))
+        unmet.append(_unmet_fit(sc, ev, best, space, sigma, phi, reserved, w_p))
     else:
         for u in _unmet_slo(sc, ev, best, slo_step, slo_thr):
             unmet.append(u)
@@ -263,8 +267,8 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
     map_after = (
         ("kappa", derived(kappa(m, kv.width) * factors.traffic, "B", "κ·r/σ read per token after the plan")),
         ("s_star", derived(s_star1, "tokens", "s* with the plan's width, r and σ (SPEC §5, R8)")),
-        ("s_cap", cap_value(s_cap1, f"s_cap on {n} devices less the reserve, {block}-token pages (R8)", w_held,
-                            cfg.capacity)),
+        ("s_cap", cap_value(s_cap1, f"s_cap on {n} devices less the reserves, {block}-token pages, "
+                                    "the most loaded device full (R8)", w_held, cfg.capacity)),
         ("context_over_s_star", derived(s / s_star1 if s_star1 > 0 else 0.0, "x", "s / s*")),
         ("context_over_s_cap", over_cap_value(s, s_cap1, w_held, cfg.capacity)),
     )
@@ -275,9 +279,12 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
         ("prefix_caching", derived(1.0 / sigma, "x", "1/σ")),
         ("combined", derived(kv.width / 2.0 * r * (1.0 + phi) / sigma, "x", "(w_q/w_kv)·r·(1+φ)/σ (SPEC §3)")),
     )
+    activation, runtime = reserves.resolve(d.memory)
     assumptions = tuple(sc.assumptions) + (
         assumed(reserve, "1", "memory reserve per device for activations and runtime " + (
-            "(default: vLLM's default 0.92 utilization leaves 8%)" if reserve == DEFAULT_RESERVE else "(--reserve)")),
+            "(default: vLLM's default 0.92 utilization leaves 8%)" if reserve == DEFAULT_RESERVE else "(--reserve)")
+            + ("" if activation_reserve is not None else "; sizes the activation reserve")),
+        activation, runtime,
         assumed(min_gain, "x", "a lossier option must shorten the step by this factor to be preferred"
                 + (" (default)" if min_gain == DEFAULT_MIN_GAIN else " (--min-gain)")),
     )
@@ -298,26 +305,32 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
         placement=placement, n_devices=n, tp=tp, pp=n // tp, tier=tier, regime_before=regime_before,
         regime_after=regime_after, map_before=map_before, map_after=map_after, metrics=tuple(metrics),
         baseline=tuple(baseline), byte_factors=byte_factors, decisions=(), unmet=tuple(unmet),
-        assumptions=assumptions, candidates_evaluated=len(ev), feasible=bool(feasible_idx),
+        assumptions=assumptions, candidates_evaluated=len(ev), feasible=bool(feasible_idx), reserves=reserves,
     )
     from kvplan.planner.decisions import build_decisions
 
     return attrs.evolve(p, decisions=build_decisions(p, ev, best, space, why, baseline_step))
 
 
-def _metrics(cfg: rf.Config, b: int, s: int) -> list[tuple[str, Value]]:
+def _metrics(cfg: rf.Config, b: int, s: int, reserves: memory.Reserves) -> list[tuple[str, Value]]:
     t = rf.step_time(cfg, b, s)
     weights = rf.weight_bytes_held(cfg.model, cfg.w_p)
     kv = _f(rf.kv_bytes_stored(cfg, b, s))
     step = _f(t["step"])
+    dev = memory.per_device(cfg.model, cfg.device.memory, w_p=cfg.w_p, kv_bytes=kv, tp=cfg.tp, pp=cfg.pp,
+                            reserves=reserves)
+    layers = int(memory.stage_layers(cfg.model, cfg.pp))
     return [
         ("step_time", derived(step, "s", "T_step ≥ max(M/β_eff, F/π) (SPEC §4)")),
         ("throughput", derived(b / step, "tok/s", "b / T_step")),
         ("kv_bytes", derived(kv, "B", "b·B_kv(s)·(w_q/w_kv)·r·(1+φ)/σ (SPEC §3)")),
         ("weight_bytes", derived(weights, "B", "P·w_p")),
         ("memory_needed", derived(weights + kv, "B", "weights + KV")),
-        ("memory_usable", derived(cfg.capacity, "B", "N·C·(1 − reserve)")),
-        ("headroom", derived(1.0 - (weights + kv) / cfg.capacity, "%", "1 − needed/usable")),
+        ("memory_usable", derived(cfg.capacity, "B", "N·(C − reserves)")),
+        ("device_need", derived(dev.needed, "B", f"most loaded device: weights + KV on {layers} of "
+                                      f"{cfg.model.n_layers} layers, 1/{cfg.tp} of the heads, + reserves "
+                                      "(kvplan.memory)")),
+        ("headroom", derived(dev.headroom, "%", "1 − (weights + KV)/(C − reserves), most loaded device")),
         ("kv_bytes_read", derived(_f(rf.kv_bytes_read(cfg, b, s)), "B", "KV bytes read per step")),
     ]
 
@@ -331,7 +344,26 @@ def _slo_reason(ev: Evaluated, i: int, slo_step: Optional[float], slo_thr: Optio
     return "misses the SLO: " + ", ".join(parts)
 
 
-def _devices_that_fit(sc: Any, dtype: str, r: float, sigma: float, phi: float, reserve: float, w_p: float,
+def _no_fit(m: Any, ev: Evaluated, i: int) -> str:
+    """Why a candidate does not fit, in the terms that decide it: the totals when every device holds
+    the same share, the most loaded device when the pipeline stages split the layers unevenly."""
+    n, tp = int(ev.n[i]), int(ev.tp[i])
+    layers = int(memory.stage_layers(m, n // tp))
+    if ev.usable_dev[i] <= 0:
+        return _reserves_exceed(ev, i)
+    if layers * (n // tp) == m.n_layers:
+        return f"does not fit: needs {fmt_unit(ev.need[i], 'B')} of {fmt_unit(ev.capacity[i], 'B')} usable"
+    return (f"does not fit: its most loaded device ({layers} of {m.n_layers} layers on one of {n // tp} "
+            f"pipeline stages) needs {fmt_unit(ev.need_dev[i], 'B')} of {fmt_unit(ev.usable_dev[i], 'B')} usable")
+
+
+def _reserves_exceed(ev: Evaluated, i: int) -> str:
+    reserved = float(ev.usable_dev[i] + 0.0)
+    return (f"does not fit: the reserves alone take more than the device: {fmt_unit(-reserved, 'B')} short before any "
+            "weights or KV (activation and runtime reserves, assumed: --runtime-reserve, --activation-reserve)")
+
+
+def _devices_that_fit(sc: Any, dtype: str, r: float, sigma: float, phi: float, reserved: float, w_p: float,
                       placement: str) -> Optional[int]:
     m, d = sc.model, sc.device
     pipeline = get_engine(sc.engine).pipeline
@@ -339,42 +371,58 @@ def _devices_that_fit(sc: Any, dtype: str, r: float, sigma: float, phi: float, r
         opts = search.tp_options(m, n)
         if not pipeline and n not in opts:
             continue
-        tp = opts[-1] if pipeline else n  # the least replication the engine can run
-        cfg = rf.Config(m, d, n_devices=n, tp=tp, w_p=w_p, w_kv=DTYPES[dtype].width,
-                        factors=KvFactors(r, sigma, phi), placement=placement, reserve=reserve)
-        need = rf.weight_bytes_held(m, w_p) + _f(rf.kv_bytes_stored(cfg, sc.batch, sc.context))
-        if need <= cfg.capacity:
-            return n
+        for tp in (opts if pipeline else (n,)):  # any split the search would consider for n devices
+            cfg = rf.Config(m, d, n_devices=n, tp=tp, w_p=w_p, w_kv=DTYPES[dtype].width,
+                            factors=KvFactors(r, sigma, phi), placement=placement, reserved=reserved)
+            kv = _f(rf.kv_bytes_stored(cfg, sc.batch, sc.context))
+            if _f(memory.kv_per_device(m, kv, tp, n // tp) + memory.weights_per_device(m, w_p, tp, n // tp)) \
+                    <= cfg.device_usable:
+                return n
     return None
 
 
-def _unmet_fit(sc: Any, ev: Evaluated, best: int, space: Space, sigma: float, phi: float, reserve: float,
+def _unmet_fit(sc: Any, ev: Evaluated, best: int, space: Space, sigma: float, phi: float, reserved: float,
                w_p: float) -> Unmet:
     short = float(ev.need[best] - ev.capacity[best])
     dtype, r, placement = str(ev.dtype[best]), float(ev.retention[best]), str(ev.placement[best])
     sugg = []
-    n_fit = _devices_that_fit(sc, dtype, r, sigma, phi, reserve, w_p, placement)
+    n_fit = _devices_that_fit(sc, dtype, r, sigma, phi, reserved, w_p, placement)
     if n_fit is not None:
         sugg.append(f"devices = {n_fit} (the smallest count that fits with {dtype} KV)")
     for budget, dt in (("near-lossless", "int4"), ("moderate", "int2")):
         if DTYPES[dt].width < DTYPES[dtype].width and dt in get_engine(sc.engine).kv_dtypes:
-            n2 = _devices_that_fit(sc, dt, r, sigma, phi, reserve, w_p, placement)
+            n2 = _devices_that_fit(sc, dt, r, sigma, phi, reserved, w_p, placement)
             if n2 is not None and n2 <= max(space.counts):
                 sugg.append(f"budget = {budget} ({dt} KV fits on {n2} device{'s' if n2 > 1 else ''})")
                 break
     cfg = rf.Config(sc.model, sc.device, n_devices=int(ev.n[best]), tp=int(ev.tp[best]), w_p=w_p,
-                    w_kv=DTYPES[dtype].width, factors=KvFactors(r, sigma, phi), placement=placement, reserve=reserve)
+                    w_kv=DTYPES[dtype].width, factors=KvFactors(r, sigma, phi), placement=placement,
+                    reserved=reserved)
     s_fit = _f(rf.s_cap(cfg, sc.batch))
     if s_fit > 0:
         nd = int(ev.n[best])
         sugg.append(f"context ≤ {int(s_fit):,} tokens at batch {sc.batch} on {nd} device{'s' if nd > 1 else ''}")
         per_seq = _f(rf.kv_bytes_stored(cfg, 1, sc.context))
-        free = cfg.capacity - rf.weight_bytes_held(sc.model, w_p)
+        free = cfg.kv_room  # the deployment's KV bytes when its most loaded device is full
         b_fit = int(free // per_seq) if per_seq > 0 else 0
         if b_fit >= 1:
             sugg.append(f"batch ≤ {b_fit} at {sc.context:,} tokens")
     else:
         sugg.append("the weights alone do not fit: more devices or narrower weights")
+    n, tp = int(ev.n[best]), int(ev.tp[best])
+    layers = int(memory.stage_layers(sc.model, n // tp))
+    if ev.usable_dev[best] <= 0:
+        short = float(ev.need_dev[best] - ev.usable_dev[best])
+        return Unmet("fits", _reserves_exceed(ev, best) + f"; each {sc.device.id} would need "
+                     f"{fmt_unit(short, 'B')} more for this plan",
+                     derived(short, "B", "memory needed − usable, per device (kvplan.memory)"), tuple(sugg))
+    if layers * (n // tp) != sc.model.n_layers:
+        short = float(ev.need_dev[best] - ev.usable_dev[best])
+        return Unmet("fits", f"does not fit: the most loaded device ({layers} of {sc.model.n_layers} layers on one of "
+                     f"{n // tp} pipeline stages) needs {fmt_unit(ev.need_dev[best], 'B')}, "
+                     f"{fmt_unit(ev.usable_dev[best], 'B')} usable on each {sc.device.id}; short by "
+                     f"{fmt_unit(short, 'B')}",
+                     derived(short, "B", "memory needed − usable, most loaded device (kvplan.memory)"), tuple(sugg))
     return Unmet("fits", f"does not fit: needs {fmt_unit(ev.need[best], 'B')}, {fmt_unit(ev.capacity[best], 'B')} "
                  f"usable on {int(ev.n[best])} × {sc.device.id}; short by {fmt_unit(short, 'B')}",
                  derived(short, "B", "memory needed − usable capacity"), tuple(sugg))
@@ -412,7 +460,7 @@ def _tier(sc: Any, w_kv: float, factors: KvFactors, tp: int, eta: float) -> Tier
     """Reuse economics (SPEC §7): keep reused contexts in host memory when fetching them
     over the host link beats recomputing them; never as a read inside a step (R6)."""
     pin = _pin(sc, "tier")
-    if sc.reuse <= 0 and pin is None:
+    if sc.reuse <= 0 and pin in (None, "none"):  # pinning what the planner would choose changes nothing
         return TierPlan("none", None, None, None, None)
     m, d = sc.model, sc.device
     link = get_link(d.host_link) if d.host_link else None
@@ -425,10 +473,10 @@ def _tier(sc: Any, w_kv: float, factors: KvFactors, tp: int, eta: float) -> Tier
     t_fetch = _f(fetch_time(m, sc.context, w_kv, link.bandwidth)) * factors.retention
     fetch = derived(t_fetch, "s", f"B_kv(s)·r/({link.name} {fmt_unit(link.bandwidth, 'B/s')} per direction) (SPEC §7)")
     size = derived(sc.reuse * sc.batch * per_seq, "B", "reuse × batch × KV bytes per sequence")
-    if pin is not None:
-        return TierPlan(str(pin), link.id, size, pre, fetch)
     tier = "host" if t_fetch < t_pre else "none"
-    return TierPlan(tier, link.id, size if tier == "host" else None, pre, fetch)
+    if pin is not None:
+        tier = str(pin)
+    return TierPlan(tier, link.id, size if tier != "none" else None, pre, fetch)  # no tier holds no bytes
 
 
 def plans_for(result: Any, scenario: Optional[str] = None, **overrides: float) -> list[Plan]:

@@ -151,7 +151,7 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
         decision=f"We will run on {n} device{'s' if n > 1 else ''}" + (
             "." if p.feasible else ", the closest plan to the constraints; see what is unmet."),
         numbers=(("memory_needed", p.metric("memory_needed")), ("memory_usable", p.metric("memory_usable")),
-                 ("headroom", p.metric("headroom"))),
+                 ("device_need", p.metric("device_need")), ("headroom", p.metric("headroom"))),
         options=tuple(dev_opts), pinned="devices" in pins,
     ))
 

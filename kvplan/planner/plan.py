@@ -11,6 +11,7 @@ import attrs
 from kvplan.catalog import Dtype
 from kvplan.diagnostics import Diagnostic
 from kvplan.evidence import Value
+from kvplan.memory import Reserves
 
 
 @attrs.frozen(slots=True)
@@ -84,27 +85,92 @@ class Plan:
     assumptions: tuple[Value, ...]
     candidates_evaluated: int
     feasible: bool
+    reserves: Reserves = Reserves()   # the memory model's reserves this plan was sized with
 
     def metric(self, key: str) -> Value:
         return dict(self.metrics)[key]
 
     @property
     def choices(self) -> dict[str, Any]:
-        """The decisions an engine config is made of; the digest covers exactly these."""
+        """The decisions an engine config is made of."""
         return {
             "kv_dtype": self.kv_dtype.id, "retention": self.retention, "block_size": self.block_size,
             "prefix_caching": self.prefix_caching, "placement": self.placement, "devices": self.n_devices,
             "tensor_parallel": self.tp, "pipeline_parallel": self.pp, "tier": self.tier.tier,
-            "tier_bytes": None if self.tier.bytes is None else round(self.tier.bytes.value),
+            "tier_bytes": None if self.tier.bytes is None or self.tier.tier == "none" else round(self.tier.bytes.value),
             "model": self.scenario.model.id, "device": self.scenario.device.id,
             "weights": self.scenario.weights.id, "batch": self.scenario.batch, "context": self.scenario.context,
         }
 
+    def canonical(self) -> dict[str, Any]:
+        """What the digest covers: the plan's outcome and everything it was made from, in a form that
+        does not depend on how a choice was reached. In: the choices, σ, the regime maps, every metric
+        and byte factor, the tier and its figures, what is unmet and by how much, every assumption
+        (the spec's defaults, the planner's assumed defaults and overrides: reserves, min gain,
+        prefill efficiency), each decision's choice, numbers and reported evidence (the quality
+        entries used), and the catalog records (model, device, dtypes, the tier's link) the plan used.
+        Out: explanation that a pin changes without changing the plan (rationale text, options turned
+        down, which choices were pinned, how many candidates were searched), the wording of sources,
+        and the names of the spec file and scenario. Pinning the plan's own choices keeps the digest."""
+        from kvplan.catalog import get_link
+
+        sc = self.scenario
+        link = None if self.tier.link is None else _record(get_link(self.tier.link))
+        tier = {"tier": self.tier.tier, "link": self.tier.link,
+                "bytes": None if self.tier.tier == "none" else _val(self.tier.bytes),
+                "prefill_time": _val(self.tier.prefill_time), "fetch_time": _val(self.tier.fetch_time)}
+        return {
+            "choices": self.choices, "sharing": _num(self.sharing), "feasible": self.feasible,
+            "regime": [self.regime_before, self.regime_after],
+            **{name: [[k, _val(v)] for k, v in pairs] for name, pairs in (
+                ("map_before", self.map_before), ("map_after", self.map_after), ("metrics", self.metrics),
+                ("baseline", self.baseline), ("byte_factors", self.byte_factors))},
+            "tier": tier,
+            "unmet": [[u.constraint, _val(u.shortfall)] for u in self.unmet],
+            # `devices = auto` and `placement = auto` (with its device cap) only say the planner chooses:
+            # the choice is in `choices`, and pinning it drops the default (typed keys come with issue 10)
+            "assumptions": [_val(v) for v in self.assumptions if not _auto_default(v)],
+            "decisions": [[d.domain, d.choice, [[k, _val(v)] for k, v in d.numbers],
+                           [[*_val(v), v.source] for v in d.evidence], list(d.reported_text)]
+                          for d in self.decisions],
+            "catalog": {"model": _record(sc.model), "device": _record(sc.device), "weights": _record(sc.weights),
+                        "kv_dtype": _record(self.kv_dtype), "link": link},
+        }
+
     @property
     def digest(self) -> str:
-        """A short stable hash of the plan's choices, for stale-config detection."""
-        blob = json.dumps(self.choices, sort_keys=True).encode()
+        """A short stable hash of the plan's canonical form (`canonical`), for stale-config detection."""
+        blob = json.dumps(self.canonical(), sort_keys=True, ensure_ascii=True, allow_nan=True).encode()
         return "sha256:" + hashlib.sha256(blob).hexdigest()[:16]
+
+
+#: Catalog fields that are prose, not inputs: editing them does not change a plan.
+_PROSE = frozenset({"name", "source", "note", "confidence", "aliases"})
+
+
+def _auto_default(v: Value) -> bool:
+    """An assumption that a choice is left to the planner (`devices = auto`, `placement = auto`)."""
+    return v.source.startswith(("default: devices = auto", "default: placement = auto"))
+
+
+def _num(x: Any) -> Any:
+    """A number rounded to 12 significant digits (the digest must not see float noise); words pass."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return x
+    return float(f"{float(x):.12g}")
+
+
+def _val(v: Optional[Value]) -> Any:
+    """A Value as [number, unit, evidence]: its source is wording."""
+    return None if v is None else [_num(v.value), v.unit, v.evidence.value]
+
+
+def _record(obj: Any) -> Any:
+    """A catalog record's fields, prose left out."""
+    if obj is None:
+        return None
+    return {k: (list(v) if isinstance(v, tuple) else _num(v)) for k, v in attrs.asdict(obj, recurse=False).items()
+            if k not in _PROSE}
 
 
 @attrs.frozen(slots=True)

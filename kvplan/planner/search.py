@@ -14,6 +14,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
+from kvplan import memory
 from kvplan import roofline as rf
 from kvplan.catalog import DTYPES, Model
 from kvplan.footprint import kv_bytes_per_seq
@@ -32,10 +33,10 @@ DTYPE_ORDER = ("bf16", "fp16", "fp8", "int8", "int4", "fp4", "int2")
 def tp_options(model: Model, n: int) -> tuple[int, ...]:
     """Tensor-parallel sizes for n devices, largest first: each divides n and the query heads,
     and divides the KV heads or is a multiple of them; the rest of the devices become pipeline
-    stages. (MLA replicates its latent on every rank, so smaller tp can be what fits.)"""
+    stages, no more than the model has layers. (MLA replicates its latent on every rank, so smaller tp can be what fits.)"""
     out = []
     for t in range(n, 0, -1):
-        if n % t or model.n_q % t:
+        if n % t or model.n_q % t or n // t > model.n_layers:  # a pipeline stage holds at least one layer
             continue
         if model.kv_kind == "mla" or model.n_kv % t == 0 or t % model.n_kv == 0:
             out.append(t)
@@ -70,8 +71,10 @@ class Evaluated:
     placement: npt.NDArray[np.str_]
     kv_stored: Array
     kv_read: Array
-    need: Array
-    capacity: Array
+    need: Array          # weights + KV over the deployment
+    capacity: Array      # N · usable per device
+    need_dev: Array      # weights + KV on the most loaded device (kvplan.memory)
+    usable_dev: Array    # device memory less the reserves
     step: Array
     throughput: Array
     headroom: Array
@@ -84,9 +87,11 @@ class Evaluated:
 
 
 def evaluate(model: Model, device: Any, *, batch: int, context: int, w_p: float, sharing: float, frag: float,
-             reserve: float, space: Space, pipeline: bool = True) -> Evaluated:
+             reserved: float, space: Space, pipeline: bool = True) -> Evaluated:
     """Evaluate every combination of the space's axes with the SPEC §3–6 equations.
-    Without pipeline parallelism (an engine that has none) every device is a tensor-parallel rank."""
+    Without pipeline parallelism (an engine that has none) every device is a tensor-parallel rank.
+    `reserved` is the bytes per device the reserves keep free (kvplan.memory.Reserves.total); a
+    candidate fits when its most loaded device does (kvplan.memory)."""
     def splits(n: int) -> tuple[int, ...]:
         opts = tp_options(model, n)
         return opts if pipeline else tuple(t for t in opts if t == n)
@@ -110,12 +115,18 @@ def evaluate(model: Model, device: Any, *, batch: int, context: int, w_p: float,
     t_mem = w_read / (tp * beta_w) + kv_read / (tp * beta_kv)
     t_comp = float(rf.decode_flops(model, batch, context)) / (tp * device.compute)
     step = np.maximum(t_mem, t_comp)
-    capacity = n * device.memory * (1.0 - reserve)
+    pp = n // tp
+    usable = np.full(len(grid), device.memory - reserved, dtype=np.float64)
+    need_dev = memory.weights_per_device(model, w_p, tp, pp) + memory.kv_per_device(model, kv_stored, tp, pp)
+    capacity = n * usable
     need = w_held + kv_stored
+    with np.errstate(divide="ignore", invalid="ignore"):
+        headroom = np.where(usable > 0, 1.0 - need_dev / np.where(usable > 0, usable, 1.0), -np.inf)
     return Evaluated(
         dtype=dt, width=w, retention=r, n=n, tp=tp, placement=pl, kv_stored=kv_stored, kv_read=kv_read,
-        need=need, capacity=capacity, step=step, throughput=batch / step, headroom=1.0 - need / capacity,
-        fits=need <= capacity, lossy=np.array([lossiness(g[0], g[1]) for g in grid], dtype=np.int64),
+        need=need, capacity=capacity, need_dev=need_dev, usable_dev=usable, step=step, throughput=batch / step,
+        headroom=headroom, fits=need_dev <= usable,
+        lossy=np.array([lossiness(g[0], g[1]) for g in grid], dtype=np.int64),
         reject=[""] * len(grid),
     )
 
