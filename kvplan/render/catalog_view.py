@@ -25,8 +25,8 @@ def kv_bytes_per_token(m: Model, width: float = BF16) -> float:
 def _kv_source(m: Model) -> str:
     if m.kv_kind == "mla":
         return (f"L * (d_c + d_r) * w_kv = {m.n_layers} * ({m.mla_kv_rank} + {m.mla_rope_dim}) * 2 "
-                "(SPEC §2, MLA, BF16)")
-    return f"2 * L * n_kv * d_h * w_kv = 2 * {m.n_layers} * {m.n_kv} * {m.head_dim} * 2 (SPEC §3, BF16)"
+                "(docs/model.md §2, MLA, BF16)")
+    return f"2 * L * n_kv * d_h * w_kv = 2 * {m.n_layers} * {m.n_kv} * {m.head_dim} * 2 (docs/model.md §2, BF16)"
 
 
 def _count(x: float) -> str:
@@ -59,7 +59,7 @@ def models(items: Sequence[Model], fmt: str) -> str:
                      f"{kv_bytes_per_token(m):,.0f}", params, _windows(m)])
     head = ["id", "layers", "q/kv", "d_h", "kv", "KV B/token bf16", "params/active", "windows"]
     return table(head, rows, right=(1, 2, 3, 5)) + (
-        "\nKV B/token: derived (SPEC §3, before window caps); the rest: reported from config.json\n"
+        "\nKV B/token: derived (docs/model.md §2, before window caps); the rest: reported from config.json\n"
         "(sources in `kvplan models --format json`). windows: layers per window, @ = sliding window\n"
         "in tokens. params/active: total held / read per token at batch 1 (MoE).\n")
 
@@ -107,7 +107,7 @@ def devices(items: Sequence[Device], fmt: str) -> str:
     head = ["id", "memory", "HBM BW", "BF16 TFLOP/s", "ridge FLOP/B", "parts", "BW/part", "fabric",
             "conf"]
     return table(head, rows, right=(1, 2, 3, 4, 5, 6)) + (
-        "\nridge and BW/part: derived (SPEC §4, §6); the rest: reported (sources in\n"
+        "\nridge and BW/part: derived (docs/model.md §4, §7); the rest: reported (sources in\n"
         "`kvplan devices --format json`). Unpublished fabric: striped bandwidth is an upper bound.\n")
 
 
@@ -130,10 +130,10 @@ def _device_json(d: Device) -> dict[str, Any]:
         "bandwidth": _rep(d.bandwidth, "B/s", rep),
         "compute_bf16": _rep(d.compute, "FLOP/s", rep),
         "compute_fp8": _opt(d.compute_fp8, "FLOP/s", rep),
-        "ridge": derived(d.ridge, "FLOP/B", "dense BF16 FLOP/s / HBM bandwidth (SPEC §4)"),
+        "ridge": derived(d.ridge, "FLOP/B", "dense BF16 FLOP/s / HBM bandwidth (docs/model.md §4)"),
         "partitions": d.partitions,
         "partition_bandwidth": derived(round(d.partition_bandwidth), "B/s",
-                                       f"HBM bandwidth / partitions ({d.partitions}) (SPEC §6, pinned)"),
+                                       f"HBM bandwidth / partitions ({d.partitions}) (docs/model.md §7, pinned)"),
         "fabric": _opt(d.fabric, "B/s", rep),
         "fabric_status": fabric_status,
         "sm_count": d.sm_count,

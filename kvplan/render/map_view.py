@@ -66,7 +66,7 @@ def text(rm: RegimeMap) -> str:
              r.step_time.human, r.speedup.human] for r in rm.dtypes]
     lines.append(table(["kv", "κ", "s*", "s_cap", "KV stored", "regime", "step ≥", "speedup"], rows,
                        right=(1, 2, 3, 4, 6, 7)).rstrip("\n"))
-    lines.append("  all figures derived (SPEC §3–6); inputs below are reported (catalog) or assumed (yours)")
+    lines.append("  all figures derived (docs/model.md §2–7); inputs below are reported (catalog) or assumed (yours)")
     lines.append("")
     lines.append("inputs:")
     for key, v in rm.inputs:
