@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -97,3 +98,85 @@ def test_map_inputs_show_every_catalog_source_whole_or_cut_between_words(pair: t
     assert seen >= 8
     if "…" in "\n".join(inputs):
         assert "--format json` prints each in full" in text
+
+
+# ------------------------------------------------------------------ legends and attention kinds
+
+HF = Path(__file__).parent / "data" / "hf"
+CLI_DOC = (Path(__file__).parent.parent / "docs" / "cli.md").read_text(encoding="utf-8")
+
+
+def _columns(text: str) -> list[str]:
+    return re.split(r" {2,}", text.splitlines()[0].strip())
+
+
+def _rows(text: str) -> dict[str, list[str]]:
+    lines = text.splitlines()
+    out = {}
+    for line in lines[2:]:
+        if not line.strip():
+            break
+        cells = re.split(r" {2,}", line.strip())
+        out[cells[0]] = cells
+    return out
+
+
+@pytest.mark.parametrize("command", ["models", "devices"])
+def test_every_column_is_explained_under_the_table_and_in_the_docs(command: str) -> None:
+    text = run(command).output
+    legend = text.split("\ncolumns:\n", 1)[1]
+    for col in _columns(text):
+        assert re.search(rf"^  {re.escape(col)}  ", legend, re.M), f"{command}: column {col!r} not in the legend"
+        assert f"| `{col}` |" in CLI_DOC, f"docs/cli.md does not explain {command}'s {col!r}"
+    if command == "devices":
+        letters = {c for row in _rows(text).values() for c in row[-1].split("/")}
+        assert letters == {"V", "S", "U"}
+        for c in letters:
+            assert re.search(rf"\b{c} (vendor|well-sourced|uncertain)", legend), c
+            assert f"**{c}**" in CLI_DOC
+
+
+def _expected_attention(mid: str) -> str:
+    """From the model's config.json where tests/data/hf has it, else from the heads its source
+    states ("40 heads, 40 KV heads"), else from the catalog's own head counts."""
+    m = catalog.get_model(mid)
+    path = HF / f"{(m.hf_id or '').replace('/', '--')}.json"
+    if path.exists():
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+        cfg = cfg.get("text_config", cfg)
+        if cfg.get("kv_lora_rank"):
+            return "MLA"
+        q = cfg["num_attention_heads"]
+        kv = cfg.get("num_key_value_heads") or q
+    else:
+        stated = re.search(r"(\d+) heads, (\d+) KV heads", m.source or "")
+        if "MLA" in (m.source or ""):
+            return "MLA"
+        q, kv = (int(stated.group(1)), int(stated.group(2))) if stated else (m.n_q, m.n_kv)
+    return "MHA" if kv == q else "MQA" if kv == 1 else "GQA"
+
+
+def test_models_labels_each_models_attention_as_its_config_says() -> None:
+    rows = _rows(run("models").output)
+    cols = _columns(run("models").output)
+    body = {m["id"]: m for m in json.loads(run("models", "--format", "json").output)["models"]}
+    labels = {}
+    for mid in MODELS:
+        want = _expected_attention(mid)
+        labels[mid] = want
+        assert rows[mid][cols.index("attn")] == want, mid
+        assert body[mid]["attention"] == want, mid
+    # the catalog has each kind it claims to tell apart: MHA (Llama-2-13B, Phi-3-mini), GQA, MLA
+    assert labels["llama-2-13b"] == labels["phi-3-mini"] == "MHA"
+    assert labels["deepseek-v3"] == "MLA" and labels["llama-3-70b"] == "GQA"
+
+
+def test_attention_kind_mqa() -> None:
+    from attrs import evolve
+
+    from kvplan.render.catalog_view import attention_kind
+
+    m = catalog.get_model("llama-3-8b")
+    assert attention_kind(evolve(m, n_kv=1)) == "MQA"
+    assert attention_kind(evolve(m, n_kv=m.n_q)) == "MHA"
+    assert attention_kind(m) == "GQA"
