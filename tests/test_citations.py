@@ -42,6 +42,7 @@ def _invoke(*args: str) -> str:
     if res.exception is not None and not isinstance(res.exception, SystemExit):
         raise res.exception
     out = res.output
+    assert not re.search(r"^Error: (No such|Missing|Invalid value|Got unexpected)", out, re.M), (args, out)
     try:
         out += res.stderr
     except (ValueError, AttributeError):  # click < 8.2 mixes stderr into output
@@ -65,9 +66,9 @@ def _outputs(tmp: Path) -> Iterator[tuple[str, str, Path]]:
         for fmt in ("text", "json"):
             yield f"map {' '.join(args)} {fmt}", _invoke("map", *args, "--format", fmt), ROOT
     for lint_fmt in ("concise", "full", "json", "github", "sarif"):
-        yield f"lint examples {lint_fmt}", _invoke("lint", str(ROOT / "examples"), "--format", lint_fmt), ROOT
+        yield f"lint examples {lint_fmt}", _invoke("lint", str(ROOT / "examples"), "--output-format", lint_fmt), ROOT
         yield (f"lint invalid {lint_fmt}",
-               _invoke("lint", str(ROOT / "tests" / "data" / "invalid"), "--format", lint_fmt), ROOT)
+               _invoke("lint", str(ROOT / "tests" / "data" / "invalid"), "--output-format", lint_fmt), ROOT)
     for spec in EXAMPLES:
         s = str(spec)
         for fmt in ("text", "markdown", "json"):
