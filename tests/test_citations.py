@@ -80,10 +80,19 @@ def _outputs(tmp: Path) -> Iterator[tuple[str, str, Path]]:
         for f in sorted(out.rglob("*")):
             if f.is_file() and f.suffix in (".md", ".sh", ".yaml", ".json", ".txt", ".py", ".env"):
                 yield f"{spec.name}: {f.relative_to(out)}", f.read_text(encoding="utf-8"), f.parent
-        yield f"sweep {spec.name}", _invoke("sweep", s, "--format", "json"), ROOT
+        for fmt in ("json", "csv"):
+            yield f"sweep {spec.name} {fmt}", _invoke("sweep", s, "--format", fmt), ROOT
         yield f"fmt --diff {spec.name}", _invoke("fmt", "--check", "--diff", s), ROOT
     yield ("import vllm", _invoke("import", "--from", "vllm", "vllm serve meta-llama/Meta-Llama-3.1-70B "
                                   "--kv-cache-dtype fp8 -tp 4 --max-model-len 128k", "--device", "b200"), ROOT)
+    yield ("import sglang", _invoke("import", "--from", "sglang", "python -m sglang.launch_server --model-path "
+                                    "Qwen/Qwen3-8B --kv-cache-dtype fp8_e4m3 --tp-size 2 --context-length 32768",
+                                    "--device", "h100", "--batch", "8"), ROOT)
+    config = tmp / "trtllm.yaml"
+    config.write_text("kv_cache_config:\n  dtype: fp8\n  free_gpu_memory_fraction: 0.85\n"
+                      "tensor_parallel_size: 2\nmax_seq_len: 32768\n", encoding="utf-8")
+    yield ("import trtllm", _invoke("import", "--from", "trtllm", f"trtllm-serve meta-llama/Meta-Llama-3.1-8B "
+                                    f"--config {config}", "--device", "h100", "--batch", "8"), ROOT)
 
 
 def _headings(page: Path) -> list[str]:
