@@ -110,6 +110,9 @@ def problems(text: str, base: Path, *, markdown: bool = False) -> list[str]:
     """What in `text` names a file that does not ship, or a section its page does not have."""
     unshipped = UNSHIPPED_IN_DOCS if markdown else UNSHIPPED
     out = [f"cites {m.group(0)!r}, which a user does not have" for m in unshipped.finditer(text)]
+    if markdown:  # the page's code blocks show kvplan's output, which names no bare reference page
+        shown = "\n".join(re.findall(r"^```.*?^```", text, flags=re.S | re.M))
+        out += [f"shows {m.group(0)!r}, which a user does not have" for m in UNSHIPPED.finditer(shown)]
     text = _prose(text) if markdown else text
     for m in MD_REF.finditer(text):
         name, section = m.group(1), m.group(2)
@@ -170,3 +173,5 @@ def test_the_checker_catches_what_it_is_for() -> None:
     assert not problems("ROCm/ROCm:docs/conceptual/gpu-arch/mi300.md peak table", ROOT)
     assert not problems("authors' repo jy-yuan/KIVI `docs/long_bench.md` @876b4d2", ROOT)
     assert problems("see `docs/long_bench.md`", ROOT)
+    assert problems("```\n  memory  192 GB  reported  devices.md [5]: 192 GB\n```\n", ROOT, markdown=True)
+    assert not problems("[engines.md](engines.md)", ROOT / "docs", markdown=True)
