@@ -163,39 +163,40 @@ def regime_map(cfg: rf.Config, batch: int, context: int, *, weights: Dtype, kv: 
     windows = "" if m.all_full else " (windows applied per layer)"
 
     results = [
-        ("kappa", derived(k, "B", f"κ = {'L·(d_c+d_r)·w_kv' if m.kv_kind == 'mla' else '2·L·n_kv·d_h·w_kv'} (SPEC §3), per token")),
-        ("kv_bytes_per_sequence", derived(_scalar(kv_bytes_per_seq(m, context, cfg.w_kv)), "B", f"B_kv(s) = κ·s{windows} (SPEC §3)")),
-        ("weight_bytes", derived(w_held, "B", "P·w_p (SPEC §4)")),
+        ("kappa", derived(k, "B", f"κ = {'L·(d_c+d_r)·w_kv' if m.kv_kind == 'mla' else '2·L·n_kv·d_h·w_kv'} (docs/model.md §2), per token")),
+        ("kv_bytes_per_sequence", derived(_scalar(kv_bytes_per_seq(m, context, cfg.w_kv)), "B", f"B_kv(s) = κ·s{windows} (docs/model.md §2)")),
+        ("weight_bytes", derived(w_held, "B", "P·w_p (docs/model.md §4)")),
         ("weight_bytes_read", derived(w_read, "B", "weights read per step" + (
-            ": non-routed + E(1−(1−k/E)^b) routed experts, uniform routing assumed (SPEC §4)" if m.is_moe else " = P·w_p (SPEC §4)"))),
-        ("kv_bytes_read", derived(kv_read, "B", "b·B_kv(s)·r/σ per step (SPEC §4)")),
-        ("kv_bytes_stored", derived(kv_held, "B", "b·B_kv(s)·r(1+φ)/σ (SPEC §3)")),
+            ": non-routed + E(1−(1−k/E)^b) routed experts, uniform routing assumed (docs/model.md §4)" if m.is_moe else " = P·w_p (docs/model.md §4)"))),
+        ("kv_bytes_read", derived(kv_read, "B", "b·B_kv(s)·r/σ per step (docs/model.md §4)")),
+        ("kv_bytes_stored", derived(kv_held, "B", "b·B_kv(s)·r(1+φ)/σ (docs/model.md §3)")),
         ("memory_needed", derived(w_held + kv_held, "B", "P·w_p + b·B_kv(s)")),
-        ("capacity", derived(cfg.capacity, "B", "N·C (SPEC §5)")),
-        ("s_star", derived(sstar, "tokens", f"s*(b) = P·w_p/(b·κ){windows} (SPEC §5)")),
-        ("s_cap", cap_value(scap, f"s_cap(b) = (N·C − P·w_p)/(b·κ){windows} (SPEC §5)", w_held, cfg.capacity)),
+        ("capacity", derived(cfg.capacity, "B", "N·C (docs/model.md §5)")),
+        ("s_star", derived(sstar, "tokens", f"s*(b) = P·w_p/(b·κ){windows} (docs/model.md §5)")),
+        ("s_cap", cap_value(scap, f"s_cap(b) = (N·C − P·w_p)/(b·κ){windows} (docs/model.md §5)", w_held,
+                            cfg.capacity)),
         ("context_over_s_star", derived(context / sstar if np.isfinite(sstar) and sstar > 0 else 0.0, "x", "s / s*")),
         ("context_over_s_cap", over_cap_value(context, scap, w_held, cfg.capacity)),
-        ("flops_per_step", derived(flops, "FLOP", "F = 2·P_active·b + 4·b·s·L·n_q·d_h (SPEC §4)")),
-        ("intensity", derived(inten, "FLOP/B", "I = F/M (SPEC §4)")),
+        ("flops_per_step", derived(flops, "FLOP", "F = 2·P_active·b + 4·b·s·L·n_q·d_h (docs/model.md §4)")),
+        ("intensity", derived(inten, "FLOP/B", "I = F/M (docs/model.md §4)")),
         ("intensity_short_limit", derived(_scalar(short), "FLOP/B",
-                                          "2·b·P_active / weight bytes read (= 2b/w_p dense; SPEC §4)")),
-        ("intensity_long_limit", derived(long, "FLOP/B", "2g/w_kv (SPEC §4)")),
+                                          "2·b·P_active / weight bytes read (= 2b/w_p dense; docs/model.md §4)")),
+        ("intensity_long_limit", derived(long, "FLOP/B", "2g/w_kv (docs/model.md §4)")),
         ("ridge", derived(d.ridge, "FLOP/B", "π/β")),
         ("step_time_weights", derived(t["weights"], "s", "weight bytes / (tp·β_eff striped)")),
         ("step_time_kv", derived(t["kv"], "s", f"KV bytes / (tp·β_eff {cfg.placement})")),
         ("step_time_compute", derived(t["compute"], "s", "F / (tp·π)")),
-        ("step_time", derived(t["step"], "s", "T_step ≥ max(M/β_eff, F/π) (SPEC §4)")),
+        ("step_time", derived(t["step"], "s", "T_step ≥ max(M/β_eff, F/π) (docs/model.md §4)")),
         ("throughput", derived(batch / t["step"], "tok/s", "b / T_step")),
-        ("ceiling_rate", derived(_scalar(rf.ceiling_rate(cfg, batch)), "tokens/s", "R_∞ = β_eff/κ (SPEC §6)")),
+        ("ceiling_rate", derived(_scalar(rf.ceiling_rate(cfg, batch)), "tokens/s", "R_∞ = β_eff/κ (docs/model.md §7)")),
     ]
 
     bandwidth = []
     notes = []
     for placement in rf.PLACEMENTS:
         beta, upper = rf.beta_eff(d, placement, batch)
-        src = {"pinned": "β/n_part (SPEC §6)", "striped": "min(β, β_link·n/(n−1)) (SPEC §6)",
-               "affinity": "(b/ceil(b/n_part))·β/n_part (SPEC §6)"}[placement]
+        src = {"pinned": "β/n_part (docs/model.md §7)", "striped": "min(β, β_link·n/(n−1)) (docs/model.md §7)",
+               "affinity": "(b/ceil(b/n_part))·β/n_part (docs/model.md §7)"}[placement]
         if upper:
             src += "; fabric bandwidth unpublished: upper bound"
             notes.append(f"striped bandwidth on {d.id} is an upper bound: die-to-die fabric bandwidth is unpublished")
@@ -213,12 +214,12 @@ def regime_map(cfg: rf.Config, batch: int, context: int, *, weights: Dtype, kv: 
         rows.append(DtypeRow(
             dtype=name,
             kappa=derived(kappa(m, dt.width), "B", "κ at this width"),
-            s_star=derived(ss, "tokens", "s*(b) (SPEC §5)"),
-            s_cap=cap_value(sc, "s_cap(b) (SPEC §5)", w_held, cfg.capacity),
+            s_star=derived(ss, "tokens", "s*(b) (docs/model.md §5)"),
+            s_cap=cap_value(sc, "s_cap(b) (docs/model.md §5)", w_held, cfg.capacity),
             kv_bytes=derived(_scalar(rf.kv_bytes_stored(c2, batch, context)), "B", "b·B_kv(s)"),
             regime=str(rf.regime(context, ss, sc)),
             step_time=derived(_scalar(tt["step"]), "s", "T_step lower bound"),
-            speedup=derived(base_t / _scalar(tt["memory"]), "x", "S(c) = (W+K)/(W+K/c) vs bf16 KV (SPEC §5)"),
+            speedup=derived(base_t / _scalar(tt["memory"]), "x", "S(c) = (W+K)/(W+K/c) vs bf16 KV (docs/model.md §6)"),
         ))
     if w_held >= cfg.capacity:
         n_fit = devices_for_weights(m, d, cfg.w_p)

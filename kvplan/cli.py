@@ -491,9 +491,11 @@ def _overrides(reserve: float | None, min_gain: float | None, eta: float | None)
 def report_cmd(spec_file: str, out_dir: str, scenario: str | None, reserve: float | None, min_gain: float | None,
                prefill_efficiency: float | None) -> None:
     """Write MADR-shaped design-rationale documents, one per decision, ready to commit and review."""
+    from kvplan.outputs import check_out_dir
     from kvplan.planner import plans_for
     from kvplan.render import report
 
+    check_out_dir(out_dir)
     plans = plans_for(_checked(spec_file), scenario, **_overrides(reserve, min_gain, prefill_efficiency))
     for path in report.write(plans, out_dir, spec_file):
         click.echo(path)
@@ -523,36 +525,32 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
     a choice was changed to the nearest the target has or a config does not fit the device, 2 when the
     spec cannot be planned.
     """
-    import os
-
     from kvplan.backends import Reserves, capacity_line, emit, resolve_targets
-    from kvplan.backends.common import slug
+    from kvplan.outputs import OutputTree, check_out_dir, scenario_folders
     from kvplan.planner import plans_for
 
     reserves = Reserves(activation=activation_reserve, runtime=runtime_reserve)
+    if out_dir is not None:
+        check_out_dir(out_dir)
     # one memory model: the plan is made under the reserves its configs are sized with
     given = {"activation_reserve": reserves.activation, "runtime_reserve": reserves.runtime}
     plans = plans_for(_checked(spec_file), scenario, **{k: v for k, v in given.items() if v is not None})
+    folders = scenario_folders(plans, out_dir)
+    tree = None if out_dir is None else OutputTree(out_dir)
     findings = 0
     chunks: list[str] = []
     for p in plans:
-        where = slug(p.scenario.name)
+        where = folders[p.scenario.name]
         for target in resolve_targets(targets, p.scenario.engine):
             out = emit(p, target, spec=spec_file, reserves=reserves)
             findings += len(out.findings)
             for w in out.warnings:
                 click.echo(f"kvplan: warning: {where}: {w}", err=True)
             for f in out.files:
-                if out_dir is None:
+                if tree is None:
                     chunks.append(f"==> {where}/{f.name} <==\n{f.text}")
                     continue
-                path = os.path.join(out_dir, where, f.name)
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                with open(path, "w", encoding="utf-8", newline="") as fh:
-                    fh.write(f.text)
-                if f.executable:
-                    os.chmod(path, 0o755)
-                click.echo(os.path.normpath(path))
+                click.echo(tree.write((where, f.name), f.text, executable=f.executable))
             line = capacity_line(out)
             if line:
                 click.echo(f"kvplan: {where}/{target}: {line}", err=True)

@@ -34,15 +34,15 @@ ENGINES: Mapping[str, Engine] = {
                (1, 8, 16, 32, 64, 128), True, True, "no engine constraint"),
         Engine("vllm", "0.33.0", ("bf16", "fp16", "fp8", "int8", "int4", "fp4"), False, 16, (16, 32, 64, 128),
                True, True,
-               "engines.md: --kv-cache-dtype (int8/int4 as *_per_token_head, nvfp4; no 2-bit); "
+               "docs/engines.md: --kv-cache-dtype (int8/int4 as *_per_token_head, nvfp4; no 2-bit); "
                "--block-size default 16, FLASH_ATTN multiple of 16; no token eviction"),
         Engine("sglang", "0.5.23", ("bf16", "fp16", "fp8", "fp4"), False, 1, (1, 16, 32, 64, 128), True, True,
-               "engines.md: --kv-cache-dtype fp8_e4m3/fp8_e5m2/nvfp4 (no int8, int4 or 2-bit); "
+               "docs/engines.md: --kv-cache-dtype fp8_e4m3/fp8_e5m2/nvfp4 (no int8, int4 or 2-bit); "
                "--page-size default 1; radix cache on by default; --enable-hierarchical-cache; "
                "no pipeline-parallel flag", pipeline=False),
         Engine("trtllm", "main (> 1.2.1)", ("bf16", "fp16", "fp8", "int8", "fp4"), False, 32, (8, 16, 32, 64, 128),
                True, True,
-               "engines.md: kv_cache_config.dtype auto|fp8|nvfp4, INT8 KV quantization; tokens_per_block 32; "
+               "docs/engines.md: kv_cache_config.dtype auto|fp8|nvfp4, INT8 KV quantization; tokens_per_block 32; "
                "enable_block_reuse; host_cache_size; eviction only experimental on main"),
     )
 }

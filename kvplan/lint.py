@@ -300,7 +300,7 @@ def apply_suppressions(path: str, source: str, diagnostics: Sequence[Diagnostic]
             where = _span(path, c.line, col, len(code))
             if code not in known:
                 near = difflib.get_close_matches(code.upper(), list(known), n=1)
-                hint = f"did you mean {near[0]}?" if near else "`kvplan rules` lists the codes"
+                hint = f"did you mean {near[0]}?" if near else "docs/rules/ has a page for every code"
                 kept.append(make(UNKNOWN_SUPPRESSED_CODE, f"suppression names unknown code {code!r}", where, help=hint))
             elif (i, code) not in used and judged(code):
                 target = f"line {s.target}" if s.target is not None else "the end of the file"

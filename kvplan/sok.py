@@ -78,13 +78,13 @@ def paper_inputs() -> list[tuple[str, Value]]:
     return [
         ("llama_3_70b_params", assumed(70e9, "1", "paper input: P = 70e9")),
         ("weights_bytes", derived(140e9, "B", "P·w_p at BF16")),
-        ("b200_memory", reported(b200.memory, "B", "paper Tab. 3 / SPEC §2")),
-        ("b200_bandwidth", reported(b200.bandwidth, "B/s", "paper Tab. 3 / SPEC §2")),
-        ("b200_compute", reported(b200.compute, "FLOP/s", "devices.md: 2,250 TFLOP/s dense BF16")),
-        ("b200_fabric", reported(b200.fabric or 0.0, "B/s", "NV-HBI, SPEC §2")),
-        ("prefill_efficiency", assumed(DEFAULT_PREFILL_EFFICIENCY, "1", "SPEC §7 default η")),
-        ("pcie5_bandwidth", assumed(PCIE5_PAPER, "B/s", "SPEC §7: PCIe Gen5 x16 ~64 GB/s")),
-        ("nvlink_bandwidth", assumed(NVLINK_PAPER, "B/s", "SPEC §7: NVLink ~900 GB/s (bidirectional total)")),
+        ("b200_memory", reported(b200.memory, "B", "paper Tab. 3")),
+        ("b200_bandwidth", reported(b200.bandwidth, "B/s", "paper Tab. 3")),
+        ("b200_compute", reported(b200.compute, "FLOP/s", "ml-engineering accelerator tables (docs/catalog.md): 2,250 TFLOP/s dense BF16")),
+        ("b200_fabric", reported(b200.fabric or 0.0, "B/s", "NV-HBI, paper Tab. 3")),
+        ("prefill_efficiency", assumed(DEFAULT_PREFILL_EFFICIENCY, "1", "docs/model.md §9 default η")),
+        ("pcie5_bandwidth", assumed(PCIE5_PAPER, "B/s", "paper §2.5: PCIe Gen5 x16 ~64 GB/s")),
+        ("nvlink_bandwidth", assumed(NVLINK_PAPER, "B/s", "paper §2.5: NVLink ~900 GB/s (bidirectional total)")),
         ("codec_ratio", reported(CODEC_RATIO, "x", "W4: 4× transport codec (CacheGen reports 3.5–4.3×, 2310.07240)")),
     ]
 
@@ -101,7 +101,7 @@ def table1() -> Table:
     for mid in ids:
         m = catalog.get_model(mid)
         rows.append((m.id, m.kv_kind.upper() if m.kv_kind == "mla" else ("MHA" if m.n_kv == m.n_q else "GQA"),
-                     derived(kappa(m, 2.0), "B", "κ (SPEC §3), all layers"),
+                     derived(kappa(m, 2.0), "B", "κ (docs/model.md §2), all layers"),
                      derived(_f(kv_bytes_per_seq(m, CONTEXT, 2.0)), "B", "B_kv(128k), windows applied")))
     return Table("1", "KV cache per token and per 128k-token sequence (BF16)",
                  ("model", "attention", "bytes/token", "bytes/128k sequence"), tuple(rows))
@@ -152,7 +152,7 @@ def table5() -> Table:
         rows.append(tuple(cells))
     return Table("5", "Decode speedup of KV quantization by regime (Llama-3-70B, 128k)",
                  ("KV dtype", "byte factor c", "S at W1 (b=1)", "S at W2 (b=32)"), tuple(rows),
-                 ("speedup ratios do not depend on how many devices the state is sharded over (SPEC §5)",))
+                 ("speedup ratios do not depend on how many devices the state is sharded over (docs/model.md §6)",))
 
 
 def _speedups(c: float, affects_traffic: bool = True) -> list[Cell]:
@@ -181,7 +181,7 @@ def table7() -> Table:
          reported(42.43, "1", "KIVI-2 LongBench avg on Mistral-7B-Instruct-v0.2 vs 43.54 full (jy-yuan/KIVI docs/long_bench.md)")),
         ("eviction", "H2O, 20% heavy hitters (2306.14048)", derived(5.0, "x", "1/r, r = 0.2"),
          derived(seq * 0.2, "B", "B_kv(128k)·r"), *_speedups(5.0),
-         "gap: per-task quality numbers not retrieved (reference/quality.md)"),
+         "gap: per-task quality numbers not retrieved (docs/quality-evidence.md)"),
         ("paging", "PagedAttention, 16-token blocks", derived(page_factor, "x",
          "contiguous reservation of 131,072 tokens vs 16-token blocks at 128k"),
          derived(seq * (1 + paged), "B", "B_kv(128k)·(1+φ)"), *_speedups(1.0, affects_traffic=False), "lossless"),
@@ -197,7 +197,7 @@ def table7() -> Table:
     return Table("7", "Comparison matrix: one representative per domain (Llama-3-70B, B200, 128k)",
                  ("domain", "representative", "byte factor", "footprint / sequence", "S at W1", "S at W2",
                   "S at W3", "quality (as reported)"), tuple(rows),
-                 ("byte factors multiply; quality costs do not (SPEC §3) — a combination must be validated jointly",
+                 ("byte factors multiply; quality costs do not (docs/model.md §3) — a combination must be validated jointly",
                   "reported values from different papers are not comparable"))
 
 
@@ -208,12 +208,12 @@ def w4_economics() -> Table:
     seq = _f(kv_bytes_per_seq(m, CONTEXT, 2.0))
     t_pre = _f(prefill_time(m, CONTEXT, d.compute))
     rows: list[tuple[Cell, ...]] = [
-        ("recompute (prefill)", derived(t_pre, "s", "(2·P·s + 2·L·n_q·d_h·s²)/(η·π) (SPEC §7)"), "—", "—"),
+        ("recompute (prefill)", derived(t_pre, "s", "(2·P·s + 2·L·n_q·d_h·s²)/(η·π) (docs/model.md §9)"), "—", "—"),
     ]
     for name, bw, codec in (("PCIe Gen5 x16", PCIE5_PAPER, 1.0), ("PCIe Gen5 x16 + 4× codec", PCIE5_PAPER, CODEC_RATIO),
                             ("NVLink + 4× codec", NVLINK_PAPER, CODEC_RATIO)):
         t = _f(fetch_time(m, CONTEXT, 2.0, bw, codec))
-        rows.append((name, derived(t, "s", "B_kv(s)/(link·codec) (SPEC §7)"),
+        rows.append((name, derived(t, "s", "B_kv(s)/(link·codec) (docs/model.md §9)"),
                      derived(seq / codec, "B", "bytes on the link"), derived(t_pre / t, "x", "recompute / fetch")))
     return Table("W4", "Reuse of one 128k context: recompute vs fetch (Llama-3-70B, B200)",
                  ("path", "time", "bytes moved", "fetch advantage"), tuple(rows),

@@ -56,7 +56,7 @@ def test_every_design_rule_has_a_page_naming_its_code(rid: str) -> None:
     assert page == RULE_DIR / f"{rid}.md" and page.is_file()
     text = page.read_text(encoding="utf-8")
     assert text.startswith(f"# {rid} ")
-    assert f"> {rule.title} (SPEC §8, rule {rid[1:]})" in text
+    assert f"> {rule.title} (paper §6.2, rule {rid[1:]})" in text
     at = _sections_in_order(text, RULE_SECTIONS)
     assert -1 not in at and at == sorted(at), f"{page.name}: sections {RULE_SECTIONS} missing or out of order"
     lint_part = text.split("## Lint code", 1)[1].split("## Example", 1)[0]

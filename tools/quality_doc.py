@@ -30,10 +30,10 @@ choice, what was *reported* about that choice, with the citation.
 
 ## The budget table
 
-`quality.budget` admits these KV dtypes and eviction (LANGUAGE.md, Meaning;
+`quality.budget` admits these KV dtypes and eviction ([language.md](language.md);
 `kvplan.quality.BUDGETS` and `admissible()`). `eviction = allowed` admits
 eviction at `min_retention` under every budget but `lossless`; retention is
-never below {min_r} (SPEC rule 5).
+never below {min_r} (rule R5).
 
 | budget | KV dtypes | eviction | with `eviction = allowed` |
 |---|---|---|---|
@@ -45,7 +45,7 @@ never below {min_r} (SPEC rule 5).
   `method (arXiv id) [variant], model, benchmark — where read`.
 - A reported number is never combined with a derived number into one value, and
   reported numbers are never combined with each other: byte factors multiply
-  (SPEC §3), quality costs do not, so a combination must be validated jointly.
+  (docs/model.md §3), quality costs do not, so a combination must be validated jointly.
 - Numbers are copied as the source gave them. Where a row gives a bound
   ("< 0.1"), a range or several numbers, it has no headline `value`; its text
   is shown as written.

@@ -165,7 +165,7 @@ def model_notes(plan: Any, backend: Backend) -> list[str]:
         notes.append(f"model {m.id} has no Hugging Face id: replace '{m.id}' with the checkpoint's id or path")
     if not m.all_full:
         notes.append(f"{m.id} has sliding-window layers: token figures count slots in every layer (the pool holds "
-                     "the plan's windowed bytes); engines.md gives no per-window page formula")
+                     "the plan's windowed bytes); docs/engines.md gives no per-window page formula")
     return notes
 
 
@@ -222,7 +222,7 @@ def map_choices(plan: Any, backend: Backend) -> Mapped:
                        f"{', '.join(map(str, backend.block_sizes))} tokens")
     retention = plan.retention
     if retention < 1.0 and not backend.eviction:
-        changed.append(f"retention {retention:g} → 1: {eng} does not evict tokens inside a request (engines.md); "
+        changed.append(f"retention {retention:g} → 1: {eng} does not evict tokens inside a request (docs/engines.md); "
                        "the KV pool is sized to hold every token")
         retention = 1.0
     if plan.placement not in ("striped",):

@@ -187,7 +187,7 @@ def kernel_config(plan: Any, sm_count: Optional[int] = None) -> KernelConfig:
                         f"{kv_id} is not supported, the nearest it takes is fp8 (torch.float8_e4m3fn), "
                         f"{1.0 / plan.kv_dtype.width:g}x the plan's KV bytes")
     if mla and kv_id == "fp8":
-        warnings.append("fp8 KV with the MLA wrapper: engines.md documents fp8 KV for the decode wrapper only; "
+        warnings.append("fp8 KV with the MLA wrapper: docs/engines.md documents fp8 KV for the decode wrapper only; "
                         "check that your FlashInfer build accepts it for MLA")
     q_torch, q_known = _q_dtype(sc.weights.id)
     if not q_known:
@@ -204,7 +204,7 @@ def kernel_config(plan: Any, sm_count: Optional[int] = None) -> KernelConfig:
         tc, tc_why = False, "not a decode-wrapper setting: the MLA wrapper has its own kernels"
     elif group >= TENSOR_CORE_MIN_GROUP:
         tc, tc_why = True, (f"GQA group {group} ≥ {TENSOR_CORE_MIN_GROUP}: the prefill (tensor-core) kernels "
-                            "pay off (engines.md)")
+                            "pay off (docs/engines.md)")
     else:
         tc, tc_why = False, f"GQA group {group} < {TENSOR_CORE_MIN_GROUP}: the CUDA-core decode kernel"
     backend, backend_why = _backend(arch, kv_id, mla, tc)
@@ -226,7 +226,7 @@ def kernel_config(plan: Any, sm_count: Optional[int] = None) -> KernelConfig:
     # bandwidth
     beta_arr, upper = rf.beta_eff(dev, plan.placement, b)
     beta = float(beta_arr)
-    beta_v = derived(beta, "B/s", f"β_eff, {plan.placement} placement on {dev.id} (SPEC §6)"
+    beta_v = derived(beta, "B/s", f"β_eff, {plan.placement} placement on {dev.id} (docs/model.md §7)"
                      + ("; an upper bound: fabric bandwidth unpublished" if upper else ""))
 
     # per layer group
@@ -260,7 +260,7 @@ def kernel_config(plan: Any, sm_count: Optional[int] = None) -> KernelConfig:
                                  fa, kvb, kt))
     total = sum(g.kv_bytes.value for g in groups)
     kv_total = derived(total, "B", "KV bytes one rank reads per decode step, summed over its layer groups")
-    k_time = derived(total / beta, "s", "KV bytes one rank reads per step / β_eff (SPEC §4, §6): the attention "
+    k_time = derived(total / beta, "s", "KV bytes one rank reads per step / β_eff (docs/model.md §4, §7): the attention "
                                         "kernels' memory-bound lower bound" + (", itself a lower bound as β_eff "
                                                                                "is an upper bound" if upper else ""))
     if plan.sharing > 1.0:
@@ -428,7 +428,7 @@ BACKEND = Backend(
     flags=("kv_layout", "use_cuda_graph", "use_tensor_cores", "backend", "num_qo_heads", "num_kv_heads", "head_dim",
            "page_size", "pos_encoding_mode", "window_left", "logits_soft_cap", "q_data_type", "kv_data_type",
            "o_data_type", "fixed_split_size", "disable_split_kv"),
-    source="engines.md: Decode kernels (FlashInfer 0.7.4 BatchDecodeWithPagedKVCacheWrapper)",
+    source="docs/engines.md § Decode kernels (FlashInfer 0.7.4 BatchDecodeWithPagedKVCacheWrapper)",
     build=build,
 )
 

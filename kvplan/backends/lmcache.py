@@ -58,7 +58,7 @@ def render(req: EmitRequest) -> Emitted:
     p = req.plan
     sc = p.scenario
     if p.tier.tier == "none":
-        return Emitted(BACKEND.id, (), (f"{BACKEND.label}: the plan keeps no second tier (reuse economics, SPEC §7): "
+        return Emitted(BACKEND.id, (), (f"{BACKEND.label}: the plan keeps no second tier (reuse economics, docs/model.md §9): "
                                         "nothing to tier, no lmcache.yaml",))
     loaders = LOADERS.get(sc.engine, ("vllm", "sglang"))
     first = vllm.BACKEND if loaders[0] == "vllm" else sglang.BACKEND
@@ -108,7 +108,7 @@ def render(req: EmitRequest) -> Emitted:
     if p.tier.bytes is not None:
         rows.append(("plan_tier_bytes", p.tier.bytes))
     if sc.engine == "trtllm":
-        warnings.append("LMCache loads into vLLM and SGLang (engines.md), not TensorRT-LLM: "
+        warnings.append("LMCache loads into vLLM and SGLang (docs/engines.md), not TensorRT-LLM: "
                         "loaders for both are written")
     for eng in loaders:
         mod = vllm if eng == "vllm" else sglang
@@ -126,6 +126,6 @@ def render(req: EmitRequest) -> Emitted:
 BACKEND = Backend(
     id="lmcache", engine="LMCache", version="0.5.6", kv_dtypes={}, block_sizes=(), default_block=CHUNK_SIZE,
     prefix_caching=True, tiers=("host", "ssd", "remote"), eviction=False, flags=FLAGS,
-    source="engines.md § LMCache 0.5.6",
+    source="docs/engines.md § LMCache 0.5.6",
     build=render,
 )

@@ -66,7 +66,7 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
         ("--max-running-requests", str(sc.batch)),
     ]
     if p.pp > 1:
-        findings.append(f"pipeline parallelism of {p.pp} stages is not written: engines.md names "
+        findings.append(f"pipeline parallelism of {p.pp} stages is not written: docs/engines.md names "
                         f"no SGLang pipeline flag; the command runs --tp-size {p.tp} on one stage — add the "
                         "pipeline size yourself")
     if not p.prefix_caching:
@@ -90,7 +90,7 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
             *tier_lines]
     text = common.shell_script(head, ["python", "-m", "sglang.launch_server"], flags)
     how = (f"(--mem-fraction-static {frac_text} × memory − weights) / {common.fmt_int(sz.layout.token_bytes)} B "
-           f"per token, whole pages of {sz.block} (engines.md)")
+           f"per token, whole pages of {sz.block} (docs/engines.md)")
     rows = common.capacity(sz, engine_tokens, how) + (
         ("mem_fraction_static", derived(float(frac), "1", "(weights + KV pool) / memory, rounded up")),)
     return common.finish(BACKEND, mapped, sz, [EmittedFile(name, text)], rows, notes, findings)
@@ -99,6 +99,6 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
 BACKEND = Backend(
     id="sglang", engine="SGLang", version="0.5.23", kv_dtypes=KV_DTYPES, block_sizes=(1, 16, 32, 64, 128),
     default_block=1, prefix_caching=True, tiers=("host", "ssd", "remote"), eviction=False, flags=FLAGS,
-    source="engines.md § SGLang 0.5.23",
+    source="docs/engines.md § SGLang 0.5.23",
     build=lambda req: render(req),
 )

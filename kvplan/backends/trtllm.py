@@ -87,6 +87,6 @@ def render(req: EmitRequest) -> Emitted:
 BACKEND = Backend(
     id="trtllm", engine="TensorRT-LLM", version="main", kv_dtypes=KV_DTYPES, block_sizes=(8, 16, 32, 64, 128),
     default_block=32, prefix_caching=True, tiers=("host",), eviction=False, flags=FLAGS,
-    source="engines.md § TensorRT-LLM (tensorrt_llm/llmapi/llm_args.py, main newer than 1.2.1)",
+    source="docs/engines.md § TensorRT-LLM (tensorrt_llm/llmapi/llm_args.py, main newer than 1.2.1)",
     build=render,
 )

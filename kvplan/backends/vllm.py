@@ -59,8 +59,8 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh"
     util = math.ceil((sz.weights + kv_bytes + sz.reserves) / sz.total * 1e4) / 1e4
     util_text = f"{util:.4f}"
     if sc.model.kv_kind == "mla" and mapped.dtype.id in ("fp8", "fp4"):
-        notes.append(f"engines.md also lists {'fp8' if mapped.dtype.id == 'fp8' else 'nvfp4'}_ds_mla without its "
-                     f"page layout; kvplan writes {mapped.dtype_name}, whose page bytes follow the engines.md formula")
+        notes.append(f"docs/engines.md also lists {'fp8' if mapped.dtype.id == 'fp8' else 'nvfp4'}_ds_mla without its "
+                     f"page layout; kvplan writes {mapped.dtype_name}, whose page bytes follow the docs/engines.md formula")
 
     flags: list[Flag] = [
         ("--kv-cache-dtype", mapped.dtype_name),
@@ -94,7 +94,7 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh"
             *tier_lines]
     text = common.shell_script(head, ["vllm", "serve", common.model_ref(p)], flags, env)
     how = (f"--kv-cache-memory-bytes {kv_bytes} // {common.fmt_int(sz.block_bytes)} B per block "
-           f"× {sz.block} tokens (engines.md)")
+           f"× {sz.block} tokens (docs/engines.md)")
     rows = common.capacity(sz, engine_tokens, how) + (
         ("gpu_memory_utilization_equivalent", derived(util, "1", "(weights + KV pool + reserves) / memory, rounded up to 0.0001")),)
     return common.finish(BACKEND, mapped, sz, [EmittedFile(name, text)], rows, notes)
@@ -103,6 +103,6 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh"
 BACKEND = Backend(
     id="vllm", engine="vLLM", version="0.33.0", kv_dtypes=KV_DTYPES, block_sizes=(16, 32, 64, 128),
     default_block=16, prefix_caching=True, tiers=("host", "ssd", "remote"), eviction=False, flags=FLAGS,
-    source="engines.md § vLLM 0.33.0 (vllm/config/cache.py, vllm/engine/arg_utils.py, vllm/config/kv_transfer.py)",
+    source="docs/engines.md § vLLM 0.33.0 (vllm/config/cache.py, vllm/engine/arg_utils.py, vllm/config/kv_transfer.py)",
     build=lambda req: render(req),
 )

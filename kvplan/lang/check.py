@@ -562,7 +562,7 @@ class _Checker:
 
     def _weights(self, e: Optional[Entry], spans: dict[str, Span], notes: list[Value]) -> Optional[Dtype]:
         if e is None:
-            notes.append(choice("bf16", "default: weights = bf16 (the paper's baseline, SPEC §5)"))
+            notes.append(choice("bf16", "default: weights = bf16 (the paper's baseline, docs/language.md)"))
             return catalog.dtype("bf16")
         spans["weights"] = e.span
         name = self._name(self._scalar(e, "deployment"), "weights")
@@ -605,7 +605,7 @@ class _Checker:
         return None if word is None else DeviceCount("auto", AUTO_DEVICE_LIMIT)
 
     def _choice(self, e: Optional[Entry], key: str, choices: Sequence[str], default: str, where: str,
-                spans: dict[str, Span], notes: list[Value], why: str = "LANGUAGE.md") -> Optional[str]:
+                spans: dict[str, Span], notes: list[Value], why: str = "docs/language.md") -> Optional[str]:
         if e is None:
             notes.append(choice(default, f"default: {key} = {default} ({why})"))
             return default
@@ -641,16 +641,16 @@ class _Checker:
         if "min_retention" in entries:
             node = self._scalar(entries["min_retention"], "quality")
             min_retention = None if node is None else self._number(
-                node, "min_retention", Dim.FRACTION, lo=0.5, hi=1.0, why="SPEC rule 5: keep r ≥ 0.5")
+                node, "min_retention", Dim.FRACTION, lo=0.5, hi=1.0, why="rule R5: keep r ≥ 0.5, docs/rules/R5.md")
         else:
-            notes.append(assumed(0.5, "1", "default: quality.min_retention = 0.5 (SPEC rule 5 floor)"))
+            notes.append(assumed(0.5, "1", "default: quality.min_retention = 0.5 (rule R5 floor, docs/rules/R5.md)"))
         if budget is None or min_retention is None:
             return None
         if eviction is None:
             allowed = budget == "aggressive"
             notes.append(choice("allowed" if allowed else "forbidden",
                                 "default: quality.eviction = " + ("allowed (the aggressive budget admits eviction)"
-                                                                  if allowed else "forbidden (LANGUAGE.md)")))
+                                                                  if allowed else "forbidden (docs/language.md)")))
         else:
             allowed = eviction == "allowed" and budget != "lossless"
             if eviction == "allowed" and budget == "lossless":

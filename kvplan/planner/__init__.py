@@ -230,7 +230,7 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
     baseline = _metrics(base, b, s, reserves)
     speed = baseline_step = dict(baseline)["step_time"].value
     speed = speed / dict(metrics)["step_time"].value
-    metrics.append(("speedup", derived(speed, "x", "baseline step time / plan step time (memory-bound, SPEC §5)")))
+    metrics.append(("speedup", derived(speed, "x", "baseline step time / plan step time (memory-bound, docs/model.md §6)")))
 
     fits_best = bool(ev.fits[best])
     if not fits_best:
@@ -256,17 +256,17 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
     map_before = (
         (("devices", derived(n0, "1", f"the fewest {d.id} whose memory N·C holds the weights P·w_p = "
                                       f"{fmt_unit(w_held, 'B')}: the map is drawn there")),) if n0 > 1 else ()) + (
-        ("kappa", derived(kappa(m, 2.0), "B", "κ at 16-bit (SPEC §3)")),
+        ("kappa", derived(kappa(m, 2.0), "B", "κ at 16-bit (docs/model.md §2)")),
         ("s_star", derived(s_star0, "tokens", "s*(b) = P·w_p/(b·κ), 16-bit KV"
-                           + (f", {where0}, KV replication per tp rank" if n0 > 1 else "") + " (SPEC §5)")),
+                           + (f", {where0}, KV replication per tp rank" if n0 > 1 else "") + " (docs/model.md §5)")),
         ("s_cap", cap_value(s_cap0, f"s_cap(b) = ({'C' if n0 == 1 else 'N·C'} − P·w_p)/(b·κ), {where0}, 16-bit KV "
-                                    "(SPEC §5)", w_held, base1.capacity)),
+                                    "(docs/model.md §5)", w_held, base1.capacity)),
         ("context_over_s_star", derived(s / s_star0 if s_star0 > 0 else 0.0, "x", "s / s*")),
         ("context_over_s_cap", over_cap_value(s, s_cap0, w_held, base1.capacity)),
     )
     map_after = (
         ("kappa", derived(kappa(m, kv.width) * factors.traffic, "B", "κ·r/σ read per token after the plan")),
-        ("s_star", derived(s_star1, "tokens", "s* with the plan's width, r and σ (SPEC §5, R8)")),
+        ("s_star", derived(s_star1, "tokens", "s* with the plan's width, r and σ (docs/model.md §5, rule R8)")),
         ("s_cap", cap_value(s_cap1, f"s_cap on {n} devices less the reserves, {block}-token pages, "
                                     "the most loaded device full (R8)", w_held, cfg.capacity)),
         ("context_over_s_star", derived(s / s_star1 if s_star1 > 0 else 0.0, "x", "s / s*")),
@@ -277,7 +277,7 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
         ("eviction", derived(r, "x", "retention r")),
         ("paging", derived(1.0 + phi, "x", f"1 + φ, {block}-token pages at {s} tokens")),
         ("prefix_caching", derived(1.0 / sigma, "x", "1/σ")),
-        ("combined", derived(kv.width / 2.0 * r * (1.0 + phi) / sigma, "x", "(w_q/w_kv)·r·(1+φ)/σ (SPEC §3)")),
+        ("combined", derived(kv.width / 2.0 * r * (1.0 + phi) / sigma, "x", "(w_q/w_kv)·r·(1+φ)/σ (docs/model.md §3)")),
     )
     activation, runtime = reserves.resolve(d.memory)
     assumptions = tuple(sc.assumptions) + (
@@ -289,10 +289,10 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
                 + (" (default)" if min_gain == DEFAULT_MIN_GAIN else " (--min-gain)")),
     )
     if m.is_moe:
-        assumptions += (assumed(1.0, "1", "uniform expert routing for weight traffic (SPEC §4)"),)
+        assumptions += (assumed(1.0, "1", "uniform expert routing for weight traffic (docs/model.md §4)"),)
     if tier.prefill_time is not None:
         assumptions += (assumed(eta, "1", "prefill efficiency η: recompute runs at η·π "
-                                + ("(SPEC §7 default)" if eta == DEFAULT_PREFILL_EFFICIENCY else "(--prefill-efficiency)")),)
+                                + ("(docs/model.md §9 default)" if eta == DEFAULT_PREFILL_EFFICIENCY else "(--prefill-efficiency)")),)
     if sigma > 1.0:
         assumptions += (assumed(1.0, "1", "shared prefix pages read once per step (cascade attention); "
                                           "without it σ saves capacity only"),)
@@ -321,9 +321,9 @@ def _metrics(cfg: rf.Config, b: int, s: int, reserves: memory.Reserves) -> list[
                             reserves=reserves)
     layers = int(memory.stage_layers(cfg.model, cfg.pp))
     return [
-        ("step_time", derived(step, "s", "T_step ≥ max(M/β_eff, F/π) (SPEC §4)")),
+        ("step_time", derived(step, "s", "T_step ≥ max(M/β_eff, F/π) (docs/model.md §4)")),
         ("throughput", derived(b / step, "tok/s", "b / T_step")),
-        ("kv_bytes", derived(kv, "B", "b·B_kv(s)·(w_q/w_kv)·r·(1+φ)/σ (SPEC §3)")),
+        ("kv_bytes", derived(kv, "B", "b·B_kv(s)·(w_q/w_kv)·r·(1+φ)/σ (docs/model.md §3)")),
         ("weight_bytes", derived(weights, "B", "P·w_p")),
         ("memory_needed", derived(weights + kv, "B", "weights + KV")),
         ("memory_usable", derived(cfg.capacity, "B", "N·(C − reserves)")),
@@ -466,12 +466,12 @@ def _tier(sc: Any, w_kv: float, factors: KvFactors, tp: int, eta: float) -> Tier
     link = get_link(d.host_link) if d.host_link else None
     t_pre = _f(prefill_time(m, sc.context, d.compute * tp, eta))
     pre = derived(t_pre, "s", f"(2·P_active·s + 2·L·n_q·d_h·s²)/(η·π·tp), tp = {tp}, "
-                              f"η = {eta:g} assumed (SPEC §7)")
+                              f"η = {eta:g} assumed (docs/model.md §9)")
     if link is None:
         return TierPlan("none" if pin is None else str(pin), None, None, pre, None)
     per_seq = _f(kv_bytes_per_seq(m, sc.context, w_kv)) * factors.capacity
     t_fetch = _f(fetch_time(m, sc.context, w_kv, link.bandwidth)) * factors.retention
-    fetch = derived(t_fetch, "s", f"B_kv(s)·r/({link.name} {fmt_unit(link.bandwidth, 'B/s')} per direction) (SPEC §7)")
+    fetch = derived(t_fetch, "s", f"B_kv(s)·r/({link.name} {fmt_unit(link.bandwidth, 'B/s')} per direction) (docs/model.md §9)")
     size = derived(sc.reuse * sc.batch * per_seq, "B", "reuse × batch × KV bytes per sequence")
     tier = "host" if t_fetch < t_pre else "none"
     if pin is not None:

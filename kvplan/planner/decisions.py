@@ -59,7 +59,7 @@ def _find(ev: Evaluated, *, dtype: Optional[str] = None, r: Optional[float] = No
 
 def _nums(ev: Evaluated, i: int, baseline_step: float) -> tuple[tuple[str, Value], ...]:
     return (
-        ("step_time", derived(float(ev.step[i]), "s", "T_step lower bound (SPEC §4)")),
+        ("step_time", derived(float(ev.step[i]), "s", "T_step lower bound (docs/model.md §4)")),
         ("speedup", derived(baseline_step / float(ev.step[i]), "x", "vs 16-bit KV on the same devices")),
         ("memory_needed", derived(float(ev.need[i]), "B", "weights + KV")),
     )
@@ -184,7 +184,7 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
         numbers=(("byte_factor", derived(kv.width / 2.0, "x", "w_q / w_kv")),
                  ("speedup_from_quantization", derived(s_q, "x", "S(c) = (W+K)/(W+K/c) with c = 2/w_q; W weight "
                                                            "bytes, K 16-bit KV bytes read per step on this "
-                                                           "layout, prefix sharing as planned (SPEC §5)"))),
+                                                           "layout, prefix sharing as planned (docs/model.md §6)"))),
         evidence=evidence, options=tuple(q_opts), pinned="kv_dtype" in pins,
         consequences=(kv.note,) if kv.note else (), reported_text=evidence_text,
     ))
@@ -242,7 +242,7 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
         decision=("We will enable prefix caching" + (f"; the shared prefix gives σ = {p.sharing:.3g}."
                                                      if p.sharing > 1 else "; this workload declares no shared prefix, so σ = 1 until one appears.")
                   if p.prefix_caching else "Prefix caching stays off as pinned (breaks R2)."),
-        numbers=(("sharing", derived(p.sharing, "x", "σ = n·s/(p + n(s − p)) (SPEC §3)")),),
+        numbers=(("sharing", derived(p.sharing, "x", "σ = n·s/(p + n(s − p)) (docs/model.md §3)")),),
         options=(Option("off", "lossless and free: R2 keeps it on"),) if p.prefix_caching else (),
         pinned="prefix_caching" in pins,
     ))
@@ -251,7 +251,7 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
     pl_nums = []
     for name in rf.PLACEMENTS:
         beta, upper = rf.beta_eff(d, name, b)
-        pl_nums.append((f"beta_eff_{name}", derived(float(beta), "B/s", f"{name} β_eff (SPEC §6)"
+        pl_nums.append((f"beta_eff_{name}", derived(float(beta), "B/s", f"{name} β_eff (docs/model.md §7)"
                                                     + ("; upper bound, fabric unpublished" if upper else ""))))
     pl_opts = []
     if d.partitions > 1:

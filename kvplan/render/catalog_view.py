@@ -25,8 +25,8 @@ def kv_bytes_per_token(m: Model, width: float = BF16) -> float:
 def _kv_source(m: Model) -> str:
     if m.kv_kind == "mla":
         return (f"L * (d_c + d_r) * w_kv = {m.n_layers} * ({m.mla_kv_rank} + {m.mla_rope_dim}) * 2 "
-                "(SPEC §2, MLA, BF16)")
-    return f"2 * L * n_kv * d_h * w_kv = 2 * {m.n_layers} * {m.n_kv} * {m.head_dim} * 2 (SPEC §3, BF16)"
+                "(docs/model.md §2, MLA, BF16)")
+    return f"2 * L * n_kv * d_h * w_kv = 2 * {m.n_layers} * {m.n_kv} * {m.head_dim} * 2 (docs/model.md §2, BF16)"
 
 
 def _count(x: float) -> str:
@@ -48,6 +48,33 @@ def _aliases(kind: str, cid: str) -> list[str]:
 
 # ------------------------------------------------------------------- models
 
+def attention_kind(m: Model) -> str:
+    """How the model's attention stores KV: MLA (a latent), MHA (a KV head per query head), MQA
+    (one KV head), GQA (groups of query heads share a KV head)."""
+    if m.kv_kind == "mla":
+        return "MLA"
+    if m.n_kv == m.n_q:
+        return "MHA"
+    return "MQA" if m.n_kv == 1 else "GQA"
+
+
+#: What each column of `kvplan models` is (also in docs/cli.md).
+MODELS_LEGEND = """\
+columns:
+  id               the name a spec uses (`model = ...`); aliases in `--format json`
+  layers           L, decoder layers
+  q/kv             query heads / KV heads per layer
+  d_h              head dimension (MLA: the query-key head dimension)
+  attn             how KV is stored: MHA one KV head per query head, GQA groups of query heads
+                   share a KV head, MQA one KV head, MLA one compressed latent per layer
+  KV B/token bf16  κ, derived (docs/model.md §2), before window caps
+  params/active    parameters held / read per token at batch 1 (MoE only)
+  windows          layers per attention window: full, or @N = a sliding window of N tokens
+  the rest is reported from each model's config.json: sources in `kvplan models --format json`
+  and docs/catalog.md
+"""
+
+
 def models(items: Sequence[Model], fmt: str) -> str:
     ordered = sorted(items, key=lambda m: m.id)
     if fmt == "json":
@@ -55,13 +82,10 @@ def models(items: Sequence[Model], fmt: str) -> str:
     rows = []
     for m in ordered:
         params = _count(m.params) + (f"/{_count(m.params_active)}" if m.is_moe else "")
-        rows.append([m.id, str(m.n_layers), f"{m.n_q}/{m.n_kv}", str(m.head_dim), m.kv_kind,
+        rows.append([m.id, str(m.n_layers), f"{m.n_q}/{m.n_kv}", str(m.head_dim), attention_kind(m),
                      f"{kv_bytes_per_token(m):,.0f}", params, _windows(m)])
-    head = ["id", "layers", "q/kv", "d_h", "kv", "KV B/token bf16", "params/active", "windows"]
-    return table(head, rows, right=(1, 2, 3, 5)) + (
-        "\nKV B/token: derived (SPEC §3, before window caps); the rest: reported from config.json\n"
-        "(sources in `kvplan models --format json`). windows: layers per window, @ = sliding window\n"
-        "in tokens. params/active: total held / read per token at batch 1 (MoE).\n")
+    head = ["id", "layers", "q/kv", "d_h", "attn", "KV B/token bf16", "params/active", "windows"]
+    return table(head, rows, right=(1, 2, 3, 5)) + "\n" + MODELS_LEGEND
 
 
 def _model_json(m: Model) -> dict[str, Any]:
@@ -69,7 +93,7 @@ def _model_json(m: Model) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": m.id, "name": m.name, "hf_id": m.hf_id, "aliases": _aliases("model", m.id),
         "layers": m.n_layers, "q_heads": m.n_q, "kv_heads": m.n_kv, "head_dim": m.head_dim,
-        "kv_kind": m.kv_kind,
+        "kv_kind": m.kv_kind, "attention": attention_kind(m),
     }
     if m.kv_kind == "mla":
         out.update(mla_kv_rank=m.mla_kv_rank, mla_rope_dim=m.mla_rope_dim, v_head_dim=m.v_head_dim)
@@ -95,6 +119,24 @@ def _fabric_text(d: Device) -> str:
     return "unpublished" if d.fabric is None else fmt_bandwidth(d.fabric)
 
 
+#: What each column of `kvplan devices` is (also in docs/cli.md).
+DEVICES_LEGEND = """\
+columns:
+  id            the name a spec uses (`device = ...`); aliases in `--format json`
+  memory        HBM capacity C per package
+  HBM BW        aggregate HBM bandwidth β
+  BF16 TFLOP/s  dense BF16 tensor rate π
+  ridge FLOP/B  π/β, derived (docs/model.md §4)
+  parts         memory partitions (dies or HBM stacks) a kernel can pin pages to
+  BW/part       β/parts, derived (docs/model.md §7)
+  fabric        die-to-die bandwidth; n/a: one partition; unpublished: striped bandwidth is an
+                upper bound
+  conf          confidence in the sources: V vendor document, S well-sourced secondary,
+                U uncertain or conflicting (the entry's note says which figure)
+  the rest is reported: sources in `kvplan devices --format json` and docs/catalog.md
+"""
+
+
 def devices(items: Sequence[Device], fmt: str) -> str:
     ordered = sorted(items, key=lambda d: d.id)
     if fmt == "json":
@@ -106,9 +148,7 @@ def devices(items: Sequence[Device], fmt: str) -> str:
              _fabric_text(d), d.confidence] for d in ordered]
     head = ["id", "memory", "HBM BW", "BF16 TFLOP/s", "ridge FLOP/B", "parts", "BW/part", "fabric",
             "conf"]
-    return table(head, rows, right=(1, 2, 3, 4, 5, 6)) + (
-        "\nridge and BW/part: derived (SPEC §4, §6); the rest: reported (sources in\n"
-        "`kvplan devices --format json`). Unpublished fabric: striped bandwidth is an upper bound.\n")
+    return table(head, rows, right=(1, 2, 3, 4, 5, 6)) + "\n" + DEVICES_LEGEND
 
 
 def _rep(x: float, unit: str, source: str) -> Value:
@@ -130,10 +170,10 @@ def _device_json(d: Device) -> dict[str, Any]:
         "bandwidth": _rep(d.bandwidth, "B/s", rep),
         "compute_bf16": _rep(d.compute, "FLOP/s", rep),
         "compute_fp8": _opt(d.compute_fp8, "FLOP/s", rep),
-        "ridge": derived(d.ridge, "FLOP/B", "dense BF16 FLOP/s / HBM bandwidth (SPEC §4)"),
+        "ridge": derived(d.ridge, "FLOP/B", "dense BF16 FLOP/s / HBM bandwidth (docs/model.md §4)"),
         "partitions": d.partitions,
         "partition_bandwidth": derived(round(d.partition_bandwidth), "B/s",
-                                       f"HBM bandwidth / partitions ({d.partitions}) (SPEC §6, pinned)"),
+                                       f"HBM bandwidth / partitions ({d.partitions}) (docs/model.md §7, pinned)"),
         "fabric": _opt(d.fabric, "B/s", rep),
         "fabric_status": fabric_status,
         "sm_count": d.sm_count,

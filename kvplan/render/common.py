@@ -41,3 +41,20 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, right: Seque
 
     sep = "  ".join("-" * w for w in widths)
     return "\n".join([line(headers), sep, *[line(r) for r in rows]]) + "\n"
+
+
+def clip(text: str, width: int) -> str:
+    """`text` cut to at most `width` characters at a word boundary, with "…" where it was cut.
+
+    Never cuts inside a word: the cut goes at the last space that leaves room for the ellipsis
+    (trailing ",;:" and spaces dropped), and a first word longer than `width` is kept whole.
+    """
+    if len(text) <= width:
+        return text
+    head = text[:width]  # at most width - 1 characters are kept, then "…"
+    cut = head.rfind(" ", 0, width)
+    if cut <= 0:
+        end = text.find(" ")
+        return (text if end < 0 else text[:end].rstrip(",;:")) + ("…" if end >= 0 else "")
+    head = text[:cut].rstrip(" ,;:")
+    return head + "…" if head else text[:text.find(" ")] + "…"

@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.analysis import RegimeMap
-from kvplan.render.common import dump_json, table
+from kvplan.render.common import clip, dump_json, table
 from kvplan.units import fmt_unit
+
+#: Text lines are at most this wide; a long source is cut at a word boundary, with "…".
+WIDTH = 100
 
 _LABELS = {
     "kappa": "KV bytes per token (κ)",
@@ -67,11 +70,17 @@ def text(rm: RegimeMap) -> str:
              r.step_time.human, r.speedup.human] for r in rm.dtypes]
     lines.append(table(["kv", "κ", "s*", "s_cap", "KV stored", "regime", "step ≥", "speedup"], rows,
                        right=(1, 2, 3, 4, 6, 7)).rstrip("\n"))
-    lines.append("  all figures derived (SPEC §3–6); inputs below are reported (catalog) or assumed (yours)")
+    lines.append("  all figures derived (docs/model.md §2–7); inputs below are reported (catalog) or assumed (yours)")
     lines.append("")
     lines.append("inputs:")
+    clipped = False
     for key, v in rm.inputs:
-        lines.append(f"  {key:<14} {v.human:>14}  {v.evidence.value:<8}  {v.source}"[:100].rstrip())
+        lead = f"  {key:<14} {v.human:>14}  {v.evidence.value:<8}  "
+        shown = clip(v.source, WIDTH - len(lead))
+        clipped = clipped or shown != v.source
+        lines.append((lead + shown).rstrip())
+    if clipped:
+        lines.append("  (… sources shortened: `--format json` prints each in full)")
     for n in rm.notes:
         lines.append(f"note: {n}")
     return "\n".join(lines) + "\n"

@@ -180,7 +180,7 @@ def regime_map_figure(cfg: rf.Config, batch: int, context: int, kv_dtypes: Seque
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _p: f"{x:g}"))
     ax.yaxis.set_major_formatter(FuncFormatter(_tokens_label))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.03, 1.0), fontsize=8, frameon=False)
-    fig.text(0.66, 0.04, "curves derived (SPEC §5):\ns* = P·w_p/(b·κ), s_cap = (N·C − P·w_p)/(b·κ)",
+    fig.text(0.66, 0.04, "curves derived (docs/model.md §5):\ns* = P·w_p/(b·κ), s_cap = (N·C − P·w_p)/(b·κ)",
              fontsize=7, ha="left")
     return _save(fig, ax, path, colors=tuple(REGION_COLORS.items()))
 
@@ -228,7 +228,7 @@ def roofline_figure(cfg: rf.Config, batch: int, context: int, path: PathLike) ->
     ax.set_ylabel("attainable compute per device (FLOP/s)")
     ax.grid(True, which="major", color="0.9", linewidth=0.6)
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.03, 1.0), fontsize=8, frameon=False)
-    fig.text(0.66, 0.04, "derived (SPEC §4): F = 2·P_active·b + 4·b·s·L·n_q·d_h,\nM = P·w_p + b·s·κ; "
+    fig.text(0.66, 0.04, "derived (docs/model.md §4): F = 2·P_active·b + 4·b·s·L·n_q·d_h,\nM = P·w_p + b·s·κ; "
              "the point is F / (tp·T_step)", fontsize=7, ha="left")
     return _save(fig, ax, path)
 

@@ -43,7 +43,7 @@ def _inputs_lines(inputs: Sequence[tuple[str, Value]]) -> list[str]:
 
 def text(tables: Sequence[Table], inputs: Sequence[tuple[str, Value]]) -> str:
     out = ["Tables of 'The KV Cache Is the New Memory Wall' (derived parts, recomputed by kvplan)",
-           "cells: [d] derived from SPEC equations, [r#] reported (footnote), [a] assumed input", ""]
+           "cells: [d] derived from the equations of docs/model.md, [r#] reported (footnote), [a] assumed input", ""]
     for t in tables:
         notes: list[str] = []
         rows = [[_cell(c, notes) for c in r] for r in t.rows]
@@ -62,7 +62,7 @@ def text(tables: Sequence[Table], inputs: Sequence[tuple[str, Value]]) -> str:
 
 def markdown(tables: Sequence[Table], inputs: Sequence[tuple[str, Value]]) -> str:
     out = ["# Tables of the KV-cache paper, recomputed by kvplan", "",
-           "Cells: **[d]** derived from SPEC equations, **[r#]** reported (see the footnote), "
+           "Cells: **[d]** derived from the equations of docs/model.md, **[r#]** reported (see the footnote), "
            "**[a]** assumed input.", ""]
     for t in tables:
         notes: list[str] = []
