@@ -68,7 +68,7 @@ def check_source(text: str, path: str) -> CheckResult:
     if spec is None:
         diags = tuple(_syntax_diagnostic(e, path) for e in errors)
         return CheckResult(path, text, None, (), tuple(sorted(diags, key=Diagnostic.sort_key)), ())
-    scenarios, diagnostics = check(spec, os.path.dirname(path) or ".")
+    scenarios, diagnostics = check(spec, os.path.dirname(path) or ".", text)
     return CheckResult(path, text, spec, scenarios, diagnostics, spec.comments)
 
 
