@@ -499,30 +499,29 @@ def _fit_suggestions(sc: Any, ev: Evaluated, best: int, space: Space, sigma: flo
                      w_p: float) -> list[Suggestion]:
     dtype, r, placement = str(ev.dtype[best]), float(ev.retention[best]), str(ev.placement[best])
     sugg: list[Suggestion] = []
-    if True:  # (kept at this depth for a readable diff)
-        dev = _device_suggestion(sc, knobs, max(space.counts), "fits")
-        if dev is not None:
-            sugg.append(dev)
-        dt = _dtype_suggestion(sc, knobs, dtype)
-        if dt is not None:
-            sugg.append(dt)
-        cfg = rf.Config(sc.model, sc.device, n_devices=int(ev.n[best]), tp=int(ev.tp[best]), w_p=w_p,
-                        w_kv=DTYPES[dtype].width, factors=KvFactors(r, sigma, phi), placement=placement,
-                        reserve=knobs.reserve)
-        s_fit = _f(rf.s_cap(cfg, sc.batch))
-        if s_fit > 0:
-            c = _largest(max(1, sc.prefix), sc.context - 1,
-                         lambda x: _replan(sc, knobs, context=x) is not None, int(s_fit))
-            if c is not None:
-                sugg.append((f"context = {c} (the longest that fits at batch {sc.batch})",
-                             (("workload.context", "=", str(c)),)))
-            per_seq = _f(rf.kv_bytes_stored(cfg, 1, sc.context))
-            free = cfg.capacity - rf.weight_bytes_held(sc.model, w_p)
-            guess = int(free // per_seq) if per_seq > 0 else 1
-            bfit = _largest(1, sc.batch - 1, lambda x: _replan(sc, knobs, batch=x) is not None, guess)
-            if bfit is not None:
-                sugg.append((f"batch = {bfit} (the largest that fits at {sc.context:,} tokens)",
-                             (("workload.batch", "=", str(bfit)),)))
+    dev = _device_suggestion(sc, knobs, max(space.counts), "fits")
+    if dev is not None:
+        sugg.append(dev)
+    dt = _dtype_suggestion(sc, knobs, dtype)
+    if dt is not None:
+        sugg.append(dt)
+    cfg = rf.Config(sc.model, sc.device, n_devices=int(ev.n[best]), tp=int(ev.tp[best]), w_p=w_p,
+                    w_kv=DTYPES[dtype].width, factors=KvFactors(r, sigma, phi), placement=placement,
+                    reserve=knobs.reserve)
+    s_fit = _f(rf.s_cap(cfg, sc.batch))
+    if s_fit > 0:
+        c = _largest(max(1, sc.prefix), sc.context - 1,
+                     lambda x: _replan(sc, knobs, context=x) is not None, int(s_fit))
+        if c is not None:
+            sugg.append((f"context = {c} (the longest that fits at batch {sc.batch})",
+                         (("workload.context", "=", str(c)),)))
+        per_seq = _f(rf.kv_bytes_stored(cfg, 1, sc.context))
+        free = cfg.capacity - rf.weight_bytes_held(sc.model, w_p)
+        guess = int(free // per_seq) if per_seq > 0 else 1
+        bfit = _largest(1, sc.batch - 1, lambda x: _replan(sc, knobs, batch=x) is not None, guess)
+        if bfit is not None:
+            sugg.append((f"batch = {bfit} (the largest that fits at {sc.context:,} tokens)",
+                         (("workload.batch", "=", str(bfit)),)))
     return sugg
 
 
