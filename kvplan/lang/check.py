@@ -20,7 +20,7 @@ import attrs
 
 from kvplan import catalog
 from kvplan.catalog import Device, Dtype, Model
-from kvplan.diagnostics import Diagnostic, Fix, make
+from kvplan.diagnostics import Diagnostic, Edit, Fix, make
 from kvplan.errors import KvplanError, Span
 from kvplan.evidence import Value, assumed
 from kvplan.lang import codes
@@ -158,8 +158,12 @@ class _Checker:
                 self.report(codes.BAD_VERSION, "a second version line", v.span, help="keep one `kvplan 1`, first")
                 continue
             if first_decl is not None and (first_decl.line, first_decl.column) < (v.span.line, v.span.column):
+                s = v.span
+                move = Fix("move the version line first", (
+                    Edit(Span(s.file, 1, 1, 1, 1), f"kvplan {v.number.text}\n"),
+                    Edit(Span(s.file, s.line, 1, s.line + 1, 1), ""))) if self.spec_source else None
                 self.report(codes.BAD_VERSION, "the version line comes after a declaration", v.span,
-                            help="put `kvplan 1` first in the file")
+                            help="put `kvplan 1` first in the file", fixes=[move])
             if v.number.number != LANGUAGE_VERSION:
                 self.report(codes.BAD_VERSION, f"language version {v.number.text} is not supported",
                             v.number.span, help=f"this kvplan reads `kvplan {LANGUAGE_VERSION}`",
@@ -199,7 +203,8 @@ class _Checker:
                 continue
             if item.key in out:
                 self.report(codes.DUPLICATE_KEY, f"`{item.key}` is set twice in {where}", item.key_span,
-                            help=f"the first is at line {out[item.key].span.line}; keep one")
+                            help=f"the first is at line {out[item.key].span.line}; keep one",
+                            fixes=[self._remove_line(item), self._remove_line(out[item.key])])
                 continue
             out[item.key] = item
         return out

@@ -150,3 +150,108 @@ def remove_setting(source: str, dep: Optional[Container], path: str, title: Opti
     if entry is None:
         return None
     return remove_entry(source, entry, title or f"remove `{path}`")
+
+
+# ---------------------------------------------------------------- syntax errors
+
+#: Characters that look like the .kvp syntax but are not ASCII (as the syntax explainer knows them).
+LOOKALIKES = {"“": '"', "”": '"', "≤": "<=", "≥": ">=", "＝": "=", "–": "-", "—": "-", "×": "x", "：": ":"}
+
+
+def _at(span: Span, line: int, column: int) -> Span:
+    return Span(span.file, line, column, line, column)
+
+
+def _pos(source: str, off: int) -> tuple[int, int]:
+    """(line, column) of a character offset."""
+    before = source[:off]
+    line = before.count("\n") + 1
+    return line, off - (before.rfind("\n") + 1) + 1
+
+
+def syntax_fix(code: str, span: Span, help: str, source: str) -> Optional[Fix]:
+    """The edit a syntax error's help describes, where it names one (the explainer in
+    kvplan.lang.syntax words the help; this reads the same situation from the text)."""
+    import re
+
+    if not source:
+        return None
+    start = offset(source, span.line, span.column)
+    end = offset(source, span.end_line, span.end_column)
+    here = source[start:end]
+    m = re.fullmatch(r"write `(.+?) = (.+?)`", help)
+    if code == "KV006" and here == ":":
+        return replace(span, " =", help)
+    if code == "KV006" and m:
+        return Fix(help, (Edit(_at(span, span.line, span.column), "= "),))
+    if code == "KV007":
+        back = start
+        while back > 0 and source[back - 1] in " \t":
+            back -= 1
+        line, col = _pos(source, back)
+        return Fix("add `,` between the elements", (Edit(_at(span, line, col), ","),))
+    if code == "KV003" and here in LOOKALIKES:
+        edits = tuple(Edit(Span(span.file, *_pos(source, i), *_pos(source, i + 1)), LOOKALIKES[ch])
+                      for i, ch in enumerate(source) if ch in LOOKALIKES)
+        return Fix("write plain ASCII", edits)
+    if code == "KV003" and help.startswith("open the block on the line of its name"):
+        brace = source.find("{", start)
+        if brace < 0 or source[start:brace].strip():
+            return None
+        return Fix("open the block on the line of its name",
+                   (Edit(Span(span.file, span.line, span.column, *_pos(source, brace + 1)), " {"),))
+    if code == "KV004":
+        close = "]" if here == "[" else "}"
+        m2 = re.fullmatch(r"add `[}\]]` before `(\w+)`", help)
+        if m2:  # at the start of the line where the next declaration begins
+            nxt = re.compile(rf"^[ \t]*{re.escape(m2.group(1))}\b", re.M).search(source, end)
+            if nxt is None:
+                return None
+            line, _ = _pos(source, nxt.start())
+            return Fix(help, (Edit(_at(span, line, 1), close + "\n"),))
+        if close == "]":  # after the last element: the end of the `[`'s line, before any comment
+            eol = source.find("\n", start)
+            eol = len(source) if eol < 0 else eol
+            text = source[start:eol]
+            cut = text.find("#")
+            stop = start + len((text if cut < 0 else text[:cut]).rstrip())
+            return Fix(help, (Edit(_at(span, *_pos(source, stop)), "]"),))
+        tail = "" if source.endswith("\n") else "\n"
+        return Fix(help, (Edit(_at(span, *_pos(source, len(source))), tail + "}\n"),))
+    if code == "KV005":
+        return Fix("close the string", (Edit(_at(span, span.end_line, span.end_column), '"'),))
+    if code == "KV009":
+        # `batch =` with the value on the next line: join them
+        eol = source.find("\n", end)
+        if eol < 0:
+            return None
+        line_end = source.find("\n", eol + 1)
+        line_end = len(source) if line_end < 0 else line_end
+        value = source[eol + 1:line_end].strip()
+        line_start = source.rfind("\n", 0, start) + 1
+        km = re.search(r"(\w+)\s*=?\s*$", source[line_start:end])
+        key = km.group(1) if km else ""
+        example = re.search(r"e\.g\. `(\w+) = ([^`]+)`", help)
+        if not re.fullmatch(r"[0-9][0-9.]*\s*[A-Za-z%/]*", value):
+            if example and example.group(1) == key:  # no value anywhere: the example's
+                return Fix(f"{key} = {example.group(2)}",
+                           (Edit(_at(span, *_pos(source, end)), f" {example.group(2)}"),))
+            return None
+        return Fix(f"write the value on the same line: `{key} = {value}`",
+                   (Edit(Span(span.file, *_pos(source, end), *_pos(source, line_end)), f" {value}"),))
+    if code == "KV010":
+        line_start = source.rfind("\n", 0, start) + 1
+        indent = source[line_start:start][:len(source[line_start:start]) - len(source[line_start:start].lstrip())]
+        back = start
+        while back > line_start and source[back - 1] in " \t":
+            back -= 1
+        return Fix("one setting per line", (Edit(Span(span.file, *_pos(source, back), span.line, span.column),
+                                                 "\n" + indent),))
+    if code == "KV011" and re.fullmatch(r"[\w.-]+", here):
+        return replace(span, f'"{here}"', f'write `"{here}"`')
+    if code == "KV012":
+        m3 = re.fullmatch(r"did you mean `(\w+)`\?", help)
+        return replace(span, m3.group(1)) if m3 else None
+    if code == "KV013" and here == "}":
+        return Fix("remove the `}`", (Edit(span, ""),))
+    return None

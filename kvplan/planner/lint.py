@@ -89,8 +89,11 @@ def _is_list(dep: Optional[DeploymentDecl], path: str) -> bool:
 
 
 def _unmet_help(sc: Any, ctx: Optional[Context], u: Any, lead: str, sep: str) -> tuple[str, list[Optional[Fix]]]:
+    """The help line and its fixes; the lead ("smallest change that fits: ") only before changes."""
     pairs = list(zip(u.suggestions, u.changes or ((),) * len(u.suggestions), strict=True))
     found = [_fix(sc, ctx, text, ch) for text, ch in pairs]
+    if not any(ch for _, ch in pairs):
+        lead = ""
     return lead + sep.join(u.suggestions), found
 
 
