@@ -360,7 +360,11 @@ def spec_for_example(fragment: str) -> tuple[str, set[int]]:
 
 
 def example_errors(fragment: str, path: str) -> list[str]:
-    """Front-end errors (KV0xx, KV1xx) an example causes on its own lines."""
+    """Front-end errors (KV0xx, KV1xx) an example causes on its own lines. Settings that repeat
+    a key are alternatives (`context = 128k` or `context = 128Ki`): each is linted on its own."""
+    keys = [m.group(1) for m in map(_SETTING.match, fragment.strip("\n").split("\n")) if m and m.group(1)]
+    if len(keys) != len(set(keys)) and len(keys) == len(fragment.strip("\n").split("\n")):
+        return [e for ln in fragment.strip("\n").split("\n") for e in example_errors(ln + "\n", path)]
     text, mine = spec_for_example(fragment)
     diags = check_source(text, path).diagnostics
     return [f"{d.code} {d.message} (line {d.span.line if d.span else '?'} of\n{text})" for d in diags

@@ -286,7 +286,7 @@ class _Checker:
                     close = difflib.get_close_matches(node.unit, [u for u in table if u], n=1)
                     hint = f"did you mean `{close[0]}`?" if close else f"use {_unit_names(table)}"
                     self.report(codes.UNKNOWN_UNIT, f"unknown unit `{node.unit}` for {what}", node.unit_span,
-                                help=hint, fixes=[fx.replace(node.unit_span, close[0])] if close else [])
+                                help=hint, fixes=[_did_you_mean(node.unit_span, hint)])
                 return None
             if dim in (Dim.COUNT,) and node.unit in ("B", "T"):  # convert() accepted a parameter count unit
                 self.report(codes.UNKNOWN_UNIT, f"`{node.unit}` counts parameters, not {what}", node.unit_span,
@@ -891,6 +891,14 @@ class _Checker:
 
 
 # ------------------------------------------------------------------ words
+
+def _did_you_mean(span: Span, help: str) -> Optional[Fix]:
+    """The fix of a help that reads "did you mean `X`?": X in place of the span."""
+    import re
+
+    m = re.match(r"did you mean `([^`]+)`\?", help)
+    return fx.replace(span, m.group(1)) if m else None
+
 
 def _source_text(node: Optional[ValueNode]) -> str:
     """A scalar value as it would be written back; "" for anything else."""
