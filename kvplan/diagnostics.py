@@ -8,7 +8,7 @@ SLOs, KV9xx suppressions. Every code has a page under docs/rules/.
 from __future__ import annotations
 
 import enum
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 import attrs
 
@@ -36,12 +36,34 @@ class Rule:
 
 
 @attrs.frozen(slots=True)
+class Edit:
+    """Replace the text of `span` with `text`; an empty span (end = start) inserts at it."""
+
+    span: Span
+    text: str
+
+
+@attrs.frozen(slots=True)
+class Fix:
+    """A concrete change a diagnostic suggests, as data a tool (or a test) can apply.
+
+    `title` is the human text (it also appears in the help line); `edits` change the file.
+    Every fix kvplan prints is verified by tests/test_suggestions.py: applied to the file,
+    the finding it addresses is gone and no new error appears.
+    """
+
+    title: str
+    edits: tuple[Edit, ...]
+
+
+@attrs.frozen(slots=True)
 class Diagnostic:
     code: str
     severity: Severity
     message: str
     span: Optional[Span]
     help: Optional[str] = None
+    fixes: tuple[Fix, ...] = ()
 
     @property
     def rule(self) -> Rule:
@@ -65,9 +87,10 @@ def register(code: str, name: str, summary: str, severity: Severity = Severity.E
 
 
 def make(code: str, message: str, span: Optional[Span], help: Optional[str] = None,
-         severity: Optional[Severity] = None) -> Diagnostic:
+         severity: Optional[Severity] = None, fixes: Sequence[Optional[Fix]] = ()) -> Diagnostic:
     rule = RULES[code]
-    return Diagnostic(code, severity or rule.severity, message, span, help)
+    return Diagnostic(code, severity or rule.severity, message, span, help,
+                      tuple(f for f in fixes if f is not None))
 
 
 def registry() -> Mapping[str, Rule]:

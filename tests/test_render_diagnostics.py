@@ -126,7 +126,7 @@ def test_json_document() -> None:
             for e in doc["diagnostics"]]
     assert keys == sorted(keys)
     for e in doc["diagnostics"]:
-        assert set(e) == {"code", "name", "severity", "message", "help", "path", "range", "snippet", "docs"}
+        assert set(e) == {"code", "name", "severity", "message", "help", "path", "range", "snippet", "docs", "fixes"}
         assert e["name"] == registry()[e["code"]].name
         line = sources[e["path"]].split("\n")[e["range"]["start"]["line"] - 1]
         snip = e["snippet"]

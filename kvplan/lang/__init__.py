@@ -66,9 +66,9 @@ def check_source(text: str, path: str) -> CheckResult:
         text = text[1:]  # a byte-order mark is not part of line 1's columns
     spec, errors = parse_all(text, path)
     if spec is None:
-        diags = tuple(_syntax_diagnostic(e, path) for e in errors)
+        diags = tuple(_syntax_diagnostic(e, path, text) for e in errors)
         return CheckResult(path, text, None, (), tuple(sorted(diags, key=Diagnostic.sort_key)), ())
-    scenarios, diagnostics = check(spec, os.path.dirname(path) or ".")
+    scenarios, diagnostics = check(spec, os.path.dirname(path) or ".", text)
     return CheckResult(path, text, spec, scenarios, diagnostics, spec.comments)
 
 
@@ -93,5 +93,9 @@ def check_file(path: str) -> CheckResult:
     return check_source(text, path)
 
 
-def _syntax_diagnostic(exc: KvpSyntaxError, path: str) -> Diagnostic:
-    return make(exc.code, exc.message, exc.span or Span(path, 1, 1, 1, 1), exc.help)
+def _syntax_diagnostic(exc: KvpSyntaxError, path: str, text: str = "") -> Diagnostic:
+    from kvplan.lang.fixes import syntax_fix
+
+    span = exc.span or Span(path, 1, 1, 1, 1)
+    fix = syntax_fix(exc.code, span, exc.help, text) if exc.help and text else None
+    return make(exc.code, exc.message, span, exc.help, fixes=[fix])

@@ -20,10 +20,11 @@ import attrs
 
 from kvplan import catalog
 from kvplan.catalog import Device, Dtype, Model
-from kvplan.diagnostics import Diagnostic, make
+from kvplan.diagnostics import Diagnostic, Edit, Fix, make
 from kvplan.errors import KvplanError, Span
 from kvplan.evidence import Value, assumed
 from kvplan.lang import codes
+from kvplan.lang import fixes as fx
 from kvplan.lang.scenario import AUTO_DEVICE_LIMIT, DeviceCount, Expectation, Pin, Scenario, choice
 from kvplan.lang.spec import (
     SECTIONS, Block, Bound, Declaration, DeploymentDecl, DeviceDecl, Entry, Ident, ListValue, ModelDecl,
@@ -93,21 +94,23 @@ class _Device:
     assumptions: tuple[Value, ...] = ()
 
 
-def check(spec: SpecFile, base_dir: str = ".") -> tuple[tuple[Scenario, ...], tuple[Diagnostic, ...]]:
+def check(spec: SpecFile, base_dir: str = ".", source: str = "") -> tuple[tuple[Scenario, ...], tuple[Diagnostic, ...]]:
     """Scenarios of every error-free deployment, and all diagnostics sorted by position.
 
-    `base_dir` is where `config = "..."` paths of model blocks are relative to.
+    `base_dir` is where `config = "..."` paths of model blocks are relative to; `source`, the
+    file's text, lets suggestions carry their edits (kvplan.lang.fixes).
     """
-    checker = _Checker(spec, base_dir)
+    checker = _Checker(spec, base_dir, source)
     scenarios = checker.run()
     unique = {(d.code, d.span, d.message): d for d in checker.diagnostics}
     return tuple(scenarios), tuple(sorted(unique.values(), key=Diagnostic.sort_key))
 
 
 class _Checker:
-    def __init__(self, spec: SpecFile, base_dir: str) -> None:
+    def __init__(self, spec: SpecFile, base_dir: str, source: str = "") -> None:
         self.spec = spec
         self.base_dir = base_dir
+        self.spec_source = source
         self.diagnostics: list[Diagnostic] = []
         self.models: dict[str, Optional[_Model]] = {}
         self.devices: dict[str, Optional[_Device]] = {}
@@ -116,8 +119,15 @@ class _Checker:
 
     # ------------------------------------------------------------ reporting
 
-    def report(self, code: str, message: str, span: Optional[Span], help: Optional[str] = None) -> None:
-        self.diagnostics.append(make(code, message, span, help))
+    def report(self, code: str, message: str, span: Optional[Span], help: Optional[str] = None,
+               fixes: Sequence[Optional[Fix]] = ()) -> None:
+        self.diagnostics.append(make(code, message, span, help, fixes=fixes))
+
+    def _set_in(self, where: Optional[fx.Container], key: str, value: str) -> Optional[Fix]:
+        return fx.set_setting(self.spec_source, where, key, value) if where is not None else None
+
+    def _remove_line(self, e: Entry) -> Optional[Fix]:
+        return fx.remove_entry(self.spec_source, e) if self.spec_source else None
 
     def _errors(self) -> int:
         return sum(1 for d in self.diagnostics if d.severity.value == "error")
@@ -153,11 +163,16 @@ class _Checker:
                 self.report(codes.BAD_VERSION, "a second version line", v.span, help="keep one `kvplan 1`, first")
                 continue
             if first_decl is not None and (first_decl.line, first_decl.column) < (v.span.line, v.span.column):
+                s = v.span
+                move = Fix("move the version line first", (
+                    Edit(Span(s.file, 1, 1, 1, 1), f"kvplan {v.number.text}\n"),
+                    Edit(Span(s.file, s.line, 1, s.line + 1, 1), ""))) if self.spec_source else None
                 self.report(codes.BAD_VERSION, "the version line comes after a declaration", v.span,
-                            help="put `kvplan 1` first in the file")
+                            help="put `kvplan 1` first in the file", fixes=[move])
             if v.number.number != LANGUAGE_VERSION:
                 self.report(codes.BAD_VERSION, f"language version {v.number.text} is not supported",
-                            v.number.span, help=f"this kvplan reads `kvplan {LANGUAGE_VERSION}`")
+                            v.number.span, help=f"this kvplan reads `kvplan {LANGUAGE_VERSION}`",
+                            fixes=[fx.replace(v.number.span, str(LANGUAGE_VERSION), f"kvplan {LANGUAGE_VERSION}")])
 
     def _names(self) -> None:
         seen: dict[tuple[str, str], Declaration] = {}
@@ -185,13 +200,16 @@ class _Checker:
                             help=self._block_help(item.name, keys))
                 continue
             if item.key not in keys:
+                close = difflib.get_close_matches(item.key, keys, n=1, cutoff=0.6)
                 self.report(codes.UNKNOWN_KEY, f"unknown key `{item.key}` in {where}", item.key_span,
-                            help=self._key_help(item.key, keys, others))
+                            help=self._key_help(item.key, keys, others),
+                            fixes=[fx.replace(item.key_span, close[0])] if close else [])
                 self.hinted.update(difflib.get_close_matches(item.key, keys, n=1, cutoff=0.6) or [item.key])
                 continue
             if item.key in out:
                 self.report(codes.DUPLICATE_KEY, f"`{item.key}` is set twice in {where}", item.key_span,
-                            help=f"the first is at line {out[item.key].span.line}; keep one")
+                            help=f"the first is at line {out[item.key].span.line}; keep one",
+                            fixes=[self._remove_line(item), self._remove_line(out[item.key])])
                 continue
             out[item.key] = item
         return out
@@ -221,8 +239,10 @@ class _Checker:
             self.report(codes.MISSING_VALUE, f"`{e.key}` has no value", e.key_span,
                         help=f"write `{e.key} = value`")
         else:
+            shown = _source_text(e.value)
             self.report(codes.WRONG_OPERATOR, f"{where} settings take `=`, not `{e.op}`", e.span,
-                        help=f"write `{e.key} = ...`")
+                        help=f"write `{e.key} = {shown or '...'}`",
+                        fixes=[fx.replace(e.span, f"{e.key} = {shown}")] if shown else [])
         return None
 
     def _scalar(self, e: Entry, where: str) -> Optional[Scalar]:
@@ -239,15 +259,21 @@ class _Checker:
 
     def _number(self, node: Scalar, key: str, dim: Dim, table: Optional[Mapping[str, float]] = None,
                 *, integer: bool = False, lo: Optional[float] = None, hi: Optional[float] = None,
-                lo_open: bool = False, what: Optional[str] = None, why: str = "") -> Optional[float]:
-        """A quantity in base units, dimension-, integer- and range-checked; None after reporting."""
+                lo_open: bool = False, what: Optional[str] = None, why: str = "", op: str = "=") -> Optional[float]:
+        """A quantity in base units, dimension-, integer- and range-checked; None after reporting.
+        `op` is how the key is written (`step_time <= ...` in slo), so that examples are valid."""
         what = what or key
+        example = _EXAMPLES.get(dim, "1")
         if not isinstance(node, Quantity):
             shown = f"`{node.name}`" if isinstance(node, Ident) else f'the string "{node.value}"'
-            help = f"write a number, e.g. `{key} = {_EXAMPLES.get(dim, '1')}`"
-            if isinstance(node, Ident) and _unit_first(node.name, dim):
-                help = f"the number comes first: `{_unit_first(node.name, dim)}`"
-            self.report(codes.WRONG_KIND, f"{what} takes {_dim_words(dim)}, got {shown}", node.span, help=help)
+            help = f"write a number, e.g. `{key} {op} {example}`"
+            fix = fx.replace(node.span, example, f"{key} {op} {example}")
+            first = _unit_first(node.name, dim) if isinstance(node, Ident) else None
+            if first:
+                help = f"the number comes first: `{first}`"
+                fix = fx.replace(node.span, first)
+            self.report(codes.WRONG_KIND, f"{what} takes {_dim_words(dim)}, got {shown}", node.span, help=help,
+                        fixes=[fix])
             return None
         table = table if table is not None else UNITS[dim]
         if node.unit in table:
@@ -260,18 +286,20 @@ class _Checker:
                 slip = suggest_unit(node.unit, table)
                 if slip is not None and slip.casefold() == node.unit.casefold():  # `1K` for a count, `50 MS`
                     self.report(codes.UNKNOWN_UNIT, f"unknown unit `{node.unit}` for {what}", node.unit_span,
-                                help=f"did you mean `{slip}`?")
+                                help=f"did you mean `{slip}`?", fixes=[fx.replace(node.unit_span, slip)])
                 elif not node.unit:  # a bare number where a unit is needed: it has no dimension yet
                     self.report(codes.WRONG_DIMENSION, f"{what} takes {dim.value}, got a plain number {node.text}",
-                                node.span, help=f"add its unit, e.g. `{key} = {_EXAMPLES.get(dim, '1')}`")
+                                node.span, help=f"add its unit, e.g. `{key} {op} {example}`",
+                                fixes=[fx.replace(node.span, example, f"{key} {op} {example}")])
                 elif wrong:
                     self.report(codes.WRONG_DIMENSION, f"{what} takes {dim.value}, got {wrong[0].value}", node.span,
-                                help=f"write {_dim_words(dim)}, e.g. `{key} = {_EXAMPLES.get(dim, '1')}`")
+                                help=f"write {_dim_words(dim)}, e.g. `{key} {op} {example}`",
+                                fixes=[fx.replace(node.span, example, f"{key} {op} {example}")])
                 else:
                     close = suggest_unit(node.unit, table)
                     hint = f"did you mean `{close}`?" if close else f"use {_unit_names(table)}"
                     self.report(codes.UNKNOWN_UNIT, f"unknown unit `{node.unit}` for {what}", node.unit_span,
-                                help=hint)
+                                help=hint, fixes=[_did_you_mean(node.unit_span, hint)])
                 return None
             if dim in (Dim.COUNT,) and node.unit in ("B", "T"):  # convert() accepted a parameter count unit
                 self.report(codes.UNKNOWN_UNIT, f"`{node.unit}` counts parameters, not {what}", node.unit_span,
@@ -281,8 +309,9 @@ class _Checker:
             self.report(codes.OUT_OF_RANGE, f"{what} = {node.text} is not a finite number", node.span)
             return None
         if integer and value != int(value):
+            whole = str(max(1, round(value)))
             self.report(codes.NOT_AN_INTEGER, f"{what} must be a whole number, got {node.text}", node.span,
-                        help=f"e.g. `{key} = {max(1, round(value))}`")
+                        help=f"e.g. `{key} {op} {whole}`", fixes=[fx.replace(node.span, whole, f"{key} {op} {whole}")])
             return None
         low_bad = lo is not None and (value <= lo if lo_open else value < lo)
         high_bad = hi is not None and value > hi
@@ -321,9 +350,9 @@ class _Checker:
         word = node.name if isinstance(node, Ident) else node.value
         if word in choices:
             return word
-        close = difflib.get_close_matches(word, choices, n=1, cutoff=0.5)
-        self.report(codes.UNKNOWN_VALUE, f"unknown {what} `{word}`", node.span,
-                    help=f"did you mean `{close[0]}`?" if close else f"choose {_or(choices)}")
+        help, meant = _meaning(word, key, choices, what)
+        self.report(codes.UNKNOWN_VALUE, f"unknown {what} `{word}`", node.span, help=help,
+                    fixes=[fx.replace(node.span, m) for m in meant])
         return None
 
     def _name(self, node: Optional[Scalar], key: str) -> Optional[str]:
@@ -343,7 +372,7 @@ class _Checker:
         config = entries.get("config")
         if config is None:
             self.report(codes.MISSING_KEY, f'model "{decl.name}" has no config', decl.name_span,
-                        help='add `config = "path/to/config.json"` (a Hugging Face config.json)')
+                        help='add `config = "..."`: the path of a Hugging Face config.json')
             return None
         node = self._scalar(config, "model")
         params = self._count(entries.get("params"), "params", "model")
@@ -351,8 +380,9 @@ class _Checker:
         if node is None:
             return None
         if not isinstance(node, String):
+            quoted = '"' + _source_text(node).replace('\\', '\\\\').replace('"', '\\"') + '"'
             self.report(codes.WRONG_KIND, "config takes a quoted path", node.span,
-                        help='write `config = "models/my-7b/config.json"`')
+                        help=f"quote it: `config = {quoted}`", fixes=[fx.replace(node.span, quoted)])
             return None
         path = node.value if os.path.isabs(node.value) else os.path.join(self.base_dir, node.value)
         try:
@@ -407,7 +437,8 @@ class _Checker:
         for key in ("memory", "bandwidth", "compute"):
             if key not in entries:
                 self.report(codes.MISSING_KEY, f"{where} has no {key}", decl.name_span,
-                            help=f"add `{key} = {_EXAMPLES[dims[key]]}`")
+                            help=f"add `{key} = {_EXAMPLES[dims[key]]}`",
+                            fixes=[fx.set_setting(self.spec_source, decl, key, _EXAMPLES[dims[key]])])
         ints: dict[str, int] = {}
         for key in ("partitions", "sm_count"):
             e = entries.get(key)
@@ -473,7 +504,8 @@ class _Checker:
                 if block.name in DEPLOYMENT_KEYS:
                     help = self._block_help(block.name, DEPLOYMENT_KEYS)
                 self.report(codes.UNKNOWN_BLOCK, f"unknown block `{block.name}` in {where}", block.name_span,
-                            help=help)
+                            help=help, fixes=[fx.replace(block.name_span, close[0])]
+                            if close and block.name not in DEPLOYMENT_KEYS else [])
             elif block.name in sections:
                 self.report(codes.DUPLICATE_KEY, f"a second `{block.name}` block in {where}", block.name_span,
                             help=f"the first is at line {sections[block.name].span.line}; merge them")
@@ -513,7 +545,8 @@ class _Checker:
             if "workload" in self.hinted:
                 return []
             self.report(codes.MISSING_KEY, f"{where} has no workload", dep.name_span,
-                        help="add `workload { batch = 32  context = 128k }` (one setting per line)")
+                        help="add a workload block with `batch = 32` and `context = 128k`, one setting per line",
+                        fixes=[fx.add_block(self.spec_source, dep, "workload", ("batch = 32", "context = 128k"))])
             return []
         combos = self._workload(workload, dep.name, notes)
         if None in (model, device, weights, devices, placement, engine, objective, quality, slo, combos):
@@ -557,7 +590,8 @@ class _Checker:
             assert e.value is not None
             self.report(code, f"unknown {key} `{name}`", e.value.span,
                         help=(f"did you mean `{close[0]}`? " if close else "")
-                        + f"`kvplan {key}s` lists the catalog; a `{key}` block in this file also works")
+                        + f"`kvplan {key}s` lists the catalog; a `{key}` block in this file also works",
+                        fixes=[fx.replace(e.value.span, close[0])] if close else [])
             return None
 
     def _weights(self, e: Optional[Entry], spans: dict[str, Span], notes: list[Value]) -> Optional[Dtype]:
@@ -572,10 +606,13 @@ class _Checker:
         try:
             return catalog.dtype(name)
         except KvplanError:
-            close = difflib.get_close_matches(name.lower(), list(catalog.DTYPES), n=1, cutoff=0.5)
+            # a spelling match that changes the bit count changes the meaning (int3 is not int2)
+            close = [c for c in difflib.get_close_matches(name.lower(), list(catalog.DTYPES), n=3, cutoff=0.5)
+                     if sorted(ch for ch in c if ch.isdigit()) == sorted(ch for ch in name if ch.isdigit())][:1]
             assert e.value is not None
             self.report(codes.UNKNOWN_VALUE, f"unknown {key} dtype `{name}`", e.value.span,
-                        help=f"did you mean `{close[0]}`?" if close else f"choose {_or(list(catalog.DTYPES))}")
+                        help=f"did you mean `{close[0]}`?" if close else f"choose {_or(list(catalog.DTYPES))}",
+                        fixes=[fx.replace(e.value.span, close[0])] if close else [])
             return None
 
     def _device_count(self, e: Optional[Entry], spans: dict[str, Span], notes: list[Value]) -> Optional[DeviceCount]:
@@ -589,8 +626,13 @@ class _Checker:
             return None
         if isinstance(v, Bound):
             if v.op not in ("<=",):
+                # `>= 4` means at least 4: `<= 4` would mean the opposite, so the suggestion is `auto`
+                right = "auto" if v.op in (">=", ">") else f"<= {v.limit.text}"
                 self.report(codes.WRONG_OPERATOR, f"devices takes an upper bound `<= N`, not `{v.op}`", v.span,
-                            help="write `devices = <= 8`")
+                            help=(f"write `devices = auto` (the planner takes the fewest that fit, up to "
+                                  f"{AUTO_DEVICE_LIMIT}), a count, or an upper bound `<= N`"
+                                  if right == "auto" else f"write `devices = {right}`"),
+                            fixes=[fx.replace(v.span, right, f"devices = {right}")])
                 return None
             n = self._number(v.limit, "devices", Dim.COUNT, _COUNT, integer=True, lo=1)
             return None if n is None else DeviceCount("max", int(n))
@@ -656,33 +698,41 @@ class _Checker:
             if eviction == "allowed" and budget == "lossless":
                 self.report(codes.CONFLICTING_SETTINGS, "eviction is allowed but the budget is lossless",
                             entries["eviction"].span,
-                            help="a lossless budget admits no eviction: raise the budget or forbid eviction")
+                            help="a lossless budget admits no eviction: write `eviction = forbidden`, or raise "
+                                 "the budget to one that admits eviction",
+                            fixes=[fx.replace(entries["eviction"].span, "eviction = forbidden")])
         if not allowed and "min_retention" in entries:
+            can_allow = budget != "lossless"
             self.report(codes.NO_EFFECT, "min_retention has no effect: eviction is not allowed",
-                        entries["min_retention"].span, help="set `eviction = allowed`, or remove min_retention")
+                        entries["min_retention"].span,
+                        help=("set `eviction = allowed`, or remove min_retention" if can_allow else
+                              "remove min_retention (the lossless budget admits no eviction)"),
+                        fixes=[self._set_in(block, "eviction", "allowed") if can_allow else None,
+                               self._remove_line(entries["min_retention"])])
         return budget, allowed, min_retention
 
     def _slo(self, block: Optional[Block], spans: dict[str, Span]) -> Optional[tuple[Optional[float], Optional[float]]]:
         entries = self._section(block, "slo")
         ok = True
         found: dict[str, Optional[float]] = {"step_time": None, "throughput": None}
-        for key, (dim, ops, example) in {"step_time": (Dim.TIME, ("<=", "<"), "step_time <= 50 ms"),
-                                         "throughput": (Dim.RATE, (">=", ">"), "throughput >= 500 tok/s")}.items():
+        for key, (dim, ops, example) in {"step_time": (Dim.TIME, ("<=", "<"), "50 ms"),
+                                         "throughput": (Dim.RATE, (">=", ">"), "500 tok/s")}.items():
             e = entries.get(key)
             if e is None:
                 continue
             spans[f"slo.{key}"] = e.span
             if e.op not in ops:
                 bound = "an upper bound" if key == "step_time" else "a lower bound"
+                right = f"{key} {ops[0]} {_source_text(e.value) or example}"
                 self.report(codes.WRONG_OPERATOR, f"slo {key} is {bound}: `{ops[0]}`, not `{e.op or 'nothing'}`",
-                            e.span, help=f"write `{example}`")
+                            e.span, help=f"write `{right}`", fixes=[fx.replace(e.span, right)])
                 ok = False
                 continue
             node = e.value
             if not isinstance(node, (Quantity, Ident, String)):  # the grammar gives a comparison one scalar
                 ok = False
                 continue
-            value = self._number(node, key, dim, lo=0, lo_open=True)
+            value = self._number(node, key, dim, lo=0, lo_open=True, op=e.op)
             ok = ok and value is not None
             found[key] = value
         return (found["step_time"], found["throughput"]) if ok else None
@@ -718,13 +768,16 @@ class _Checker:
         if pd is not None and devices is not None and devices.mode != "auto" and "devices" in top:
             limit_ok = pd.value == devices.n if devices.mode == "fixed" else float(pd.value) <= devices.n
             if not limit_ok:
+                agree = f"{'<= ' if devices.mode == 'max' else ''}{pd.value:g}"
                 self.report(codes.CONFLICTING_SETTINGS, f"pin devices = {pd.value:g} contradicts "
                             f"devices = {'<= ' if devices.mode == 'max' else ''}{devices.n}", pd.span,
-                            help="the pin wins; make them agree")
+                            help=f"the pin wins; make them agree: `devices = {agree}`",
+                            fixes=[fx.replace(top["devices"].span, f"devices = {agree}")])
         pp = pins.get("placement")
         if pp is not None and placement not in (None, "auto", pp.value):
+            fix = fx.replace(top["placement"].span, f"placement = {pp.value}") if "placement" in top else None
             self.report(codes.CONFLICTING_SETTINGS, f"pin placement = {pp.value} contradicts placement = {placement}",
-                        pp.span, help="the pin wins; make them agree")
+                        pp.span, help=f"the pin wins; make them agree: `placement = {pp.value}`", fixes=[fix])
         return pins
 
     def _expects(self, block: Optional[Block]) -> tuple[Expectation, ...]:
@@ -740,11 +793,13 @@ class _Checker:
             if e.key not in keys:
                 close = difflib.get_close_matches(e.key, keys, n=1, cutoff=0.6)
                 self.report(codes.UNKNOWN_METRIC, f"the plan has no metric `{e.key}`", e.key_span,
-                            help=f"did you mean `{close[0]}`?" if close else f"metrics: {', '.join(keys)}")
+                            help=f"did you mean `{close[0]}`?" if close else f"metrics: {', '.join(keys)}",
+                            fixes=[fx.replace(e.key_span, close[0])] if close else [])
                 continue
             if e.key == "fits":
                 if e.op:
-                    self.report(codes.WRONG_OPERATOR, "`fits` stands alone", e.span, help="write `fits`")
+                    self.report(codes.WRONG_OPERATOR, "`fits` stands alone", e.span, help="write `fits`",
+                                fixes=[fx.replace(e.span, "fits")])
                 else:
                     out.append(Expectation("fits", "is", True, e.span))
                 continue
@@ -759,15 +814,16 @@ class _Checker:
                 continue
             if e.key == "regime":
                 if e.op != "==":
+                    right = f"regime == {_source_text(node)}"
                     self.report(codes.WRONG_OPERATOR, f"regimes are compared with `==`, not `{e.op}`", e.span,
-                                help="write `regime == kv-bound`")
+                                help=f"write `{right}`", fixes=[fx.replace(e.span, right)])
                     continue
                 word = self._word(node, "regime", REGIMES)
                 if word is not None:
                     out.append(Expectation("regime", "==", word, e.span))
                 continue
             dim, table = _EXPECT_UNITS[e.key]
-            value = self._number(node, e.key, dim, table, integer=e.key == "devices", lo=0)
+            value = self._number(node, e.key, dim, table, integer=e.key == "devices", lo=0, op=e.op)
             if value is not None:
                 out.append(Expectation(e.key, e.op, value, e.span))
         return tuple(out)
@@ -795,8 +851,9 @@ class _Checker:
             if key not in entries and key in self.hinted:
                 ok = False
             elif key not in entries:
+                example = '32' if key == 'batch' else '128k'
                 self.report(codes.MISSING_KEY, f"workload has no {key}", block.name_span,
-                            help=f"add `{key} = {'32' if key == 'batch' else '128k'}`")
+                            help=f"add `{key} = {example}`", fixes=[self._set_in(block, key, example)])
                 ok = False
         for key, e in entries.items():
             v = self._assignment(e, "workload")
@@ -839,7 +896,7 @@ class _Checker:
         failed = False
         for picked in itertools.product(*(values[k] for k in keys)):
             chosen = dict(zip(keys, picked, strict=True))
-            if not self._consistent(chosen, entries):
+            if not self._consistent(chosen, entries, block):
                 failed = True
                 continue
             name = dep_name
@@ -849,7 +906,7 @@ class _Checker:
             combos.append((name, {k: chosen[k].value for k in keys}, wspans))
         return None if failed else combos
 
-    def _consistent(self, c: Mapping[str, _Element], entries: Mapping[str, Entry]) -> bool:
+    def _consistent(self, c: Mapping[str, _Element], entries: Mapping[str, Entry], block: Block) -> bool:
         ok = True
         if c["prefix"].value > c["context"].value:
             self.report(codes.PREFIX_EXCEEDS_CONTEXT, f"prefix {c['prefix'].text} is longer than the context "
@@ -859,12 +916,82 @@ class _Checker:
             self.report(codes.FANOUT_EXCEEDS_BATCH, f"fanout {c['fanout'].text} exceeds batch {c['batch'].text}",
                         c["fanout"].span, help="only sequences in the same batch share cached prefix pages")
         if "fanout" in entries and c["fanout"].value > 1 and c["prefix"].value == 0:
+            half = f"{int(c['context'].value) // 2}"  # any prefix up to the context is valid
             self.report(codes.NO_EFFECT, f"fanout {c['fanout'].text} shares no prefix", c["fanout"].span,
-                        help="set `prefix` to the shared tokens, e.g. `prefix = 96k`")
+                        help=f"set `prefix` to the shared tokens, e.g. `prefix = {half}`",
+                        fixes=[self._set_in(block, "prefix", half)] if "prefix" not in entries else [])
         return ok
 
 
 # ------------------------------------------------------------------ words
+
+def _did_you_mean(span: Span, help: str) -> Optional[Fix]:
+    """The fix of a help that reads "did you mean `X`?": X in place of the span."""
+    import re
+
+    m = re.match(r"did you mean `([^`]+)`\?", help)
+    return fx.replace(span, m.group(1)) if m else None
+
+
+def _source_text(node: Optional[ValueNode]) -> str:
+    """A scalar value as it would be written back; "" for anything else."""
+    if isinstance(node, Quantity):
+        return node.text
+    if isinstance(node, Ident):
+        return node.name
+    if isinstance(node, String):
+        return node.value
+    return ""
+
+
+#: Words people write for a choice, by what they mean: a suggestion goes by meaning, never by
+#: spelling alone. A tuple of several choices lists them all (`lossy` is any of the lossy budgets).
+SYNONYMS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
+    "budget": {"lossy": ("near-lossless", "moderate", "aggressive"), "exact": ("lossless",),
+               "none": ("lossless",), "no-loss": ("lossless",), "medium": ("moderate",)},
+    "eviction": {"on": ("allowed",), "yes": ("allowed",), "true": ("allowed",), "allow": ("allowed",),
+                 "enabled": ("allowed",), "off": ("forbidden",), "no": ("forbidden",), "false": ("forbidden",),
+                 "forbid": ("forbidden",), "disabled": ("forbidden",), "none": ("forbidden",)},
+    "prefix_caching": {"yes": ("on",), "enabled": ("on",), "enable": ("on",), "no": ("off",),
+                       "disabled": ("off",), "disable": ("off",)},
+    "placement": {"stripe": ("striped",), "interleaved": ("striped",), "pin": ("pinned",)},
+    "objective": {"fewest": ("fewest-devices",), "cheapest": ("fewest-devices",), "fast": ("fastest",),
+                  "latency": ("fastest",), "headroom": ("most-headroom",)},
+    "regime": {"memory-bound": ("weight-bound", "kv-bound"), "bandwidth-bound": ("weight-bound", "kv-bound"),
+               "oom": ("capacity-bound",), "capacity": ("capacity-bound",)},
+    "tier": {"cpu": ("host",), "dram": ("host",), "disk": ("ssd",), "nvme": ("ssd",), "off": ("none",)},
+    "engine": {"trt-llm": ("trtllm",), "tensorrt-llm": ("trtllm",), "tensorrt": ("trtllm",), "sg-lang": ("sglang",)},
+}
+#: Pairs that look alike and mean the opposite.
+OPPOSITES = frozenset({frozenset(p) for p in (("lossy", "lossless"), ("on", "off"), ("true", "false"),
+                                               ("allowed", "forbidden"))})
+_NEGATIONS = ("un", "non-", "non", "no-", "not-", "in")
+
+
+def _opposite(a: str, b: str) -> bool:
+    """Whether a and b look alike but mean the opposite: a known pair, one the other negated,
+    or the `-y` and `-less` forms of one root (lossy / lossless)."""
+    a, b = a.lower(), b.lower()
+    if frozenset((a, b)) in OPPOSITES:
+        return True
+    if any(a == n + b or b == n + a for n in _NEGATIONS):
+        return True
+    return any(x.endswith("y") and y.endswith("less") and x[:-1] == y[:-4] for x, y in ((a, b), (b, a)))
+
+
+def _meaning(word: str, key: str, choices: Sequence[str], what: str) -> tuple[str, tuple[str, ...]]:
+    """The help for an unknown choice and the choices it may have meant: synonyms first; a
+    spelling match only when it does not mean something else."""
+    meant = tuple(c for c in SYNONYMS.get(key, {}).get(word.lower(), ()) if c in choices)
+    if len(meant) > 1:
+        return f"`{word}` is not one {what}: it could be {_or(meant)}", meant
+    if meant:
+        return f"did you mean `{meant[0]}`?", meant
+    close = [c for c in difflib.get_close_matches(word, choices, n=3, cutoff=0.5) if not _opposite(word, c)][:1]
+    if close:
+        return f"did you mean `{close[0]}`?", (close[0],)
+    return f"choose {_or(choices)}", ()
+
 
 _EXAMPLES = {Dim.TOKENS: "128k", Dim.COUNT: "32", Dim.BYTES: "80 GB", Dim.BANDWIDTH: "3.35 TB/s",
              Dim.COMPUTE: "989 TFLOPS", Dim.TIME: "50 ms", Dim.RATE: "500 tok/s", Dim.FRACTION: "60%",

@@ -24,7 +24,7 @@ from kvplan.engines import get_engine
 from kvplan.evidence import Value, assumed, derived
 from kvplan.footprint import KvFactors, fragmentation, kappa, kv_bytes_per_seq, sharing_factor
 from kvplan.planner import search
-from kvplan.planner.plan import Decision, Option, Plan, TierPlan, Unmet
+from kvplan.planner.plan import Change, Decision, Option, Plan, Suggestion, TierPlan, Unmet
 from kvplan.planner.search import Evaluated, Space
 from kvplan.tiering import DEFAULT_PREFILL_EFFICIENCY, fetch_time, prefill_time
 from kvplan.units import fmt_unit
@@ -108,9 +108,11 @@ def _sharing(sc: Any, prefix_caching: bool) -> float:
 
 def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT_MIN_GAIN,
          eta: float = DEFAULT_PREFILL_EFFICIENCY, activation_reserve: Optional[float] = None,
-         runtime_reserve: Optional[float] = None) -> Plan:
+         runtime_reserve: Optional[float] = None, suggest: bool = True) -> Plan:
     """Plan one scenario. Never raises for a deployment that does not fit: the plan says so.
-    The reserves (kvplan.memory.Reserves) are the ones every backend's accounting uses for this plan."""
+    The reserves (kvplan.memory.Reserves) are the ones every backend's accounting uses for this plan.
+    With `suggest`, each unmet constraint carries changes that would meet it, each verified by
+    planning the changed scenario (which is planned with suggest=False)."""
     m, d = sc.model, sc.device
     reserves = memory.Reserves(activation=activation_reserve, runtime=runtime_reserve, fraction=reserve)
     reserved = reserves.total(d.memory)
@@ -232,20 +234,33 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
     speed = speed / dict(metrics)["step_time"].value
     metrics.append(("speedup", derived(speed, "x", "baseline step time / plan step time (memory-bound, docs/model.md §6)")))
 
+    knobs = _Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, reserved)
     fits_best = bool(ev.fits[best])
     if not fits_best:
-        unmet.append(_unmet_fit(sc, ev, best, space, sigma, phi, reserved, w_p))
+        unmet.append(_unmet_fit(sc, ev, best, space, sigma, phi, knobs, w_p, suggest))
     else:
-        for u in _unmet_slo(sc, ev, best, slo_step, slo_thr):
+        for u in _unmet_slo(sc, ev, best, slo_step, slo_thr, knobs, space, suggest):
             unmet.append(u)
 
     if engine_gap is not None:
-        ok_counts = [c for c in range(1, 65) if c in search.tp_options(m, c)]
+        gap: list[Suggestion] = []
+        if suggest:
+            near = sorted((c for c in SUGGESTED_COUNTS if c in search.tp_options(m, c)),
+                          key=lambda c: (abs(c - max(engine_gap)), c))
+            for c in near:
+                changes, edits = _devices_change(sc, c)
+                if _replan(sc, knobs, **changes) is not None:
+                    gap.append((f"devices = {c} (splits into {c} tensor-parallel ranks)", edits))
+                    break
+            for e in ("vllm", "trtllm"):
+                if get_engine(e).pipeline and _replan(sc, knobs, engine=e) is not None:
+                    gap.append((f"engine = {e} (it has pipeline parallelism)", (("engine", "=", e),)))
+                    break
         unmet.append(Unmet(
             "engine", f"{sc.engine} has no pipeline parallelism, and {', '.join(map(str, engine_gap))} devices cannot all "
             f"be tensor-parallel ranks of {m.id} ({m.n_q} query heads, {m.n_kv} KV heads)",
             derived(float(n), "1", "devices planned with pipeline stages the engine cannot run"),
-            (f"devices = one of {', '.join(map(str, ok_counts))}", "an engine with pipeline parallelism (vllm, trtllm)")))
+            tuple(t for t, _ in gap), tuple(c for _, c in gap)))
     tier = _tier(sc, kv.width, factors, tp, eta)
     s_star1 = _f(rf.s_star(cfg, b))
     s_cap1 = _f(rf.s_cap(cfg, b, block))
@@ -363,97 +378,244 @@ def _reserves_exceed(ev: Evaluated, i: int) -> str:
             "weights or KV (activation and runtime reserves, assumed: --runtime-reserve, --activation-reserve)")
 
 
-def _devices_that_fit(sc: Any, dtype: str, r: float, sigma: float, phi: float, reserved: float, w_p: float,
-                      placement: str) -> Optional[int]:
-    m, d = sc.model, sc.device
-    pipeline = get_engine(sc.engine).pipeline
-    for n in range(1, SUGGESTION_MAX_DEVICES + 1):
-        opts = search.tp_options(m, n)
-        if not pipeline and n not in opts:
+#: Device counts a suggestion may name: the counts `devices = auto` searches, continued in powers
+#: of two up to SUGGESTION_MAX_DEVICES (tensor-parallel groups come in powers of two).
+SUGGESTED_COUNTS = tuple(sorted(set(search.AUTO_DEVICE_COUNTS)
+                                | {2 ** k for k in range(SUGGESTION_MAX_DEVICES.bit_length())
+                                   if 2 ** k <= SUGGESTION_MAX_DEVICES}))
+
+
+@attrs.frozen(slots=True)
+class _Knobs:
+    reserve: float
+    min_gain: float
+    eta: float
+    activation_reserve: Optional[float]   # the overrides the plan was made with (kvplan.memory)
+    runtime_reserve: Optional[float]
+    reserved: float                       # their bytes per device, resolved
+    fit_only: bool = False   # accept a change that fits even if an SLO is still missed
+
+
+def _replan(sc: Any, knobs: _Knobs, **changes: Any) -> Optional[Plan]:
+    """The plan of the scenario with `changes` applied, when it meets every constraint; else None.
+    Every suggestion is checked this way before it is printed."""
+    from kvplan.errors import KvplanError
+
+    try:
+        p = plan(attrs.evolve(sc, **changes), reserve=knobs.reserve, min_gain=knobs.min_gain, eta=knobs.eta,
+                 activation_reserve=knobs.activation_reserve, runtime_reserve=knobs.runtime_reserve,
+                 suggest=False)
+    except (KvplanError, ValueError, ArithmeticError):
+        return None
+    if knobs.fit_only:
+        return None if any(u.constraint in ("fits", "engine") for u in p.unmet) else p
+    return None if p.unmet else p
+
+
+def _with_pin(sc: Any, key: str, value: Any) -> dict[str, Any]:
+    from kvplan.lang.scenario import Pin
+
+    pins = dict(sc.pins)
+    if value is None:
+        pins.pop(key, None)
+    else:
+        old = pins.get(key)
+        pins[key] = Pin(key, value, old.span if old is not None else sc.spans.get("deployment"))
+    return pins
+
+
+def _devices_change(sc: Any, n: int) -> tuple[dict[str, Any], tuple[Change, ...]]:
+    """Scenario changes and spec changes that make the planner use n devices."""
+    from kvplan.lang.scenario import DeviceCount
+
+    changes: dict[str, Any] = {}
+    edits: list[Change] = []
+    if "devices" in sc.pins:
+        changes["pins"] = _with_pin(sc, "devices", float(n))
+        edits.append(("pin.devices", "=", str(n)))
+        if "devices" in sc.spans and sc.devices.mode != "auto":  # keep the two from contradicting (KV120)
+            changes["devices"] = DeviceCount(sc.devices.mode, n)
+            edits.append(("devices", "=", f"<= {n}" if sc.devices.mode == "max" else str(n)))
+    elif sc.devices.mode == "max":
+        changes["devices"] = DeviceCount("max", n)
+        edits.append(("devices", "=", f"<= {n}"))
+    else:
+        changes["devices"] = DeviceCount("fixed", n)
+        edits.append(("devices", "=", str(n)))
+    return changes, tuple(edits)
+
+
+def _say(change: Change) -> str:
+    """`pin devices = 8`, `devices = <= 16`: a change as the spec would read."""
+    path, op, value = change
+    section, _, key = path.rpartition(".")
+    return f"{section + ' ' if section else ''}{key} {op} {value}"
+
+
+def _device_suggestion(sc: Any, knobs: _Knobs, at_least: int, why: str) -> Optional[Suggestion]:
+    """The smallest count the search would consider, above `at_least`, with which the plan meets
+    every constraint; verified by planning it."""
+    for n in SUGGESTED_COUNTS:
+        if n <= at_least:
             continue
-        for tp in (opts if pipeline else (n,)):  # any split the search would consider for n devices
-            cfg = rf.Config(m, d, n_devices=n, tp=tp, w_p=w_p, w_kv=DTYPES[dtype].width,
-                            factors=KvFactors(r, sigma, phi), placement=placement, reserved=reserved)
-            kv = _f(rf.kv_bytes_stored(cfg, sc.batch, sc.context))
-            if _f(memory.kv_per_device(m, kv, tp, n // tp) + memory.weights_per_device(m, w_p, tp, n // tp)) \
-                    <= cfg.device_usable:
-                return n
+        changes, edits = _devices_change(sc, n)
+        p = _replan(sc, knobs, **changes)
+        if p is not None:
+            return (f"{_say(edits[0])} (the smallest count kvplan searches that {why}; {p.kv_dtype.id} KV)", edits)
     return None
 
 
-def _unmet_fit(sc: Any, ev: Evaluated, best: int, space: Space, sigma: float, phi: float, reserved: float,
-               w_p: float) -> Unmet:
+def _least_budget(dt: str) -> Optional[str]:
+    from kvplan.quality import BUDGETS, admissible
+
+    return next((b for b in BUDGETS if dt in admissible(b, False).kv_dtypes), None)
+
+
+def _dtype_suggestion(sc: Any, knobs: _Knobs, current: str) -> Optional[Suggestion]:
+    """A narrower KV dtype that meets every constraint: change the kv_dtype pin (the budget too when
+    it does not admit the dtype) or, without a pin, loosen the budget to the least lossy that admits it."""
+    from kvplan.quality import admissible
+
+    eng = get_engine(sc.engine)
+    pinned = "kv_dtype" in sc.pins
+    allowed_now = admissible(sc.budget, False).kv_dtypes
+    for dt in search.DTYPE_ORDER:
+        if DTYPES[dt].width >= DTYPES[current].width or dt not in eng.kv_dtypes or (dt == "fp4" and not sc.device.fp4):
+            continue
+        budget = sc.budget if dt in allowed_now else _least_budget(dt)
+        if budget is None or (not pinned and budget == sc.budget):
+            continue  # already in the space the planner searched
+        changes: dict[str, Any] = {"budget": budget} if budget != sc.budget else {}
+        edits: list[Change] = [("quality.budget", "=", budget)] if budget != sc.budget else []
+        if pinned:
+            changes["pins"] = _with_pin(sc, "kv_dtype", dt)
+            edits.insert(0, ("pin.kv_dtype", "=", dt))
+        p = _replan(sc, knobs, **changes)
+        if p is None:
+            continue
+        where = f"{p.n_devices} device{'s' if p.n_devices > 1 else ''}"
+        if pinned:
+            also = f" and budget = {budget}" if budget != sc.budget else ""
+            return (f"pin kv_dtype = {dt}{also} ({dt} KV fits on {where})", tuple(edits))
+        return (f"budget = {budget} ({p.kv_dtype.id} KV fits on {where})", tuple(edits))
+    if pinned:
+        p = _replan(sc, knobs, pins=_with_pin(sc, "kv_dtype", None))
+        if p is not None:
+            return (f"remove the kv_dtype pin (the planner then takes {p.kv_dtype.id} KV on {p.n_devices} "
+                    f"device{'s' if p.n_devices > 1 else ''})", (("pin.kv_dtype", "", None),))
+    return None
+
+
+def _largest(lo: int, hi: int, works: Any, guess: int) -> Optional[int]:
+    """The largest x in [lo, hi] for which works(x) holds (works is monotone: true up to a point),
+    trying the arithmetic guess first; None when not even lo works."""
+    if hi < lo:
+        return None
+    guess = min(max(guess, lo), hi)
+    if works(guess) and (guess == hi or not works(guess + 1)):
+        return guess
+    if not works(lo):
+        return None
+    a, b = lo, hi  # works(a), and b is the upper end
+    if works(b):
+        return b
+    while b - a > 1:
+        mid = (a + b) // 2
+        a, b = (mid, b) if works(mid) else (a, mid)
+    return a
+
+
+def _unmet_fit(sc: Any, ev: Evaluated, best: int, space: Space, sigma: float, phi: float, knobs: _Knobs,
+               w_p: float, suggest: bool) -> Unmet:
     short = float(ev.need[best] - ev.capacity[best])
-    dtype, r, placement = str(ev.dtype[best]), float(ev.retention[best]), str(ev.placement[best])
-    sugg = []
-    n_fit = _devices_that_fit(sc, dtype, r, sigma, phi, reserved, w_p, placement)
-    if n_fit is not None:
-        sugg.append(f"devices = {n_fit} (the smallest count that fits with {dtype} KV)")
-    for budget, dt in (("near-lossless", "int4"), ("moderate", "int2")):
-        if DTYPES[dt].width < DTYPES[dtype].width and dt in get_engine(sc.engine).kv_dtypes:
-            n2 = _devices_that_fit(sc, dt, r, sigma, phi, reserved, w_p, placement)
-            if n2 is not None and n2 <= max(space.counts):
-                sugg.append(f"budget = {budget} ({dt} KV fits on {n2} device{'s' if n2 > 1 else ''})")
-                break
-    cfg = rf.Config(sc.model, sc.device, n_devices=int(ev.n[best]), tp=int(ev.tp[best]), w_p=w_p,
-                    w_kv=DTYPES[dtype].width, factors=KvFactors(r, sigma, phi), placement=placement,
-                    reserved=reserved)
-    s_fit = _f(rf.s_cap(cfg, sc.batch))
-    if s_fit > 0:
-        nd = int(ev.n[best])
-        sugg.append(f"context ≤ {int(s_fit):,} tokens at batch {sc.batch} on {nd} device{'s' if nd > 1 else ''}")
-        per_seq = _f(rf.kv_bytes_stored(cfg, 1, sc.context))
-        free = cfg.kv_room  # the deployment's KV bytes when its most loaded device is full
-        b_fit = int(free // per_seq) if per_seq > 0 else 0
-        if b_fit >= 1:
-            sugg.append(f"batch ≤ {b_fit} at {sc.context:,} tokens")
-    else:
-        sugg.append("the weights alone do not fit: more devices or narrower weights")
+    sugg: list[Suggestion] = []
+    if suggest:
+        sugg = _fit_suggestions(sc, ev, best, space, sigma, phi, knobs, w_p)
+        if not sugg and (sc.slo_step_time is not None or sc.slo_throughput is not None):
+            # nothing fits and meets the SLOs: say what fits, and that the SLO stays missed
+            sugg = [(t + "; the SLO is still missed", c)
+                    for t, c in _fit_suggestions(sc, ev, best, space, sigma, phi, attrs.evolve(knobs, fit_only=True), w_p)]
+        if not sugg:
+            sugg = [("no single change kvplan can verify fits: more devices, narrower weights or a smaller "
+                     "workload", ())]
     n, tp = int(ev.n[best]), int(ev.tp[best])
     layers = int(memory.stage_layers(sc.model, n // tp))
     if ev.usable_dev[best] <= 0:
         short = float(ev.need_dev[best] - ev.usable_dev[best])
         return Unmet("fits", _reserves_exceed(ev, best) + f"; each {sc.device.id} would need "
                      f"{fmt_unit(short, 'B')} more for this plan",
-                     derived(short, "B", "memory needed − usable, per device (kvplan.memory)"), tuple(sugg))
+                     derived(short, "B", "memory needed − usable, per device (kvplan.memory)"),
+                     tuple(t for t, _ in sugg), tuple(c for _, c in sugg))
     if layers * (n // tp) != sc.model.n_layers:
         short = float(ev.need_dev[best] - ev.usable_dev[best])
         return Unmet("fits", f"does not fit: the most loaded device ({layers} of {sc.model.n_layers} layers on one of "
                      f"{n // tp} pipeline stages) needs {fmt_unit(ev.need_dev[best], 'B')}, "
                      f"{fmt_unit(ev.usable_dev[best], 'B')} usable on each {sc.device.id}; short by "
                      f"{fmt_unit(short, 'B')}",
-                     derived(short, "B", "memory needed − usable, most loaded device (kvplan.memory)"), tuple(sugg))
+                     derived(short, "B", "memory needed − usable, most loaded device (kvplan.memory)"),
+                     tuple(t for t, _ in sugg), tuple(c for _, c in sugg))
     return Unmet("fits", f"does not fit: needs {fmt_unit(ev.need[best], 'B')}, {fmt_unit(ev.capacity[best], 'B')} "
                  f"usable on {int(ev.n[best])} × {sc.device.id}; short by {fmt_unit(short, 'B')}",
-                 derived(short, "B", "memory needed − usable capacity"), tuple(sugg))
+                 derived(short, "B", "memory needed − usable capacity"), tuple(t for t, _ in sugg),
+                 tuple(c for _, c in sugg))
 
 
-def _unmet_slo(sc: Any, ev: Evaluated, best: int, slo_step: Optional[float], slo_thr: Optional[float]) -> list[Unmet]:
+def _fit_suggestions(sc: Any, ev: Evaluated, best: int, space: Space, sigma: float, phi: float, knobs: _Knobs,
+                     w_p: float) -> list[Suggestion]:
+    dtype, r, placement = str(ev.dtype[best]), float(ev.retention[best]), str(ev.placement[best])
+    sugg: list[Suggestion] = []
+    dev = _device_suggestion(sc, knobs, max(space.counts), "fits")
+    if dev is not None:
+        sugg.append(dev)
+    dt = _dtype_suggestion(sc, knobs, dtype)
+    if dt is not None:
+        sugg.append(dt)
+    cfg = rf.Config(sc.model, sc.device, n_devices=int(ev.n[best]), tp=int(ev.tp[best]), w_p=w_p,
+                    w_kv=DTYPES[dtype].width, factors=KvFactors(r, sigma, phi), placement=placement,
+                    reserved=knobs.reserved)
+    s_fit = _f(rf.s_cap(cfg, sc.batch))
+    if s_fit > 0:
+        c = _largest(max(1, sc.prefix), sc.context - 1,
+                     lambda x: _replan(sc, knobs, context=x) is not None, int(s_fit))
+        if c is not None:
+            sugg.append((f"context = {c} (the longest that fits at batch {sc.batch})",
+                         (("workload.context", "=", str(c)),)))
+        per_seq = _f(rf.kv_bytes_stored(cfg, 1, sc.context))
+        free = cfg.kv_room  # the deployment's KV bytes when its most loaded device is full
+        guess = int(free // per_seq) if per_seq > 0 else 1
+        bfit = _largest(1, sc.batch - 1, lambda x: _replan(sc, knobs, batch=x) is not None, guess)
+        if bfit is not None:
+            sugg.append((f"batch = {bfit} (the largest that fits at {sc.context:,} tokens)",
+                         (("workload.batch", "=", str(bfit)),)))
+    return sugg
+
+
+def _unmet_slo(sc: Any, ev: Evaluated, best: int, slo_step: Optional[float], slo_thr: Optional[float],
+               knobs: _Knobs, space: Space, suggest: bool) -> list[Unmet]:
     out = []
     if slo_step is not None and ev.step[best] > slo_step:
-        faster = [i for i in range(len(ev)) if ev.fits[i] and ev.step[i] <= slo_step]
-        sugg = _slo_suggestions(sc, ev, faster)
+        sugg = _slo_suggestions(sc, knobs, space, suggest, str(ev.dtype[best]))
         out.append(Unmet("step_time", f"step time {fmt_unit(ev.step[best], 's')} exceeds the SLO "
                          f"{fmt_unit(slo_step, 's')} by {fmt_unit(ev.step[best] - slo_step, 's')}",
-                         derived(float(ev.step[best] - slo_step), "s", "plan step time − SLO"), sugg))
+                         derived(float(ev.step[best] - slo_step), "s", "plan step time − SLO"),
+                         tuple(t for t, _ in sugg), tuple(c for _, c in sugg)))
     if slo_thr is not None and ev.throughput[best] < slo_thr:
-        more = [i for i in range(len(ev)) if ev.fits[i] and ev.throughput[i] >= slo_thr]
-        sugg = _slo_suggestions(sc, ev, more)
+        sugg = _slo_suggestions(sc, knobs, space, suggest, str(ev.dtype[best]))
         out.append(Unmet("throughput", f"throughput {fmt_unit(ev.throughput[best], 'tok/s')} is below the SLO "
                          f"{fmt_unit(slo_thr, 'tok/s')} by {fmt_unit(slo_thr - ev.throughput[best], 'tok/s')}",
-                         derived(float(slo_thr - ev.throughput[best]), "tok/s", "SLO − plan throughput"), sugg))
+                         derived(float(slo_thr - ev.throughput[best]), "tok/s", "SLO − plan throughput"),
+                         tuple(t for t, _ in sugg), tuple(c for _, c in sugg)))
     return out
 
 
-def _slo_suggestions(sc: Any, ev: Evaluated, meeting: list[int]) -> tuple[str, ...]:
-    if meeting:
-        i = min(meeting, key=lambda k: (ev.n[k], ev.lossy[k], k))
-        what = f"{int(ev.n[i])} devices with {ev.dtype[i]} KV"
-        if ev.retention[i] < 1:
-            what += f" and retention {ev.retention[i]:g}"
-        why = ev.reject[i] or "meets it"
-        return (f"{what} would meet it ({why})",)
-    return ("no allowed plan meets it: allow more devices, a looser quality budget or a shorter context",)
+def _slo_suggestions(sc: Any, knobs: _Knobs, space: Space, suggest: bool, dtype: str) -> list[Suggestion]:
+    """More devices, or a narrower KV dtype, that meet every constraint (verified by planning);
+    else a plain statement that no allowed plan does."""
+    if not suggest:
+        return []
+    out = [s for s in (_device_suggestion(sc, knobs, max(space.counts), "meets the SLO"),
+                       _dtype_suggestion(sc, knobs, dtype)) if s is not None]
+    return out or [("no allowed plan meets it: allow more devices, a looser quality budget or a shorter context", ())]
 
 
 def _tier(sc: Any, w_kv: float, factors: KvFactors, tp: int, eta: float) -> TierPlan:
@@ -494,4 +656,5 @@ def plans_for(result: Any, scenario: Optional[str] = None, **overrides: float) -
         if scenario not in names:
             raise KvplanError(f"{result.path}: no scenario '{scenario}'", help=suggest(scenario, names))
         scenarios = [sc for sc in scenarios if scenario in (sc.name, sc.deployment)]
-    return [plan(sc, **overrides) for sc in scenarios]
+    kw: dict[str, Any] = dict(overrides)
+    return [plan(sc, **kw) for sc in scenarios]

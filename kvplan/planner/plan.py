@@ -41,14 +41,24 @@ class Decision:
     reported_text: tuple[str, ...] = ()  # reported results with no single number, or gaps, as written
 
 
+#: One concrete change to a deployment: (path, operator, value), e.g. ("pin.devices", "=", "8");
+#: value None removes the setting. kvplan.planner.lint turns changes into edits of the file.
+Change = tuple[str, str, Optional[str]]
+#: A suggestion's text and the changes it is made of (none: a statement, not a change).
+Suggestion = tuple[str, tuple[Change, ...]]
+
+
 @attrs.frozen(slots=True)
 class Unmet:
-    """A constraint the best plan misses, by how much, and what would meet it."""
+    """A constraint the best plan misses, by how much, and what would meet it.
 
-    constraint: str                   # fits | step_time | throughput
+    `changes[i]` is what `suggestions[i]` says, as data; each was verified by planning it."""
+
+    constraint: str                   # fits | step_time | throughput | engine
     message: str
     shortfall: Value
     suggestions: tuple[str, ...]
+    changes: tuple[tuple[Change, ...], ...] = ()
 
 
 @attrs.frozen(slots=True)

@@ -191,6 +191,10 @@ def to_json(files: Sequence[CheckedFile]) -> str:
             "code": d.code, "name": name(d.code), "severity": d.severity.value,
             "message": d.message, "help": d.help, "path": it.path, "range": rng,
             "snippet": snippet, "docs": docs_path(d.code),
+            "fixes": [{"title": f.title, "edits": [
+                {"range": {"start": {"line": e.span.line, "column": e.span.column},
+                           "end": {"line": e.span.end_line, "column": e.span.end_column}}, "text": e.text}
+                for e in f.edits]} for f in d.fixes],
         })
     summary = {"files": len(files), **_counts(items), "by_code": dict(sorted(by_code.items()))}
     return dump_json({"summary": summary, "diagnostics": diagnostics})

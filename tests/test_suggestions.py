@@ -1,0 +1,417 @@
+"""Every suggestion kvplan prints that names a concrete change works.
+
+For every spec in the invalid corpus, the examples, the valid corpus and a set of planner
+cases (unmet SLOs, does-not-fit, pins that break rules), lint it as `kvplan lint` does,
+collect every diagnostic's fixes, apply each to the text, lint again and check that the
+finding it addressed is gone and that no new error appeared. A help line that names a
+concrete change (did you mean, write/add/set `...`, the planner's "smallest change") must
+carry it as a fix, so that nothing printed escapes this check.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+from pathlib import Path
+from typing import Sequence
+
+import pytest
+
+from kvplan.diagnostics import Diagnostic, Fix, Severity
+from kvplan.lang import check_source
+from kvplan.lang import fixes as fx
+from kvplan.planner import lint as planner_lint
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data"
+
+#: Helps that name no edit of this file: KV002 asks to re-save the file as UTF-8.
+NO_FIX = ("KV002",)
+
+#: A help that reads as a concrete change: "did you mean `x`", "write `k = v`", "add `k = v`",
+#: "set `k = v`", "e.g. `k = v`", the planner's lists. `...` marks a placeholder, not a change.
+_CONCRETE = re.compile(r"did you mean|(?:write|add|set|e\.g\.|first:) `[^`]*`|smallest change|would meet it:|"
+                       r"make them agree:")
+
+
+def lint_text(text: str, path: str) -> list[Diagnostic]:
+    """What `kvplan lint` reports for this text (without suppressions): front end, then planner."""
+    r = check_source(text, path)
+    return list(r.diagnostics) + list(planner_lint.check(r))
+
+
+def names_a_change(d: Diagnostic) -> bool:
+    """Whether the help names a concrete change; `...` and `key = value` are placeholders."""
+    help = d.help or ""
+    snippets = re.findall(r"`([^`]*)`", help)
+    return bool(_CONCRETE.search(help)) and not any(placeholder(s) for s in snippets)
+
+
+def placeholder(snippet: str) -> bool:
+    """`key = ...`, `key = value`, `model = value`: a template, not a change."""
+    return "..." in snippet or snippet.endswith("= value")
+
+
+def _tag(d: Diagnostic) -> str:
+    """The scenarios a planner finding names (`[chat[batch=8]] ...`), or ''."""
+    m = re.match(r"\[(.*?)\] ", d.message)
+    return m.group(1) if m else ""
+
+
+def _moved(text: str, fix: Fix, line: int, column: int) -> tuple[int, int]:
+    """Where (line, column) of the original text is after the fix's edits."""
+    at = fx.offset(text, line, column)
+    shift = 0
+    for e in fix.edits:
+        a, b = fx.offset(text, e.span.line, e.span.column), fx.offset(text, e.span.end_line, e.span.end_column)
+        if b <= at and (a, b) != (at, at):
+            shift += len(e.text) - (b - a)
+    after = fx.apply(text, fix.edits)
+    new = min(at + shift, len(after))
+    before = after[:new]
+    return before.count("\n") + 1, new - (before.rfind("\n") + 1) + 1
+
+
+def _errors(diags: Sequence[Diagnostic]) -> collections.Counter[str]:
+    return collections.Counter(d.code for d in diags if d.severity is Severity.ERROR)
+
+
+def _verify(text: str, path: str, d: Diagnostic, fix: Fix, before: Sequence[Diagnostic]) -> str:
+    """'' when the fix works, else what went wrong."""
+    after_text = fx.apply(text, fix.edits)
+    after = lint_text(after_text, path)
+    problems = []
+    if d.span is not None:  # the same finding: its code at the place it was, followed through the edits
+        where = _moved(text, fix, d.span.line, d.span.column)
+        if any(x.code == d.code and x.span is not None and (x.span.line, x.span.column) == where
+               and _tag(x) == _tag(d) for x in after):
+            problems.append(f"{d.code} is still reported at {where}")
+    elif sum(1 for x in after if x.code == d.code) >= sum(1 for x in before if x.code == d.code):
+        problems.append(f"{d.code} is still reported")
+    grew = _errors(after) - _errors(before)
+    if any(x.code.startswith("KV0") for x in before):
+        # the file did not parse, so nothing else was checked: a syntax fix is held to the syntax
+        grew = collections.Counter({c: n for c, n in grew.items() if c.startswith("KV0")})
+    if any(x.severity is Severity.ERROR and not x.code.startswith(("KV2", "KV3")) for x in before):
+        # the planner does not run on a file with front-end errors: a front-end fix is held to
+        # the front end, not to the plan it unmasks (the user's own numbers may not fit)
+        grew = collections.Counter({c: n for c, n in grew.items() if not c.startswith(("KV2", "KV3"))})
+    if "the SLO is still missed" in fix.title:  # said in the suggestion itself
+        grew = collections.Counter({c: n for c, n in grew.items() if c not in ("KV302", "KV303")})
+    if grew:
+        problems.append(f"new errors: {dict(grew)} " + "; ".join(f"{x.code} {x.message}" for x in after
+                                                                  if x.code in grew))
+    if problems:
+        return f"{path}: fix {fix.title!r} for {d.code} ({d.message}): " + "; ".join(problems) + \
+            f"\n--- edited text ---\n{after_text}"
+    return ""
+
+
+def check_all_suggestions(text: str, path: str) -> list[str]:
+    before = lint_text(text, path)
+    failures = []
+    for d in before:
+        if names_a_change(d) and not d.fixes and not d.code.startswith(NO_FIX):
+            failures.append(f"{path}: {d.code} help names a change but carries no fix: {d.help}")
+        for fix in d.fixes:
+            msg = _verify(text, path, d, fix, before)
+            if msg:
+                failures.append(msg)
+    return failures
+
+
+def _corpus() -> list[Path]:
+    return sorted(DATA.glob("invalid/*.kvp")) + sorted(DATA.glob("valid/*.kvp")) + sorted((ROOT / "examples").glob("*.kvp"))
+
+
+@pytest.mark.parametrize("spec", _corpus(), ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_every_suggestion_in_the_corpus_and_examples_works(spec: Path) -> None:
+    try:
+        text = spec.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        pytest.skip("not UTF-8: KV002 suggests re-saving the file, not an edit")
+    rel = str(spec.relative_to(ROOT))
+    failures = check_all_suggestions(text, rel)
+    assert not failures, "\n\n".join(failures)
+
+
+# ------------------------------------------------------------------ planner cases
+
+def _dep(body: str, model: str = "llama-3-70b", device: str = "h100", name: str = "d") -> str:
+    return (f'deployment "{name}" {{\n    model   = {model}\n    device  = {device}\n'
+            + "".join(f"    {ln}\n" for ln in body.strip("\n").split("\n")) + "}\n")
+
+
+WL = "workload {{\n    batch   = {b}\n    context = {s}\n}}"
+
+PLANNER_CASES = {
+    # KV301 with the fp8 pin as the cause, the budget already near-lossless
+    "fp8-pin-near-lossless": _dep("devices = 2\n" + WL.format(b=64, s="128k")
+                                  + "\nquality {\n    budget = near-lossless\n}\npin {\n    kv_dtype = fp8\n}"),
+    "fp8-pin-lossless-bound": _dep("devices = <= 4\n" + WL.format(b=64, s="128k")
+                                   + "\npin {\n    kv_dtype = fp8\n}"),
+    "auto-too-big": _dep(WL.format(b=512, s="128k") + "\nquality {\n    budget = near-lossless\n}"),
+    "fixed-too-few": _dep("devices = 3\n" + WL.format(b=64, s="128k")),
+    "pinned-devices": _dep(WL.format(b=64, s="128k") + "\npin {\n    devices = 2\n}"),
+    "list-context": _dep("devices = 2\n" + WL.format(b=16, s="[8k, 1M]")),
+    "slo-step": _dep("devices = <= 2\n" + WL.format(b=8, s="32k") + "\nslo {\n    step_time <= 3 ms\n}"),
+    "slo-step-more-devices": _dep("devices = <= 2\n" + WL.format(b=8, s="32k") + "\nslo {\n    step_time <= 5 ms\n}",
+                                  device="b200"),
+    "slo-throughput": _dep(WL.format(b=8, s="32k") + "\nslo {\n    throughput >= 4000 tok/s\n}"),
+    "slo-impossible": _dep(WL.format(b=8, s="32k") + "\nslo {\n    step_time <= 1 us\n}"),
+    "prefix-caching-off": _dep(WL.format(b=32, s="32k") + "\n".join(
+        ["", "workload2 {", "}"][:0]) + "\npin {\n    prefix_caching = off\n}").replace(
+        "context = 32k", "context = 32k\n    prefix  = 16k\n    fanout  = 8"),
+    "fp8-below-s-star": _dep(WL.format(b=1, s="4k") + "\nquality {\n    budget = near-lossless\n}"
+                             "\npin {\n    kv_dtype = fp8\n}"),
+    "retention-below-half": _dep(WL.format(b=8, s="128k") + "\nquality {\n    budget = aggressive\n}"
+                                 "\npin {\n    retention = 0.4\n}"),
+    "retention-not-tolerated": _dep(WL.format(b=8, s="128k") + "\nquality {\n    budget = near-lossless\n}"
+                                    "\npin {\n    kv_dtype = int4\n    retention = 0.75\n}"),
+    "pinned-placement-mi300x": _dep(WL.format(b=8, s="32k") + "\npin {\n    placement = pinned\n}",
+                                    device="mi300x"),
+    "block-size-vllm": _dep("engine = vllm\n" + WL.format(b=8, s="32k") + "\npin {\n    block_size = 7\n}"),
+    "sglang-odd-devices": _dep("engine = sglang\ndevices = 3\n" + WL.format(b=8, s="32k")),
+    "lossy-budget": _dep(WL.format(b=8, s="32k") + "\nquality {\n    budget = lossy\n}"),
+    "slo-in-bytes": _dep(WL.format(b=8, s="32k") + "\nslo {\n    step_time <= 50 GB\n}"),
+    "slo-plain-number": _dep(WL.format(b=8, s="32k") + "\nslo {\n    step_time <= 50\n}"),
+    "unit-case-slip": _dep(WL.format(b=8, s="32k") + "\nslo {\n    throughput >= 100 TOK/S\n}"),
+    "slo-word": _dep(WL.format(b=8, s="32k") + "\nslo {\n    throughput >= fast\n}"),
+    "expect-devices-fraction": _dep(WL.format(b=8, s="32k") + "\nexpect {\n    devices <= 2.5\n}"),
+    "fanout-without-prefix": _dep(WL.format(b=8, s="32k").replace("}", "    fanout  = 4\n}")),
+    "min-retention-no-eviction": _dep(WL.format(b=8, s="32k")
+                                      + "\nquality {\n    budget = moderate\n    min_retention = 0.75\n}"),
+    "pin-contradicts-devices": _dep("devices = 4\n" + WL.format(b=8, s="32k") + "\npin {\n    devices = 2\n}"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PLANNER_CASES))
+def test_every_planner_suggestion_works(name: str, tmp_path: Path) -> None:
+    failures = check_all_suggestions(PLANNER_CASES[name], str(tmp_path / f"{name}.kvp"))
+    assert not failures, "\n\n".join(failures)
+
+
+@pytest.mark.parametrize("name", sorted(PLANNER_CASES))
+def test_planner_cases_do_print_suggestions(name: str, tmp_path: Path) -> None:
+    """The cases above are not vacuous: each prints at least one finding with a fix."""
+    diags = lint_text(PLANNER_CASES[name], str(tmp_path / f"{name}.kvp"))
+    if name == "slo-impossible":  # no change meets 1 µs: the help says so, with no fix
+        assert any("no allowed plan meets it" in (d.help or "") and not d.fixes for d in diags)
+        return
+    if name == "unit-case-slip":  # `TOK/S`: the case-slip did-you-mean comes with the units work;
+        return                    # once it prints one, test_every_planner_suggestion_works checks it
+    assert any(d.fixes for d in diags if d.code != "KV201"), [(d.code, d.help) for d in diags]
+
+
+# ------------------------------------------------------------------ known wrong suggestions (issue 9)
+
+def _helps(text: str, tmp_path: Path, code: str) -> list[Diagnostic]:
+    return [d for d in lint_text(text, str(tmp_path / "t.kvp")) if d.code == code]
+
+
+def test_kv301_under_an_fp8_pin_changes_the_pin_not_the_budget_it_already_has(tmp_path: Path) -> None:
+    text = _dep("devices = <= 8\n" + WL.format(b=64, s="128k")
+                + "\nquality {\n    budget = near-lossless\n}\npin {\n    kv_dtype = fp8\n}", device="b200")
+    (d,) = _helps(text, tmp_path, "KV301")
+    assert "budget = near-lossless" not in (d.help or "")
+    assert "pin kv_dtype = int4" in (d.help or "")
+    assert not check_all_suggestions(text, str(tmp_path / "t.kvp"))
+
+
+def test_suggested_device_counts_are_counts_the_search_considers(tmp_path: Path) -> None:
+    from kvplan.planner import SUGGESTED_COUNTS
+    from kvplan.planner.search import AUTO_DEVICE_COUNTS
+
+    assert set(AUTO_DEVICE_COUNTS) <= set(SUGGESTED_COUNTS)
+    assert all(n & (n - 1) == 0 for n in SUGGESTED_COUNTS)  # powers of two, as tensor-parallel groups
+    for name in ("fp8-pin-near-lossless", "fp8-pin-lossless-bound", "auto-too-big", "fixed-too-few"):
+        for d in _helps(PLANNER_CASES[name], tmp_path, "KV301"):
+            counts = [int(n) for n in re.findall(r"devices = (?:<= )?(\d+)", d.help or "")]
+            assert counts and all(n in SUGGESTED_COUNTS for n in counts), (name, d.help)
+
+
+def test_lossy_is_not_taken_for_lossless(tmp_path: Path) -> None:
+    (d,) = _helps(PLANNER_CASES["lossy-budget"], tmp_path, "KV110")
+    assert "lossless`?" not in (d.help or "")
+    assert {f.edits[0].text for f in d.fixes} == {"near-lossless", "moderate", "aggressive"}
+    # a typo still gets its spelling match
+    (d,) = _helps(PLANNER_CASES["lossy-budget"].replace("lossy", "lossles"), tmp_path, "KV110")
+    assert d.help == "did you mean `lossless`?"
+
+
+def test_opposites_are_never_suggested() -> None:
+    from kvplan.lang.check import _meaning
+
+    assert _meaning("lossy", "budget", ("lossless",), "budget")[1] == ()
+    assert _meaning("unpinned", "placement", ("striped", "pinned", "affinity"), "placement")[1] != ("pinned",)
+    assert _meaning("stripped", "placement", ("striped", "pinned", "affinity"), "placement")[1] == ("striped",)
+
+
+def test_kv106_help_for_an_slo_uses_the_slo_operator(tmp_path: Path) -> None:
+    text = PLANNER_CASES["slo-in-bytes"]
+    (d,) = _helps(text, tmp_path, "KV106")
+    assert "`step_time <= 50 ms`" in (d.help or "") and "step_time = " not in (d.help or "")
+    fixed = fx.apply(text, d.fixes[0].edits)
+    assert not [x for x in lint_text(fixed, str(tmp_path / "t.kvp")) if x.code in ("KV106", "KV115")]
+
+
+def test_devices_lower_bound_is_not_turned_into_the_opposite_upper_bound(tmp_path: Path) -> None:
+    text = _dep("devices = >= 4\n" + WL.format(b=8, s="32k"))
+    (d,) = _helps(text, tmp_path, "KV115")
+    assert "<= 4" not in (d.help or "") and d.fixes[0].edits[0].text == "auto"
+
+
+# ------------------------------------------------------------------ examples in help texts and docs
+
+from kvplan.lang.check import DEPLOYMENT_KEYS, DEVICE_KEYS, MODEL_KEYS, SECTION_KEYS  # noqa: E402
+
+TEMPLATE_ITEMS = {"model": "llama-3-8b", "device": "h100"}
+TEMPLATE_WORKLOAD = {"batch": "8", "context": "128k"}
+TEMPLATE_DEVICE = {"memory": "80 GB", "bandwidth": "3.35 TB/s", "compute": "989 TFLOPS"}
+_SETTING = re.compile(r"^\s*(\w+)\s*(==|<=|>=|=|<|>)\s*((?:<=\s*)?[^=<>\s].*?)\s*(#.*)?$|^\s*(fits)\s*(#.*)?$")
+#: Codes an example cannot be held to: a config path is a placeholder for the user's file.
+_NOT_THE_EXAMPLE = ("KV119",)
+
+
+def _place(key: str, op: str) -> str:
+    """Where a `key op value` example goes: the deployment, a section, a model or a device block."""
+    if op != "=":
+        return "slo" if key in SECTION_KEYS["slo"] else "expect"
+    if key in DEPLOYMENT_KEYS:
+        return "deployment"
+    for section in ("workload", "quality", "pin"):
+        if key in SECTION_KEYS[section]:
+            return section
+    if key in DEVICE_KEYS:
+        return "device"
+    if key in MODEL_KEYS:
+        return "model"
+    return "deployment"  # an unknown key: let lint say so
+
+
+def spec_for_example(fragment: str) -> tuple[str, set[int]]:
+    """A whole spec around an example, and the lines of the spec that are the example's."""
+    lines = fragment.strip("\n").split("\n")
+    head = lines[0].lstrip()
+    code = "\n".join(ln.split("#", 1)[0] for ln in lines)  # braces in comments do not count
+    opens = code.count("{") - code.count("}")
+    body = ["    model   = llama-3-8b", "    device  = h100", "    workload {", "        batch   = 8",
+            "        context = 128k", "    }"]
+    if head.startswith("kvplan "):
+        return fragment.strip("\n") + '\ndeployment "t" {\n' + "\n".join(body) + "\n}\n", set(range(1, len(lines) + 1))
+    if re.match(r'(deployment|model|device) "', head):
+        if opens > 0:  # a declaration's first line: give it a body
+            return "\n".join(lines + body + ["}"] * opens) + "\n", set(range(1, len(lines) + 1))
+        return fragment.strip("\n") + "\n", set(range(2, len(lines)))  # a whole declaration: its body
+    if re.match(r"\w+\s*\{", head):  # a section block
+        name = head.split("{")[0].strip()
+        keep = body[:2] if name == "workload" else body
+        block = lines + (["        batch = 8", "        context = 128k", "    }"] if opens > 0 else [])
+        text = 'deployment "t" {\n' + "\n".join(keep) + "\n" + "\n".join("    " + ln for ln in block) + "\n}\n"
+        first = len(keep) + 2
+        return text, set(range(first, first + len(lines)))
+    placed: dict[str, list[str]] = collections.defaultdict(list)
+    for ln in lines:
+        m = _SETTING.match(ln)
+        assert m, f"not a setting: {ln!r}"
+        key, op = (m.group(1), m.group(2)) if m.group(1) else ("fits", "")
+        placed[_place(key, op or "==")].append(ln.strip())
+    out: list[str] = []
+    mine: set[int] = set()
+
+    def emit(text: str, sec: str = "", i: int = -1) -> None:
+        out.append(text)
+        if sec:
+            mine.add(len(out))
+
+    if placed["model"]:
+        emit('model "m" {')
+        for i, ln in enumerate(placed["model"]):
+            emit("    " + ln, "model", i)
+        emit("}")
+    if placed["device"]:
+        emit('device "dv" {')
+        given = {(_SETTING.match(ln) or re.match("", "")).group(1) for ln in placed["device"]}
+        for k, v in TEMPLATE_DEVICE.items():
+            if k not in given:
+                emit(f"    {k} = {v}")
+        for i, ln in enumerate(placed["device"]):
+            emit("    " + ln, "device", i)
+        emit("}")
+    emit('deployment "t" {')
+    given_top = {(_SETTING.match(ln) or re.match("", "")).group(1) for ln in placed["deployment"]}
+    for k, v in TEMPLATE_ITEMS.items():
+        if k not in given_top:
+            emit(f"    {k} = {'dv' if k == 'device' and placed['device'] else v}")
+    for i, ln in enumerate(placed["deployment"]):
+        emit("    " + ln, "deployment", i)
+    given_wl = {(_SETTING.match(ln) or re.match("", "")).group(1) for ln in placed["workload"]}
+    emit("    workload {")
+    for k, v in TEMPLATE_WORKLOAD.items():
+        if k not in given_wl:
+            emit(f"        {k} = {v}")
+    for i, ln in enumerate(placed["workload"]):
+        emit("        " + ln, "workload", i)
+    emit("    }")
+    for sec in ("quality", "slo", "pin", "expect"):
+        if placed[sec]:
+            emit(f"    {sec} {{")
+            for i, ln in enumerate(placed[sec]):
+                emit("        " + ln, sec, i)
+            emit("    }")
+    emit("}")
+    return "\n".join(out) + "\n", mine
+
+
+def example_errors(fragment: str, path: str) -> list[str]:
+    """Front-end errors (KV0xx, KV1xx) an example causes on its own lines. Settings that repeat
+    a key are alternatives (`context = 128k` or `context = 128Ki`): each is linted on its own."""
+    keys = [m.group(1) for m in map(_SETTING.match, fragment.strip("\n").split("\n")) if m and m.group(1)]
+    if len(keys) != len(set(keys)) and len(keys) == len(fragment.strip("\n").split("\n")):
+        return [e for ln in fragment.strip("\n").split("\n") for e in example_errors(ln + "\n", path)]
+    text, mine = spec_for_example(fragment)
+    diags = check_source(text, path).diagnostics
+    return [f"{d.code} {d.message} (line {d.span.line if d.span else '?'} of\n{text})" for d in diags
+            if d.severity is Severity.ERROR and d.code.startswith(("KV0", "KV1")) and d.code not in _NOT_THE_EXAMPLE
+            and (d.span is None or d.span.line in mine or d.code.startswith("KV0"))]
+
+
+def _instead_examples() -> list[tuple[str, str]]:
+    out = []
+    for page in sorted((ROOT / "docs" / "rules").glob("KV[01]*.md")):
+        text = page.read_text(encoding="utf-8")
+        part = text.split("## Instead", 1)[1] if "## Instead" in text else ""
+        for i, block in enumerate(re.findall(r"^```[a-z]*\n(.*?)^```", part, re.M | re.S)):
+            if "..." not in block:
+                out.append((f"{page.stem}-{i}", block))
+    return out
+
+
+@pytest.mark.parametrize("name,fragment", _instead_examples(), ids=[n for n, _ in _instead_examples()])
+def test_every_instead_example_in_the_rule_pages_lints_clean(name: str, fragment: str, tmp_path: Path) -> None:
+    assert not example_errors(fragment, str(tmp_path / "t.kvp")), example_errors(fragment, str(tmp_path / "t.kvp"))
+
+
+def _help_examples() -> list[str]:
+    """Every `key op value` snippet a help line prints, over the corpus and the planner cases."""
+    seen: set[str] = set()
+    texts = [(p.read_text(encoding="utf-8", errors="replace"), str(p.relative_to(ROOT))) for p in _corpus()]
+    texts += [(t, f"/tmp/{k}.kvp") for k, t in PLANNER_CASES.items()]
+    for text, path in texts:
+        for d in lint_text(text, path):
+            for snip in re.findall(r"`([^`]*)`", d.help or ""):
+                if not placeholder(snip) and (_SETTING.match(snip) or "{" in snip):
+                    seen.add(snip)
+    return sorted(seen)
+
+
+def test_every_setting_a_help_shows_lints_clean(tmp_path: Path) -> None:
+    examples = _help_examples()
+    assert len(examples) >= 15  # the corpus does exercise the helps
+    failures = {ex: example_errors(ex, str(tmp_path / "t.kvp")) for ex in examples}
+    assert not {k: v for k, v in failures.items() if v}
+
+
+def test_the_example_linter_catches_the_old_kv106_example(tmp_path: Path) -> None:
+    """`step_time = 50 ms` (KV106's old help) fails KV115 where an slo needs `<=`."""
+    assert any("KV115" in e for e in example_errors("slo {\n    step_time = 50 ms\n}", str(tmp_path / "t.kvp")))
