@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextvars
 import difflib
 import functools
+import hashlib
+import json
 import re
 from importlib import resources
 from typing import Any, Optional, Sequence, Union
@@ -56,16 +58,66 @@ def grammar_text() -> str:
     return resources.files("kvplan.grammar").joinpath("kvp.lark").read_text(encoding="utf-8")
 
 
+#: The options the parser is built with; tools/build_parser.py builds kvp_parser.json with the same.
+_OPTIONS: dict[str, Any] = {"parser": "lalr", "lexer": "contextual", "propagate_positions": True}
+
+
+def _int_keys(pairs: list[tuple[str, Any]]) -> dict[Any, Any]:
+    """JSON object hook: lark's int-keyed mappings (states, tokens, memo) were written with digit keys."""
+    if pairs and all(k.isdigit() for k, _ in pairs):
+        return {int(k): v for k, v in pairs}
+    return dict(pairs)
+
+
+def _shipped_tables(grammar: str) -> Optional[dict[str, Any]]:
+    """The prebuilt tables in kvplan/grammar/kvp_parser.json, or None if missing or built from another grammar."""
+    try:
+        text = resources.files("kvplan.grammar").joinpath("kvp_parser.json").read_text(encoding="utf-8")
+        payload = json.loads(text, object_pairs_hook=_int_keys)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(payload, dict) or payload.get("format") != 1:
+        return None
+    if payload.get("grammar_sha256") != hashlib.sha256(grammar.encode("utf-8")).hexdigest():
+        return None  # kvp.lark was edited without `python tools/build_parser.py`: build from the grammar
+    return payload
+
+
+_origin = ""
+
+
+def parser_origin() -> str:
+    """Where this process's parser came from: "shipped" (kvp_parser.json), "grammar", or "" (not built yet)."""
+    return _origin
+
+
 @functools.cache
 def parser() -> Lark:
     """The LALR parser, built once per process. COMMENT tokens go to the current parse's sink.
 
-    `cache=True` keeps lark's grammar analysis in the temp directory, keyed by a hash of the
-    grammar and options: building the tables takes ~250 ms, loading them ~5 ms, and kvplan
-    is a CLI run in CI loops.
+    The tables come from kvplan/grammar/kvp_parser.json, written from the grammar by
+    tools/build_parser.py: loading them takes a few ms where analysing the grammar takes
+    ~250 ms, and kvplan is a CLI run in CI loops. The file is JSON inside the installed
+    package: nothing is read from (or written to) the temporary directory, and no pickle is
+    loaded (lark's own `cache=True` unpickles a file of predictable name in the world-writable
+    temp directory, which would run a planted file's code). If the file is missing, stale or
+    of a format this lark does not read, the parser is built from the grammar instead.
     """
-    return Lark(grammar_text(), parser="lalr", lexer="contextual", propagate_positions=True,
-                lexer_callbacks={"COMMENT": _collect_comment}, cache=True)
+    global _origin
+    grammar = grammar_text()
+    callbacks = {"COMMENT": _collect_comment}
+    payload = _shipped_tables(grammar)
+    if payload is not None:
+        try:
+            built: Lark = Lark._load_from_dict(payload["data"], payload["memo"], lexer_callbacks=callbacks,
+                                               propagate_positions=True)
+        except Exception:  # noqa: BLE001 - a lark release that reads the tables differently: build instead
+            pass
+        else:
+            _origin = "shipped"
+            return built
+    _origin = "grammar"
+    return Lark(grammar, lexer_callbacks=callbacks, **_OPTIONS)
 
 
 def parse(text: str, path: str) -> SpecFile:
