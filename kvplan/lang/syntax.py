@@ -109,8 +109,9 @@ def parser() -> Lark:
     payload = _shipped_tables(grammar)
     if payload is not None:
         try:
-            built: Lark = Lark._load_from_dict(payload["data"], payload["memo"], lexer_callbacks=callbacks,
-                                               propagate_positions=True)
+            # lark's loader for prebuilt tables (its standalone parsers call it), unannotated in lark
+            built: Lark = Lark._load_from_dict(  # type: ignore[no-untyped-call]
+                payload["data"], payload["memo"], lexer_callbacks=callbacks, propagate_positions=True)
         except Exception:  # noqa: BLE001 - a lark release that reads the tables differently: build instead
             pass
         else:
