@@ -307,14 +307,14 @@ def fmt_cmd(paths: tuple[str, ...], check: bool, diff: bool) -> None:
     """Rewrite .kvp files in the canonical layout (comments kept). Exit 2 on a syntax error."""
     import difflib
 
+    from kvplan.lang import read_spec
     from kvplan.lang.fmt import format_source
     from kvplan.lint import collect_paths
 
     changed, broken, files = [], 0, collect_paths(paths)
     for path in files:
-        with open(path, encoding="utf-8", newline="") as fh:
-            old = fh.read()
         try:
+            old = read_spec(path)  # as lint reads it: a regular file, at most a spec's size, UTF-8
             new = format_source(old, path)
         except KvplanError as exc:
             code = getattr(exc, "code", None)
@@ -337,7 +337,7 @@ def fmt_cmd(paths: tuple[str, ...], check: bool, diff: bool) -> None:
     n = len(changed)
     verb = "would be reformatted" if dry else "reformatted"
     click.echo(f"{n} file{'' if n == 1 else 's'} {verb}, {len(files) - n - broken} unchanged"
-               + (f", {broken} with syntax errors" if broken else ""), err=True)
+               + (f", {broken} not formatted (errors above)" if broken else ""), err=True)
     sys.exit(EXIT_ERROR if broken else EXIT_FINDINGS if dry and changed else EXIT_CLEAN)
 
 
@@ -348,6 +348,9 @@ def _checked(path: str) -> Any:
 
     result = check_file(path)
     errors = [d for d in result.diagnostics if d.severity is Severity.ERROR]
+    if len(errors) == 1 and errors[0].code.startswith("KV0"):  # unreadable, empty, not .kvp: one line says it
+        d = errors[0]
+        _fail(f"{d.span or path}: {d.code} {d.message}" + (f" ({d.help})" if d.help else ""))
     if errors:
         for d in sorted(errors, key=lambda d: d.sort_key()):
             where = f"{d.span.file}:{d.span.line}:{d.span.column}: " if d.span else f"{path}: "
@@ -506,10 +509,11 @@ def import_cmd(source: str, engine: str, model_id: str | None, model_config: str
 
     from kvplan import importer
 
-    text, base_dir, what = importer.read_source(source)
+    text, base_dir, what, source_path = importer.read_source(source)
     opts = importer.Options(model=model_id, model_config=model_config, device=device_id, batch=batch,
                             context=None if context is None else _tokens(context, "--context"),
-                            out_dir=None if output == "-" else (os.path.dirname(output) or "."), source=what)
+                            out_dir=None if output == "-" else (os.path.dirname(output) or "."), source=what,
+                            source_path=source_path)
     result = importer.import_deployment(engine, text, opts, base_dir)
     for w in result.warnings:
         click.echo(f"kvplan: warning: {w}", err=True)

@@ -26,6 +26,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, NoReturn, Optional, Sequence
 
+from kvplan import files
 from kvplan.catalog import Model, get_model
 from kvplan.errors import ConfigError, KvplanError, Span
 
@@ -444,15 +445,15 @@ def load_config(path: str | os.PathLike[str]) -> Model:
         p = p / "config.json"
     where = str(p)
     try:
-        text = p.read_text(encoding="utf-8")
+        # a regular file of bounded size only (never a FIFO or /dev/zero); bad UTF-8 is located
+        text = files.read_text(where, what="the model config")
     except FileNotFoundError:
         raise ConfigError(f"config file '{where}' does not exist",
                           help="give the path of a Hugging Face config.json") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"config file '{where}' is not UTF-8 text",
-                          help="give the path of a Hugging Face config.json") from None
     except OSError as e:
         raise ConfigError(f"cannot read config file '{where}': {e.strerror}") from None
+    files.refuse_blank(text, where, what="the model config", holds="one JSON object (a Hugging Face config.json)",
+                       comment=None)
     mid = p.stem
     if mid == "config" and p.parent.name:
         mid = p.parent.name

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Se
 
 import attrs
 
+from kvplan import files
 from kvplan.diagnostics import Diagnostic, Severity, make, registry
 from kvplan.errors import ConfigError, KvplanError, Span
 from kvplan.lang.codes import SUPPRESSION_WITHOUT_REASON, UNKNOWN_SUPPRESSED_CODE, UNUSED_SUPPRESSION
@@ -99,16 +100,30 @@ def _check_prefixes(prefixes: Iterable[str], where: str) -> list[str]:
     return out
 
 
-def _load_toml(path: Path) -> dict[str, Any]:
+_TOML_AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
+
+
+def _load_toml(path: Path, *, explicit: bool = False) -> dict[str, Any]:
+    """A TOML file read the one way kvplan reads input (kvplan.files: a regular file, bounded, UTF-8 with a
+    located error). `explicit`: named by --config, so an empty or comments-only file is an error."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - exercised on 3.10 only
         import tomli as tomllib
+    text = files.read_text(str(path), what="the lint config" if explicit else "pyproject.toml")
+    if explicit:
+        files.refuse_blank(text, str(path), what="the lint config",
+                           holds='a [tool.kvplan] table, e.g. `select = ["KV2"]` under it (docs/cli-lint.md)')
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        message = str(exc)
+        at = _TOML_AT.search(message)
+        span = None
+        if at is not None:
+            line, col = int(at.group(1)), int(at.group(2))
+            span, message = Span(str(path), line, col, line, col + 1), message[:at.start()]
+        raise ConfigError(f"{'' if span else f'{path}: '}not valid TOML: {message}", span=span) from None
 
 
 def find_pyproject(start_dir: str) -> Optional[Path]:
@@ -116,7 +131,7 @@ def find_pyproject(start_dir: str) -> Optional[Path]:
     here = Path(start_dir).resolve()
     for d in (here, *here.parents):
         candidate = d / "pyproject.toml"
-        if candidate.is_file() and "kvplan" in _load_toml(candidate).get("tool", {}):
+        if candidate.is_file() and "kvplan" in _load_toml(candidate).get("tool", {}):  # is_file: no FIFO, no device
             return candidate
     return None
 
@@ -126,9 +141,9 @@ def load_settings(start_dir: str = ".", config: Optional[str] = None) -> LintSet
     path = Path(config) if config is not None else find_pyproject(start_dir)
     if path is None:
         return LintSettings()
-    if not path.is_file():
+    if not path.exists():
         raise ConfigError(f"{path}: no such file (--config takes a pyproject.toml)")
-    table = _load_toml(path).get("tool", {}).get("kvplan", {})
+    table = _load_toml(path, explicit=config is not None).get("tool", {}).get("kvplan", {})
     shown = _display(str(path))
     if not isinstance(table, dict):
         raise ConfigError(f"{shown}: [tool.kvplan] must be a table")

@@ -1,5 +1,4 @@
-"""Untrusted input files: no code runs from the temp directory, only regular files of bounded size are read,
-a spec reads nothing outside its folder, and values read from a file are not echoed back.
+"""Untrusted input files: no code runs from the temp directory, only regular files of bounded size are read.
 
 A spec is often untrusted input in CI (a pull request); so are the engine configs handed to `kvplan import`.
 """
@@ -116,3 +115,194 @@ def test_a_stale_table_file_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None
         syntax.parser.cache_clear()
         monkeypatch.undo()
         syntax.parser()
+
+
+# --- reading: regular files only, bounded, never blocking -------------------------------------------------------
+
+SPEC = EXAMPLE.read_text(encoding="utf-8")
+MODEL_SPEC = """\
+kvplan 1
+
+deployment "d" {{
+    model = m
+    device = h100-sxm
+    workload {{
+        batch = 1
+        context = 8k
+    }}
+}}
+
+model "m" {{
+    config = "{config}"
+}}
+"""
+CONFIG = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4,
+          "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 8192}
+SECRET = "SECRET-abc123"
+
+needs_fifo = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are a POSIX feature")
+needs_dev_zero = pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero")
+
+
+def _one_line_error(out: subprocess.CompletedProcess[str]) -> str:
+    assert out.returncode == 2, (out.returncode, out.stdout, out.stderr)
+    assert "Traceback" not in out.stderr and "internal error" not in out.stderr, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    return lines[0]
+
+
+@needs_fifo
+def test_a_fifo_as_the_spec_is_refused_without_blocking(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "spec.kvp")  # nobody writes to it: reading it would block forever
+    lint = _kvplan(["lint", "spec.kvp"], tmp_path, timeout=30)
+    assert lint.returncode == 1
+    assert lint.stdout.startswith("spec.kvp:1:1: KV001 cannot read spec.kvp: the spec is a named pipe (FIFO)")
+    fmt = _kvplan(["fmt", "--check", "spec.kvp"], tmp_path, timeout=30)
+    assert fmt.returncode == 2 and "spec.kvp:1:1: KV001" in fmt.stderr and "named pipe" in fmt.stderr
+    advise = _one_line_error(_kvplan(["advise", "spec.kvp"], tmp_path, timeout=30))
+    assert advise.startswith("kvplan: error: spec.kvp:1:1: KV001") and "named pipe" in advise
+
+
+@needs_dev_zero
+def test_a_symlink_to_dev_zero_in_a_linted_directory_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "good.kvp").write_text(SPEC, encoding="utf-8")
+    (tmp_path / "specs" / "zero.kvp").symlink_to("/dev/zero")
+    out = _kvplan(["lint", "specs"], tmp_path, timeout=30)
+    assert out.returncode == 1, out.stderr
+    assert "specs/zero.kvp:1:1: KV001 cannot read specs/zero.kvp: the spec is a character device" in out.stdout
+    assert "specs/good.kvp" not in out.stdout  # the other file is linted as usual (and is clean)
+    fmt = _kvplan(["fmt", "--check", "specs"], tmp_path, timeout=30)
+    assert fmt.returncode == 2 and "specs/zero.kvp:1:1: KV001" in fmt.stderr
+
+
+@needs_fifo
+@needs_dev_zero
+def test_model_configs_that_are_not_regular_files_are_refused_without_blocking(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "config.json")
+    line = _one_line_error(_kvplan(["map", "--model-config", "config.json", "--device", "h100-sxm"], tmp_path,
+                                   timeout=30))
+    assert line == ("kvplan: error: config.json:1:1: the model config is a named pipe (FIFO); kvplan reads only "
+                    "regular files (give the path of a regular file)")
+    zero = _one_line_error(_kvplan(["map", "--model-config", "/dev/zero", "--device", "h100-sxm"], tmp_path,
+                                   timeout=30))
+    assert "the model config is a character device" in zero
+    # a FIFO inside the spec's folder: allowed by place, refused by kind
+    (tmp_path / "fifo.kvp").write_text(MODEL_SPEC.format(config="config.json"), encoding="utf-8")
+    out = _kvplan(["lint", "fifo.kvp"], tmp_path, timeout=30)
+    assert "fifo.kvp:13:14: KV119 cannot use `config.json`: the model config is a named pipe (FIFO)" in out.stdout
+
+
+@needs_fifo
+@needs_dev_zero
+def test_trtllm_config_files_that_are_not_regular_files_are_refused(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "extra.yaml")
+    for config, kind in (("/dev/zero", "a character device"), ("extra.yaml", "a named pipe (FIFO)")):
+        cmd = f"trtllm-serve meta-llama/Meta-Llama-3.1-8B --config {config} --max_batch_size 4"
+        line = _one_line_error(_kvplan(["import", "--from", "trtllm", cmd, "--device", "b200"], tmp_path,
+                                       timeout=30))
+        assert f"the --config file is {kind}; kvplan reads only regular files" in line
+    line = _one_line_error(_kvplan(["import", "--from", "trtllm", "extra.yaml", "--device", "b200"], tmp_path,
+                                   timeout=30))
+    assert line.startswith("kvplan: error: extra.yaml:1:1: the file to import is a named pipe (FIFO)")
+
+
+def test_fmt_refuses_a_file_larger_than_a_spec_as_lint_does(tmp_path: Path) -> None:
+    big = tmp_path / "big.kvp"
+    big.write_text(SPEC + "# padding\n" * 600_000, encoding="utf-8")  # 6 MB
+    assert big.stat().st_size > 6_000_000
+    lint = _kvplan(["lint", "big.kvp"], tmp_path)
+    assert lint.returncode == 1 and lint.stdout.startswith("big.kvp:1:1: KV015 the file has more than 1,048,576 bytes")
+    fmt = _kvplan(["fmt", "--check", "big.kvp"], tmp_path)
+    assert fmt.returncode == 2, fmt.stderr
+    assert fmt.stderr.startswith("big.kvp:1:1: KV015 the file has more than 1,048,576 bytes")
+    # between the character limit and the byte limit: the same code, counted in characters
+    mid = tmp_path / "mid.kvp"
+    mid.write_text(SPEC + "#" * 300_000 + "\n", encoding="utf-8")
+    fmt = _kvplan(["fmt", "--check", "mid.kvp"], tmp_path)
+    assert fmt.returncode == 2 and fmt.stderr.startswith("mid.kvp:1:1: KV015 the file has 30")
+
+
+def test_bad_utf8_is_located_in_every_input_file(tmp_path: Path) -> None:
+    (tmp_path / "bad.kvp").write_bytes(SPEC.encode() + b"# caf\xe9\n")
+    n = SPEC.count("\n") + 1
+    lint = _kvplan(["lint", "bad.kvp"], tmp_path)
+    assert lint.stdout.startswith(f"bad.kvp:{n}:6: KV002 byte 0xe9 is not UTF-8 text")
+    fmt = _kvplan(["fmt", "--check", "bad.kvp"], tmp_path)
+    assert fmt.returncode == 2 and fmt.stderr.startswith(f"bad.kvp:{n}:6: KV002 byte 0xe9 is not UTF-8 text")
+    (tmp_path / "serve.sh").write_bytes(b"vllm serve meta-llama/Meta-Llama-3.1-8B \\\n  --max-num-seqs 8 # \xff\n")
+    line = _one_line_error(_kvplan(["import", "--from", "vllm", "serve.sh", "--device", "h100-sxm"], tmp_path))
+    assert line == "kvplan: error: serve.sh:2:22: byte 0xff is not UTF-8 text (save the file as UTF-8)"
+    (tmp_path / "pyproject.toml").write_bytes(b'[tool.kvplan]\nselect = ["KV1"] # \xfe\n')
+    (tmp_path / "ok.kvp").write_text(SPEC, encoding="utf-8")
+    line = _one_line_error(_kvplan(["lint", "--config", "pyproject.toml", "ok.kvp"], tmp_path))
+    assert line == "kvplan: error: pyproject.toml:2:20: byte 0xfe is not UTF-8 text (save the file as UTF-8)"
+    (tmp_path / "config.json").write_bytes(b'{"model_type": "ll\xc3ama"}')
+    line = _one_line_error(_kvplan(["map", "--model-config", "config.json", "--device", "h100-sxm"], tmp_path))
+    assert line.startswith("kvplan: error: config.json:1:19: byte 0xc3 is not UTF-8 text")
+
+
+@pytest.mark.parametrize("text,said", [("", "is empty"), ("\n  \n", "is empty"),
+                                       ("# to do\n\n# later\n", "holds only comments")])
+def test_an_empty_or_comments_only_spec_is_one_located_error_everywhere(tmp_path: Path, text: str, said: str) -> None:
+    (tmp_path / "e.kvp").write_text(text, encoding="utf-8")
+    lint = _kvplan(["lint", "e.kvp"], tmp_path)
+    assert lint.returncode == 1
+    assert lint.stdout.strip() == f"e.kvp:1:1: KV017 the file {said}: it declares no deployment"
+    for cmd in (["advise", "e.kvp"], ["emit", "e.kvp"]):
+        line = _one_line_error(_kvplan(cmd, tmp_path))
+        assert line.startswith(f"kvplan: error: e.kvp:1:1: KV017 the file {said}"), cmd
+
+
+def test_empty_and_comments_only_input_files_get_a_located_message(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text("\n", encoding="utf-8")
+    line = _one_line_error(_kvplan(["map", "--model-config", "config.json", "--device", "h100-sxm"], tmp_path))
+    assert line.startswith("kvplan: error: config.json:1:1: the model config is empty (it should hold one JSON "
+                           "object")
+    (tmp_path / "serve.sh").write_text("#!/bin/sh\n# set later\n", encoding="utf-8")
+    line = _one_line_error(_kvplan(["import", "--from", "vllm", "serve.sh", "--device", "h100-sxm"], tmp_path))
+    assert line.startswith("kvplan: error: serve.sh:1:1: the file to import holds only comments")
+    (tmp_path / "extra.yaml").write_text("# nothing yet\n", encoding="utf-8")
+    cmd = "trtllm-serve meta-llama/Meta-Llama-3.1-8B --config extra.yaml --max_batch_size 4"
+    line = _one_line_error(_kvplan(["import", "--from", "trtllm", cmd, "--device", "b200"], tmp_path))
+    assert line.startswith("kvplan: error: extra.yaml:1:1: the --config file holds only comments")
+    (tmp_path / "lint.toml").write_text("", encoding="utf-8")
+    (tmp_path / "ok.kvp").write_text(SPEC, encoding="utf-8")
+    line = _one_line_error(_kvplan(["lint", "--config", "lint.toml", "ok.kvp"], tmp_path))
+    assert line.startswith("kvplan: error: lint.toml:1:1: the lint config is empty (it should hold a [tool.kvplan]")
+
+
+# --- YAML: no alias bombs, bounded, located ---------------------------------------------------------------------
+
+BILLION_LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi")) + "max_batch_size: 8\n"
+
+
+def test_a_yaml_alias_bomb_is_refused_at_its_first_alias(tmp_path: Path) -> None:
+    (tmp_path / "laughs.yaml").write_text(BILLION_LAUGHS, encoding="utf-8")
+    line = _one_line_error(_kvplan(["import", "--from", "trtllm", "laughs.yaml", "--model", "llama-3-8b",
+                                    "--device", "b200"], tmp_path, timeout=30))
+    assert line.startswith("kvplan: error: laughs.yaml:2:8: YAML alias `*a`: kvplan reads no aliases")
+
+
+def test_a_huge_or_deep_yaml_is_refused(tmp_path: Path) -> None:
+    big = tmp_path / "big.yaml"
+    with big.open("w", encoding="utf-8") as fh:
+        fh.write("max_batch_size: 8\n")
+        fh.write("# padding padding padding padding padding padding\n" * 1_000_000)  # 50 MB
+    line = _one_line_error(_kvplan(["import", "--from", "trtllm", "big.yaml", "--model", "llama-3-8b",
+                                    "--device", "b200"], tmp_path, timeout=30))
+    assert line.startswith("kvplan: error: big.yaml:1:1: the file to import has more than 1,048,576 bytes")
+    (tmp_path / "deep.yaml").write_text("max_batch_size: 8\nx: " + "[" * 5000 + "]" * 5000 + "\n", encoding="utf-8")
+    line = _one_line_error(_kvplan(["import", "--from", "trtllm", "deep.yaml", "--model", "llama-3-8b",
+                                    "--device", "b200"], tmp_path, timeout=30))
+    assert line.startswith("kvplan: error: deep.yaml:2:35: the YAML nests deeper than 32 levels")
+
+
+def test_a_yaml_control_character_is_reported_at_line_and_column(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text("max_batch_size: 8\nmodel: ab\x01c\n", encoding="utf-8")
+    line = _one_line_error(_kvplan(["import", "--from", "trtllm", "c.yaml", "--model", "llama-3-8b",
+                                    "--device", "b200"], tmp_path))
+    assert line.startswith("kvplan: error: c.yaml:2:10: not valid YAML: character U+0001 is not allowed")
+    assert "position" not in line
