@@ -306,3 +306,32 @@ def test_a_yaml_control_character_is_reported_at_line_and_column(tmp_path: Path)
                                     "--device", "b200"], tmp_path))
     assert line.startswith("kvplan: error: c.yaml:2:10: not valid YAML: character U+0001 is not allowed")
     assert "position" not in line
+
+
+# --- a JSON or YAML file given as a spec ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text,kind,where", [
+    ('{\n  "model_type": "llama",\n  "num_hidden_layers": 32\n}\n', "JSON", "1:1"),
+    ('  [1, 2]\n', "JSON", "1:3"),
+    ("# engine config\nmax_batch_size: 32\nkv_cache_config:\n  dtype: fp8\n", "YAML", "2:1"),
+    ("---\n- a\n", "YAML", "1:1"),
+])
+def test_a_json_or_yaml_file_given_as_a_spec_gets_one_clear_line(tmp_path: Path, text: str, kind: str,
+                                                                 where: str) -> None:
+    (tmp_path / "x.kvp").write_text(text, encoding="utf-8")
+    lint = _kvplan(["lint", "x.kvp"], tmp_path)
+    assert lint.returncode == 1
+    assert lint.stdout.strip() == (f'x.kvp:{where}: KV018 this looks like {kind}; a .kvp file is '
+                                   '`deployment "name" { ... }` (docs/language.md)')
+    fmt = _kvplan(["fmt", "--check", "x.kvp"], tmp_path)
+    assert fmt.returncode == 2 and fmt.stderr.startswith(f"x.kvp:{where}: KV018 this looks like {kind}")
+    advise = _one_line_error(_kvplan(["advise", "x.kvp"], tmp_path))
+    assert f"x.kvp:{where}: KV018 this looks like {kind}" in advise
+
+
+def test_a_kvp_syntax_error_is_not_taken_for_json_or_yaml() -> None:
+    from kvplan.lang import check_source
+
+    for text in ('deployment: "x" {\n}\n', 'deployment "x" {\n  batch: 1\n}\n', "}\n"):
+        codes = [d.code for d in check_source(text, "x.kvp").diagnostics]
+        assert codes and "KV018" not in codes, (text, codes)

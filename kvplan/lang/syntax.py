@@ -128,7 +128,7 @@ def parse(text: str, path: str) -> SpecFile:
     try:
         tree = parser().parse(text)
     except UnexpectedInput as exc:
-        raise explain(exc, text, path) from None
+        raise (not_kvp(text, path) or explain(exc, text, path)) from None
     finally:
         _COMMENTS.reset(reset)
     comments = tuple(Comment(str(t).rstrip(), _token_span(path, t, str(t).rstrip())) for t in sink)
@@ -363,6 +363,33 @@ def _match_example(exc: UnexpectedInput) -> Optional[str]:
             return label  # the same state and the same token: the mistake itself
         candidate = candidate or label
     return candidate
+
+
+_YAML_LINE = re.compile(r"^(?:---|\.\.\.|- |-$|[A-Za-z_][\w.\-]*[ \t]*:(?:[ \t]|$))")
+_KVP_IS = 'a .kvp file is `deployment "name" { ... }` (docs/language.md)'
+
+
+def not_kvp(text: str, path: str) -> Optional[KvpSyntaxError]:
+    """A KV018 error for a file that does not parse and looks like JSON or YAML, else None.
+
+    Called only after a syntax error, so no valid .kvp file is ever taken for one: its first line
+    that is not blank or a comment opens a JSON object or array, or reads as YAML (`key: value`,
+    `- item`, `---`) with no `{` on it.
+    """
+    for number, line in enumerate(text.split("\n"), start=1):
+        body = line.strip(" \t\r\ufeff")
+        if not body or body.startswith("#"):
+            continue
+        col = len(line) - len(line.lstrip(" \t\r\ufeff")) + 1
+        here = Span(path, number, col, number, col + 1)
+        if body[0] in "{[":
+            return KvpSyntaxError(codes.NOT_KVP, f"this looks like JSON; {_KVP_IS}", span=here,
+                                  help='a model\'s config.json is named by a model block: `config = "config.json"`')
+        if _YAML_LINE.match(body) and "{" not in body:
+            return KvpSyntaxError(codes.NOT_KVP, f"this looks like YAML; {_KVP_IS}", span=here,
+                                  help="`kvplan import --from trtllm FILE` turns a TensorRT-LLM YAML into a spec")
+        return None
+    return None
 
 
 def explain(exc: UnexpectedInput, text: str, path: str) -> KvpSyntaxError:
