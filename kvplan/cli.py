@@ -110,6 +110,13 @@ def devices_cmd(fmt: str) -> None:
     click.echo(catalog_view.devices(list(catalog.devices().values()), fmt), nl=False)
 
 
+def _allow_path_option(fn: F) -> F:
+    """--allow-path DIR: a folder outside the spec's own that its `config = "..."` paths may name."""
+    return click.option("--allow-path", "allow_paths", multiple=True, type=click.Path(file_okay=False),
+                        metavar="DIR", help="Let a spec's config paths name files in this folder too (repeatable); "
+                                            "without it they must lie beside the spec or below it.")(fn)
+
+
 def _tokens(text: str, what: str) -> int:
     from kvplan.units import Dim, parse_quantity
 
@@ -182,10 +189,11 @@ def map_cmd(model_id: str | None, model_config: str | None, device_id: str, n_de
 @click.option("--format", "fmt", type=click.Choice(["csv", "json"]), default="csv", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default="-", metavar="FILE",
               help="Write here instead of stdout.")
+@_allow_path_option
 @handles_errors
 def sweep_cmd(spec_file: str | None, model_id: str | None, model_config: str | None, device_id: str | None,
               devices: str | None, kv_dtypes: str | None, batch: str | None, context: str | None,
-              weights: str | None, placement: str | None, fmt: str, output: str) -> None:
+              weights: str | None, placement: str | None, fmt: str, output: str, allow_paths: tuple[str, ...]) -> None:
     """Evaluate every point of devices × KV dtype × batch × context; stream CSV or JSON rows.
 
     Without FILE, --model (or --model-config) and --device name the deployment; with a .kvp
@@ -197,8 +205,8 @@ def sweep_cmd(spec_file: str | None, model_id: str | None, model_config: str | N
     if spec_file is not None:
         if model_id or model_config or device_id:
             raise KvplanError("give FILE or --model/--device, not both")
-        specs = sw.specs_from_scenarios(_checked(spec_file).scenarios, weights=weights, placement=placement,
-                                        **lists)
+        specs = sw.specs_from_scenarios(_checked(spec_file, allow_paths).scenarios, weights=weights,
+                                        placement=placement, **lists)
     else:
         from kvplan import catalog
         from kvplan.hf import resolve_model
@@ -279,9 +287,10 @@ def _digest_check(result: Any) -> Any:
               help="Read [tool.kvplan] from this file instead of the nearest pyproject.toml.")
 @click.option("--check-digest", is_flag=True,
               help="Also report configs emitted into <spec>.kvplan/ whose plan digest is stale (KV401).")
+@_allow_path_option
 @handles_errors
 def lint_cmd(paths: tuple[str, ...], output_format: str, select: tuple[str, ...], ignore: tuple[str, ...],
-             fail_on: str | None, config: str | None, check_digest: bool) -> None:
+             fail_on: str | None, config: str | None, check_digest: bool, allow_paths: tuple[str, ...]) -> None:
     """Check .kvp files and directories: diagnostics on stdout, a summary on stderr.
 
     Exit 0 when nothing reaches --fail-on, 1 when something does, 2 when lint could not run.
@@ -290,7 +299,8 @@ def lint_cmd(paths: tuple[str, ...], output_format: str, select: tuple[str, ...]
     from kvplan.render import diagnostics as diag_view
 
     settings = lint.load_settings(".", config).with_overrides(
-        select=lint.split_codes(select) if select else None, ignore=lint.split_codes(ignore), fail_on=fail_on)
+        select=lint.split_codes(select) if select else None, ignore=lint.split_codes(ignore), fail_on=fail_on,
+        allow_paths=allow_paths)
     checks = _lint_checks() + ((_digest_check,) if check_digest else ())
     report = lint.lint_paths(paths, settings, checks=checks)
     click.echo(diag_view.render(output_format, report.files), nl=False)
@@ -341,12 +351,16 @@ def fmt_cmd(paths: tuple[str, ...], check: bool, diff: bool) -> None:
     sys.exit(EXIT_ERROR if broken else EXIT_FINDINGS if dry and changed else EXIT_CLEAN)
 
 
-def _checked(path: str) -> Any:
-    """Check a spec; on errors print them (concise) to stderr and exit 2: there is nothing to plan."""
+def _checked(path: str, allow_paths: tuple[str, ...] = ()) -> Any:
+    """Check a spec; on errors print them (concise) to stderr and exit 2: there is nothing to plan.
+
+    Its config paths may name the spec's folder, the --allow-path folders and [tool.kvplan] allow-paths.
+    """
+    from kvplan import lint
     from kvplan.diagnostics import Severity
     from kvplan.lang import check_file
 
-    result = check_file(path)
+    result = check_file(path, lint.load_settings(".").with_overrides(allow_paths=allow_paths).allow_paths)
     errors = [d for d in result.diagnostics if d.severity is Severity.ERROR]
     if len(errors) == 1 and errors[0].code.startswith("KV0"):  # unreadable, empty, not .kvp: one line says it
         d = errors[0]
@@ -377,9 +391,10 @@ def _planner_options(fn: F) -> F:
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
 @click.option("--scenario", default=None, help="Plan only this scenario (a deployment name or an expanded name).")
 @_planner_options
+@_allow_path_option
 @handles_errors
 def advise_cmd(spec_file: str, fmt: str, scenario: str | None, reserve: float | None, min_gain: float | None,
-               prefill_efficiency: float | None) -> None:
+               prefill_efficiency: float | None, allow_paths: tuple[str, ...]) -> None:
     """Plan a deployment: the regime map, then each decision with its numbers, rules and evidence.
 
     Exit 0 when every plan meets the spec, 1 when a plan misses a constraint (does not fit, an SLO), 2 when
@@ -388,7 +403,7 @@ def advise_cmd(spec_file: str, fmt: str, scenario: str | None, reserve: float | 
     from kvplan.planner import plans_for
     from kvplan.render import plan_view
 
-    plans = plans_for(_checked(spec_file), scenario, **_overrides(reserve, min_gain, prefill_efficiency))
+    plans = plans_for(_checked(spec_file, allow_paths), scenario, **_overrides(reserve, min_gain, prefill_efficiency))
     render = {"text": plan_view.text, "json": plan_view.json_text, "markdown": plan_view.markdown}[fmt]
     click.echo(render(plans), nl=False)
     if any(p.unmet or not p.feasible for p in plans):
@@ -407,14 +422,15 @@ def _overrides(reserve: float | None, min_gain: float | None, eta: float | None)
               help="Directory for the rationale documents (created if missing).")
 @click.option("--scenario", default=None, help="Only this scenario.")
 @_planner_options
+@_allow_path_option
 @handles_errors
 def report_cmd(spec_file: str, out_dir: str, scenario: str | None, reserve: float | None, min_gain: float | None,
-               prefill_efficiency: float | None) -> None:
+               prefill_efficiency: float | None, allow_paths: tuple[str, ...]) -> None:
     """Write MADR-shaped design-rationale documents, one per decision, ready to commit and review."""
     from kvplan.planner import plans_for
     from kvplan.render import report
 
-    plans = plans_for(_checked(spec_file), scenario, **_overrides(reserve, min_gain, prefill_efficiency))
+    plans = plans_for(_checked(spec_file, allow_paths), scenario, **_overrides(reserve, min_gain, prefill_efficiency))
     for path in report.write(plans, out_dir, spec_file):
         click.echo(path)
 
@@ -432,9 +448,10 @@ def report_cmd(spec_file: str, out_dir: str, scenario: str | None, reserve: floa
                    "reserve, assumed].")
 @click.option("--runtime-reserve", default=None, metavar="BYTES",
               help="Runtime memory per GPU (CUDA context, communication buffers)  [default: 1GiB, assumed].")
+@_allow_path_option
 @handles_errors
 def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario: str | None,
-             activation_reserve: str | None, runtime_reserve: str | None) -> None:
+             activation_reserve: str | None, runtime_reserve: str | None, allow_paths: tuple[str, ...]) -> None:
     """Write the engine configurations of a plan: command lines and YAML the engine takes as written.
 
     Without -o the files go to stdout, each after a `==> scenario/name <==` line; warnings and the KV
@@ -454,7 +471,7 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
 
     reserves = Reserves(activation=size(activation_reserve, "--activation-reserve"),
                         runtime=size(runtime_reserve, "--runtime-reserve"))
-    plans = plans_for(_checked(spec_file), scenario)
+    plans = plans_for(_checked(spec_file, allow_paths), scenario)
     findings = 0
     chunks: list[str] = []
     for p in plans:

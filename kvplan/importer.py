@@ -520,7 +520,8 @@ def _override(r: _Read, attr: str, new: tuple[Any, str]) -> None:
 
 
 def _trtllm_yaml(r: _Read, cfg: Mapping[Any, Any], where: str) -> None:
-    """Apply a TensorRT-LLM YAML mapping (keys need not be strings: YAML's may be numbers)."""
+    """Apply a TensorRT-LLM YAML mapping. Values of the keys kvplan imports are quoted as the reason for
+    a pin; keys it does not know or ignores are named without their value (the file may hold anything)."""
     for raw_key in sorted(cfg, key=str):
         val = cfg[raw_key]
         key = str(raw_key)
@@ -553,9 +554,9 @@ def _trtllm_yaml(r: _Read, cfg: Mapping[Any, Any], where: str) -> None:
                 if k != "kv_cache_quant_algo":
                     r.note(f"quant_config.{k}: {val[k]}: weight quantization; set `weights` by hand if it applies")
         elif key in TRTLLM_IRRELEVANT_KEYS:
-            r.ignored.append(w)
+            r.ignored.append(key)
         else:
-            r.warn(f"{w}: not a TensorRT-LLM setting kvplan knows; not imported")
+            r.warn(f"{key}: not a TensorRT-LLM setting kvplan knows; not imported (nor its value)")
 
 
 def _trtllm_kv_cache(r: _Read, kc: Mapping[Any, Any]) -> None:
@@ -583,7 +584,7 @@ def _trtllm_kv_cache(r: _Read, kc: Mapping[Any, Any]) -> None:
         elif k == "sink_token_length":
             r.warn(f"{w}: deprecated on the PyTorch backend; not imported")
         else:
-            r.warn(f"{w}: not a kv_cache_config field kvplan knows; not imported")
+            r.warn(f"kv_cache_config.{k}: not a kv_cache_config field kvplan knows; not imported (nor its value)")
 
 
 _YAML_HOLDS = "a YAML mapping of TensorRT-LLM settings, such as `max_batch_size: 32`"
@@ -734,6 +735,10 @@ def import_deployment(engine: str, text: str, opts: Options = Options(), base_di
         path = opts.model_config
         if opts.out_dir is not None:
             path = os.path.relpath(os.path.abspath(path), os.path.abspath(opts.out_dir))
+            if not files.within(opts.model_config, (opts.out_dir,)):
+                folder = os.path.dirname(os.path.abspath(opts.model_config))
+                r.warn(f"--model-config {opts.model_config} is outside the spec's folder: kvplan reads it from the "
+                       f"spec only when allowed (`kvplan lint --allow-path {folder}`, docs/cli-lint.md)")
         model_id = _ident(r.model_ref.rstrip("/").rsplit("/", 1)[-1] if r.model_ref else m.id)
         model_block = (model_id, path.replace(os.sep, "/"))
         model_why = f"--model-config {opts.model_config}" + (f" (the engine serves {r.model_ref})" if r.model_ref else "")

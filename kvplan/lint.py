@@ -62,6 +62,7 @@ class LintSettings:
     fail_on: Severity = Severity.ERROR
     check_digest: bool = False          # reserved for the backend issue
     config_path: Optional[str] = None   # the pyproject.toml the settings came from
+    allow_paths: tuple[str, ...] = ()   # folders outside a spec's own its config paths may name
 
     def wants(self, code: str) -> bool:
         if code.startswith("KV0"):
@@ -71,15 +72,16 @@ class LintSettings:
         return sel >= 0 and sel > ign
 
     def with_overrides(self, *, select: Optional[Sequence[str]] = None, ignore: Sequence[str] = (),
-                       fail_on: Optional[str] = None) -> "LintSettings":
+                       fail_on: Optional[str] = None, allow_paths: Sequence[str] = ()) -> "LintSettings":
         """Command-line flags over file settings: --select replaces the file's select and ignore,
-        --ignore adds to them, --fail-on replaces."""
+        --ignore adds to them, --fail-on replaces, --allow-path adds."""
         added = tuple(_check_prefixes(ignore, "--ignore"))
         return attrs.evolve(
             self,
             select=self.select if select is None else tuple(_check_prefixes(select, "--select")),
             ignore=(self.ignore if select is None else ()) + added,
             fail_on=_severity(fail_on, "--fail-on") if fail_on is not None else self.fail_on,
+            allow_paths=self.allow_paths + tuple(_folders(allow_paths, ".", "--allow-path")),
         )
 
 
@@ -97,6 +99,17 @@ def _check_prefixes(prefixes: Iterable[str], where: str) -> list[str]:
             hint = f"; did you mean {near[0]}?" if near else "; codes look like KV2 or KV201"
             raise ConfigError(f"{where}: no diagnostic code starts with {p!r}{hint}")
         out.append(p)
+    return out
+
+
+def _folders(values: Iterable[str], base: str, where: str) -> list[str]:
+    """Each folder of --allow-path or allow-paths, relative to `base`; it must exist."""
+    out = []
+    for v in values:
+        full = os.path.join(base, v)
+        if not os.path.isdir(full):
+            raise ConfigError(f"{where}: {v!r} is not a directory", help="name a folder that holds model configs")
+        out.append(os.path.normpath(full))
     return out
 
 
@@ -157,8 +170,12 @@ def load_settings(start_dir: str = ".", config: Optional[str] = None) -> LintSet
     fail_on = table.get("fail-on", "error")
     if not isinstance(fail_on, str):
         raise ConfigError(f"{shown}: [tool.kvplan] fail-on must be a string: error, warning or info")
+    allowed = table.get("allow-paths", [])
+    if not isinstance(allowed, list) or not all(isinstance(v, str) for v in allowed):
+        raise ConfigError(f'{shown}: [tool.kvplan] allow-paths must be a list of folders, e.g. ["../models"]')
     return LintSettings(select=codes("select"), ignore=codes("ignore"),
-                        fail_on=_severity(fail_on, f"{shown}: [tool.kvplan]"), config_path=shown)
+                        fail_on=_severity(fail_on, f"{shown}: [tool.kvplan]"), config_path=shown,
+                        allow_paths=tuple(_folders(allowed, str(path.parent), f"{shown}: [tool.kvplan] allow-paths")))
 
 
 # --------------------------------------------------------------------------- paths
@@ -379,7 +396,7 @@ def _sort_key(d: Diagnostic) -> tuple[int, int, str, str]:
 def lint_file(path: str, settings: LintSettings, checks: Sequence[Check] = ()) -> FileReport:
     from kvplan.lang import check_file
 
-    result = check_file(path)
+    result = check_file(path, settings.allow_paths)
     raw = list(result.diagnostics)
     parsed = result.file is not None and not any(d.code.startswith("KV0") for d in raw)
     # The extra checks plan the spec; a spec with errors cannot be planned.

@@ -1,4 +1,5 @@
-"""Untrusted input files: no code runs from the temp directory, only regular files of bounded size are read.
+"""Untrusted input files: no code runs from the temp directory, only regular files of bounded size are read,
+a spec reads nothing outside its folder, and values read from a file are not echoed back.
 
 A spec is often untrusted input in CI (a pull request); so are the engine configs handed to `kvplan import`.
 """
@@ -271,6 +272,83 @@ def test_empty_and_comments_only_input_files_get_a_located_message(tmp_path: Pat
     (tmp_path / "ok.kvp").write_text(SPEC, encoding="utf-8")
     line = _one_line_error(_kvplan(["lint", "--config", "lint.toml", "ok.kvp"], tmp_path))
     assert line.startswith("kvplan: error: lint.toml:1:1: the lint config is empty (it should hold a [tool.kvplan]")
+
+
+# --- paths in a spec stay in its folder; values are not echoed --------------------------------------------------
+
+def _tree(tmp_path: Path) -> Path:
+    """repo/specs/*.kvp, repo/models/m/config.json, and a secret outside the repository."""
+    import json
+
+    (tmp_path / "secret").mkdir()
+    (tmp_path / "secret" / "config.json").write_text(json.dumps({**CONFIG, "num_hidden_layers": SECRET}))
+    (tmp_path / "repo" / "specs" / "models").mkdir(parents=True)
+    (tmp_path / "repo" / "models" / "m").mkdir(parents=True)
+    (tmp_path / "repo" / "models" / "m" / "config.json").write_text(json.dumps(CONFIG))
+    (tmp_path / "repo" / "specs" / "models" / "m.json").write_text(json.dumps(CONFIG))
+    return tmp_path / "repo"
+
+
+def test_a_spec_cannot_read_a_config_outside_its_folder(tmp_path: Path) -> None:
+    repo = _tree(tmp_path)
+    secret = tmp_path / "secret" / "config.json"
+    (repo / "specs" / "models" / "link.json").symlink_to(secret)
+    for name, config in (("up", "../../secret/config.json"), ("abs", str(secret)), ("link", "models/link.json"),
+                         ("dir", "../../secret")):
+        (repo / "specs" / f"{name}.kvp").write_text(MODEL_SPEC.format(config=config), encoding="utf-8")
+        out = _kvplan(["lint", f"specs/{name}.kvp"], repo)
+        assert out.returncode == 1, out.stderr
+        assert out.stdout.startswith(f"specs/{name}.kvp:13:14: KV119 `{config}` is outside the folder of the spec")
+        assert SECRET not in out.stdout + out.stderr
+        advise = _kvplan(["advise", f"specs/{name}.kvp"], repo)
+        assert advise.returncode == 2 and SECRET not in advise.stdout + advise.stderr
+    (repo / "specs" / "inside.kvp").write_text(MODEL_SPEC.format(config="models/m.json"), encoding="utf-8")
+    assert _kvplan(["lint", "specs/inside.kvp"], repo).returncode == 0
+
+
+def test_allow_path_and_allow_paths_let_a_spec_name_another_folder(tmp_path: Path) -> None:
+    repo = _tree(tmp_path)
+    (repo / "specs" / "sib.kvp").write_text(MODEL_SPEC.format(config="../models/m/config.json"), encoding="utf-8")
+    assert _kvplan(["lint", "specs/sib.kvp"], repo).returncode == 1
+    assert _kvplan(["lint", "--allow-path", "models", "specs/sib.kvp"], repo).returncode == 0
+    advise = _kvplan(["advise", "--allow-path", "models", "specs/sib.kvp"], repo)
+    assert advise.returncode in (0, 1) and advise.stdout.startswith("plan for d:"), advise.stderr
+    # [tool.kvplan] allow-paths is relative to the pyproject.toml, and serves lint and advise alike
+    (repo / "pyproject.toml").write_text('[tool.kvplan]\nallow-paths = ["models"]\n', encoding="utf-8")
+    assert _kvplan(["lint", "sib.kvp"], repo / "specs").returncode == 0
+    assert _kvplan(["advise", "sib.kvp"], repo / "specs").returncode in (0, 1)
+    # allowing one folder does not open the others
+    (repo / "specs" / "up.kvp").write_text(MODEL_SPEC.format(config="../../secret/config.json"), encoding="utf-8")
+    out = _kvplan(["lint", "up.kvp"], repo / "specs")
+    assert "KV119 `../../secret/config.json` is outside the folder of the spec" in out.stdout
+    line = _one_line_error(_kvplan(["lint", "--allow-path", "nowhere", "sib.kvp"], repo / "specs"))
+    assert line.startswith("kvplan: error: --allow-path: 'nowhere' is not a directory")
+
+
+def test_a_config_value_of_the_wrong_type_is_named_by_key_and_type_not_echoed(tmp_path: Path) -> None:
+    import json
+
+    (tmp_path / "config.json").write_text(json.dumps({**CONFIG, "num_hidden_layers": SECRET,
+                                                      "model_type": SECRET}))
+    (tmp_path / "s.kvp").write_text(MODEL_SPEC.format(config="config.json"), encoding="utf-8")
+    out = _kvplan(["lint", "s.kvp"], tmp_path)
+    assert "KV119 cannot use `config.json`: 'num_hidden_layers' must be an integer, got a string" in out.stdout
+    assert SECRET not in out.stdout + out.stderr
+    (tmp_path / "config.json").write_text(json.dumps({**CONFIG, "model_type": SECRET, "layer_types": [SECRET] * 2}))
+    out = _kvplan(["lint", "s.kvp"], tmp_path)
+    assert "'layer_types' entry 0 is not a layer type kvplan knows (got a string)" in out.stdout
+    assert SECRET not in out.stdout + out.stderr
+
+
+def test_import_names_unknown_yaml_keys_without_copying_their_values(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(f"max_batch_size: 8\nmax_seq_len: 8192\napi_token: {SECRET}\n"
+                                     f"backend: {SECRET}\nkv_cache_config:\n  url: {SECRET}\n", encoding="utf-8")
+    out = _kvplan(["import", "--from", "trtllm", "c.yaml", "--model", "llama-3-8b", "--device", "b200"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "api_token: not a TensorRT-LLM setting kvplan knows; not imported (nor its value)" in out.stderr
+    assert "kv_cache_config.url: not a kv_cache_config field kvplan knows" in out.stderr
+    assert "backend" in out.stdout  # an ignored key is listed by name
+    assert SECRET not in out.stdout + out.stderr
 
 
 # --- YAML: no alias bombs, bounded, located ---------------------------------------------------------------------

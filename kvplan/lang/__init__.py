@@ -13,7 +13,7 @@ KV1xx, KV9xx).
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import Optional, Sequence
 
 import attrs
 
@@ -57,10 +57,11 @@ class CheckResult:
         return not any(d.severity.value == "error" for d in self.diagnostics)
 
 
-def check_source(text: str, path: str) -> CheckResult:
+def check_source(text: str, path: str, allow_paths: Sequence[str] = ()) -> CheckResult:
     """Parse and check .kvp text. Never raises for bad input: every problem is a Diagnostic.
 
-    `path` names the file in spans; model configs are read relative to its folder.
+    `path` names the file in spans; model configs are read relative to its folder, and must lie
+    in it (or below it) or in one of `allow_paths`.
     """
     if len(text) > MAX_FILE_CHARS:
         lines = text.count("\n") + 1
@@ -79,7 +80,7 @@ def check_source(text: str, path: str) -> CheckResult:
         diag = make(codes.EMPTY_FILE, f"the file {said}: it declares no deployment", Span(path, 1, 1, 1, 1),
                     help='a .kvp file declares `deployment "name" { ... }` (docs/language.md)')
         return CheckResult(path, text, spec, (), (diag,), spec.comments)
-    scenarios, diagnostics = check(spec, os.path.dirname(path) or ".")
+    scenarios, diagnostics = check(spec, os.path.dirname(path) or ".", allow_paths)
     return CheckResult(path, text, spec, scenarios, diagnostics, spec.comments)
 
 
@@ -121,14 +122,17 @@ def read_spec(path: str) -> str:
     return text
 
 
-def check_file(path: str) -> CheckResult:
-    """Read (`read_spec`) and check a .kvp file; a file that cannot be read is a KV001/KV002/KV015 diagnostic."""
+def check_file(path: str, allow_paths: Sequence[str] = ()) -> CheckResult:
+    """Read (`read_spec`) and check a .kvp file; a file that cannot be read is a KV001/KV002/KV015 diagnostic.
+
+    `allow_paths` are folders outside the spec's own that its `config = "..."` paths may name.
+    """
     try:
         text = read_spec(path)
     except SpecFileError as exc:
         assert exc.span is not None
         return CheckResult(path, "", None, (), (make(exc.code, exc.message, exc.span, help=exc.help),), ())
-    return check_source(text, path)
+    return check_source(text, path, allow_paths)
 
 
 def _syntax_diagnostic(exc: KvpSyntaxError, path: str) -> Diagnostic:
