@@ -15,6 +15,8 @@ independent of the run that wrote it:
   both in set-iteration order, which varies with PYTHONHASHSEED);
 * only the options kvplan passes are kept (each lark release adds options the
   older ones refuse);
+* an unbounded regular-expression width is written as 2**64, what Python 3.11+
+  reports (3.10 reports 2**32 - 1; lark uses the width only to order terminals);
 * JSON has only string keys: a mapping whose keys are all decimal digits is an
   int-keyed mapping of lark's (states, tokens, the memo), and the loader turns
   its keys back into ints.
@@ -97,6 +99,19 @@ def _canonical_table(table: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+#: sre's MAXREPEAT, "no upper bound", on Python 3.10 and on 3.11+.
+_UNBOUNDED_310, UNBOUNDED = 2**32 - 1, 2**64
+
+
+def _canonical_widths(memo: dict[int, Any]) -> None:
+    """Each terminal's (min, max) pattern width with an unbounded max written one way."""
+    for entry in memo.values():
+        pattern = entry.get("pattern") if isinstance(entry, dict) else None
+        width = pattern.get("_width") if isinstance(pattern, dict) else None
+        if width is not None and width[1] >= _UNBOUNDED_310:
+            pattern["_width"] = [width[0], UNBOUNDED]
+
+
 def _int_keys(pairs: list[tuple[str, Any]]) -> dict[Any, Any]:
     """The loader's object hook, mirrored here to check the round trip."""
     if pairs and all(k.isdigit() for k, _ in pairs):
@@ -114,6 +129,7 @@ def build(grammar: str) -> str:
     data, memo = parser.memo_serialize([TerminalDef, Rule])
     data["options"] = dict(OPTIONS)
     data["parser"]["parser"] = _canonical_table(data["parser"]["parser"])
+    _canonical_widths(memo)
     payload = {
         "format": FORMAT,
         "grammar_sha256": hashlib.sha256(grammar.encode("utf-8")).hexdigest(),
