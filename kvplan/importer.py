@@ -181,10 +181,17 @@ def _parse_flags(words: Sequence[str], table: Sequence[_Flag], r: _Read, irrelev
         written = f"{name} {value}" if value is not None and not eq else w
         if flag is not None:
             flag.handle(r, value if value is not None else "", written)
-        elif key in irrelevant or key in irrelevant_flags:
+            continue
+        if value is not None and _SECRET_FLAG.search(key):  # --api-key sk-...: never copied into the spec
+            written = f"{name}{'=' if eq else ' '}(value not shown)"
+        if key in irrelevant or key in irrelevant_flags:
             r.ignored.append(written)
         else:
             r.warn(f"{written}: not a {ENGINE_NAMES[r.engine]} flag kvplan knows; not imported")
+
+
+#: Flags whose value is a credential (vLLM's and SGLang's --api-key, a token, a key file): listed by name only.
+_SECRET_FLAG = re.compile(r"key|token|secret|passw|credential|auth", re.IGNORECASE)
 
 
 # ------------------------------------------------------------ shared handlers

@@ -413,3 +413,13 @@ def test_a_kvp_syntax_error_is_not_taken_for_json_or_yaml() -> None:
     for text in ('deployment: "x" {\n}\n', 'deployment "x" {\n  batch: 1\n}\n', "}\n"):
         codes = [d.code for d in check_source(text, "x.kvp").diagnostics]
         assert codes and "KV018" not in codes, (text, codes)
+
+
+def test_import_does_not_copy_a_credential_from_a_launcher_script(tmp_path: Path) -> None:
+    (tmp_path / "serve.sh").write_text(f"vllm serve meta-llama/Meta-Llama-3.1-8B --max-num-seqs 8 --max-model-len 8k "
+                                       f"--api-key {SECRET} --port 8000 --my-auth-token={SECRET}\n", encoding="utf-8")
+    out = _kvplan(["import", "--from", "vllm", "serve.sh", "--device", "h100-sxm"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "--api-key (value not shown)" in out.stdout and "--port 8000" in out.stdout
+    assert "--my-auth-token=(value not shown): not a vLLM 0.33.0 flag kvplan knows" in out.stderr
+    assert SECRET not in out.stdout + out.stderr
