@@ -319,12 +319,13 @@ def fmt_cmd(paths: tuple[str, ...], check: bool, diff: bool) -> None:
 
     from kvplan.lang import read_spec
     from kvplan.lang.fmt import format_source
-    from kvplan.lint import collect_paths
+    from kvplan.lint import collect
 
-    changed, broken, files = [], 0, collect_paths(paths)
-    for path in files:
+    changed, broken, found = [], 0, collect(paths)
+    files = [path for path, _ in found]
+    for path, root in found:
         try:
-            old = read_spec(path)  # as lint reads it: a regular file, at most a spec's size, UTF-8
+            old = read_spec(path, root)  # as lint reads it: a regular file, at most a spec's size, UTF-8
             new = format_source(old, path)
         except KvplanError as exc:
             code = getattr(exc, "code", None)

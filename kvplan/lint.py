@@ -196,23 +196,33 @@ def _skipped(dirname: str) -> bool:
 
 def collect_paths(paths: Sequence[str]) -> tuple[str, ...]:
     """Files as given, directories expanded recursively to their *.kvp files; sorted, unique."""
+    return tuple(p for p, _ in collect(paths))
+
+
+def collect(paths: Sequence[str]) -> tuple[tuple[str, Optional[str]], ...]:
+    """`collect_paths`, each file with the directory given that a walk found it in (None: named itself).
+
+    The walk follows no symbolic link to a directory (os.walk's default); a linked file is listed,
+    and `kvplan.lang.read_spec` refuses it when it points out of that directory.
+    """
     if not paths:
         raise KvplanError("no paths given", help="name .kvp files or directories, e.g. `kvplan lint specs/`")
-    found: set[str] = set()
+    found: dict[str, Optional[str]] = {}
     for given in paths:
         if os.path.isdir(given):
             inside = []
-            for root, dirs, files in os.walk(given):
+            for root, dirs, names in os.walk(given):
                 dirs[:] = [d for d in dirs if not _skipped(d)]   # prune hidden and tool folders
-                inside += [_display(os.path.join(root, f)) for f in files if f.endswith(SUFFIX)]
+                inside += [_display(os.path.join(root, f)) for f in names if f.endswith(SUFFIX)]
             if not inside:
                 raise KvplanError(f"{_display(given)}: no {SUFFIX} files in this directory")
-            found.update(inside)
+            for p in inside:
+                found.setdefault(p, _display(given))
         elif os.path.exists(given):
-            found.add(_display(given))
+            found[_display(given)] = None
         else:
             raise KvplanError(f"{given}: no such file or directory")
-    return tuple(sorted(found))
+    return tuple(sorted(found.items()))
 
 
 # --------------------------------------------------------------------------- suppressions
@@ -393,10 +403,11 @@ def _sort_key(d: Diagnostic) -> tuple[int, int, str, str]:
     return (s.line if s else 0, s.column if s else 0, d.code, d.message)
 
 
-def lint_file(path: str, settings: LintSettings, checks: Sequence[Check] = ()) -> FileReport:
+def lint_file(path: str, settings: LintSettings, checks: Sequence[Check] = (),
+              found_in: Optional[str] = None) -> FileReport:
     from kvplan.lang import check_file
 
-    result = check_file(path, settings.allow_paths)
+    result = check_file(path, settings.allow_paths, found_in)
     raw = list(result.diagnostics)
     parsed = result.file is not None and not any(d.code.startswith("KV0") for d in raw)
     # The extra checks plan the spec; a spec with errors cannot be planned.
@@ -416,4 +427,4 @@ def lint_file(path: str, settings: LintSettings, checks: Sequence[Check] = ()) -
 def lint_paths(paths: Sequence[str], settings: LintSettings = LintSettings(),
                checks: Sequence[Check] = ()) -> LintReport:
     """Lint every file under `paths`; a file that does not parse does not stop the others."""
-    return LintReport(tuple(lint_file(p, settings, checks) for p in collect_paths(paths)), settings)
+    return LintReport(tuple(lint_file(p, settings, checks, root) for p, root in collect(paths)), settings)

@@ -172,10 +172,17 @@ def test_a_symlink_to_dev_zero_in_a_linted_directory_is_refused(tmp_path: Path) 
     (tmp_path / "specs" / "zero.kvp").symlink_to("/dev/zero")
     out = _kvplan(["lint", "specs"], tmp_path, timeout=30)
     assert out.returncode == 1, out.stderr
-    assert "specs/zero.kvp:1:1: KV001 cannot read specs/zero.kvp: the spec is a character device" in out.stdout
+    assert out.stdout.startswith("specs/zero.kvp:1:1: KV001 cannot read specs/zero.kvp: it is a symbolic link to a "
+                                 "file outside specs")
     assert "specs/good.kvp" not in out.stdout  # the other file is linted as usual (and is clean)
     fmt = _kvplan(["fmt", "--check", "specs"], tmp_path, timeout=30)
     assert fmt.returncode == 2 and "specs/zero.kvp:1:1: KV001" in fmt.stderr
+    # named on the command line the link is followed, and the device is refused
+    named = _kvplan(["lint", "specs/zero.kvp"], tmp_path, timeout=30)
+    assert named.stdout.startswith("specs/zero.kvp:1:1: KV001 cannot read specs/zero.kvp: the spec is a character "
+                                   "device; kvplan reads only regular files")
+    fmt = _kvplan(["fmt", "--check", "specs/zero.kvp"], tmp_path, timeout=30)
+    assert fmt.returncode == 2 and "character device" in fmt.stderr
 
 
 @needs_fifo
@@ -423,3 +430,23 @@ def test_import_does_not_copy_a_credential_from_a_launcher_script(tmp_path: Path
     assert "--api-key (value not shown)" in out.stdout and "--port 8000" in out.stdout
     assert "--my-auth-token=(value not shown): not a vLLM 0.33.0 flag kvplan knows" in out.stderr
     assert SECRET not in out.stdout + out.stderr
+
+
+def test_a_walked_directory_follows_no_link_out_of_it(tmp_path: Path) -> None:
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "id_rsa").write_text(f"-----BEGIN KEY-----\n{SECRET}\n", encoding="utf-8")
+    (tmp_path / "repo" / "specs").mkdir(parents=True)
+    (tmp_path / "repo" / "specs" / "good.kvp").write_text(SPEC, encoding="utf-8")
+    (tmp_path / "repo" / "specs" / "shared.kvp").symlink_to("good.kvp")          # a link inside: followed
+    (tmp_path / "repo" / "specs" / "evil.kvp").symlink_to(tmp_path / "home" / "id_rsa")
+    for fmt in ("concise", "full", "github"):
+        out = _kvplan(["lint", "specs", "--output-format", fmt], tmp_path / "repo")
+        assert out.returncode == 1, out.stderr
+        assert "specs/evil.kvp" in out.stdout and "symbolic link to a file outside specs" in out.stdout
+        assert SECRET not in out.stdout + out.stderr and "BEGIN" not in out.stdout
+        assert "specs/shared.kvp" not in out.stdout  # linted, clean
+    fmt_out = _kvplan(["fmt", "--check", "specs"], tmp_path / "repo")
+    assert fmt_out.returncode == 2 and "specs/evil.kvp:1:1: KV001" in fmt_out.stderr
+    assert SECRET not in fmt_out.stdout + fmt_out.stderr
+    named = _kvplan(["lint", "specs/evil.kvp"], tmp_path / "repo")  # named on the command line: the user's choice
+    assert named.returncode == 1 and "symbolic link" not in named.stdout and "specs/evil.kvp:1:" in named.stdout

@@ -93,13 +93,19 @@ class SpecFileError(KvplanError):
         self.code = code
 
 
-def read_spec(path: str) -> str:
+def read_spec(path: str, found_in: Optional[str] = None) -> str:
     """The text of the spec file `path`, read the one way every command reads a spec (kvplan.files):
     a regular file only (never a FIFO or a device), at most MAX_FILE_CHARS characters, UTF-8.
 
+    `found_in` is the directory a walk found the file in: a symbolic link out of it is not followed
+    (a pull request can add `x.kvp -> ~/.ssh/id_rsa`, and lint would print its first line).
     Raises SpecFileError with the diagnostic code and the place of the problem.
     """
     here = files.start(path)
+    if found_in is not None and os.path.islink(path) and not files.within(path, (found_in,)):
+        raise SpecFileError(codes.UNREADABLE_FILE, f"cannot read {path}: it is a symbolic link to a file outside "
+                            f"{found_in}, and kvplan follows no link out of a directory it searches", span=here,
+                            help="name the file itself if it is meant to be linted")
     try:
         data = files.read_bytes(path, limit=MAX_FILE_BYTES, what="the spec")
     except files.InputFileError as exc:
@@ -122,13 +128,14 @@ def read_spec(path: str) -> str:
     return text
 
 
-def check_file(path: str, allow_paths: Sequence[str] = ()) -> CheckResult:
+def check_file(path: str, allow_paths: Sequence[str] = (), found_in: Optional[str] = None) -> CheckResult:
     """Read (`read_spec`) and check a .kvp file; a file that cannot be read is a KV001/KV002/KV015 diagnostic.
 
-    `allow_paths` are folders outside the spec's own that its `config = "..."` paths may name.
+    `allow_paths` are folders outside the spec's own that its `config = "..."` paths may name;
+    `found_in` is the directory a walk found the file in (see `read_spec`).
     """
     try:
-        text = read_spec(path)
+        text = read_spec(path, found_in)
     except SpecFileError as exc:
         assert exc.span is not None
         return CheckResult(path, "", None, (), (make(exc.code, exc.message, exc.span, help=exc.help),), ())
