@@ -194,6 +194,13 @@ def devices_cmd(fmt: str) -> None:
     click.echo(catalog_view.devices(list(catalog.devices().values()), fmt), nl=False)
 
 
+def _allow_path_option(fn: F) -> F:
+    """--allow-path DIR: a folder outside the spec's own that its `config = "..."` paths may name."""
+    return click.option("--allow-path", "allow_paths", multiple=True, type=click.Path(file_okay=False),
+                        metavar="DIR", help="Let a spec's config paths name files in this folder too (repeatable); "
+                                            "without it they must lie beside the spec or below it.")(fn)
+
+
 @main.command("map")
 @click.option("--model", "model_id", metavar="ID", help="Catalog model id (kvplan models).")
 @click.option("--model-config", type=click.Path(dir_okay=False), metavar="PATH",
@@ -261,10 +268,11 @@ def map_cmd(model_id: str | None, model_config: str | None, device_id: str, n_de
 @click.option("--format", "fmt", type=click.Choice(["csv", "json"]), default="csv", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default="-", metavar="FILE",
               help="Write here instead of stdout.")
+@_allow_path_option
 @handles_errors
 def sweep_cmd(spec_file: str | None, model_id: str | None, model_config: str | None, device_id: str | None,
               devices: str | None, kv_dtypes: str | None, batch: str | None, context: str | None,
-              weights: str | None, placement: str | None, fmt: str, output: str) -> None:
+              weights: str | None, placement: str | None, fmt: str, output: str, allow_paths: tuple[str, ...]) -> None:
     """Evaluate every point of devices × KV dtype × batch × context; stream CSV or JSON rows.
 
     Without FILE, --model (or --model-config) and --device name the deployment; with a .kvp
@@ -280,8 +288,8 @@ def sweep_cmd(spec_file: str | None, model_id: str | None, model_config: str | N
     if spec_file is not None:
         if model_id or model_config or device_id:
             raise KvplanError("give FILE or --model/--device, not both")
-        specs = sw.specs_from_scenarios(_checked(spec_file).scenarios, weights=weights, placement=placement,
-                                        **lists)
+        specs = sw.specs_from_scenarios(_checked(spec_file, allow_paths).scenarios, weights=weights,
+                                        placement=placement, **lists)
     else:
         from kvplan import catalog
         from kvplan.hf import resolve_model
@@ -362,9 +370,10 @@ def _digest_check(result: Any) -> Any:
               help="Read [tool.kvplan] from this file instead of the nearest pyproject.toml.")
 @click.option("--check-digest", is_flag=True,
               help="Also report configs emitted into <spec>.kvplan/ whose plan digest is stale (KV401).")
+@_allow_path_option
 @handles_errors
 def lint_cmd(paths: tuple[str, ...], output_format: str, select: tuple[str, ...], ignore: tuple[str, ...],
-             fail_on: str | None, config: str | None, check_digest: bool) -> None:
+             fail_on: str | None, config: str | None, check_digest: bool, allow_paths: tuple[str, ...]) -> None:
     """Check .kvp files and directories: diagnostics on stdout, a summary on stderr.
 
     Exit 0 when nothing reaches --fail-on, 1 when something does, 2 when lint could not run.
@@ -373,7 +382,8 @@ def lint_cmd(paths: tuple[str, ...], output_format: str, select: tuple[str, ...]
     from kvplan.render import diagnostics as diag_view
 
     settings = lint.load_settings(".", config).with_overrides(
-        select=lint.split_codes(select) if select else None, ignore=lint.split_codes(ignore), fail_on=fail_on)
+        select=lint.split_codes(select) if select else None, ignore=lint.split_codes(ignore), fail_on=fail_on,
+        allow_paths=allow_paths)
     checks = _lint_checks() + ((_digest_check,) if check_digest else ())
     report = lint.lint_paths(paths, settings, checks=checks)
     click.echo(diag_view.render(output_format, report.files), nl=False)
@@ -390,14 +400,15 @@ def fmt_cmd(paths: tuple[str, ...], check: bool, diff: bool) -> None:
     """Rewrite .kvp files in the canonical layout (comments kept). Exit 2 on a syntax error."""
     import difflib
 
+    from kvplan.lang import read_spec
     from kvplan.lang.fmt import format_source
-    from kvplan.lint import collect_paths
+    from kvplan.lint import collect
 
-    changed, broken, files = [], 0, collect_paths(paths)
-    for path in files:
-        with open(path, encoding="utf-8", newline="") as fh:
-            old = fh.read()
+    changed, broken, found = [], 0, collect(paths)
+    files = [path for path, _ in found]
+    for path, root in found:
         try:
+            old = read_spec(path, root)  # as lint reads it: a regular file, at most a spec's size, UTF-8
             new = format_source(old, path)
         except KvplanError as exc:
             code = getattr(exc, "code", None)
@@ -420,17 +431,24 @@ def fmt_cmd(paths: tuple[str, ...], check: bool, diff: bool) -> None:
     n = len(changed)
     verb = "would be reformatted" if dry else "reformatted"
     click.echo(f"{n} file{'' if n == 1 else 's'} {verb}, {len(files) - n - broken} unchanged"
-               + (f", {broken} with syntax errors" if broken else ""), err=True)
+               + (f", {broken} not formatted (errors above)" if broken else ""), err=True)
     sys.exit(EXIT_ERROR if broken else EXIT_FINDINGS if dry and changed else EXIT_CLEAN)
 
 
-def _checked(path: str) -> Any:
-    """Check a spec; on errors print them (concise) to stderr and exit 2: there is nothing to plan."""
+def _checked(path: str, allow_paths: tuple[str, ...] = ()) -> Any:
+    """Check a spec; on errors print them (concise) to stderr and exit 2: there is nothing to plan.
+
+    Its config paths may name the spec's folder, the --allow-path folders and [tool.kvplan] allow-paths.
+    """
+    from kvplan import lint
     from kvplan.diagnostics import Severity
     from kvplan.lang import check_file
 
-    result = check_file(path)
+    result = check_file(path, lint.load_settings(".").with_overrides(allow_paths=allow_paths).allow_paths)
     errors = [d for d in result.diagnostics if d.severity is Severity.ERROR]
+    if len(errors) == 1 and errors[0].code.startswith("KV0"):  # unreadable, empty, not .kvp: one line says it
+        d = errors[0]
+        _fail(f"{d.span or path}: {d.code} {d.message}" + (f" ({d.help})" if d.help else ""))
     if errors:
         for d in sorted(errors, key=lambda d: d.sort_key()):
             where = f"{d.span.file}:{d.span.line}:{d.span.column}: " if d.span else f"{path}: "
@@ -457,9 +475,10 @@ def _planner_options(fn: F) -> F:
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
 @click.option("--scenario", default=None, help="Plan only this scenario (a deployment name or an expanded name).")
 @_planner_options
+@_allow_path_option
 @handles_errors
 def advise_cmd(spec_file: str, fmt: str, scenario: str | None, reserve: float | None, min_gain: float | None,
-               prefill_efficiency: float | None) -> None:
+               prefill_efficiency: float | None, allow_paths: tuple[str, ...]) -> None:
     """Plan a deployment: the regime map, then each decision with its numbers, rules and evidence.
 
     Exit 0 when every plan meets the spec, 1 when a plan misses a constraint (does not fit, an SLO), 2 when
@@ -468,7 +487,7 @@ def advise_cmd(spec_file: str, fmt: str, scenario: str | None, reserve: float | 
     from kvplan.planner import plans_for
     from kvplan.render import plan_view
 
-    plans = plans_for(_checked(spec_file), scenario, **_overrides(reserve, min_gain, prefill_efficiency))
+    plans = plans_for(_checked(spec_file, allow_paths), scenario, **_overrides(reserve, min_gain, prefill_efficiency))
     render = {"text": plan_view.text, "json": plan_view.json_text, "markdown": plan_view.markdown}[fmt]
     click.echo(render(plans), nl=False)
     if any(p.unmet or not p.feasible for p in plans):
@@ -487,16 +506,17 @@ def _overrides(reserve: float | None, min_gain: float | None, eta: float | None)
               help="Directory for the rationale documents (created if missing).")
 @click.option("--scenario", default=None, help="Only this scenario.")
 @_planner_options
+@_allow_path_option
 @handles_errors
 def report_cmd(spec_file: str, out_dir: str, scenario: str | None, reserve: float | None, min_gain: float | None,
-               prefill_efficiency: float | None) -> None:
+               prefill_efficiency: float | None, allow_paths: tuple[str, ...]) -> None:
     """Write MADR-shaped design-rationale documents, one per decision, ready to commit and review."""
     from kvplan.outputs import check_out_dir
     from kvplan.planner import plans_for
     from kvplan.render import report
 
     check_out_dir(out_dir)
-    plans = plans_for(_checked(spec_file), scenario, **_overrides(reserve, min_gain, prefill_efficiency))
+    plans = plans_for(_checked(spec_file, allow_paths), scenario, **_overrides(reserve, min_gain, prefill_efficiency))
     for path in report.write(plans, out_dir, spec_file):
         click.echo(path)
 
@@ -515,9 +535,10 @@ def report_cmd(spec_file: str, out_dir: str, scenario: str | None, reserve: floa
 @click.option("--runtime-reserve", type=_bytes_type(), default=None, metavar="BYTES",
               help="Runtime memory per GPU (CUDA context, communication buffers); 0 is allowed  "
                    "[default: 1GiB, assumed].")
+@_allow_path_option
 @handles_errors
 def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario: str | None,
-             activation_reserve: float | None, runtime_reserve: float | None) -> None:
+             activation_reserve: float | None, runtime_reserve: float | None, allow_paths: tuple[str, ...]) -> None:
     """Write the engine configurations of a plan: command lines and YAML the engine takes as written.
 
     Without -o the files go to stdout, each after a `==> scenario/name <==` line; warnings and the KV
@@ -534,7 +555,7 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
         check_out_dir(out_dir)
     # one memory model: the plan is made under the reserves its configs are sized with
     given = {"activation_reserve": reserves.activation, "runtime_reserve": reserves.runtime}
-    plans = plans_for(_checked(spec_file), scenario, **{k: v for k, v in given.items() if v is not None})
+    plans = plans_for(_checked(spec_file, allow_paths), scenario, **{k: v for k, v in given.items() if v is not None})
     folders = scenario_folders(plans, out_dir)
     tree = None if out_dir is None else OutputTree(out_dir)
     findings = 0
@@ -587,10 +608,11 @@ def import_cmd(source: str, engine: str, model_id: str | None, model_config: str
 
     from kvplan import importer
 
-    text, base_dir, what = importer.read_source(source)
+    text, base_dir, what, source_path = importer.read_source(source)
     opts = importer.Options(model=model_id, model_config=model_config, device=device_id, batch=batch,
                             context=context,
-                            out_dir=None if output == "-" else (os.path.dirname(output) or "."), source=what)
+                            out_dir=None if output == "-" else (os.path.dirname(output) or "."), source=what,
+                            source_path=source_path)
     result = importer.import_deployment(engine, text, opts, base_dir)
     for w in result.warnings:
         click.echo(f"kvplan: warning: {w}", err=True)

@@ -26,6 +26,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, NoReturn, Optional, Sequence
 
+from kvplan import files
 from kvplan.catalog import Model, get_model
 from kvplan.errors import ConfigError, KvplanError, Span
 
@@ -95,7 +96,7 @@ class _Config:
                       help or f"config.json must state {key} as an integer")
         # JSON true/false are Python bools, which are ints: refuse them explicitly.
         if isinstance(raw, bool) or not isinstance(raw, int):
-            self.fail(key, f"must be an integer, got {json.dumps(raw)}", help)
+            self.fail(key, f"must be an integer, got {_kind(raw)}", help)
         if raw < minimum:
             what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
             self.fail(key, f"must be {what}, got {raw}", help)
@@ -109,7 +110,7 @@ class _Config:
         if raw is None:
             return default
         if not isinstance(raw, bool):
-            self.fail(key, f"must be true or false, got {json.dumps(raw)}")
+            self.fail(key, f"must be true or false, got {_kind(raw)}")
         return raw
 
     def number(self, key: str) -> Optional[float]:
@@ -117,8 +118,24 @@ class _Config:
         if raw is None:
             return None
         if isinstance(raw, bool) or not isinstance(raw, (int, float)) or raw <= 0:
-            self.fail(key, f"must be a positive number or null, got {json.dumps(raw)}")
+            self.fail(key, f"must be a positive number or null, got {_kind(raw)}")
         return float(raw)
+
+
+def _kind(raw: Any) -> str:
+    """What a JSON value is, for a message: a number or true/false as written, else only its type.
+
+    A string's text is never repeated: the file may be anyone's (a spec in a pull request can name
+    it), and the key and the expected type identify the problem.
+    """
+    if isinstance(raw, bool) or raw is None:
+        return json.dumps(raw)
+    if isinstance(raw, (int, float)):
+        text = json.dumps(raw)
+        return text if len(text) <= 24 else f"a number of {len(text)} characters"
+    if isinstance(raw, str):
+        return "a string"
+    return "a list" if isinstance(raw, list) else "an object" if isinstance(raw, dict) else type(raw).__name__
 
 
 class _DuplicateKey(Exception):
@@ -192,14 +209,14 @@ def _layer_windows(c: _Config, n_layers: int) -> tuple[Optional[int], ...]:
     raw_types = c.data.get("layer_types")
     if raw_types is not None:
         if not isinstance(raw_types, list):
-            c.fail("layer_types", f"must be a list, got {json.dumps(raw_types)}")
+            c.fail("layer_types", f"must be a list, got {_kind(raw_types)}")
         if len(raw_types) != n_layers:
             c.fail("layer_types", f"has {len(raw_types)} entries but num_hidden_layers is {n_layers}",
                    help="give one entry per layer")
         out: list[Optional[int]] = []
         for i, t in enumerate(raw_types):
             if t not in _LAYER_TYPES:
-                c.fail("layer_types", f"entry {i} is {json.dumps(t)}, a layer type kvplan does not know",
+                c.fail("layer_types", f"entry {i} is not a layer type kvplan knows (got {_kind(t)})",
                        help="known: " + ", ".join(sorted(_LAYER_TYPES)))
             if not _LAYER_TYPES[t]:
                 out.append(None)
@@ -272,7 +289,7 @@ def _moe_layers(c: _Config, n_layers: int, n_exp: int) -> list[bool]:
         step = c.integer("decoder_sparse_step", default=1)
         only = c.data.get("mlp_only_layers") or []
         if not isinstance(only, list) or not all(isinstance(i, int) for i in only):
-            c.fail("mlp_only_layers", f"must be a list of layer indices, got {json.dumps(only)}")
+            c.fail("mlp_only_layers", f"must be a list of layer indices, got {_kind(only)}")
         return [i not in only and (i + 1) % step == 0 for i in range(n_layers)]
     return [True] * n_layers
 
@@ -388,7 +405,9 @@ def _build(c: _Config, mid: str, source: str, params: Optional[float]) -> Model:
     n_exp, k = _experts(c)
     notes = []
     if c.model_type not in _KNOWN_FAMILIES:
-        notes.append(f"model_type '{c.model_type}' is not one kvplan knows: parameter count assumes a "
+        # named only when it reads like a transformers model_type (lowercase, `_`): the file may be anyone's
+        named = f" '{c.model_type}'" if re.fullmatch(r"[a-z][a-z0-9_]{0,39}", c.model_type) else ""
+        notes.append(f"model_type{named} is not one kvplan knows: parameter count assumes a "
                      "Llama-shaped layer")
         if not c.has("tie_word_embeddings"):
             notes.append("tie_word_embeddings not stated: counted tied (transformers' default)")
@@ -444,15 +463,15 @@ def load_config(path: str | os.PathLike[str]) -> Model:
         p = p / "config.json"
     where = str(p)
     try:
-        text = p.read_text(encoding="utf-8")
+        # a regular file of bounded size only (never a FIFO or /dev/zero); bad UTF-8 is located
+        text = files.read_text(where, what="the model config")
     except FileNotFoundError:
         raise ConfigError(f"config file '{where}' does not exist",
                           help="give the path of a Hugging Face config.json") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"config file '{where}' is not UTF-8 text",
-                          help="give the path of a Hugging Face config.json") from None
     except OSError as e:
         raise ConfigError(f"cannot read config file '{where}': {e.strerror}") from None
+    files.refuse_blank(text, where, what="the model config", holds="one JSON object (a Hugging Face config.json)",
+                       comment=None)
     mid = p.stem
     if mid == "config" and p.parent.name:
         mid = p.parent.name

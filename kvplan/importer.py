@@ -21,8 +21,9 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import attrs
 
+from kvplan import files
 from kvplan.catalog import Model, aliases, models
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, Span
 from kvplan.units import MAX_EXACT
 
 ENGINES = ("vllm", "sglang", "trtllm")
@@ -255,10 +256,17 @@ def _parse_flags(words: Sequence[str], table: Sequence[_Flag], r: _Read, irrelev
         written = f"{name} {value}" if value is not None and not eq else w
         if flag is not None:
             flag.handle(r, value if value is not None else "", written)
-        elif key in irrelevant or key in irrelevant_flags:
+            continue
+        if value is not None and _SECRET_FLAG.search(key):  # --api-key sk-...: never copied into the spec
+            written = f"{name}{'=' if eq else ' '}(value not shown)"
+        if key in irrelevant or key in irrelevant_flags:
             r.ignored.append(written)
         else:
             r.warn(f"{written}: not a {ENGINE_NAMES[r.engine]} flag kvplan knows; not imported")
+
+
+#: Flags whose value is a credential (vLLM's and SGLang's --api-key, a token, a key file): listed by name only.
+_SECRET_FLAG = re.compile(r"key|token|secret|passw|credential|auth", re.IGNORECASE)
 
 
 # ------------------------------------------------------------ shared handlers
@@ -548,17 +556,48 @@ TRTLLM_IRRELEVANT_KEYS = frozenset({"backend", "print_iter_log", "cuda_graph_con
                                     "trust_remote_code", "return_perf_metrics", "stream_interval"})
 
 
+#: Deeper YAML is not a TensorRT-LLM config (its deepest field is two levels down).
+MAX_YAML_DEPTH = 32
+
+
 def _yaml_load(text: str, where: str) -> Any:
+    """The YAML document in `text`, read safely: no aliases (`*name`, which can expand a small file into a
+    huge one: "billion laughs"), at most MAX_YAML_DEPTH levels of nesting; every error at its line:col."""
     try:
         import yaml  # type: ignore[import-untyped]  # PyYAML ships no stubs; only this function uses it
     except ImportError:
         raise DeploymentReadError("reading a TensorRT-LLM YAML needs PyYAML", help="pip install PyYAML") from None
+
+    def at(mark: Any) -> Span:
+        return Span(where, mark.line + 1, mark.column + 1, mark.line + 1, mark.column + 2)
+
     try:
+        depth = 0
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.AliasEvent):
+                raise DeploymentReadError(f"YAML alias `*{event.anchor}`: kvplan reads no aliases",
+                                          span=at(event.start_mark),
+                                          help="write the value out where the alias stands")
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_YAML_DEPTH:
+                    raise DeploymentReadError(f"the YAML nests deeper than {MAX_YAML_DEPTH} levels",
+                                              span=at(event.start_mark),
+                                              help="a TensorRT-LLM config nests two or three levels")
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
         return yaml.safe_load(text)
+    except yaml.reader.ReaderError as exc:  # a control character: PyYAML gives a character offset
+        before = text[:exc.position]
+        line, col = before.count("\n") + 1, exc.position - (before.rfind("\n") + 1) + 1
+        char = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "\0")
+        raise DeploymentReadError(f"not valid YAML: character U+{char:04X} is not allowed in YAML",
+                                  span=Span(where, line, col, line, col + 1),
+                                  help="remove it; YAML takes printable text, tabs and newlines") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        at = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
-        raise DeploymentReadError(f"{where}{at}: not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
+        span = at(mark) if mark is not None else Span(where, 1, 1, 1, 1)
+        raise DeploymentReadError(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", span=span) from None
 
 
 def _yaml_scalar(v: Any) -> str:
@@ -574,9 +613,12 @@ def _override(r: _Read, attr: str, new: tuple[Any, str]) -> None:
     setattr(r, attr, new)
 
 
-def _trtllm_yaml(r: _Read, cfg: Mapping[str, Any], where: str) -> None:
-    for key in sorted(cfg):
-        val = cfg[key]
+def _trtllm_yaml(r: _Read, cfg: Mapping[Any, Any], where: str) -> None:
+    """Apply a TensorRT-LLM YAML mapping. Values of the keys kvplan imports are quoted as the reason for
+    a pin; keys it does not know or ignores are named without their value (the file may hold anything)."""
+    for raw_key in sorted(cfg, key=str):
+        val = cfg[raw_key]
+        key = str(raw_key)
         w = f"{key}: {_yaml_scalar(val)}" if not isinstance(val, (dict, list)) else key
         if key == "model":
             r.model_ref = str(val)
@@ -606,14 +648,15 @@ def _trtllm_yaml(r: _Read, cfg: Mapping[str, Any], where: str) -> None:
                 if k != "kv_cache_quant_algo":
                     r.note(f"quant_config.{k}: {val[k]}: weight quantization; set `weights` by hand if it applies")
         elif key in TRTLLM_IRRELEVANT_KEYS:
-            r.ignored.append(w)
+            r.ignored.append(key)
         else:
-            r.warn(f"{w}: not a TensorRT-LLM setting kvplan knows; not imported")
+            r.warn(f"{key}: not a TensorRT-LLM setting kvplan knows; not imported (nor its value)")
 
 
-def _trtllm_kv_cache(r: _Read, kc: Mapping[str, Any]) -> None:
-    for k in sorted(kc):
-        v = kc[k]
+def _trtllm_kv_cache(r: _Read, kc: Mapping[Any, Any]) -> None:
+    for raw in sorted(kc, key=str):
+        v = kc[raw]
+        k = str(raw)
         w = f"kv_cache_config.{k}: {_yaml_scalar(v)}"
         if k == "dtype":
             _kv_dtype(r, TRTLLM_KV_DTYPES, str(v), w)
@@ -635,21 +678,29 @@ def _trtllm_kv_cache(r: _Read, kc: Mapping[str, Any]) -> None:
         elif k == "sink_token_length":
             r.warn(f"{w}: deprecated on the PyTorch backend; not imported")
         else:
-            r.warn(f"{w}: not a kv_cache_config field kvplan knows; not imported")
+            r.warn(f"kv_cache_config.{k}: not a kv_cache_config field kvplan knows; not imported (nor its value)")
 
 
-def read_trtllm(text: str, base_dir: str = ".") -> _Read:
-    """A YAML config (the `--config` file), or a `trtllm-serve MODEL --config x.yaml ...` line."""
+_YAML_HOLDS = "a YAML mapping of TensorRT-LLM settings, such as `max_batch_size: 32`"
+
+
+def read_trtllm(text: str, base_dir: str = ".", where: str = "config") -> _Read:
+    """A YAML config (the `--config` file), or a `trtllm-serve MODEL --config x.yaml ...` line.
+
+    `where` names the text in messages (the file it came from); a `--config` file is read relative to
+    `base_dir`, as kvplan reads every input file (kvplan.files: a regular file, bounded, UTF-8).
+    """
     r = _Read("trtllm")
     stripped = text.lstrip()
     words = _strip_env(split_command(text)) if stripped.startswith(("trtllm-serve", "env ")) or re.match(
         r"^[A-Za-z_][A-Za-z0-9_]*=\S*\s", stripped) else None
     if words is None:
-        cfg = _yaml_load(text, "config")
+        files.refuse_blank(text, where, what="the TensorRT-LLM config", holds=_YAML_HOLDS)
+        cfg = _yaml_load(text, where)
         if not isinstance(cfg, dict):
-            raise DeploymentReadError("a TensorRT-LLM config must be a YAML mapping",
+            raise DeploymentReadError("a TensorRT-LLM config must be a YAML mapping", span=files.start(where),
                                help="give the --config YAML or a `trtllm-serve MODEL --config x.yaml` line")
-        _trtllm_yaml(r, cfg, "config")
+        _trtllm_yaml(r, cfg, where)
     else:
         if words[:2] == ["trtllm-serve", "serve"]:
             words = words[2:]
@@ -678,17 +729,18 @@ def read_trtllm(text: str, base_dir: str = ".") -> _Read:
         ]
         _parse_flags(words, table, r, TRTLLM_IRRELEVANT, TRTLLM_IRRELEVANT_FLAGS, lambda f: f, positional)
         for p in yaml_path:
-            full = p if os.path.isabs(p) else os.path.join(base_dir, p)
+            full = os.path.join(base_dir, p)  # an absolute p stays absolute
             try:
-                with open(full, encoding="utf-8") as fh:
-                    cfg = _yaml_load(fh.read(), p)
+                yaml_text = files.read_text(full, what="the --config file")
             except OSError as exc:
                 raise DeploymentReadError(f"cannot read the --config file '{p}': {exc.strerror}",
                                    help="run from the directory the command line was written for") from None
-            if cfg is not None and not isinstance(cfg, dict):
-                raise DeploymentReadError(f"{p}: a TensorRT-LLM config must be a YAML mapping")
+            files.refuse_blank(yaml_text, p, what="the --config file", holds=_YAML_HOLDS)
+            cfg = _yaml_load(yaml_text, p)
+            if not isinstance(cfg, dict):
+                raise DeploymentReadError("a TensorRT-LLM config must be a YAML mapping", span=files.start(p))
             # The YAML overrides the command line, as trtllm-serve applies it.
-            _trtllm_yaml(r, cfg or {}, p)
+            _trtllm_yaml(r, cfg, p)
     r.defaults("TensorRT-LLM's default enable_block_reuse: true", 32, "TensorRT-LLM's default tokens_per_block",
                "kv_cache_config.dtype auto (default)")
     return r
@@ -738,15 +790,16 @@ class Options:
     context: Optional[int] = None
     out_dir: Optional[str] = None        # where the .kvp will be written (config paths are made relative to it)
     source: str = ""                     # what was imported, for the header comment
+    source_path: Optional[str] = None    # the file it was read from, for the places in messages
 
 
-def read(engine: str, text: str, base_dir: str = ".") -> _Read:
+def read(engine: str, text: str, base_dir: str = ".", where: str = "config") -> _Read:
     if engine == "vllm":
         return read_vllm(text)
     if engine == "sglang":
         return read_sglang(text)
     if engine == "trtllm":
-        return read_trtllm(text, base_dir)
+        return read_trtllm(text, base_dir, where)
     from kvplan.catalog import suggest
 
     raise DeploymentReadError(f"unknown engine '{engine}'", help=suggest(engine, ENGINES))
@@ -758,7 +811,7 @@ def import_deployment(engine: str, text: str, opts: Options = Options(), base_di
 
     if not text.strip():
         raise DeploymentReadError("nothing to import: the command line or file is empty")
-    r = read(engine, text, base_dir)
+    r = read(engine, text, base_dir, opts.source_path or "config")
 
     # model
     model_block: Optional[tuple[str, str]] = None
@@ -776,6 +829,10 @@ def import_deployment(engine: str, text: str, opts: Options = Options(), base_di
         path = opts.model_config
         if opts.out_dir is not None:
             path = os.path.relpath(os.path.abspath(path), os.path.abspath(opts.out_dir))
+            if not files.within(opts.model_config, (opts.out_dir,)):
+                folder = os.path.dirname(os.path.abspath(opts.model_config))
+                r.warn(f"--model-config {opts.model_config} is outside the spec's folder: kvplan reads it from the "
+                       f"spec only when allowed (`kvplan lint --allow-path {folder}`, docs/cli-lint.md)")
         model_id = _ident(r.model_ref.rstrip("/").rsplit("/", 1)[-1] if r.model_ref else m.id)
         model_block = (model_id, path.replace(os.sep, "/"))
         model_why = f"--model-config {opts.model_config}" + (f" (the engine serves {r.model_ref})" if r.model_ref else "")
@@ -885,17 +942,22 @@ def _aligned(rows: Sequence[tuple[str, str, str]], indent: str) -> list[str]:
     return [f"{indent}{k} = {v}" + (f"  # {_comment(c)}" if c else "") for k, v, c in rows]
 
 
-def read_source(arg: str) -> tuple[str, str, str]:
+def read_source(arg: str) -> tuple[str, str, str, Optional[str]]:
     """The text to import: the contents of `arg` when it names a file, else `arg` itself.
-    Returns (text, base directory for relative paths inside it, a one-line description)."""
-    if os.path.isfile(arg):
-        with open(arg, encoding="utf-8") as fh:
-            text = fh.read()
-        return text, os.path.dirname(arg) or ".", f"file {os.path.basename(arg)}"
+    Returns (text, base directory for relative paths inside it, a one-line description, the file or None).
+
+    A file is read as kvplan reads every input (kvplan.files): a regular file only, never a FIFO or a
+    device, at most MAX_INPUT_BYTES, UTF-8 with the place of a bad byte; empty or comments only is refused.
+    """
+    if "\n" not in arg and "\0" not in arg and os.path.lexists(arg):
+        text = files.read_text(arg, what="the file to import")
+        files.refuse_blank(text, arg, what="the file to import",
+                           holds="the engine's command line (`vllm serve MODEL --flag ...`) or a TensorRT-LLM YAML")
+        return text, os.path.dirname(arg) or ".", f"file {os.path.basename(arg)}", arg
     if "\n" not in arg and (arg.endswith((".yaml", ".yml", ".sh", ".txt")) and " " not in arg):
         raise DeploymentReadError(f"file '{arg}' does not exist",
                            help="give an existing file, or the command line itself as one quoted argument")
-    return arg, ".", " ".join(arg.split())
+    return arg, ".", " ".join(arg.split()), None
 
 
 __all__ = ["ENGINES", "MAX_TOKENS", "DeploymentReadError", "Imported", "Options", "human_int", "import_deployment",

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Se
 
 import attrs
 
+from kvplan import files
 from kvplan.diagnostics import Diagnostic, Severity, make, registry
 from kvplan.errors import ConfigError, KvplanError, Span
 from kvplan.lang.codes import SUPPRESSION_WITHOUT_REASON, UNKNOWN_SUPPRESSED_CODE, UNUSED_SUPPRESSION
@@ -61,6 +62,7 @@ class LintSettings:
     fail_on: Severity = Severity.ERROR
     check_digest: bool = False          # reserved for the backend issue
     config_path: Optional[str] = None   # the pyproject.toml the settings came from
+    allow_paths: tuple[str, ...] = ()   # folders outside a spec's own its config paths may name
 
     def wants(self, code: str) -> bool:
         if code.startswith("KV0"):
@@ -70,15 +72,16 @@ class LintSettings:
         return sel >= 0 and sel > ign
 
     def with_overrides(self, *, select: Optional[Sequence[str]] = None, ignore: Sequence[str] = (),
-                       fail_on: Optional[str] = None) -> "LintSettings":
+                       fail_on: Optional[str] = None, allow_paths: Sequence[str] = ()) -> "LintSettings":
         """Command-line flags over file settings: --select replaces the file's select and ignore,
-        --ignore adds to them, --fail-on replaces."""
+        --ignore adds to them, --fail-on replaces, --allow-path adds."""
         added = tuple(_check_prefixes(ignore, "--ignore"))
         return attrs.evolve(
             self,
             select=self.select if select is None else tuple(_check_prefixes(select, "--select")),
             ignore=(self.ignore if select is None else ()) + added,
             fail_on=_severity(fail_on, "--fail-on") if fail_on is not None else self.fail_on,
+            allow_paths=self.allow_paths + tuple(_folders(allow_paths, ".", "--allow-path")),
         )
 
 
@@ -99,16 +102,41 @@ def _check_prefixes(prefixes: Iterable[str], where: str) -> list[str]:
     return out
 
 
-def _load_toml(path: Path) -> dict[str, Any]:
+def _folders(values: Iterable[str], base: str, where: str) -> list[str]:
+    """Each folder of --allow-path or allow-paths, relative to `base`; it must exist."""
+    out = []
+    for v in values:
+        full = os.path.join(base, v)
+        if not os.path.isdir(full):
+            raise ConfigError(f"{where}: {v!r} is not a directory", help="name a folder that holds model configs")
+        out.append(os.path.normpath(full))
+    return out
+
+
+_TOML_AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
+
+
+def _load_toml(path: Path, *, explicit: bool = False) -> dict[str, Any]:
+    """A TOML file read the one way kvplan reads input (kvplan.files: a regular file, bounded, UTF-8 with a
+    located error). `explicit`: named by --config, so an empty or comments-only file is an error."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - exercised on 3.10 only
         import tomli as tomllib
+    text = files.read_text(str(path), what="the lint config" if explicit else "pyproject.toml")
+    if explicit:
+        files.refuse_blank(text, str(path), what="the lint config",
+                           holds='a [tool.kvplan] table, e.g. `select = ["KV2"]` under it (docs/cli-lint.md)')
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        message = str(exc)
+        at = _TOML_AT.search(message)
+        span = None
+        if at is not None:
+            line, col = int(at.group(1)), int(at.group(2))
+            span, message = Span(str(path), line, col, line, col + 1), message[:at.start()]
+        raise ConfigError(f"{'' if span else f'{path}: '}not valid TOML: {message}", span=span) from None
 
 
 def find_pyproject(start_dir: str) -> Optional[Path]:
@@ -116,7 +144,7 @@ def find_pyproject(start_dir: str) -> Optional[Path]:
     here = Path(start_dir).resolve()
     for d in (here, *here.parents):
         candidate = d / "pyproject.toml"
-        if candidate.is_file() and "kvplan" in _load_toml(candidate).get("tool", {}):
+        if candidate.is_file() and "kvplan" in _load_toml(candidate).get("tool", {}):  # is_file: no FIFO, no device
             return candidate
     return None
 
@@ -126,9 +154,9 @@ def load_settings(start_dir: str = ".", config: Optional[str] = None) -> LintSet
     path = Path(config) if config is not None else find_pyproject(start_dir)
     if path is None:
         return LintSettings()
-    if not path.is_file():
+    if not path.exists():
         raise ConfigError(f"{path}: no such file (--config takes a pyproject.toml)")
-    table = _load_toml(path).get("tool", {}).get("kvplan", {})
+    table = _load_toml(path, explicit=config is not None).get("tool", {}).get("kvplan", {})
     shown = _display(str(path))
     if not isinstance(table, dict):
         raise ConfigError(f"{shown}: [tool.kvplan] must be a table")
@@ -142,8 +170,12 @@ def load_settings(start_dir: str = ".", config: Optional[str] = None) -> LintSet
     fail_on = table.get("fail-on", "error")
     if not isinstance(fail_on, str):
         raise ConfigError(f"{shown}: [tool.kvplan] fail-on must be a string: error, warning or info")
+    allowed = table.get("allow-paths", [])
+    if not isinstance(allowed, list) or not all(isinstance(v, str) for v in allowed):
+        raise ConfigError(f'{shown}: [tool.kvplan] allow-paths must be a list of folders, e.g. ["../models"]')
     return LintSettings(select=codes("select"), ignore=codes("ignore"),
-                        fail_on=_severity(fail_on, f"{shown}: [tool.kvplan]"), config_path=shown)
+                        fail_on=_severity(fail_on, f"{shown}: [tool.kvplan]"), config_path=shown,
+                        allow_paths=tuple(_folders(allowed, str(path.parent), f"{shown}: [tool.kvplan] allow-paths")))
 
 
 # --------------------------------------------------------------------------- paths
@@ -164,23 +196,33 @@ def _skipped(dirname: str) -> bool:
 
 def collect_paths(paths: Sequence[str]) -> tuple[str, ...]:
     """Files as given, directories expanded recursively to their *.kvp files; sorted, unique."""
+    return tuple(p for p, _ in collect(paths))
+
+
+def collect(paths: Sequence[str]) -> tuple[tuple[str, Optional[str]], ...]:
+    """`collect_paths`, each file with the directory given that a walk found it in (None: named itself).
+
+    The walk follows no symbolic link to a directory (os.walk's default); a linked file is listed,
+    and `kvplan.lang.read_spec` refuses it when it points out of that directory.
+    """
     if not paths:
         raise KvplanError("no paths given", help="name .kvp files or directories, e.g. `kvplan lint specs/`")
-    found: set[str] = set()
+    found: dict[str, Optional[str]] = {}
     for given in paths:
         if os.path.isdir(given):
             inside = []
-            for root, dirs, files in os.walk(given):
+            for root, dirs, names in os.walk(given):
                 dirs[:] = [d for d in dirs if not _skipped(d)]   # prune hidden and tool folders
-                inside += [_display(os.path.join(root, f)) for f in files if f.endswith(SUFFIX)]
+                inside += [_display(os.path.join(root, f)) for f in names if f.endswith(SUFFIX)]
             if not inside:
                 raise KvplanError(f"{_display(given)}: no {SUFFIX} files in this directory")
-            found.update(inside)
+            for p in inside:
+                found.setdefault(p, _display(given))
         elif os.path.exists(given):
-            found.add(_display(given))
+            found[_display(given)] = None
         else:
             raise KvplanError(f"{given}: no such file or directory")
-    return tuple(sorted(found))
+    return tuple(sorted(found.items()))
 
 
 # --------------------------------------------------------------------------- suppressions
@@ -361,10 +403,11 @@ def _sort_key(d: Diagnostic) -> tuple[int, int, str, str]:
     return (s.line if s else 0, s.column if s else 0, d.code, d.message)
 
 
-def lint_file(path: str, settings: LintSettings, checks: Sequence[Check] = ()) -> FileReport:
+def lint_file(path: str, settings: LintSettings, checks: Sequence[Check] = (),
+              found_in: Optional[str] = None) -> FileReport:
     from kvplan.lang import check_file
 
-    result = check_file(path)
+    result = check_file(path, settings.allow_paths, found_in)
     raw = list(result.diagnostics)
     parsed = result.file is not None and not any(d.code.startswith("KV0") for d in raw)
     # The extra checks plan the spec; a spec with errors cannot be planned.
@@ -384,4 +427,4 @@ def lint_file(path: str, settings: LintSettings, checks: Sequence[Check] = ()) -
 def lint_paths(paths: Sequence[str], settings: LintSettings = LintSettings(),
                checks: Sequence[Check] = ()) -> LintReport:
     """Lint every file under `paths`; a file that does not parse does not stop the others."""
-    return LintReport(tuple(lint_file(p, settings, checks) for p in collect_paths(paths)), settings)
+    return LintReport(tuple(lint_file(p, settings, checks, root) for p, root in collect(paths)), settings)

@@ -101,14 +101,16 @@ def test_wheel_ships_the_grammar_and_parses_from_the_installed_copy(tmp_path: Pa
         "assert kvplan_path_ok(L.__file__), L.__file__\n"
         "r = L.check_source(sys.stdin.read(), 'ref.kvp')\n"
         "print(L.__file__); print(len(r.scenarios), r.scenarios[0].context, r.scenarios[0].budget)\n"
+        "from kvplan.lang import syntax; print(syntax.parser_origin())\n"
     ).replace("kvplan_path_ok(L.__file__)", f"L.__file__.startswith({str(target)!r})")
     env = {**os.environ, "PYTHONPATH": str(target)}
     out = subprocess.run([sys.executable, "-c", probe], input=EXAMPLE.read_text(encoding="utf-8"), env=env,
                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    where, summary = out.stdout.splitlines()
+    where, summary, origin = out.stdout.splitlines()
     assert where.startswith(str(target))
     assert summary == "1 128000 near-lossless"
+    assert origin == "shipped"  # the wheel's prebuilt tables (kvplan/grammar/kvp_parser.json), no cache
 
 
 def test_comment_on_its_own_line_inside_a_list() -> None:

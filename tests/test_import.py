@@ -192,7 +192,8 @@ def test_trtllm_yaml(tmp_path: Path) -> None:
     sc = checked(r.stdout)
     assert (sc.batch, sc.context) == (32, 131_072)
     assert pins(sc) == {"kv_dtype": "fp8", "block_size": 64, "prefix_caching": False, "tier": "host", "devices": 8}
-    assert "kv_cache_config.colour: blue" in r.stderr                  # unknown field: warned
+    assert "kv_cache_config.colour: not a kv_cache_config field" in r.stderr  # unknown field: warned, by name
+    assert "blue" not in r.stderr and "blue" not in r.stdout            # its value is not copied anywhere
     assert "print_iter_log" in r.stdout and "print_iter_log" not in r.stderr
 
 
@@ -221,7 +222,10 @@ def test_model_config_for_a_model_beside_the_catalog(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     text = spec.read_text()
     assert 'model "Qwen3-4B"' in text and "../" in text                  # relative to the spec's directory
-    result = check_source(text, str(spec))
+    assert "outside the spec's folder" in r.stderr and "--allow-path" in r.stderr
+    outside = check_source(text, str(spec))                              # a spec reads only its own folder ...
+    assert [d.code for d in outside.diagnostics if d.severity is Severity.ERROR] == ["KV119"]
+    result = check_source(text, str(spec), allow_paths=[str(HF)])        # ... unless the folder is allowed
     assert not [d for d in result.diagnostics if d.severity is Severity.ERROR]
     assert result.scenarios[0].model.n_layers == 36
 

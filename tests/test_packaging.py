@@ -248,6 +248,7 @@ def test_wheel_ships_the_grammar_the_catalogs_and_the_console_script(wheel: Path
         names = set(zf.namelist())
         entry_points = zf.read(f"kvplan-{VERSION.group(1)}.dist-info/entry_points.txt").decode()
     assert "kvplan/grammar/kvp.lark" in names
+    assert "kvplan/grammar/kvp_parser.json" in names  # the prebuilt parser tables (tools/build_parser.py)
     assert CATALOG_TOMLS and {f"kvplan/catalog/{n}" for n in CATALOG_TOMLS} <= names
     sources = {p.relative_to(ROOT).as_posix() for p in (ROOT / "kvplan").rglob("*.py")}
     assert sources <= names
@@ -272,7 +273,8 @@ def test_sdist_and_the_wheel_built_from_it_ship_the_grammar(tmp_path: Path) -> N
             tf.extractall(tmp_path / "unpacked", filter="data")
         else:
             tf.extractall(tmp_path / "unpacked")
-    wanted = {f"{top}/kvplan/grammar/kvp.lark", *(f"{top}/kvplan/catalog/{n}" for n in CATALOG_TOMLS),
+    wanted = {f"{top}/kvplan/grammar/kvp.lark", f"{top}/kvplan/grammar/kvp_parser.json",
+              f"{top}/tools/build_parser.py", *(f"{top}/kvplan/catalog/{n}" for n in CATALOG_TOMLS),
               f"{top}/examples/w2-batch32.kvp", f"{top}/pyproject.toml"}
     assert wanted <= names, sorted(wanted - names)
     wheel_dir = tmp_path / "wheel"
@@ -282,6 +284,7 @@ def test_sdist_and_the_wheel_built_from_it_ship_the_grammar(tmp_path: Path) -> N
     (from_sdist,) = wheel_dir.glob("kvplan-*.whl")
     with zipfile.ZipFile(from_sdist) as zf:
         assert "kvplan/grammar/kvp.lark" in zf.namelist()
+        assert "kvplan/grammar/kvp_parser.json" in zf.namelist()
 
 
 def test_readme_first_command_runs_from_the_installed_wheel(venv: Path, tmp_path: Path) -> None:

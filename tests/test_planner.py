@@ -282,6 +282,6 @@ def test_a_spec_without_deployments_cannot_be_planned(tmp_path: Any) -> None:
     for cmd in (["advise", str(empty)], ["emit", str(empty)], ["report", str(empty), "-o", str(tmp_path / "o")]):
         r = CliRunner().invoke(main, cmd)
         assert r.exit_code == 2, (cmd, r.output)
-        # the finding lint reports (located), then advise's one-line refusal
-        first = r.stderr.strip().splitlines()[0]
-        assert first.startswith(f"{empty}:1:1: KV104 ") and "declares no deployment" in first, r.stderr
+        # one line: the finding lint reports (located, KV017: nothing but comments), as the refusal
+        (first,) = r.stderr.strip().splitlines()
+        assert first.startswith(f"kvplan: error: {empty}:1:1: KV017 ") and "declares no deployment" in first, r.stderr

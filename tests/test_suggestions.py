@@ -381,7 +381,8 @@ def _instead_examples() -> list[tuple[str, str]]:
     for page in sorted((ROOT / "docs" / "rules").glob("KV[01]*.md")):
         text = page.read_text(encoding="utf-8")
         part = text.split("## Instead", 1)[1] if "## Instead" in text else ""
-        for i, block in enumerate(re.findall(r"^```[a-z]*\n(.*?)^```", part, re.M | re.S)):
+        # .kvp examples: untagged or `kvp` blocks (a `toml` block is pyproject.toml, checked elsewhere)
+        for i, block in enumerate(re.findall(r"^```(?:kvp)?\n(.*?)^```", part, re.M | re.S)):
             if "..." not in block:
                 out.append((f"{page.stem}-{i}", block))
     return out

@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence, TypeVar, Uni
 
 import attrs
 
-from kvplan import catalog
+from kvplan import catalog, files
 from kvplan.catalog import Device, Dtype, Model
 from kvplan.diagnostics import Diagnostic, Edit, Fix, make
 from kvplan.errors import KvplanError, Span
@@ -94,23 +94,27 @@ class _Device:
     assumptions: tuple[Value, ...] = ()
 
 
-def check(spec: SpecFile, base_dir: str = ".", source: str = "") -> tuple[tuple[Scenario, ...], tuple[Diagnostic, ...]]:
+def check(spec: SpecFile, base_dir: str = ".", source: str = "", allow_paths: Sequence[str] = ()
+          ) -> tuple[tuple[Scenario, ...], tuple[Diagnostic, ...]]:
     """Scenarios of every error-free deployment, and all diagnostics sorted by position.
 
-    `base_dir` is where `config = "..."` paths of model blocks are relative to; `source`, the
-    file's text, lets suggestions carry their edits (kvplan.lang.fixes).
+    `base_dir` is where `config = "..."` paths of model blocks are relative to; they must lie in it
+    (or below it) or in one of the folders `allow_paths`: a spec is often untrusted input (a pull
+    request in CI), and may not make kvplan read files elsewhere. `source`, the file's text, lets
+    suggestions carry their edits (kvplan.lang.fixes).
     """
-    checker = _Checker(spec, base_dir, source)
+    checker = _Checker(spec, base_dir, source, allow_paths)
     scenarios = checker.run()
     unique = {(d.code, d.span, d.message): d for d in checker.diagnostics}
     return tuple(scenarios), tuple(sorted(unique.values(), key=Diagnostic.sort_key))
 
 
 class _Checker:
-    def __init__(self, spec: SpecFile, base_dir: str, source: str = "") -> None:
+    def __init__(self, spec: SpecFile, base_dir: str, source: str = "", allow_paths: Sequence[str] = ()) -> None:
         self.spec = spec
         self.base_dir = base_dir
         self.spec_source = source
+        self.allow_paths = tuple(allow_paths)
         self.diagnostics: list[Diagnostic] = []
         self.models: dict[str, Optional[_Model]] = {}
         self.devices: dict[str, Optional[_Device]] = {}
@@ -384,7 +388,18 @@ class _Checker:
             self.report(codes.WRONG_KIND, "config takes a quoted path", node.span,
                         help=f"quote it: `config = {quoted}`", fixes=[fx.replace(node.span, quoted)])
             return None
-        path = node.value if os.path.isabs(node.value) else os.path.join(self.base_dir, node.value)
+        path = os.path.join(self.base_dir, node.value)  # an absolute value stays absolute
+        if "\0" in path:
+            self.report(codes.CONFIG_ERROR, "the config path holds a NUL character", node.span,
+                        help='write `config = "models/my-7b/config.json"`')
+            return None
+        target = os.path.join(path, "config.json") if os.path.isdir(path) else path
+        if not files.within(target, (self.base_dir, *self.allow_paths)):
+            self.report(codes.CONFIG_ERROR, f"`{node.value}` is outside the folder of the spec", node.span,
+                        help="a spec names config files in its folder or below it; to allow another folder, "
+                             'pass --allow-path DIR or set allow-paths = ["DIR"] under [tool.kvplan] '
+                             "(docs/cli-lint.md)")
+            return None
         try:
             from kvplan import hf  # helper-2's config reader; imported here: only model blocks need it
 

@@ -28,6 +28,8 @@ UNMATCHED_BRACE = register("KV013", "unmatched-brace", "A `}` closes no block.",
 MISPLACED_UNIT = register("KV014", "misplaced-unit", "A unit stands before its number or after a key.", E).code
 FILE_TOO_LARGE = register("KV015", "file-too-large", "The file is larger than a spec can reasonably be.", E).code
 BAD_VERSION = register("KV016", "bad-version", "The `kvplan` version line is unsupported or misplaced.", E).code
+EMPTY_FILE = register("KV017", "empty-file", "The file declares nothing: it is empty or holds only comments.", E).code
+NOT_KVP = register("KV018", "not-kvp", "The file is JSON or YAML, not .kvp text.", E).code
 
 # ---------------------------------------------------------------- meaning
 UNKNOWN_KEY = register("KV101", "unknown-key", "A key this block does not know.", E).code

@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextvars
 import difflib
 import functools
+import hashlib
+import json
 import re
 from importlib import resources
 from typing import Any, Optional, Sequence, Union
@@ -56,16 +58,67 @@ def grammar_text() -> str:
     return resources.files("kvplan.grammar").joinpath("kvp.lark").read_text(encoding="utf-8")
 
 
+#: The options the parser is built with; tools/build_parser.py builds kvp_parser.json with the same.
+_OPTIONS: dict[str, Any] = {"parser": "lalr", "lexer": "contextual", "propagate_positions": True}
+
+
+def _int_keys(pairs: list[tuple[str, Any]]) -> dict[Any, Any]:
+    """JSON object hook: lark's int-keyed mappings (states, tokens, memo) were written with digit keys."""
+    if pairs and all(k.isdigit() for k, _ in pairs):
+        return {int(k): v for k, v in pairs}
+    return dict(pairs)
+
+
+def _shipped_tables(grammar: str) -> Optional[dict[str, Any]]:
+    """The prebuilt tables in kvplan/grammar/kvp_parser.json, or None if missing or built from another grammar."""
+    try:
+        text = resources.files("kvplan.grammar").joinpath("kvp_parser.json").read_text(encoding="utf-8")
+        payload = json.loads(text, object_pairs_hook=_int_keys)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(payload, dict) or payload.get("format") != 1:
+        return None
+    if payload.get("grammar_sha256") != hashlib.sha256(grammar.encode("utf-8")).hexdigest():
+        return None  # kvp.lark was edited without `python tools/build_parser.py`: build from the grammar
+    return payload
+
+
+_origin = ""
+
+
+def parser_origin() -> str:
+    """Where this process's parser came from: "shipped" (kvp_parser.json), "grammar", or "" (not built yet)."""
+    return _origin
+
+
 @functools.cache
 def parser() -> Lark:
     """The LALR parser, built once per process. COMMENT tokens go to the current parse's sink.
 
-    `cache=True` keeps lark's grammar analysis in the temp directory, keyed by a hash of the
-    grammar and options: building the tables takes ~250 ms, loading them ~5 ms, and kvplan
-    is a CLI run in CI loops.
+    The tables come from kvplan/grammar/kvp_parser.json, written from the grammar by
+    tools/build_parser.py: loading them takes a few ms where analysing the grammar takes
+    ~250 ms, and kvplan is a CLI run in CI loops. The file is JSON inside the installed
+    package: nothing is read from (or written to) the temporary directory, and no pickle is
+    loaded (lark's own `cache=True` unpickles a file of predictable name in the world-writable
+    temp directory, which would run a planted file's code). If the file is missing, stale or
+    of a format this lark does not read, the parser is built from the grammar instead.
     """
-    return Lark(grammar_text(), parser="lalr", lexer="contextual", propagate_positions=True,
-                lexer_callbacks={"COMMENT": _collect_comment}, cache=True)
+    global _origin
+    grammar = grammar_text()
+    callbacks = {"COMMENT": _collect_comment}
+    payload = _shipped_tables(grammar)
+    if payload is not None:
+        try:
+            # lark's loader for prebuilt tables (its standalone parsers call it), unannotated in lark
+            built: Lark = Lark._load_from_dict(  # type: ignore[no-untyped-call]
+                payload["data"], payload["memo"], lexer_callbacks=callbacks, propagate_positions=True)
+        except Exception:  # noqa: BLE001 - a lark release that reads the tables differently: build instead
+            pass
+        else:
+            _origin = "shipped"
+            return built
+    _origin = "grammar"
+    return Lark(grammar, lexer_callbacks=callbacks, **_OPTIONS)
 
 
 def parse(text: str, path: str) -> SpecFile:
@@ -75,7 +128,7 @@ def parse(text: str, path: str) -> SpecFile:
     try:
         tree = parser().parse(text)
     except UnexpectedInput as exc:
-        raise explain(exc, text, path) from None
+        raise (not_kvp(text, path) or explain(exc, text, path)) from None
     finally:
         _COMMENTS.reset(reset)
     comments = tuple(Comment(str(t).rstrip(), _token_span(path, t, str(t).rstrip())) for t in sink)
@@ -310,6 +363,33 @@ def _match_example(exc: UnexpectedInput) -> Optional[str]:
             return label  # the same state and the same token: the mistake itself
         candidate = candidate or label
     return candidate
+
+
+_YAML_LINE = re.compile(r"^(?:---|\.\.\.|- |-$|[A-Za-z_][\w.\-]*[ \t]*:(?:[ \t]|$))")
+_KVP_IS = 'a .kvp file is `deployment "name" { ... }` (docs/language.md)'
+
+
+def not_kvp(text: str, path: str) -> Optional[KvpSyntaxError]:
+    """A KV018 error for a file that does not parse and looks like JSON or YAML, else None.
+
+    Called only after a syntax error, so no valid .kvp file is ever taken for one: its first line
+    that is not blank or a comment opens a JSON object or array, or reads as YAML (`key: value`,
+    `- item`, `---`) with no `{` on it.
+    """
+    for number, line in enumerate(text.split("\n"), start=1):
+        body = line.strip(" \t\r\ufeff")
+        if not body or body.startswith("#"):
+            continue
+        col = len(line) - len(line.lstrip(" \t\r\ufeff")) + 1
+        here = Span(path, number, col, number, col + 1)
+        if body[0] in "{[":
+            return KvpSyntaxError(codes.NOT_KVP, f"this looks like JSON; {_KVP_IS}", span=here,
+                                  help='a model\'s config.json is named by a model block: `config = "config.json"`')
+        if _YAML_LINE.match(body) and "{" not in body:
+            return KvpSyntaxError(codes.NOT_KVP, f"this looks like YAML; {_KVP_IS}", span=here,
+                                  help="`kvplan import --from trtllm FILE` turns a TensorRT-LLM YAML into a spec")
+        return None
+    return None
 
 
 def explain(exc: UnexpectedInput, text: str, path: str) -> KvpSyntaxError:
