@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence, TypeVar, Uni
 
 import attrs
 
-from kvplan import catalog
+from kvplan import catalog, limits
 from kvplan.catalog import Device, Dtype, Model
 from kvplan.diagnostics import Diagnostic, make
 from kvplan.errors import KvplanError, Span
@@ -29,10 +29,11 @@ from kvplan.lang.spec import (
     SECTIONS, Block, Bound, Declaration, DeploymentDecl, DeviceDecl, Entry, Ident, ListValue, ModelDecl,
     Quantity, Scalar, SpecFile, String, ValueNode,
 )
-from kvplan.units import UNITS, Dim, convert, dims_of_unit
+from kvplan.units import BASE_UNIT, UNITS, Dim, convert, dims_of_unit, fmt_unit
 
-#: Workload lists may expand into at most this many scenarios.
-MAX_SCENARIOS = 1000
+#: Workload lists may expand into at most this many scenarios; a file into at most MAX_FILE_SCENARIOS.
+MAX_SCENARIOS = limits.MAX_SCENARIOS
+MAX_FILE_SCENARIOS = limits.MAX_FILE_SCENARIOS
 
 LANGUAGE_VERSION = 1
 
@@ -66,6 +67,12 @@ _EXPECT_UNITS: Mapping[str, tuple[Dim, Optional[Mapping[str, float]]]] = {
     "speedup": (Dim.NUMBER, _SPEEDUP), "step_time": (Dim.TIME, None), "throughput": (Dim.RATE, None),
     "kv_bytes": (Dim.BYTES, None), "devices": (Dim.COUNT, _COUNT),
 }
+#: The largest value each `expect` metric may be compared with (kvplan.limits).
+_EXPECT_MAX = {"speedup": limits.MAX_SPEEDUP, "step_time": limits.MAX_STEP_TIME,
+               "throughput": limits.MAX_THROUGHPUT, "kv_bytes": limits.MAX_KV_BYTES,
+               "devices": float(limits.MAX_DEVICES)}
+#: Why a range ends where it does, for the help line.
+_LIMIT = "kvplan's limit, docs/language.md"
 _COMPARISONS = ("==", "<=", ">=", "<", ">")
 
 _W = TypeVar("_W")  # what a deployment holds: _Model or _Device
@@ -113,6 +120,9 @@ class _Checker:
         self.devices: dict[str, Optional[_Device]] = {}
         # Keys and blocks a "did you mean" already pointed at: their absence is not reported again.
         self.hinted: set[str] = set()
+        # Scenarios the file's workloads expanded into so far, against MAX_FILE_SCENARIOS.
+        self.expanded = 0
+        self.over_file_cap = False
 
     # ------------------------------------------------------------ reporting
 
@@ -265,19 +275,20 @@ class _Checker:
                 self.report(codes.UNKNOWN_UNIT, f"`{node.unit}` counts parameters, not {what}", node.unit_span,
                             help=f"use {_unit_names(table)}")
                 return None
+        written = _shown(node.text)
+        bounds = f"{what} must be {_range_words(lo, hi, lo_open, dim, node.unit)}" + (f" ({why})" if why else "")
         if not math.isfinite(value):
-            self.report(codes.OUT_OF_RANGE, f"{what} = {node.text} is not a finite number", node.span)
+            self.report(codes.OUT_OF_RANGE, f"{what} = {written} is not a finite number", node.span,
+                        help=bounds if lo is not None or hi is not None else None)
             return None
         if integer and value != int(value):
-            self.report(codes.NOT_AN_INTEGER, f"{what} must be a whole number, got {node.text}", node.span,
+            self.report(codes.NOT_AN_INTEGER, f"{what} must be a whole number, got {written}", node.span,
                         help=f"e.g. `{key} = {max(1, round(value))}`")
             return None
         low_bad = lo is not None and (value <= lo if lo_open else value < lo)
         high_bad = hi is not None and value > hi
         if low_bad or high_bad:
-            self.report(codes.OUT_OF_RANGE, f"{what} = {node.text} is out of range", node.span,
-                        help=f"{what} must be {_range_words(lo, hi, lo_open, dim, node.unit)}"
-                        + (f" ({why})" if why else ""))
+            self.report(codes.OUT_OF_RANGE, f"{what} = {written} is out of range", node.span, help=bounds)
             return None
         return value
 
@@ -359,7 +370,8 @@ class _Checker:
         if e is None:
             return None
         node = self._scalar(e, where)
-        return None if node is None else self._number(node, key, Dim.COUNT, lo=0, lo_open=True)
+        return None if node is None else self._number(node, key, Dim.COUNT, lo=limits.MIN_PARAMS,
+                                                      hi=limits.MAX_PARAMS, why=_LIMIT)
 
     # --------------------------------------------------------- device blocks
 
@@ -373,7 +385,8 @@ class _Checker:
         for key, dim in dims.items():
             e = entries.get(key)
             node = self._scalar(e, where) if e is not None else None
-            value = self._number(node, key, dim, lo=0, lo_open=True) if node is not None else None
+            lo, hi = _DEVICE_RANGE[dim]
+            value = self._number(node, key, dim, lo=lo, hi=hi, why=_LIMIT) if node is not None else None
             if value is not None:
                 got[key] = value
         for key in ("memory", "bandwidth", "compute"):
@@ -384,7 +397,8 @@ class _Checker:
         for key in ("partitions", "sm_count"):
             e = entries.get(key)
             node = self._scalar(e, where) if e is not None else None
-            value = self._number(node, key, Dim.COUNT, _COUNT, integer=True, lo=1) if node is not None else None
+            value = (self._number(node, key, Dim.COUNT, _COUNT, integer=True, lo=1, hi=limits.MAX_UNITS, why=_LIMIT)
+                     if node is not None else None)
             if value is not None:
                 ints[key] = int(value)
         notes: list[Value] = []
@@ -418,7 +432,7 @@ class _Checker:
             self.report(codes.UNKNOWN_LINK, f"unknown link `{name}`", node.span,
                         help=f"{catalog.suggest(name, table)}; or write its bandwidth, e.g. `64 GB/s`")
             return None
-        bw = self._number(node, key, Dim.BANDWIDTH, lo=0, lo_open=True)
+        bw = self._number(node, key, Dim.BANDWIDTH, lo=limits.MIN_BANDWIDTH, hi=limits.MAX_BANDWIDTH, why=_LIMIT)
         if bw is None:
             return None
         for lid, link in sorted(table.items()):
@@ -560,14 +574,15 @@ class _Checker:
                 self.report(codes.WRONG_OPERATOR, f"devices takes an upper bound `<= N`, not `{v.op}`", v.span,
                             help="write `devices = <= 8`")
                 return None
-            n = self._number(v.limit, "devices", Dim.COUNT, _COUNT, integer=True, lo=1)
+            n = self._number(v.limit, "devices", Dim.COUNT, _COUNT, integer=True, lo=1, hi=limits.MAX_DEVICES,
+                             why=_LIMIT)
             return None if n is None else DeviceCount("max", int(n))
         if isinstance(v, ListValue):
             self.report(codes.LIST_NOT_ALLOWED, "devices takes one value, not a list", v.span,
                         help="write a number, `auto` or `<= 8`")
             return None
         if isinstance(v, Quantity):
-            n = self._number(v, "devices", Dim.COUNT, _COUNT, integer=True, lo=1)
+            n = self._number(v, "devices", Dim.COUNT, _COUNT, integer=True, lo=1, hi=limits.MAX_DEVICES, why=_LIMIT)
             return None if n is None else DeviceCount("fixed", int(n))
         word = self._word(v, "devices", ("auto",))
         return None if word is None else DeviceCount("auto", AUTO_DEVICE_LIMIT)
@@ -650,7 +665,10 @@ class _Checker:
             if not isinstance(node, (Quantity, Ident, String)):  # the grammar gives a comparison one scalar
                 ok = False
                 continue
-            value = self._number(node, key, dim, lo=0, lo_open=True)
+            if key == "step_time":
+                value = self._number(node, key, dim, lo=limits.MIN_STEP_TIME, hi=limits.MAX_STEP_TIME, why=_LIMIT)
+            else:
+                value = self._number(node, key, dim, lo=0, lo_open=True, hi=limits.MAX_THROUGHPUT, why=_LIMIT)
             ok = ok and value is not None
             found[key] = value
         return (found["step_time"], found["throughput"]) if ok else None
@@ -672,7 +690,8 @@ class _Checker:
             elif key == "retention":
                 value = self._number(node, key, Dim.FRACTION, lo=0, hi=1, lo_open=True)
             elif key in ("block_size", "devices"):
-                value = self._number(node, key, Dim.COUNT, _COUNT, integer=True, lo=1)
+                most = limits.MAX_TOKENS if key == "block_size" else limits.MAX_DEVICES
+                value = self._number(node, key, Dim.COUNT, _COUNT, integer=True, lo=1, hi=most, why=_LIMIT)
             elif key == "prefix_caching":
                 word = self._word(node, key, tuple(BOOLEANS))
                 value = None if word is None else BOOLEANS[word]
@@ -735,7 +754,8 @@ class _Checker:
                     out.append(Expectation("regime", "==", word, e.span))
                 continue
             dim, table = _EXPECT_UNITS[e.key]
-            value = self._number(node, e.key, dim, table, integer=e.key == "devices", lo=0)
+            value = self._number(node, e.key, dim, table, integer=e.key == "devices", lo=0, hi=_EXPECT_MAX[e.key],
+                                 why=_LIMIT)
             if value is not None:
                 out.append(Expectation(e.key, e.op, value, e.span))
         return tuple(out)
@@ -748,10 +768,10 @@ class _Checker:
         entries = self._section(block, "workload")
         spec: dict[str, tuple[Dim, Optional[Mapping[str, float]], bool, float, Optional[float]]] = {
             # key: (dim, unit table, integer, low, high)
-            "batch": (Dim.COUNT, _COUNT, True, 1, None),
-            "context": (Dim.TOKENS, None, True, 1, None),
-            "prefix": (Dim.TOKENS, None, True, 0, None),
-            "fanout": (Dim.COUNT, _COUNT, True, 1, None),
+            "batch": (Dim.COUNT, _COUNT, True, 1, limits.MAX_BATCH),
+            "context": (Dim.TOKENS, None, True, 1, limits.MAX_TOKENS),
+            "prefix": (Dim.TOKENS, None, True, 0, limits.MAX_TOKENS),
+            "fanout": (Dim.COUNT, _COUNT, True, 1, limits.MAX_BATCH),
             "reuse": (Dim.FRACTION, None, False, 0, 1),
         }
         defaults = {"prefix": (0.0, "tokens", "no shared prefix"), "fanout": (1.0, "1", "no sharing"),
@@ -784,7 +804,8 @@ class _Checker:
             dim, table, integer, lo, hi = spec[key]
             elems = []
             for node in nodes:
-                value = self._number(node, key, dim, table, integer=integer, lo=lo, hi=hi)
+                value = self._number(node, key, dim, table, integer=integer, lo=lo, hi=hi,
+                                     why=_LIMIT if key != "reuse" else "")
                 if value is None:
                     ok = False
                     continue
@@ -802,6 +823,17 @@ class _Checker:
             self.report(codes.TOO_MANY_SCENARIOS, f"workload lists expand into {total} scenarios", block.name_span,
                         help=f"at most {MAX_SCENARIOS}: split the deployment or shorten the lists")
             return None
+        # A cap per file too: lint plans every scenario, and many deployments of 1,000 would run for minutes.
+        if self.over_file_cap:
+            return None
+        if self.expanded + total > MAX_FILE_SCENARIOS:
+            self.over_file_cap = True
+            self.report(codes.TOO_MANY_SCENARIOS, f"with this deployment the file expands into more than "
+                        f"{MAX_FILE_SCENARIOS:,} scenarios ({self.expanded:,} before it, {total:,} here); "
+                        "it and the deployments after it are not planned", block.name_span,
+                        help=f"a file expands into at most {MAX_FILE_SCENARIOS:,}: split it into several files")
+            return None
+        self.expanded += total
         keys = list(values)
         combos = []
         failed = False
@@ -864,10 +896,30 @@ def _unit_first(word: str, dim: Dim) -> Optional[str]:
     return None
 
 
+#: The range of a device block's quantity, by dimension (kvplan.limits).
+_DEVICE_RANGE = {Dim.BYTES: (limits.MIN_MEMORY, limits.MAX_MEMORY),
+                 Dim.BANDWIDTH: (limits.MIN_BANDWIDTH, limits.MAX_BANDWIDTH),
+                 Dim.COMPUTE: (limits.MIN_COMPUTE, limits.MAX_COMPUTE)}
+
+
+def _shown(text: str) -> str:
+    """A value as written, cut when it is too long to repeat whole (`99999…` (400 characters))."""
+    text = " ".join(text.split())
+    return text if len(text) <= 24 else f"{text[:12]}… ({len(text):,} characters)"
+
+
 def _range_words(lo: Optional[float], hi: Optional[float], lo_open: bool, dim: Dim, unit: str) -> str:
     def show(x: float) -> str:
-        return f"{x * 100:g}%" if unit == "%" else f"{x:g}"
+        if unit == "%":
+            return f"{x * 100:g}%"
+        if dim is Dim.COUNT and x >= 1e12:
+            return fmt_unit(x, "1")                      # parameters: `1000T`
+        if dim in (Dim.COUNT, Dim.TOKENS, Dim.NUMBER, Dim.FRACTION):
+            return f"{x:,.0f}" if x == int(x) else f"{x:g}"
+        return fmt_unit(x, BASE_UNIT[dim])
     if lo is not None and hi is not None:
+        if lo_open:
+            return f"above {show(lo)} and at most {show(hi)}"
         return f"between {show(lo)} and {show(hi)}"
     if lo is not None:
         return f"{'above' if lo_open else 'at least'} {show(lo)}"
