@@ -205,6 +205,33 @@ def test_huge_numbers_are_located_range_errors_in_every_command(tmp_path: Path, 
         assert f"{path}:{line}:{col}" in r.stdout + r.stderr, r.output
 
 
+@pytest.mark.parametrize("where, entry, words", [
+    ("device", "memory = 0.5 MB", "memory must be between 1 MB and 1000 TB"),
+    ("device", "bandwidth = 2000 TB/s", "bandwidth must be between 1 MB/s and 1000 TB/s"),
+    ("device", "compute = 1e19 FLOPS", "compute must be between 1 GFLOPS and 1000 PFLOPS"),
+    ("device", "partitions = 2000000", "partitions must be between 1 and 1,048,576"),
+    ("device", "host_link = 1e20 B/s", "host_link must be between 1 MB/s and 1000 TB/s"),
+    ("slo", "step_time <= 0.1 us", "step_time must be between 1 us and 3600 s"),
+    ("slo", "throughput >= 1e13 tok/s", "throughput must be above 0 tok/s and at most 1e12 tok/s"),
+    ("expect", "kv_bytes <= 1e19 B", "kv_bytes must be between 0 B and 1e6 TB"),
+    ("expect", "speedup >= 1e7", "speedup must be between 0 and 1,000,000"),
+    ("workload", "prefix = 1073741825", "prefix must be between 0 and 1,073,741,824"),
+])
+def test_the_help_names_each_range_in_units_the_key_takes(where: str, entry: str, words: str) -> None:
+    """The ends of each range as docs/language.md's table gives them, written as .kvp values."""
+    figures = {"memory": "80 GB", "bandwidth": "3.35 TB/s", "compute": "989 TFLOPS"}
+    if where == "device":
+        key, _, value = entry.partition(" = ")
+        figures[key] = value
+    device = 'device "g" {\n' + "".join(f"    {k} = {v}\n" for k, v in figures.items()) + "}\n"
+    text = spec(device="g", extra=f"    {where} {{\n        {entry}\n    }}\n" if where in ("slo", "expect") else "")
+    if where == "workload":
+        text = text.replace("        context = 8k\n", f"        context = 8k\n        {entry}\n")
+    result = check_source(device + text.replace("kvplan 1\n", ""), "s.kvp")
+    (d,) = [d for d in result.diagnostics if d.code == "KV108"]
+    assert d.help == f"{words} (kvplan's limit, docs/language.md)"
+
+
 def test_a_5000_digit_number_is_cut_in_the_message() -> None:
     digits = "7" * 5000
     result = check_source(spec(batch=digits), "s.kvp")

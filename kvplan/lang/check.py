@@ -29,7 +29,7 @@ from kvplan.lang.spec import (
     SECTIONS, Block, Bound, Declaration, DeploymentDecl, DeviceDecl, Entry, Ident, ListValue, ModelDecl,
     Quantity, Scalar, SpecFile, String, ValueNode,
 )
-from kvplan.units import BASE_UNIT, UNITS, Dim, convert, dims_of_unit, fmt_unit
+from kvplan.units import UNITS, Dim, convert, dims_of_unit, fmt_unit
 
 #: Workload lists may expand into at most this many scenarios; a file into at most MAX_FILE_SCENARIOS.
 MAX_SCENARIOS = limits.MAX_SCENARIOS
@@ -896,6 +896,15 @@ def _unit_first(word: str, dim: Dim) -> Optional[str]:
     return None
 
 
+#: Units a range's ends are written in, by dimension: each one the key itself takes.
+_BOUND_UNITS: Mapping[Dim, Mapping[str, float]] = {
+    Dim.BYTES: {"B": 1.0, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12},
+    Dim.BANDWIDTH: {"B/s": 1.0, "KB/s": 1e3, "MB/s": 1e6, "GB/s": 1e9, "TB/s": 1e12},
+    Dim.COMPUTE: {"FLOPS": 1.0, "GFLOPS": 1e9, "TFLOPS": 1e12, "PFLOPS": 1e15},
+    Dim.TIME: {"us": 1e-6, "ms": 1e-3, "s": 1.0},
+    Dim.RATE: {"tok/s": 1.0},
+}
+
 #: The range of a device block's quantity, by dimension (kvplan.limits).
 _DEVICE_RANGE = {Dim.BYTES: (limits.MIN_MEMORY, limits.MAX_MEMORY),
                  Dim.BANDWIDTH: (limits.MIN_BANDWIDTH, limits.MAX_BANDWIDTH),
@@ -916,7 +925,10 @@ def _range_words(lo: Optional[float], hi: Optional[float], lo_open: bool, dim: D
             return fmt_unit(x, "1")                      # parameters: `1000T`
         if dim in (Dim.COUNT, Dim.TOKENS, Dim.NUMBER, Dim.FRACTION):
             return f"{x:,.0f}" if x == int(x) else f"{x:g}"
-        return fmt_unit(x, BASE_UNIT[dim])
+        # as a .kvp value: the largest unit the key takes that leaves a number of at least 1
+        units = sorted(((f, u) for u, f in _BOUND_UNITS[dim].items()), reverse=True)
+        factor, name = next(((f, u) for f, u in units if abs(x) >= f), units[-1])
+        return f"{x / factor:g}".replace("e+0", "e").replace("e+", "e") + f" {name}"
     if lo is not None and hi is not None:
         if lo_open:
             return f"above {show(lo)} and at most {show(hi)}"
