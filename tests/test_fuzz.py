@@ -404,7 +404,7 @@ def mutated(draw: st.DrawFn) -> bytes:
     return data
 
 
-@settings(FUZZ, max_examples=700)
+@settings(FUZZ, max_examples=1000)
 @given(mutated())
 def test_mutated_specs_never_crash_lint_or_fmt(data: bytes) -> None:
     import tempfile
@@ -429,7 +429,7 @@ def test_mutated_specs_through_every_command(tmp_path: Path) -> None:
     # mostly values that pass the checker, so that the planner and the backends see them
     values = ["1", "2", "7", "64", "4096", "1048576", "1e3", "1e6", "1e9", "0.001", "99.99"] + EDGE_NUMBERS
     planned = 0
-    for n in range(150):
+    for n in range(200):
         toks = TOKEN.findall(rng.choice(examples))
         numbers = [j for j, t in enumerate(toks) if t[:1].isdigit()]
         for j in rng.sample(numbers, k=min(len(numbers), rng.randint(1, 2))):
@@ -490,7 +490,7 @@ def edge_spec(draw: st.DrawFn) -> str:
             f'    expect {{\n        {v["expect"]}\n    }}\n}}\n')
 
 
-@settings(FUZZ, max_examples=300)
+@settings(FUZZ, max_examples=500)
 @given(edge_spec(), st.sampled_from(["advise", "emit", "report", "advise-json"]))
 def test_edge_values_of_every_field(text: str, command: str) -> None:
     import tempfile
