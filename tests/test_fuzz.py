@@ -263,6 +263,18 @@ def test_fmt_keeps_a_comment_after_a_byte_order_mark_on_a_later_line(tmp_path: P
     assert Path(path).read_text(encoding="utf-8") == '# first\n# second\ndeployment "d" {\n}\n'
 
 
+def test_a_suppression_after_a_byte_order_mark_applies_to_the_next_line(tmp_path: Path) -> None:
+    # the BOM made the comment look like one trailing code, so it applied to its own, empty line
+    body = ('kvplan 1\ndeployment "d" {\n    model = llama-3-8b\n    device = h100-sxm\n'
+            'BOM# kvplan: ignore[KV201] asserted elsewhere\n    workload {\n        batch = 1\n        context = 1k\n'
+            '    }\n}\n')
+    plain = run(["lint", write(tmp_path, body.replace("BOM", ""), "plain.kvp")])
+    marked = run(["lint", write(tmp_path, body.replace("BOM", "\ufeff"), "marked.kvp")])
+    codes = [[ln.split(" ")[1] for ln in r.stdout.splitlines()] for r in (plain, marked)]
+    assert codes[0] == codes[1] == ["KV201", "KV901"]  # the finding, and the suppression of line 6 is unused
+    assert "not reported on line 6" in plain.stdout and "not reported on line 6" in marked.stdout
+
+
 def _config(tmp: Path, name: str, text: str) -> str:
     p = tmp / name
     p.write_text(text, encoding="utf-8")
