@@ -347,7 +347,9 @@ class _Checker:
                         node.span)
             return None
         except KvplanError as exc:
-            self.report(codes.CONFIG_ERROR, f"cannot use `{node.value}`: {exc.message}", node.span, help=exc.help)
+            inside = exc.span is not None and (exc.span.line, exc.span.column) != (1, 1)
+            at = f" (line {exc.span.line}, column {exc.span.column})" if inside and exc.span is not None else ""
+            self.report(codes.CONFIG_ERROR, f"cannot use `{node.value}`{at}: {exc.message}", node.span, help=exc.help)
             return None
         except OSError as exc:
             self.report(codes.CONFIG_ERROR, f"cannot read `{node.value}`: {exc.strerror or exc}", node.span,
