@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping, Optional, TypeVar
 
 import click
 
-from kvplan import __version__
+from kvplan import __version__, limits
 from kvplan.errors import KvplanError
 from kvplan.units import MAX_EXACT, UNITS, Dim, parse_quantity, split_quantity
 
@@ -110,8 +110,8 @@ def _warn_upper_k(flag: str, number: str) -> None:
 
 
 def _top(hi: int) -> str:
-    """An upper bound as docs/cli.md writes it: 2^53 for a power of two, else the digits."""
-    return f"2^{hi.bit_length() - 1}" if hi & (hi - 1) == 0 else f"{hi:,}"
+    """An upper bound as docs/cli.md writes it: 2^30 for a large power of two, else the digits (4,096)."""
+    return f"2^{hi.bit_length() - 1}" if hi & (hi - 1) == 0 and hi >= 2**20 else f"{hi:,}"
 
 
 def _count(lo: int = 1, hi: int = MAX_EXACT) -> Number:
@@ -206,11 +206,11 @@ def _allow_path_option(fn: F) -> F:
 @click.option("--model-config", type=click.Path(dir_okay=False), metavar="PATH",
               help="A Hugging Face config.json instead of a catalog id.")
 @click.option("--device", "device_id", required=True, metavar="ID", help="Catalog device id (kvplan devices).")
-@click.option("--devices", "n_devices", type=_count(), default=1, show_default=True, metavar="N",
+@click.option("--devices", "n_devices", type=_count(hi=limits.MAX_DEVICES), default=1, show_default=True, metavar="N",
               help="Devices holding the model.")
-@click.option("--tp", type=_count(0), default=0, metavar="N", help="Tensor-parallel size (default 0: all devices).")
-@click.option("--batch", type=_count(), default=1, show_default=True, metavar="N", help="Concurrent sequences.")
-@click.option("--context", type=_tokens_type(), default="128k", show_default=True, metavar="TOKENS",
+@click.option("--tp", type=_count(0, limits.MAX_DEVICES), default=0, metavar="N", help="Tensor-parallel size (default 0: all devices).")
+@click.option("--batch", type=_count(hi=limits.MAX_BATCH), default=1, show_default=True, metavar="N", help="Concurrent sequences.")
+@click.option("--context", type=_tokens_type(limits.MAX_TOKENS), default="128k", show_default=True, metavar="TOKENS",
               help="Tokens per sequence (128k = 128,000; 128Ki = 131,072).")
 @click.option("--weights", default="bf16", show_default=True, help="Weight dtype.")
 @click.option("--kv-dtype", default="bf16", show_default=True, help="KV cache dtype.")
@@ -589,9 +589,9 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
 @click.option("--model-config", type=click.Path(dir_okay=False), metavar="PATH",
               help="A Hugging Face config.json for a model beside the catalog.")
 @click.option("--device", "device_id", metavar="ID", help="Catalog device id (engine flags do not name it).")
-@click.option("--batch", type=_count(), default=None, metavar="N",
+@click.option("--batch", type=_count(hi=limits.MAX_BATCH), default=None, metavar="N",
               help="Concurrent sequences, when the engine sets no limit.")
-@click.option("--context", type=_tokens_type(), default=None, metavar="TOKENS",
+@click.option("--context", type=_tokens_type(limits.MAX_TOKENS), default=None, metavar="TOKENS",
               help="Tokens per sequence, when the engine sets no limit (32k = 32,000; 32Ki = 32,768).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default="-", metavar="FILE.kvp",
               help="Write the spec here instead of stdout.")

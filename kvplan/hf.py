@@ -21,12 +21,13 @@ active"; Mistral's "12.9B active" for Mixtral counts the embedding table too.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from pathlib import Path
 from typing import Any, Mapping, NoReturn, Optional, Sequence
 
-from kvplan import files
+from kvplan import files, limits
 from kvplan.catalog import Model, get_model
 from kvplan.errors import ConfigError, KvplanError, Span
 
@@ -54,6 +55,61 @@ _QKV_BIAS = frozenset({"qwen2", "qwen2_moe"})
 _QK_NORM = frozenset({"qwen3", "qwen3_moe", "gemma3_text"})
 _FOUR_NORMS = frozenset({"gemma2", "gemma3_text"})  # pre/post norm around attention and MLP
 _LAYER_TYPES = {"full_attention": False, "sliding_attention": True}
+
+# The largest value of each integer field kvplan reads (kvplan.limits; docs/config-json.md).
+_LAYER_KEYS = ("num_hidden_layers", "sliding_window_pattern", "max_window_layers", "first_k_dense_replace",
+               "moe_layer_freq", "decoder_sparse_step")
+_WIDTH_KEYS = ("hidden_size", "head_dim", "intermediate_size", "moe_intermediate_size",
+               "shared_expert_intermediate_size", "vocab_size", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim",
+               "qk_nope_head_dim", "v_head_dim")
+_EXPERT_KEYS = ("num_local_experts", "n_routed_experts", "num_experts", "num_experts_per_tok", "experts_per_token",
+                "n_shared_experts")
+MAXIMUM: Mapping[str, int] = {
+    **{k: limits.MAX_LAYERS for k in _LAYER_KEYS},
+    **{k: limits.MAX_WIDTH for k in _WIDTH_KEYS},
+    **{k: limits.MAX_EXPERTS for k in _EXPERT_KEYS},
+    "num_attention_heads": limits.MAX_HEADS, "num_key_value_heads": limits.MAX_HEADS,
+    "max_position_embeddings": limits.MAX_TOKENS, "sliding_window": limits.MAX_TOKENS,
+}
+#: A number field (attn_logit_softcapping) is a positive finite number at most this.
+MAX_NUMBER = 1e6
+
+
+class _Huge:
+    """A number in the JSON text beyond every field's range, kept unconverted: an integer of more
+    digits than any range admits (Python refuses to convert one of more than 4,300), or a number
+    beyond a float's range (which Python would read as infinity)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __str__(self) -> str:
+        if re.fullmatch(r"-?\d+", self.text):
+            return f"a {limits.digits_of(self.text):,}-digit number"
+        return f"{self.text[:24]} (beyond a float's range)"
+
+
+def _json_int(text: str) -> Any:
+    return int(text) if limits.digits_of(text) <= limits.MAX_DIGITS else _Huge(text)
+
+
+def _json_float(text: str) -> Any:
+    x = float(text)
+    return x if math.isfinite(x) else _Huge(text)
+
+
+class _Constant(Exception):
+    """NaN, Infinity or -Infinity: Python's json module reads them; JSON has no such values."""
+
+
+def _json_constant(name: str) -> Any:
+    raise _Constant(name)
+
+
+def _show(value: Any) -> str:
+    """A config value for a message: JSON as written, a huge integer by its digits, cut when long."""
+    text = str(value) if isinstance(value, _Huge) else json.dumps(value, default=str)
+    return text if len(text) <= 60 else text[:40] + f"… ({len(text):,} characters)"
 
 
 # ------------------------------------------------------------------ reading
@@ -94,12 +150,18 @@ class _Config:
                 return default
             self.fail(key, "is missing" if key not in self.data else "is null",
                       help or f"config.json must state {key} as an integer")
+        maximum = MAXIMUM.get(key, limits.MAX_WIDTH)
+        in_range = f"{limits.between(minimum, maximum)} (kvplan's limit, docs/config-json.md)"
+        if isinstance(raw, _Huge):
+            self.fail(key, f"must be an integer {in_range}, got {raw}", help)
         # JSON true/false are Python bools, which are ints: refuse them explicitly.
         if isinstance(raw, bool) or not isinstance(raw, int):
             self.fail(key, f"must be an integer, got {_kind(raw)}", help)
         if raw < minimum:
             what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
             self.fail(key, f"must be {what}, got {raw}", help)
+        if raw > maximum:
+            self.fail(key, f"must be an integer {in_range}, got {raw:,}", help)
         return raw
 
     def opt_integer(self, key: str, *, minimum: int = 1) -> Optional[int]:
@@ -117,8 +179,8 @@ class _Config:
         raw = self.data.get(key)
         if raw is None:
             return None
-        if isinstance(raw, bool) or not isinstance(raw, (int, float)) or raw <= 0:
-            self.fail(key, f"must be a positive number or null, got {_kind(raw)}")
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not 0 < raw <= MAX_NUMBER:
+            self.fail(key, f"must be a positive number at most {MAX_NUMBER:g}, or null, got {_kind(raw)}")
         return float(raw)
 
 
@@ -130,6 +192,8 @@ def _kind(raw: Any) -> str:
     """
     if isinstance(raw, bool) or raw is None:
         return json.dumps(raw)
+    if isinstance(raw, _Huge):  # beyond every range: said by its size, not its digits
+        return str(raw)
     if isinstance(raw, (int, float)):
         text = json.dumps(raw)
         return text if len(text) <= 24 else f"a number of {len(text)} characters"
@@ -154,8 +218,21 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _parse(text: str, where: str) -> _Config:
+    deep = limits.json_too_deep(text)
+    if deep is not None:
+        line, col = limits.line_col(text, deep)
+        raise ConfigError(f"nests objects and arrays more than {limits.MAX_JSON_DEPTH} levels deep",
+                          help="a config.json is a few levels deep; is this one?",
+                          span=Span(where, line, col, line, col + 1))
     try:
-        data = json.loads(text, object_pairs_hook=_no_duplicates)
+        data = json.loads(text, object_pairs_hook=_no_duplicates, parse_int=_json_int, parse_float=_json_float,
+                          parse_constant=_json_constant)
+    except _Constant as e:
+        name = str(e)
+        m = re.search(r"(?<![\w\"])" + re.escape(name) + r"(?![\w\"])", text)
+        line, col = limits.line_col(text, m.start()) if m is not None else (1, 1)
+        raise ConfigError(f"not valid JSON: `{name}` is not a JSON value", help="write a number, or null",
+                          span=Span(where, line, col, line, col + len(name))) from None
     except json.JSONDecodeError as e:
         raise ConfigError(f"not valid JSON: {e.msg}", help="a config.json is one JSON object",
                           span=Span(where, e.lineno, e.colno, e.lineno, e.colno + 1)) from None
@@ -215,7 +292,7 @@ def _layer_windows(c: _Config, n_layers: int) -> tuple[Optional[int], ...]:
                    help="give one entry per layer")
         out: list[Optional[int]] = []
         for i, t in enumerate(raw_types):
-            if t not in _LAYER_TYPES:
+            if not isinstance(t, str) or t not in _LAYER_TYPES:
                 c.fail("layer_types", f"entry {i} is not a layer type kvplan knows (got {_kind(t)})",
                        help="known: " + ", ".join(sorted(_LAYER_TYPES)))
             if not _LAYER_TYPES[t]:

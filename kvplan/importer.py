@@ -14,6 +14,7 @@ a warning and a comment in the spec; flags that cannot touch the KV cache
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shlex
@@ -21,10 +22,9 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import attrs
 
-from kvplan import files
+from kvplan import files, limits
 from kvplan.catalog import Model, aliases, models
 from kvplan.errors import KvplanError, Span
-from kvplan.units import MAX_EXACT
 
 ENGINES = ("vllm", "sglang", "trtllm")
 ENGINE_NAMES = {"vllm": "vLLM 0.33.0", "sglang": "SGLang 0.5.23", "trtllm": "TensorRT-LLM (main, > 1.2.1)"}
@@ -83,21 +83,50 @@ class _Read:
             self.kv_dtype = ("bf16", kv_why + ": the model's dtype, bf16 assumed")
 
 
-def _int(value: str, flag: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise DeploymentReadError(f"{flag} takes a whole number, got '{value}'") from None
-    if n < 1:
-        raise DeploymentReadError(f"{flag} must be at least 1, got {n}")
+#: The largest value of each whole-number setting: the .kvp key it becomes takes the same range
+#: (kvplan.limits), so an imported spec never fails `kvplan lint` on a range.
+MAXIMUM: Mapping[str, int] = {"batch": limits.MAX_BATCH, "context": limits.MAX_TOKENS,
+                              "block_size": limits.MAX_TOKENS, "tp": limits.MAX_DEVICES, "pp": limits.MAX_DEVICES}
+_LIMIT = "kvplan's limit, docs/cli-import.md"
+
+
+def _written(value: str) -> str:
+    """A flag value for a message, cut when it is too long to repeat whole."""
+    value = str(value)
+    return f"'{value}'" if len(value) <= 40 else f"'{value[:20]}…' ({len(value):,} characters)"
+
+
+def _in_range(n: int, flag: str, maximum: int, what: str = "") -> int:
+    if not 1 <= n <= maximum:
+        raise DeploymentReadError(f"{flag} must be {what or 'a whole number'} {limits.between(1, maximum)}, "
+                                  f"got {n:,}", help=_LIMIT)
     return n
+
+
+def _int(value: str, flag: str, maximum: int = limits.MAX_BATCH) -> int:
+    text = str(value).strip()
+    if not re.fullmatch(r"[+-]?\d+(_\d+)*", text):  # what Python's int() reads, as the engines' parsers do
+        raise DeploymentReadError(f"{flag} takes a whole number, got {_written(value)}")
+    text = text.replace("_", "")
+    if limits.digits_of(text) > limits.MAX_DIGITS:
+        raise DeploymentReadError(f"{flag} must be a whole number {limits.between(1, maximum)}, got a "
+                                  f"{limits.digits_of(text):,}-digit number", help=_LIMIT)
+    return _in_range(int(text), flag, maximum)
+
+
+def _bounded(attr: str) -> Callable[[str, str], int]:
+    """_int with the range of the .kvp setting `attr` becomes."""
+    return lambda v, flag: _int(v, flag, MAXIMUM[attr])
 
 
 def _float(value: Any, flag: str) -> float:
     try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise DeploymentReadError(f"{flag} takes a number, got '{value}'") from None
+        x = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise DeploymentReadError(f"{flag} takes a number, got {_written(value)}") from None
+    if not math.isfinite(x) or x < 0:
+        raise DeploymentReadError(f"{flag} takes a finite number of at least 0, got {_written(value)}")
+    return x
 
 
 # How each engine reads a token count on its command line (or in its YAML). The three differ, and
@@ -118,8 +147,9 @@ _VLLM_MULT = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "K": 2**10, "M": 
 _SGLANG_INT = re.compile(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)")
 _SGLANG_MULT = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
 _PLAIN_INT = re.compile(r"[+-]?\d+(?:_\d+)*")  # what int() takes
-#: The most tokens an imported limit may hold: the largest whole number a float64 holds exactly.
-MAX_TOKENS = MAX_EXACT
+#: The most tokens an imported limit may hold: the spec's own limit (kvplan.limits), so that
+#: `kvplan import` never writes a context that `kvplan lint` refuses.
+MAX_TOKENS = limits.MAX_TOKENS
 
 
 def _shown(value: str) -> str:
@@ -129,15 +159,24 @@ def _shown(value: str) -> str:
 
 def _tokens_in_range(n: int, value: str, flag: str) -> int:
     if n < 1 or n > MAX_TOKENS:
-        raise DeploymentReadError(f"{flag} must be a whole number of tokens from 1 to 2^53, got '{_shown(value)}'")
+        raise DeploymentReadError(f"{flag} must be a token count {limits.between(1, MAX_TOKENS)}, got {n:,}",
+                                  help=_LIMIT)
     return n
+
+
+def _digits_in_range(number: str, value: str, flag: str) -> None:
+    """Refuse a number of more digits than any token count has, before float() makes it infinite."""
+    if limits.digits_of(number.partition(".")[0]) > limits.MAX_DIGITS:
+        raise DeploymentReadError(f"{flag} must be a token count {limits.between(1, MAX_TOKENS)}, got a "
+                                  f"{limits.digits_of(number.partition('.')[0]):,}-digit number", help=_LIMIT)
 
 
 def _plain(value: str, flag: str, engine: str, hint: str) -> int:
     text = value.strip()
     if not _PLAIN_INT.fullmatch(text):
         raise DeploymentReadError(f"{flag} '{_shown(value)}' is not a token count {engine} reads", help=hint)
-    return _tokens_in_range(int(text) if len(text) <= 30 else MAX_TOKENS + 1, value, flag)
+    _digits_in_range(text, value, flag)
+    return _tokens_in_range(int(text), value, flag)
 
 
 def vllm_tokens(value: str, flag: str) -> tuple[int, str]:
@@ -148,6 +187,7 @@ def vllm_tokens(value: str, flag: str) -> tuple[int, str]:
     if m is None:
         return _plain(value, flag, "vLLM", hint), ""
     number, suffix = m.groups()
+    _digits_in_range(number, value, flag)
     if suffix.islower():
         n = int(float(number) * _VLLM_MULT[suffix])
         return _tokens_in_range(n, value, flag), ""
@@ -172,6 +212,7 @@ def sglang_tokens(value: str, flag: str) -> tuple[int, str]:
             raise DeploymentReadError(f"{flag} '{_shown(value)}': SGLang refuses this suffix", help=hint)
         return _plain(value, flag, "SGLang", hint), ""
     number, suffix = m.groups()
+    _digits_in_range(number, value, flag)
     if suffix.endswith("i"):
         if "." in number:
             raise DeploymentReadError(f"{flag} '{_shown(value)}': SGLang refuses a decimal before {suffix}", help=hint)
@@ -384,8 +425,12 @@ def _kv_dtype(r: _Read, table: Mapping[str, tuple[Optional[str], str]], value: s
 
 
 def _vllm_offload_json(r: _Read, value: str, written: str) -> None:
+    deep = limits.json_too_deep(value)
+    if deep is not None:
+        raise DeploymentReadError(f"--kv-transfer-config nests more than {limits.MAX_JSON_DEPTH} levels deep "
+                                  f"(at column {deep + 1})", help="give a flat JSON object, as vLLM documents")
     try:
-        cfg = json.loads(value)
+        cfg = json.loads(value, parse_int=_json_int, parse_float=_json_float)
     except json.JSONDecodeError as exc:
         raise DeploymentReadError(f"--kv-transfer-config is not JSON: {exc.msg} at column {exc.colno}",
                            help='give a JSON object, e.g. \'{"kv_connector":"OffloadingConnector",...}\'') from None
@@ -411,6 +456,18 @@ def _vllm_offload_json(r: _Read, value: str, written: str) -> None:
         r.warn("--kv-transfer-config without kv_connector; not imported")
 
 
+def _json_int(text: str) -> Any:
+    """An integer of a JSON flag value; one too long for any range stays text (Python refuses to convert
+    more than 4,300 digits)."""
+    return int(text) if limits.digits_of(text) <= limits.MAX_DIGITS else f"{limits.digits_of(text):,}-digit number"
+
+
+def _json_float(text: str) -> Any:
+    """A float of a JSON flag value; one beyond a float's range stays as written, not infinity."""
+    x = float(text)
+    return x if math.isfinite(x) else text[:24]
+
+
 def _vllm_table() -> list[_Flag]:
     def offload_size(r: _Read, v: str, w: str) -> None:
         _float(v, "--kv-offloading-size")
@@ -425,13 +482,13 @@ def _vllm_table() -> list[_Flag]:
     return [
         _Flag(("--model",), True, _model),
         _Flag(("--kv-cache-dtype",), True, _kv(VLLM_KV_DTYPES)),
-        _Flag(("--block-size",), True, _set("block_size", _int)),
+        _Flag(("--block-size",), True, _set("block_size", _bounded("block_size"))),
         _Flag(("--enable-prefix-caching",), False, _set("prefix_caching", value=True)),
         _Flag(("--no-enable-prefix-caching", "--disable-prefix-caching"), False, _set("prefix_caching", value=False)),
         _Flag(("--max-model-len",), True, _context(vllm_tokens)),
-        _Flag(("--max-num-seqs",), True, _set("batch", _int)),
-        _Flag(("-tp", "--tensor-parallel-size"), True, _set("tp", _int)),
-        _Flag(("-pp", "--pipeline-parallel-size"), True, _set("pp", _int)),
+        _Flag(("--max-num-seqs",), True, _set("batch", _bounded("batch"))),
+        _Flag(("-tp", "--tensor-parallel-size"), True, _set("tp", _bounded("tp"))),
+        _Flag(("-pp", "--pipeline-parallel-size"), True, _set("pp", _bounded("pp"))),
         _Flag(("-dcp", "--decode-context-parallel-size"), True,
               _note("decode context parallelism shards the KV cache over tensor-parallel ranks; "
                     "kvplan does not model it")),
@@ -497,12 +554,12 @@ def _sglang_table() -> list[_Flag]:
     return [
         _Flag(("--model-path", "--model"), True, _model),
         _Flag(("--kv-cache-dtype",), True, _kv(SGLANG_KV_DTYPES)),
-        _Flag(("--page-size",), True, _set("block_size", _int)),
+        _Flag(("--page-size",), True, _set("block_size", _bounded("block_size"))),
         _Flag(("--disable-radix-cache",), False, _set("prefix_caching", value=False)),
         _Flag(("--context-length",), True, _context(sglang_tokens)),
-        _Flag(("--max-running-requests",), True, _set("batch", _int)),
-        _Flag(("--tp-size", "--tp"), True, _set("tp", _int)),
-        _Flag(("--pp-size", "--pp"), True, _set("pp", _int)),
+        _Flag(("--max-running-requests",), True, _set("batch", _bounded("batch"))),
+        _Flag(("--tp-size", "--tp"), True, _set("tp", _bounded("tp"))),
+        _Flag(("--pp-size", "--pp"), True, _set("pp", _bounded("pp"))),
         _Flag(("--enable-hierarchical-cache",), False, _set("tier", value="host")),
         _Flag(("--enable-lmcache",), False, _set("tier", value="host")),
         _Flag(("--lmcache-config-file",), True, _note("LMCache settings are read by LMCache, not imported")),
@@ -571,7 +628,7 @@ def _yaml_load(text: str, where: str) -> Any:
     def at(mark: Any) -> Span:
         return Span(where, mark.line + 1, mark.column + 1, mark.line + 1, mark.column + 2)
 
-    try:
+    try:  # the event parser is a state machine (no recursion): depth is counted before composing
         depth = 0
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
             if isinstance(event, yaml.AliasEvent):
@@ -594,6 +651,12 @@ def _yaml_load(text: str, where: str) -> Any:
         raise DeploymentReadError(f"not valid YAML: character U+{char:04X} is not allowed in YAML",
                                   span=Span(where, line, col, line, col + 1),
                                   help="remove it; YAML takes printable text, tabs and newlines") from None
+    except ValueError:  # an integer of more than 4,300 digits: Python refuses to convert it
+        raise DeploymentReadError(f"{where}: holds an integer too long to read (more than 4,300 digits)",
+                                  help="no setting takes a number of more than a few digits") from None
+    except RecursionError:  # PyYAML composes nested collections recursively
+        raise DeploymentReadError(f"{where}: nests collections too deeply to read",
+                                  help="a TensorRT-LLM config is a few levels deep") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         span = at(mark) if mark is not None else Span(where, 1, 1, 1, 1)
@@ -623,13 +686,13 @@ def _trtllm_yaml(r: _Read, cfg: Mapping[Any, Any], where: str) -> None:
         if key == "model":
             r.model_ref = str(val)
         elif key == "max_batch_size":
-            _override(r, "batch", (_int(str(val), key), w))
+            _override(r, "batch", (_int(str(val), key, MAXIMUM["batch"]), w))
         elif key == "max_seq_len":
             _override(r, "context", (trtllm_tokens(str(val), key)[0], w))
         elif key in ("tensor_parallel_size", "tp_size"):
-            _override(r, "tp", (_int(str(val), key), w))
+            _override(r, "tp", (_int(str(val), key, MAXIMUM["tp"]), w))
         elif key in ("pipeline_parallel_size", "pp_size"):
-            _override(r, "pp", (_int(str(val), key), w))
+            _override(r, "pp", (_int(str(val), key, MAXIMUM["pp"]), w))
         elif key == "max_num_tokens":
             r.note(f"{w}: {_CHUNK}")
         elif key == "kv_cache_config":
@@ -661,7 +724,7 @@ def _trtllm_kv_cache(r: _Read, kc: Mapping[Any, Any]) -> None:
         if k == "dtype":
             _kv_dtype(r, TRTLLM_KV_DTYPES, str(v), w)
         elif k == "tokens_per_block":
-            r.block_size = (_int(str(v), w), w)
+            r.block_size = (_int(str(v), w, MAXIMUM["block_size"]), w)
         elif k == "enable_block_reuse":
             if not isinstance(v, bool):
                 raise DeploymentReadError(f"{w}: takes true or false")
@@ -719,10 +782,10 @@ def read_trtllm(text: str, base_dir: str = ".", where: str = "config") -> _Read:
 
         table = [
             _Flag(("--config", "--extra_llm_api_options"), True, config),
-            _Flag(("--max_batch_size",), True, _set("batch", _int)),
+            _Flag(("--max_batch_size",), True, _set("batch", _bounded("batch"))),
             _Flag(("--max_seq_len",), True, _context(trtllm_tokens)),
-            _Flag(("--tp_size",), True, _set("tp", _int)),
-            _Flag(("--pp_size",), True, _set("pp", _int)),
+            _Flag(("--tp_size",), True, _set("tp", _bounded("tp"))),
+            _Flag(("--pp_size",), True, _set("pp", _bounded("pp"))),
             _Flag(("--ep_size",), True, _note("expert parallelism is not modelled; devices = tensor × pipeline")),
             _Flag(("--max_num_tokens",), True, _note(_CHUNK)),
             _Flag(("--kv_cache_free_gpu_memory_fraction", "--free_gpu_memory_fraction"), True, _note(_FREE_FRACTION)),
@@ -873,10 +936,16 @@ def import_deployment(engine: str, text: str, opts: Options = Options(), base_di
     else:
         raise DeploymentReadError("the configuration sets no context limit and the model declares none",
                            help="pass --context TOKENS (e.g. 32k)")
-    if context[0] < 1 or batch[0] < 1:
-        raise DeploymentReadError("batch and context must be at least 1")
+    if opts.batch is not None:  # the engine's own values were checked where their flags were read
+        _in_range(opts.batch, "--batch", limits.MAX_BATCH)
+    if opts.context is not None:
+        _in_range(opts.context, "--context", limits.MAX_TOKENS, "a token count")
+    _in_range(context[0], "the context", limits.MAX_TOKENS, "a token count")
 
     devices = r.tp[0] * r.pp[0]
+    if devices > limits.MAX_DEVICES:
+        raise DeploymentReadError(f"tensor parallel {r.tp[0]:,} × pipeline parallel {r.pp[0]:,} is {devices:,} "
+                                  f"devices; a spec takes {limits.between(1, limits.MAX_DEVICES)}", help=_LIMIT)
     dev_why = f"tensor parallel {r.tp[0]} × pipeline parallel {r.pp[0]}"
     if r.pp[0] > 1:
         r.note(f"pipeline parallel {r.pp[0]}: kvplan chooses the tensor-parallel size from the device count, "

@@ -237,6 +237,11 @@ class Comment:
     trailing: bool      # code precedes it on its line
 
 
+def _holds_code(text: str) -> bool:
+    """More than the grammar's whitespace: a byte-order mark is space to the parser, not to str.strip."""
+    return bool(text.replace("\ufeff", "").strip())
+
+
 def scan_comments(source: str) -> list[Comment]:
     """Comments line by line, skipping `#` inside double-quoted strings (with `\\"` escapes)."""
     out = []
@@ -253,7 +258,7 @@ def scan_comments(source: str) -> list[Comment]:
             elif ch == '"':
                 in_string = True
             elif ch == "#":
-                out.append(Comment(lineno, i + 1, line[i:].rstrip("\r\n"), bool(line[:i].strip())))
+                out.append(Comment(lineno, i + 1, line[i:].rstrip("\r\n"), _holds_code(line[:i])))
                 break
     return out
 
@@ -281,7 +286,7 @@ def find_suppressions(source: str) -> list[Suppression]:
     def holds_code(n: int) -> bool:
         text = lines[n - 1]
         c = comment_lines.get(n)
-        return bool((text[: c.column - 1] if c else text).strip())
+        return _holds_code(text[: c.column - 1] if c else text)
 
     out = []
     for c in comments:

@@ -24,6 +24,7 @@ from kvplan import roofline as rf
 from kvplan.catalog import DTYPES, Device, Dtype, Model, dtype
 from kvplan.errors import KvplanError
 from kvplan.footprint import kappa
+from kvplan import limits
 from kvplan.units import MAX_EXACT, Dim, parse_quantity
 
 if TYPE_CHECKING:
@@ -67,9 +68,14 @@ def _whole(x: float, text: str, what: str) -> int:
     n = int(round(x))
     if n < 1:
         raise SweepError(f"{what}: '{text}' must be at least 1")
-    if n > MAX_EXACT:
-        raise SweepError(f"{what}: '{text}' is above 2^53, more than kvplan counts exactly")
+    top = _LIMITS.get(what, MAX_EXACT)
+    if n > top:
+        raise SweepError(f"{what}: '{text}' is above {top:,}, kvplan's limit for {what} (docs/language.md#ranges)")
     return n
+
+
+#: The same limits as a spec's (kvplan.limits): a sweep point is a deployment a spec could state.
+_LIMITS = {"devices": limits.MAX_DEVICES, "batch": limits.MAX_BATCH, "context": limits.MAX_TOKENS}
 
 
 def _expand_range(item: str, m: re.Match[str], kind: str, what: str) -> list[int]:

@@ -10,8 +10,6 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from kvplan import lint
 from kvplan.cli import main
@@ -325,38 +323,7 @@ def test_a_broken_file_does_not_stop_the_others(tmp_path: Path, monkeypatch: pyt
 
 # --------------------------------------------------------------------------- robustness
 
-def _corpus() -> list[str]:
-    files = sorted(ROOT.glob("examples/**/*.kvp")) + sorted((ROOT / PROJECT).glob("*.kvp"))
-    files += sorted(ROOT.glob("tests/data/valid/**/*.kvp")) + sorted(ROOT.glob("tests/data/invalid/**/*.kvp"))
-    return [p.read_bytes().decode("utf-8", errors="replace") for p in files]
-
-
-CORPUS = _corpus()
-TOKEN = re.compile(r'\s+|"[^"\n]*"|#[^\n]*|[A-Za-z0-9_.\-]+|.', re.S)
-
-
-@st.composite
-def mutated(draw: st.DrawFn) -> bytes:
-    text = draw(st.sampled_from(CORPUS))
-    toks = TOKEN.findall(text)
-    kind = draw(st.sampled_from(["delete", "double", "swap", "bytes", "long", "nest"]))
-    i = draw(st.integers(0, max(len(toks) - 2, 0)))
-    if kind == "delete":
-        del toks[i]
-    elif kind == "double":
-        toks.insert(i, toks[i])
-    elif kind == "swap":
-        toks[i], toks[i + 1] = toks[i + 1], toks[i]
-    elif kind == "long":
-        toks.insert(i, draw(st.sampled_from(["9", "x", "# ", '"', "{", "[1, "])) * draw(st.integers(1000, 200_000)))
-    elif kind == "nest":
-        opener = draw(st.sampled_from(["{", "a {", "[", "a = ["]))
-        toks.insert(i, opener * draw(st.integers(50, 5000)))
-    data = "".join(toks).encode("utf-8")
-    if kind == "bytes":
-        at_byte = draw(st.integers(0, len(data)))
-        data = data[:at_byte] + draw(st.binary(min_size=1, max_size=16)) + data[at_byte:]
-    return data
+# The mutation fuzz of every shipped and test spec lives in tests/test_fuzz.py.
 
 
 def _lint_bytes(data: bytes, directory: Path) -> None:
@@ -369,15 +336,6 @@ def _lint_bytes(data: bytes, directory: Path) -> None:
         assert r.stdout.strip(), "exit 1 without a diagnostic"
     if r.exit_code == 2:
         assert r.stderr.startswith("kvplan: error:")
-
-
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(mutated())
-def test_mutated_specs_never_crash_lint(data: bytes) -> None:
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as d:
-        _lint_bytes(data, Path(d))
 
 
 def test_a_10_mb_file_is_refused_with_a_diagnostic(tmp_path: Path) -> None:

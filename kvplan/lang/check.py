@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence, TypeVar, Uni
 
 import attrs
 
-from kvplan import catalog, files
+from kvplan import catalog, files, limits
 from kvplan.catalog import Device, Dtype, Model
 from kvplan.diagnostics import Diagnostic, Edit, Fix, make
 from kvplan.errors import KvplanError, Span
@@ -30,10 +30,11 @@ from kvplan.lang.spec import (
     SECTIONS, Block, Bound, Declaration, DeploymentDecl, DeviceDecl, Entry, Ident, ListValue, ModelDecl,
     Quantity, Scalar, SpecFile, String, ValueNode,
 )
-from kvplan.units import UNITS, Dim, convert, dims_of_unit, suggest_unit
+from kvplan.units import UNITS, Dim, convert, dims_of_unit, fmt_unit, suggest_unit
 
-#: Workload lists may expand into at most this many scenarios.
-MAX_SCENARIOS = 1000
+#: Workload lists may expand into at most this many scenarios; a file into at most MAX_FILE_SCENARIOS.
+MAX_SCENARIOS = limits.MAX_SCENARIOS
+MAX_FILE_SCENARIOS = limits.MAX_FILE_SCENARIOS
 
 LANGUAGE_VERSION = 1
 
@@ -67,6 +68,12 @@ _EXPECT_UNITS: Mapping[str, tuple[Dim, Optional[Mapping[str, float]]]] = {
     "speedup": (Dim.NUMBER, _SPEEDUP), "step_time": (Dim.TIME, None), "throughput": (Dim.RATE, None),
     "kv_bytes": (Dim.BYTES, None), "devices": (Dim.COUNT, _COUNT),
 }
+#: The largest value each `expect` metric may be compared with (kvplan.limits).
+_EXPECT_MAX = {"speedup": limits.MAX_SPEEDUP, "step_time": limits.MAX_STEP_TIME,
+               "throughput": limits.MAX_THROUGHPUT, "kv_bytes": limits.MAX_KV_BYTES,
+               "devices": float(limits.MAX_DEVICES)}
+#: Why a range ends where it does, for the help line.
+_LIMIT = "kvplan's limit, docs/language.md"
 _COMPARISONS = ("==", "<=", ">=", "<", ">")
 
 _W = TypeVar("_W")  # what a deployment holds: _Model or _Device
@@ -120,6 +127,9 @@ class _Checker:
         self.devices: dict[str, Optional[_Device]] = {}
         # Keys and blocks a "did you mean" already pointed at: their absence is not reported again.
         self.hinted: set[str] = set()
+        # Scenarios the file's workloads expanded into so far, against MAX_FILE_SCENARIOS.
+        self.expanded = 0
+        self.over_file_cap = False
 
     # ------------------------------------------------------------ reporting
 
@@ -309,20 +319,21 @@ class _Checker:
                 self.report(codes.UNKNOWN_UNIT, f"`{node.unit}` counts parameters, not {what}", node.unit_span,
                             help=f"use {_unit_names(table)}")
                 return None
+        written = _shown(node.text)
+        bounds = f"{what} must be {_range_words(lo, hi, lo_open, dim, node.unit)}" + (f" ({why})" if why else "")
         if not math.isfinite(value):
-            self.report(codes.OUT_OF_RANGE, f"{what} = {node.text} is not a finite number", node.span)
+            self.report(codes.OUT_OF_RANGE, f"{what} = {written} is not a finite number", node.span,
+                        help=bounds if lo is not None or hi is not None else None)
             return None
         if integer and value != int(value):
             whole = str(max(1, round(value)))
-            self.report(codes.NOT_AN_INTEGER, f"{what} must be a whole number, got {node.text}", node.span,
+            self.report(codes.NOT_AN_INTEGER, f"{what} must be a whole number, got {written}", node.span,
                         help=f"e.g. `{key} {op} {whole}`", fixes=[fx.replace(node.span, whole, f"{key} {op} {whole}")])
             return None
         low_bad = lo is not None and (value <= lo if lo_open else value < lo)
         high_bad = hi is not None and value > hi
         if low_bad or high_bad:
-            self.report(codes.OUT_OF_RANGE, f"{what} = {node.text} is out of range", node.span,
-                        help=f"{what} must be {_range_words(lo, hi, lo_open, dim, node.unit)}"
-                        + (f" ({why})" if why else ""))
+            self.report(codes.OUT_OF_RANGE, f"{what} = {written} is out of range", node.span, help=bounds)
             return None
         if dim is Dim.TOKENS and node.unit == "K":
             self._ambiguous_k(node, what)
@@ -409,7 +420,9 @@ class _Checker:
                         node.span)
             return None
         except KvplanError as exc:
-            self.report(codes.CONFIG_ERROR, f"cannot use `{node.value}`: {exc.message}", node.span, help=exc.help)
+            inside = exc.span is not None and (exc.span.line, exc.span.column) != (1, 1)
+            at = f" (line {exc.span.line}, column {exc.span.column})" if inside and exc.span is not None else ""
+            self.report(codes.CONFIG_ERROR, f"cannot use `{node.value}`{at}: {exc.message}", node.span, help=exc.help)
             return None
         except OSError as exc:
             self.report(codes.CONFIG_ERROR, f"cannot read `{node.value}`: {exc.strerror or exc}", node.span,
@@ -432,7 +445,8 @@ class _Checker:
         if e is None:
             return None
         node = self._scalar(e, where)
-        return None if node is None else self._number(node, key, Dim.COUNT, lo=0, lo_open=True)
+        return None if node is None else self._number(node, key, Dim.COUNT, lo=limits.MIN_PARAMS,
+                                                      hi=limits.MAX_PARAMS, why=_LIMIT)
 
     # --------------------------------------------------------- device blocks
 
@@ -446,7 +460,8 @@ class _Checker:
         for key, dim in dims.items():
             e = entries.get(key)
             node = self._scalar(e, where) if e is not None else None
-            value = self._number(node, key, dim, lo=0, lo_open=True) if node is not None else None
+            lo, hi = _DEVICE_RANGE[dim]
+            value = self._number(node, key, dim, lo=lo, hi=hi, why=_LIMIT) if node is not None else None
             if value is not None:
                 got[key] = value
         for key in ("memory", "bandwidth", "compute"):
@@ -458,7 +473,8 @@ class _Checker:
         for key in ("partitions", "sm_count"):
             e = entries.get(key)
             node = self._scalar(e, where) if e is not None else None
-            value = self._number(node, key, Dim.COUNT, _COUNT, integer=True, lo=1) if node is not None else None
+            value = (self._number(node, key, Dim.COUNT, _COUNT, integer=True, lo=1, hi=limits.MAX_UNITS, why=_LIMIT)
+                     if node is not None else None)
             if value is not None:
                 ints[key] = int(value)
         notes: list[Value] = []
@@ -492,7 +508,7 @@ class _Checker:
             self.report(codes.UNKNOWN_LINK, f"unknown link `{name}`", node.span,
                         help=f"{catalog.suggest(name, table)}; or write its bandwidth, e.g. `64 GB/s`")
             return None
-        bw = self._number(node, key, Dim.BANDWIDTH, lo=0, lo_open=True)
+        bw = self._number(node, key, Dim.BANDWIDTH, lo=limits.MIN_BANDWIDTH, hi=limits.MAX_BANDWIDTH, why=_LIMIT)
         if bw is None:
             return None
         for lid, link in sorted(table.items()):
@@ -649,14 +665,15 @@ class _Checker:
                                   if right == "auto" else f"write `devices = {right}`"),
                             fixes=[fx.replace(v.span, right, f"devices = {right}")])
                 return None
-            n = self._number(v.limit, "devices", Dim.COUNT, _COUNT, integer=True, lo=1)
+            n = self._number(v.limit, "devices", Dim.COUNT, _COUNT, integer=True, lo=1, hi=limits.MAX_DEVICES,
+                             why=_LIMIT)
             return None if n is None else DeviceCount("max", int(n))
         if isinstance(v, ListValue):
             self.report(codes.LIST_NOT_ALLOWED, "devices takes one value, not a list", v.span,
                         help="write a number, `auto` or `<= 8`")
             return None
         if isinstance(v, Quantity):
-            n = self._number(v, "devices", Dim.COUNT, _COUNT, integer=True, lo=1)
+            n = self._number(v, "devices", Dim.COUNT, _COUNT, integer=True, lo=1, hi=limits.MAX_DEVICES, why=_LIMIT)
             return None if n is None else DeviceCount("fixed", int(n))
         word = self._word(v, "devices", ("auto",))
         return None if word is None else DeviceCount("auto", AUTO_DEVICE_LIMIT)
@@ -747,7 +764,12 @@ class _Checker:
             if not isinstance(node, (Quantity, Ident, String)):  # the grammar gives a comparison one scalar
                 ok = False
                 continue
-            value = self._number(node, key, dim, lo=0, lo_open=True, op=e.op)
+            if key == "step_time":
+                value = self._number(node, key, dim, lo=limits.MIN_STEP_TIME, hi=limits.MAX_STEP_TIME, why=_LIMIT,
+                                     op=e.op)
+            else:
+                value = self._number(node, key, dim, lo=0, lo_open=True, hi=limits.MAX_THROUGHPUT, why=_LIMIT,
+                                     op=e.op)
             ok = ok and value is not None
             found[key] = value
         return (found["step_time"], found["throughput"]) if ok else None
@@ -769,7 +791,8 @@ class _Checker:
             elif key == "retention":
                 value = self._number(node, key, Dim.FRACTION, lo=0, hi=1, lo_open=True)
             elif key in ("block_size", "devices"):
-                value = self._number(node, key, Dim.COUNT, _COUNT, integer=True, lo=1)
+                most = limits.MAX_TOKENS if key == "block_size" else limits.MAX_DEVICES
+                value = self._number(node, key, Dim.COUNT, _COUNT, integer=True, lo=1, hi=most, why=_LIMIT)
             elif key == "prefix_caching":
                 word = self._word(node, key, tuple(BOOLEANS))
                 value = None if word is None else BOOLEANS[word]
@@ -838,7 +861,8 @@ class _Checker:
                     out.append(Expectation("regime", "==", word, e.span))
                 continue
             dim, table = _EXPECT_UNITS[e.key]
-            value = self._number(node, e.key, dim, table, integer=e.key == "devices", lo=0, op=e.op)
+            value = self._number(node, e.key, dim, table, integer=e.key == "devices", lo=0, hi=_EXPECT_MAX[e.key],
+                                 why=_LIMIT, op=e.op)
             if value is not None:
                 out.append(Expectation(e.key, e.op, value, e.span))
         return tuple(out)
@@ -851,10 +875,10 @@ class _Checker:
         entries = self._section(block, "workload")
         spec: dict[str, tuple[Dim, Optional[Mapping[str, float]], bool, float, Optional[float]]] = {
             # key: (dim, unit table, integer, low, high)
-            "batch": (Dim.COUNT, _COUNT, True, 1, None),
-            "context": (Dim.TOKENS, None, True, 1, None),
-            "prefix": (Dim.TOKENS, None, True, 0, None),
-            "fanout": (Dim.COUNT, _COUNT, True, 1, None),
+            "batch": (Dim.COUNT, _COUNT, True, 1, limits.MAX_BATCH),
+            "context": (Dim.TOKENS, None, True, 1, limits.MAX_TOKENS),
+            "prefix": (Dim.TOKENS, None, True, 0, limits.MAX_TOKENS),
+            "fanout": (Dim.COUNT, _COUNT, True, 1, limits.MAX_BATCH),
             "reuse": (Dim.FRACTION, None, False, 0, 1),
         }
         defaults = {"prefix": (0.0, "tokens", "no shared prefix"), "fanout": (1.0, "1", "no sharing"),
@@ -888,7 +912,8 @@ class _Checker:
             dim, table, integer, lo, hi = spec[key]
             elems = []
             for node in nodes:
-                value = self._number(node, key, dim, table, integer=integer, lo=lo, hi=hi)
+                value = self._number(node, key, dim, table, integer=integer, lo=lo, hi=hi,
+                                     why=_LIMIT if key != "reuse" else "")
                 if value is None:
                     ok = False
                     continue
@@ -906,6 +931,17 @@ class _Checker:
             self.report(codes.TOO_MANY_SCENARIOS, f"workload lists expand into {total} scenarios", block.name_span,
                         help=f"at most {MAX_SCENARIOS}: split the deployment or shorten the lists")
             return None
+        # A cap per file too: lint plans every scenario, and many deployments of 1,000 would run for minutes.
+        if self.over_file_cap:
+            return None
+        if self.expanded + total > MAX_FILE_SCENARIOS:
+            self.over_file_cap = True
+            self.report(codes.TOO_MANY_SCENARIOS, f"with this deployment the file expands into more than "
+                        f"{MAX_FILE_SCENARIOS:,} scenarios ({self.expanded:,} before it, {total:,} here); "
+                        "it and the deployments after it are not planned", block.name_span,
+                        help=f"a file expands into at most {MAX_FILE_SCENARIOS:,}: split it into several files")
+            return None
+        self.expanded += total
         keys = list(values)
         combos = []
         failed = False
@@ -1038,10 +1074,42 @@ def _unit_first(word: str, dim: Dim) -> Optional[str]:
     return None
 
 
+#: Units a range's ends are written in, by dimension: each one the key itself takes.
+_BOUND_UNITS: Mapping[Dim, Mapping[str, float]] = {
+    Dim.BYTES: {"B": 1.0, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12},
+    Dim.BANDWIDTH: {"B/s": 1.0, "KB/s": 1e3, "MB/s": 1e6, "GB/s": 1e9, "TB/s": 1e12},
+    Dim.COMPUTE: {"FLOPS": 1.0, "GFLOPS": 1e9, "TFLOPS": 1e12, "PFLOPS": 1e15},
+    Dim.TIME: {"us": 1e-6, "ms": 1e-3, "s": 1.0},
+    Dim.RATE: {"tok/s": 1.0},
+}
+
+#: The range of a device block's quantity, by dimension (kvplan.limits).
+_DEVICE_RANGE = {Dim.BYTES: (limits.MIN_MEMORY, limits.MAX_MEMORY),
+                 Dim.BANDWIDTH: (limits.MIN_BANDWIDTH, limits.MAX_BANDWIDTH),
+                 Dim.COMPUTE: (limits.MIN_COMPUTE, limits.MAX_COMPUTE)}
+
+
+def _shown(text: str) -> str:
+    """A value as written, cut when it is too long to repeat whole (`99999…` (400 characters))."""
+    text = " ".join(text.split())
+    return text if len(text) <= 24 else f"{text[:12]}… ({len(text):,} characters)"
+
+
 def _range_words(lo: Optional[float], hi: Optional[float], lo_open: bool, dim: Dim, unit: str) -> str:
     def show(x: float) -> str:
-        return f"{x * 100:g}%" if unit == "%" else f"{x:g}"
+        if unit == "%":
+            return f"{x * 100:g}%"
+        if dim is Dim.COUNT and x >= 1e12:
+            return fmt_unit(x, "1")                      # parameters: `1000T`
+        if dim in (Dim.COUNT, Dim.TOKENS, Dim.NUMBER, Dim.FRACTION):
+            return f"{x:,.0f}" if x == int(x) else f"{x:g}"
+        # as a .kvp value: the largest unit the key takes that leaves a number of at least 1
+        units = sorted(((f, u) for u, f in _BOUND_UNITS[dim].items()), reverse=True)
+        factor, name = next(((f, u) for f, u in units if abs(x) >= f), units[-1])
+        return f"{x / factor:g}".replace("e+0", "e").replace("e+", "e") + f" {name}"
     if lo is not None and hi is not None:
+        if lo_open:
+            return f"above {show(lo)} and at most {show(hi)}"
         return f"between {show(lo)} and {show(hi)}"
     if lo is not None:
         return f"{'above' if lo_open else 'at least'} {show(lo)}"

@@ -18,7 +18,7 @@ own line before what followed it, indented to its level.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Union
+from typing import Iterator, Optional, Sequence, Union
 
 import attrs
 
@@ -56,7 +56,7 @@ class _Printer:
         own: list[Comment] = []
         for c in spec.comments:
             before = self.src[c.span.line - 1][: c.span.column - 1]
-            if before.strip():
+            if not _blank(before):
                 trailing[c.span.line] = c
             else:
                 own.append(c)
@@ -95,16 +95,23 @@ class _Printer:
             self._emit(depth, c.text.strip(), c.span.line, c.span.line, "comment")
 
     def _block(self, depth: int, head: str, items: Sequence[Item], span: Span) -> None:
-        start, end = span.line, span.end_line
-        self._emit(depth, f"{head} {{", start, start, "open")
-        for item in items:
-            self._comments_before(item.span.line, depth + 1)
+        # A loop over a stack of open blocks, not recursion: deep nesting must not exhaust Python's stack.
+        self._emit(depth, f"{head} {{", span.line, span.line, "open")
+        open_blocks: list[tuple[int, Iterator[Item], int]] = [(depth, iter(items), span.end_line)]
+        while open_blocks:
+            level, rest, end = open_blocks[-1]
+            item = next(rest, None)
+            if item is None:
+                open_blocks.pop()
+                self._comments_before(end, level + 1)
+                self._emit(level, "}", end, end, "close")
+                continue
+            self._comments_before(item.span.line, level + 1)
             if isinstance(item, Block):
-                self._block(depth + 1, item.name, item.items, item.span)
+                self._emit(level + 1, f"{item.name} {{", item.span.line, item.span.line, "open")
+                open_blocks.append((level + 1, iter(item.items), item.span.end_line))
             else:
-                self._entry(depth + 1, item)
-        self._comments_before(end, depth + 1)
-        self._emit(depth, "}", end, end, "close")
+                self._entry(level + 1, item)
 
     def _entry(self, depth: int, e: Entry) -> None:
         head = e.key if not e.op else f"{e.key} {e.op} "
@@ -149,7 +156,7 @@ class _Printer:
 
     def _blank_between(self, after: int, before: int) -> bool:
         """Whether a blank source line lies strictly between two lines (1-based)."""
-        return any(not self.src[n - 1].strip() for n in range(after + 1, min(before, len(self.src) + 1)))
+        return any(_blank(self.src[n - 1]) for n in range(after + 1, min(before, len(self.src) + 1)))
 
     def _render(self) -> str:
         # Each trailing comment goes to the last output line that stands for its source line.
@@ -208,6 +215,11 @@ class _Printer:
                 key = ln.key or ""
                 bodies[i] = INDENT * ln.depth + key.ljust(width) + ln.text[len(key):]  # " = v", " <= v"
         return bodies
+
+
+def _blank(text: str) -> bool:
+    """Only what the grammar skips as space (WS): a byte-order mark counts, though str.strip keeps it."""
+    return not text.replace("\ufeff", "").strip()
 
 
 def quantity(q: Quantity) -> str:

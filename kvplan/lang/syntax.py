@@ -520,12 +520,14 @@ def _previous_token(exc: UnexpectedToken) -> Optional[Token]:
 
 
 def _last_token(value: Union[Token, Tree[Any]]) -> Optional[Token]:
-    if isinstance(value, Token):
-        return value
-    for child in reversed(value.children):
-        tok = _last_token(child)
-        if tok is not None:
-            return tok
+    """The rightmost token under `value`: a walk with a stack, since a tree may nest thousands deep."""
+    todo: list[Any] = [value]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, Token):
+            return node
+        if isinstance(node, Tree):
+            todo.extend(node.children)  # the last child is popped first
     return None
 
 
