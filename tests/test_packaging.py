@@ -142,10 +142,15 @@ def _commands(doc: dict[str, Any]) -> list[str]:
     return [line.strip() for s in _steps(doc) if "run" in s for line in s["run"].splitlines() if line.strip()]
 
 
+def _readme_commands() -> list[str]:
+    """The lines of the README's opening ```sh block: the install-and-run line, then the install-and-test line."""
+    block = re.match(r"# [^\n]+\n\n```sh\n(.*?)\n```\n", (ROOT / "README.md").read_text(encoding="utf-8"), re.DOTALL)
+    assert block is not None, "README.md must open with its ```sh block of two commands"
+    return block.group(1).splitlines()
+
+
 def _readme_first_command() -> str:
-    block = re.search(r"```sh\n(.*?)\n", (ROOT / "README.md").read_text(encoding="utf-8"))
-    assert block is not None
-    install, command = (part.strip() for part in block.group(1).split("&&"))
+    install, command = (part.strip() for part in _readme_commands()[0].split("&&"))
     assert install == "pip install ."
     return command
 
@@ -214,6 +219,106 @@ def test_ci_md_shows_the_shipped_workflow_and_hooks() -> None:
     for h in local["repos"][0]["hooks"]:
         shipped = hooks[h["id"]]
         assert (h["name"], h["entry"], h["files"]) == (shipped["name"], shipped["entry"], shipped["files"])
+
+
+# --- .ci/run: the README's test command in a fresh virtual environment -------------------------------------
+
+CI_RUN = ROOT / ".ci" / "run"
+
+
+def _ci_run_lines() -> list[str]:
+    """.ci/run's shell lines, comments and blank lines left out."""
+    lines = [line.strip() for line in CI_RUN.read_text(encoding="utf-8").splitlines()]
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def test_readme_opens_with_the_two_commands() -> None:
+    assert _readme_commands() == ["pip install . && kvplan advise examples/w2-batch32.kvp",
+                                  "pip install '.[test]' && python -m pytest"]
+
+
+def test_ci_run_runs_the_readmes_test_command_verbatim_in_a_fresh_venv() -> None:
+    lines = _ci_run_lines()
+    test_command = _readme_commands()[1]
+    assert lines.count(test_command) == 1, f".ci/run must run {test_command!r} exactly as README.md writes it"
+    at = lines.index(test_command)
+    # A new virtual environment in a temporary directory, activated, before the command; removed on exit.
+    venv = [i for i, line in enumerate(lines) if re.fullmatch(r'python3 -m venv "\$(\w+)/venv"', line)]
+    assert len(venv) == 1 and venv[0] < at
+    scratch = re.fullmatch(r'python3 -m venv "\$(\w+)/venv"', lines[venv[0]]).group(1)  # type: ignore[union-attr]
+    assert f'{scratch}="$(mktemp -d)"' in lines[:venv[0]]
+    assert f"trap 'rm -rf \"${scratch}\"' EXIT" in lines[:at]
+    assert f'. "${scratch}/venv/bin/activate"' in lines[venv[0]:at]
+    assert lines[0] == "set -euo pipefail" and lines[1] == 'cd "$(dirname "$0")/.."'
+
+
+# Stand-ins for python3, pip and python: .ci/run runs end to end in a second, and nothing is installed anywhere.
+# Outside the fake virtual environment `pip` and `python` refuse (exit 97), so a script that skips the venv fails.
+_FAKE_PYTHON3 = """\
+#!/bin/sh
+[ "$1 $2" = "-m venv" ] && [ $# -eq 3 ] || { echo "fake python3: only -m venv DIR" >&2; exit 97; }
+mkdir -p "$3/bin"
+printf 'VIRTUAL_ENV="%s"; export VIRTUAL_ENV; PATH="%s/bin:$PATH"; export PATH\\n' "$3" "$3" > "$3/bin/activate"
+cp "$FAKE_SHIMS/venv-pip" "$3/bin/pip"; cp "$FAKE_SHIMS/venv-python" "$3/bin/python"
+echo "venv $3" >> "$FAKE_LOG"
+"""
+_FAKE_VENV_TOOL = """\
+#!/bin/sh
+echo "{name} $* | cwd=$(pwd) | venv=$VIRTUAL_ENV | ci=$CI | pythonpath=${{PYTHONPATH-unset}}" >> "$FAKE_LOG"
+exit "${{{rc}:-0}}"
+"""
+_FAKE_OUTSIDE = """\
+#!/bin/sh
+echo "outside-venv {name} $*" >> "$FAKE_LOG"
+exit 97
+"""
+
+
+def _run_ci_with_fakes(tmp_path: Path, **rcs: int) -> tuple[subprocess.CompletedProcess[str], list[str], Path]:
+    shims, scratch, log = tmp_path / "shims", tmp_path / "tmp", tmp_path / "log"
+    for d in (shims, scratch, tmp_path / "elsewhere"):
+        d.mkdir()
+    for name, text in {"python3": _FAKE_PYTHON3, "pip": _FAKE_OUTSIDE.format(name="pip"),
+                       "python": _FAKE_OUTSIDE.format(name="python"),
+                       "venv-pip": _FAKE_VENV_TOOL.format(name="pip", rc="FAKE_PIP_RC"),
+                       "venv-python": _FAKE_VENV_TOOL.format(name="python", rc="FAKE_PYTEST_RC")}.items():
+        (shims / name).write_text(text, encoding="utf-8")
+        (shims / name).chmod(0o755)
+    env = {**CLEAN_ENV, "PATH": f"{shims}:{os.environ['PATH']}", "TMPDIR": str(scratch), "CI": "true",
+           "FAKE_SHIMS": str(shims), "FAKE_LOG": str(log), "PYTHONPATH": "/nowhere",
+           **{k: str(v) for k, v in rcs.items()}}
+    # As CI runs it: `bash .ci/run`, no standard input; here from another directory, to check it finds the root.
+    out = subprocess.run(["bash", str(CI_RUN)], cwd=tmp_path / "elsewhere", env=env, stdin=subprocess.DEVNULL,
+                         capture_output=True, text=True, timeout=60, check=False)
+    return out, log.read_text(encoding="utf-8").splitlines() if log.exists() else [], scratch
+
+
+def test_ci_run_makes_a_venv_runs_install_then_pytest_from_the_root_and_cleans_up(tmp_path: Path) -> None:
+    out, log, scratch = _run_ci_with_fakes(tmp_path)
+    assert out.returncode == 0, (out.stderr, log)
+    assert len(log) == 3, log
+    venv = log[0].removeprefix("venv ")
+    assert Path(venv).name == "venv" and Path(venv).parent.parent == scratch  # mktemp -d under $TMPDIR
+    # From the root, inside the venv, with the caller's PYTHONPATH (/nowhere) dropped.
+    assert log[1:] == [f"pip install .[test] | cwd={ROOT} | venv={venv} | ci=true | pythonpath=unset",
+                       f"python -m pytest | cwd={ROOT} | venv={venv} | ci=true | pythonpath=unset"]
+    assert list(scratch.iterdir()) == []  # the temporary directory is gone
+
+
+@pytest.mark.parametrize(("rc", "expected"), [(1, 1), (2, 2), (5, 5)])
+def test_ci_run_exits_with_pytests_status_and_no_tests_fails(tmp_path: Path, rc: int, expected: int) -> None:
+    out, log, scratch = _run_ci_with_fakes(tmp_path, FAKE_PYTEST_RC=rc)
+    assert out.returncode == expected, (out.stderr, log)
+    assert [line.split(" |")[0] for line in log[1:]] == ["pip install .[test]", "python -m pytest"]
+    assert ("collected no tests" in out.stderr) == (rc == 5)
+    assert list(scratch.iterdir()) == []
+
+
+def test_ci_run_fails_without_running_pytest_when_the_install_fails(tmp_path: Path) -> None:
+    out, log, scratch = _run_ci_with_fakes(tmp_path, FAKE_PIP_RC=1)
+    assert out.returncode == 1, (out.stderr, log)
+    assert [line.split(" |")[0] for line in log[1:]] == ["pip install .[test]"]
+    assert list(scratch.iterdir()) == []
 
 
 # --- the wheel, the sdist, and a fresh virtual environment -----------------------------------------------------
