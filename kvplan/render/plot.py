@@ -17,6 +17,7 @@ from typing import Any, Optional, Sequence, Union
 
 import attrs
 import numpy as np
+import numpy.typing as npt
 
 from kvplan import roofline as rf
 from kvplan.catalog import DTYPES
@@ -119,7 +120,7 @@ def _dtype_name(w_kv: float, names: Sequence[str]) -> str:
     return f"{w_kv * 8:g}-bit"
 
 
-def _positive(x: np.ndarray) -> np.ndarray:
+def _positive(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     return np.where(np.isfinite(x) & (x > 0), x, np.nan)
 
 
