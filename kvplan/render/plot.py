@@ -135,7 +135,7 @@ def regime_map_figure(cfg: rf.Config, batch: int, context: int, kv_dtypes: Seque
         names.insert(0, kv_name)
     cfgs = {n: attrs.evolve(cfg, w_kv=DTYPES[n].width) for n in names}
     b_max = float(2 ** math.ceil(math.log2(max(256, 8 * batch))))
-    b = np.geomspace(1.0, b_max, 512)
+    b = np.geomspace(1.0, b_max, 512, dtype=np.float64)
 
     ends = [float(context)]
     for c in [cfg, *cfgs.values()]:
