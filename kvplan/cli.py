@@ -642,4 +642,5 @@ def completion_cmd(shell: str) -> None:
     cls = get_completion_class(shell)
     if cls is None:  # click.Choice admits only the shells click knows
         raise KvplanError(f"no completion for {shell}", help="choose bash, zsh or fish")
-    click.echo(cls(main, {}, "kvplan", "_KVPLAN_COMPLETE").source())
+    # click's template ends in a newline in some releases and not in others: print exactly one.
+    click.echo(cls(main, {}, "kvplan", "_KVPLAN_COMPLETE").source().rstrip("\n"))

@@ -98,7 +98,8 @@ def fragmentation(context: ArrayLike, block_size: int | None) -> Array:
     s = np.asarray(context, dtype=np.float64)
     if block_size is None:
         return np.zeros_like(s)
-    return np.ceil(s / block_size) * block_size / s - 1.0
+    phi: Array = np.ceil(s / block_size) * block_size / s - 1.0  # typed for numpy 1.x's stubs too
+    return phi
 
 
 @attrs.frozen(slots=True)

@@ -89,7 +89,7 @@ def test_wheel_ships_the_grammar_and_parses_from_the_installed_copy(tmp_path: Pa
     dist = tmp_path / "dist"
     subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation",
                     "-q", "-w", str(dist)], check=True, cwd=tmp_path, timeout=120)
-    (wheel,) = dist.glob("kvplan-*.whl")
+    (wheel,) = dist.glob("*.whl")  # one wheel, whatever the distribution is named (pyproject.toml)
     with zipfile.ZipFile(wheel) as zf:
         assert "kvplan/grammar/kvp.lark" in zf.namelist()
         assert "kvplan/grammar/__init__.py" in zf.namelist()

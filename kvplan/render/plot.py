@@ -17,6 +17,7 @@ from typing import Any, Optional, Sequence, Union
 
 import attrs
 import numpy as np
+import numpy.typing as npt
 
 from kvplan import roofline as rf
 from kvplan.catalog import DTYPES
@@ -119,7 +120,7 @@ def _dtype_name(w_kv: float, names: Sequence[str]) -> str:
     return f"{w_kv * 8:g}-bit"
 
 
-def _positive(x: np.ndarray) -> np.ndarray:
+def _positive(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     return np.where(np.isfinite(x) & (x > 0), x, np.nan)
 
 
@@ -134,7 +135,7 @@ def regime_map_figure(cfg: rf.Config, batch: int, context: int, kv_dtypes: Seque
         names.insert(0, kv_name)
     cfgs = {n: attrs.evolve(cfg, w_kv=DTYPES[n].width) for n in names}
     b_max = float(2 ** math.ceil(math.log2(max(256, 8 * batch))))
-    b = np.geomspace(1.0, b_max, 512)
+    b = np.geomspace(1.0, b_max, 512, dtype=np.float64)
 
     ends = [float(context)]
     for c in [cfg, *cfgs.values()]:
