@@ -92,7 +92,8 @@ class Reserves:
 
 def stage_layers(model: Model, pp: ArrayLike) -> Array:
     """Layers on the most loaded pipeline stage: ⌈L / pp⌉."""
-    return np.ceil(model.n_layers / np.maximum(1, np.asarray(pp, dtype=np.float64)))
+    layers: Array = np.ceil(model.n_layers / np.maximum(1, np.asarray(pp, dtype=np.float64)))
+    return layers  # a typed local: numpy 1.x's stubs type np.ceil's result as Any
 
 
 def device_share(model: Model, tp: ArrayLike, pp: ArrayLike) -> Array:
