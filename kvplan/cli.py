@@ -441,7 +441,7 @@ def _checked(path: str, allow_paths: tuple[str, ...] = ()) -> Any:
     Its config paths may name the spec's folder, the --allow-path folders and [tool.kvplan] allow-paths.
     """
     from kvplan import lint
-    from kvplan.diagnostics import Severity
+    from kvplan.codes import Severity
     from kvplan.lang import check_file
 
     result = check_file(path, lint.load_settings(".").with_overrides(allow_paths=allow_paths).allow_paths)

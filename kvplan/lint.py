@@ -26,9 +26,10 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Se
 import attrs
 
 from kvplan import files
-from kvplan.diagnostics import Diagnostic, Severity, make, registry
+from kvplan.codes import CODES, Severity
+from kvplan.diagnostics import Diagnostic, make
 from kvplan.errors import ConfigError, KvplanError, Span
-from kvplan.lang.codes import SUPPRESSION_WITHOUT_REASON, UNKNOWN_SUPPRESSED_CODE, UNUSED_SUPPRESSION
+from kvplan.codes import SUPPRESSION_WITHOUT_REASON, UNKNOWN_SUPPRESSED_CODE, UNUSED_SUPPRESSION
 
 if TYPE_CHECKING:
     from kvplan.lang import CheckResult
@@ -91,7 +92,7 @@ def split_codes(values: Iterable[str]) -> list[str]:
 
 
 def _check_prefixes(prefixes: Iterable[str], where: str) -> list[str]:
-    known = registry()
+    known = CODES
     out = []
     for p in prefixes:
         if not _PREFIX.fullmatch(p) or not any(code.startswith(p) for code in known):
@@ -317,7 +318,7 @@ def apply_suppressions(path: str, source: str, diagnostics: Sequence[Diagnostic]
     """The diagnostics left after suppressions, plus KV9xx findings about the suppressions; and
     how many were suppressed. A suppression is called unused only for codes that `judged`
     accepts: the codes of checks that did not run could not have been reported."""
-    known = registry()
+    known = CODES
     sups = find_suppressions(source)
     used: set[tuple[int, str]] = set()
     by_line: dict[int, list[tuple[int, Suppression]]] = {}

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from kvplan import importer
 from kvplan.cli import main
-from kvplan.diagnostics import Severity
+from kvplan.codes import Severity
 from kvplan.lang import check_source
 from kvplan.lang.fmt import format_source
 

@@ -24,12 +24,9 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
-from kvplan.diagnostics import Diagnostic, Severity, make, register
+from kvplan.codes import STALE_CONFIG
+from kvplan.diagnostics import Diagnostic, make
 from kvplan.errors import Span
-
-STALE_CONFIG = register("KV401", "stale-config",
-                        "an emitted engine config was made from a plan that the spec no longer produces",
-                        Severity.ERROR).code
 
 #: How far into a file the header may sit (a shell script has its shebang first).
 HEADER_LINES = 3

@@ -20,7 +20,7 @@ import attrs
 from kvplan import files
 from kvplan.diagnostics import Diagnostic, make
 from kvplan.errors import KvplanError, Span
-from kvplan.lang import codes
+from kvplan import codes
 from kvplan.lang.check import check
 from kvplan.lang.scenario import Choice, DeviceCount, Expectation, Pin, Scenario
 from kvplan.lang.spec import Comment, SpecFile

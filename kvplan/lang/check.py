@@ -23,7 +23,7 @@ from kvplan.catalog import Device, Dtype, Model
 from kvplan.diagnostics import Diagnostic, Edit, Fix, make
 from kvplan.errors import KvplanError, Span
 from kvplan.evidence import Value, assumed
-from kvplan.lang import codes
+from kvplan import codes
 from kvplan.lang import fixes as fx
 from kvplan.lang.scenario import AUTO_DEVICE_LIMIT, DeviceCount, Expectation, Pin, Scenario, choice
 from kvplan.lang.spec import (

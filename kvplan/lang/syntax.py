@@ -22,7 +22,7 @@ from lark import Lark, Token, Transformer_NonRecursive, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
 
 from kvplan.errors import KvplanError, Span
-from kvplan.lang import codes
+from kvplan import codes
 from kvplan.lang.spec import (
     SECTIONS, Block, Bound, Comment, Declaration, DeploymentDecl, DeviceDecl, Entry, Ident, Item,
     ListValue, ModelDecl, Quantity, Scalar, SpecFile, String, Version,

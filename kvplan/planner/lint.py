@@ -10,12 +10,12 @@ from typing import Any, Callable, Optional
 
 from kvplan import roofline as rf
 from kvplan.catalog import DTYPES
-from kvplan.diagnostics import Diagnostic, Edit, Fix, Severity, make
+from kvplan.codes import Severity
+from kvplan.diagnostics import Diagnostic, Edit, Fix, make
 from kvplan.engines import get_engine
 from kvplan.errors import Span
 from kvplan.lang import fixes as fx
 from kvplan.lang.spec import DeploymentDecl, ListValue
-from kvplan.planner import codes  # noqa: F401  (registers the codes)
 from kvplan.planner.plan import Change, Plan, PlanResult
 from kvplan.units import fmt_unit
 
