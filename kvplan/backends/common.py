@@ -31,9 +31,10 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import attrs
 
 from kvplan import memory
-from kvplan.catalog import DTYPES, Dtype, Model
+from kvplan.catalog import DTYPE_ORDER, DTYPES, Dtype, Model
 from kvplan.evidence import Value, derived, reported
 from kvplan.memory import DEFAULT_RUNTIME_RESERVE, GiB, Reserves
+from kvplan.outputs import folder_name
 
 __all__ = ["DEFAULT_RUNTIME_RESERVE", "GiB", "Reserves"]  # re-exported: the memory model's names
 
@@ -146,9 +147,8 @@ def json_header(req: EmitRequest, backend: Backend) -> dict[str, Any]:
 
 
 def slug(text: str) -> str:
-    from kvplan.render.report import slug as _slug
-
-    return str(_slug(text))
+    """A scenario's folder name (kvplan.outputs.folder_name)."""
+    return folder_name(text)
 
 
 def model_ref(plan: Any) -> str:
@@ -190,8 +190,6 @@ def _family(dtype_id: str) -> str:
 def nearest_dtype(wanted: str, supported: Sequence[str]) -> str:
     """The closest dtype the engine has that is never lossier: same width first (same family
     first), else the next wider one."""
-    from kvplan.planner.search import DTYPE_ORDER
-
     w = DTYPES[wanted].width
     wider = [d for d in supported if DTYPES[d].width >= w]
     pool = wider or list(supported)

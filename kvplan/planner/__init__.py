@@ -19,7 +19,7 @@ import numpy as np
 
 from kvplan import memory
 from kvplan import roofline as rf
-from kvplan.catalog import DTYPES, get_link
+from kvplan.catalog import DTYPE_ORDER, DTYPES, get_link
 from kvplan.engines import get_engine
 from kvplan.evidence import Value, assumed, derived
 from kvplan.footprint import KvFactors, fragmentation, kappa, kv_bytes_per_seq, sharing_factor
@@ -53,7 +53,7 @@ def admissible_dtypes(budget: str, engine: str) -> tuple[str, ...]:
 
     allowed = admissible(budget, False).kv_dtypes
     eng = get_engine(engine)
-    return tuple(d for d in search.DTYPE_ORDER if d in allowed and d in eng.kv_dtypes and d != "fp16")
+    return tuple(d for d in DTYPE_ORDER if d in allowed and d in eng.kv_dtypes and d != "fp16")
 
 
 def eviction_admissible(sc: Any) -> bool:
@@ -479,7 +479,7 @@ def _dtype_suggestion(sc: Any, knobs: _Knobs, current: str) -> Optional[Suggesti
     eng = get_engine(sc.engine)
     pinned = "kv_dtype" in sc.pins
     allowed_now = admissible(sc.budget, False).kv_dtypes
-    for dt in search.DTYPE_ORDER:
+    for dt in DTYPE_ORDER:
         if DTYPES[dt].width >= DTYPES[current].width or dt not in eng.kv_dtypes or (dt == "fp4" and not sc.device.fp4):
             continue
         budget = sc.budget if dt in allowed_now else _least_budget(dt)

@@ -9,7 +9,7 @@ from typing import Any, Optional
 import attrs
 
 from kvplan import roofline as rf
-from kvplan.catalog import DTYPES
+from kvplan.catalog import DTYPE_ORDER, DTYPES
 from kvplan.engines import get_engine
 from kvplan.evidence import Value, derived
 from kvplan.footprint import fragmentation
@@ -159,7 +159,7 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
     from kvplan.quality import for_choice
 
     q_opts = []
-    for dt in search.DTYPE_ORDER:
+    for dt in DTYPE_ORDER:
         if dt in ("fp16",) or dt == kv.id:
             continue
         j = _find(ev, dtype=dt, r=1.0, n=n, placement=p.placement, tp=p.tp)

@@ -26,8 +26,6 @@ Array = npt.NDArray[np.float64]
 AUTO_DEVICE_COUNTS = (1, 2, 4, 8, 16, 32, 64)
 #: Retentions the search tries when eviction is admissible (never below 0.5, R5).
 EVICTION_RETENTIONS = (0.75, 0.5)
-#: Lossiness order of KV dtypes: an ordering for tie-breaks, not arithmetic on quality.
-DTYPE_ORDER = ("bf16", "fp16", "fp8", "int8", "int4", "fp4", "int2")
 
 
 def tp_options(model: Model, n: int) -> tuple[int, ...]:
