@@ -64,3 +64,14 @@ def assumed(value: float, unit: str, source: str) -> Value:
 
 def reported(value: float, unit: str, source: str) -> Value:
     return Value(float(value), unit, Evidence.REPORTED, source)
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Values become contract objects; tuples of pairs become dicts; the rest passes through."""
+    if isinstance(obj, Value):
+        return obj.to_json()
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    return obj

@@ -11,6 +11,7 @@ import attrs
 from kvplan.catalog import Dtype
 from kvplan.diagnostics import Diagnostic
 from kvplan.evidence import Value
+from kvplan.kernels.flashinfer import plan_kernel
 from kvplan.memory import Reserves
 
 
@@ -111,6 +112,12 @@ class Plan:
             "model": self.scenario.model.id, "device": self.scenario.device.id,
             "weights": self.scenario.weights.id, "batch": self.scenario.batch, "context": self.scenario.context,
         }
+
+    @property
+    def kernel(self) -> dict[str, Any]:
+        """The decode-kernel settings one tensor-parallel rank runs (FlashInfer), as the plan JSON's
+        `kernel` key; derived from the choices, so not part of the digest."""
+        return plan_kernel(self)
 
     def canonical(self) -> dict[str, Any]:
         """What the digest covers: the plan's outcome and everything it was made from, in a form that
