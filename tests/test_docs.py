@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from kvplan.cli import main
-from kvplan.codes import CODES, Stage
+from kvplan.base.codes import CODES, Stage
 from kvplan.planner.rules import RULES
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,13 +14,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvplan import catalog
-from kvplan import codes
-from kvplan.codes import CODES
-from kvplan.diagnostics import Diagnostic
-from kvplan.errors import KvplanError, Span
-from kvplan.evidence import Evidence
+from kvplan.base import codes
+from kvplan.base.codes import CODES
+from kvplan.base.diagnostics import Diagnostic
+from kvplan.base.errors import KvplanError, Span
+from kvplan.base.evidence import Evidence
 from kvplan.lang import MAX_FILE_CHARS, CheckResult, Choice, check_file, check_source, parse
-from kvplan.lang.scenario import Scenario
+from kvplan.model.scenario import Scenario
 from kvplan.lang.spec import Entry, Quantity, WorkloadDecl
 from kvplan.lang.syntax import KvpSyntaxError
 from kvplan.render.diagnostics import concise, full

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from kvplan import lint
+from kvplan.lang import lint
 from kvplan.cli import main
-from kvplan.codes import Severity
-from kvplan.diagnostics import Diagnostic, make
-from kvplan.errors import ConfigError, KvplanError, Span
+from kvplan.base.codes import Severity
+from kvplan.base.diagnostics import Diagnostic, make
+from kvplan.base.errors import ConfigError, KvplanError, Span
 
 
 ROOT = Path(__file__).resolve().parent.parent

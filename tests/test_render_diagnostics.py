@@ -11,9 +11,9 @@ import attrs
 import jsonschema
 import pytest
 
-from kvplan.codes import CODES
-from kvplan.diagnostics import Diagnostic, make
-from kvplan.errors import Span
+from kvplan.base.codes import CODES
+from kvplan.base.diagnostics import Diagnostic, make
+from kvplan.base.errors import Span
 from kvplan.render import diagnostics as view
 
 SCHEMA = Path(__file__).parent / "data" / "schemas" / "sarif-schema-2.1.0.json"

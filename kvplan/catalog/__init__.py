@@ -16,8 +16,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 import attrs
 
-from kvplan.errors import CatalogError
-from kvplan.units import Dim, parse_quantity
+from kvplan.base.errors import CatalogError
+from kvplan.base.units import Dim, parse_quantity
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -18,19 +18,21 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence, TypeVar, Uni
 
 import attrs
 
-from kvplan import catalog, files, limits
+from kvplan import catalog
+
+from kvplan.base import files, limits
 from kvplan.catalog import Device, Dtype, Model
-from kvplan.diagnostics import Diagnostic, Edit, Fix, make
-from kvplan.errors import KvplanError, Span
-from kvplan.evidence import Value, assumed
-from kvplan import codes
+from kvplan.base.diagnostics import Diagnostic, Edit, Fix, make
+from kvplan.base.errors import KvplanError, Span
+from kvplan.base.evidence import Value, assumed
+from kvplan.base import codes
 from kvplan.lang import fixes as fx
-from kvplan.lang.scenario import AUTO_DEVICE_LIMIT, DeviceCount, Expectation, Pin, Scenario, choice
+from kvplan.model.scenario import AUTO_DEVICE_LIMIT, DeviceCount, Expectation, Pin, Scenario, choice
 from kvplan.lang.spec import (
     SECTIONS, Block, Bound, Declaration, DeploymentDecl, DeviceDecl, Entry, Ident, ListValue, ModelDecl,
     Quantity, Scalar, SpecFile, String, ValueNode,
 )
-from kvplan.units import UNITS, Dim, convert, dims_of_unit, fmt_unit, suggest_unit
+from kvplan.base.units import UNITS, Dim, convert, dims_of_unit, fmt_unit, suggest_unit
 
 #: Workload lists may expand into at most this many scenarios; a file into at most MAX_FILE_SCENARIOS.
 MAX_SCENARIOS = limits.MAX_SCENARIOS
@@ -68,7 +70,7 @@ _EXPECT_UNITS: Mapping[str, tuple[Dim, Optional[Mapping[str, float]]]] = {
     "speedup": (Dim.NUMBER, _SPEEDUP), "step_time": (Dim.TIME, None), "throughput": (Dim.RATE, None),
     "kv_bytes": (Dim.BYTES, None), "devices": (Dim.COUNT, _COUNT),
 }
-#: The largest value each `expect` metric may be compared with (kvplan.limits).
+#: The largest value each `expect` metric may be compared with (kvplan.base.limits).
 _EXPECT_MAX = {"speedup": limits.MAX_SPEEDUP, "step_time": limits.MAX_STEP_TIME,
                "throughput": limits.MAX_THROUGHPUT, "kv_bytes": limits.MAX_KV_BYTES,
                "devices": float(limits.MAX_DEVICES)}
@@ -412,7 +414,7 @@ class _Checker:
                              "(docs/cli-lint.md)")
             return None
         try:
-            from kvplan import hf  # helper-2's config reader; imported here: only model blocks need it
+            from kvplan.catalog import hf  # helper-2's config reader; imported here: only model blocks need it
 
             model: Model = hf.load_config(path)
         except ImportError:
@@ -1083,7 +1085,7 @@ _BOUND_UNITS: Mapping[Dim, Mapping[str, float]] = {
     Dim.RATE: {"tok/s": 1.0},
 }
 
-#: The range of a device block's quantity, by dimension (kvplan.limits).
+#: The range of a device block's quantity, by dimension (kvplan.base.limits).
 _DEVICE_RANGE = {Dim.BYTES: (limits.MIN_MEMORY, limits.MAX_MEMORY),
                  Dim.BANDWIDTH: (limits.MIN_BANDWIDTH, limits.MAX_BANDWIDTH),
                  Dim.COMPUTE: (limits.MIN_COMPUTE, limits.MAX_COMPUTE)}

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Optional, Sequence, Union
 
-from kvplan.diagnostics import Edit, Fix
-from kvplan.errors import Span
+from kvplan.base.diagnostics import Edit, Fix
+from kvplan.base.errors import Span
 from kvplan.lang.spec import Block, Declaration, DeploymentDecl, Entry, SpecFile
 
 Container = Union[Block, Declaration]

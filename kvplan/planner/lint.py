@@ -8,16 +8,16 @@ import operator
 import attrs
 from typing import Any, Callable, Optional
 
-from kvplan import roofline as rf
+from kvplan.model import roofline as rf
 from kvplan.catalog import DTYPES
-from kvplan.codes import Severity
-from kvplan.diagnostics import Diagnostic, Edit, Fix, make
-from kvplan.engines import get_engine
-from kvplan.errors import Span
+from kvplan.base.codes import Severity
+from kvplan.base.diagnostics import Diagnostic, Edit, Fix, make
+from kvplan.catalog.engines import get_engine
+from kvplan.base.errors import Span
 from kvplan.lang import fixes as fx
 from kvplan.lang.spec import DeploymentDecl, ListValue
 from kvplan.planner.plan import Change, Plan, PlanResult
-from kvplan.units import fmt_unit
+from kvplan.base.units import fmt_unit
 
 _OPS: dict[str, Callable[[Any, Any], bool]] = {
     "==": operator.eq, "!=": operator.ne, ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt,
@@ -132,7 +132,7 @@ def findings(sc: Any, plan: Plan, ctx: Optional[Context] = None) -> list[Diagnos
 
     # KV305: a pin the engine or the budget does not admit
     if pin_dt is not None:
-        from kvplan.quality import admissible
+        from kvplan.catalog.quality import admissible
 
         if dt is None or dt.id not in eng.kv_dtypes:
             out.append(make("KV305", f"engine {sc.engine} cannot store KV as {pin_dt.value}", pin_dt.span,
@@ -174,7 +174,7 @@ def findings(sc: Any, plan: Plan, ctx: Optional[Context] = None) -> list[Diagnos
 
     # R5: eviction not tolerated, or below 0.5
     if r_val is not None and r_val < 1:
-        from kvplan.quality import admissible
+        from kvplan.catalog.quality import admissible
 
         ev_ok = admissible(sc.budget, sc.eviction_allowed).eviction
         if r_val < 0.5:
@@ -215,7 +215,7 @@ def findings(sc: Any, plan: Plan, ctx: Optional[Context] = None) -> list[Diagnos
 
     # R8: eviction stacked after quantization already left the KV-bound regime
     if dt is not None and dt.lossy and r_val is not None and r_val < 1:
-        from kvplan.footprint import KvFactors
+        from kvplan.model.footprint import KvFactors
 
         q_cfg = rf.Config(m, d, n_devices=plan.n_devices, tp=plan.tp, w_p=sc.weights.width, w_kv=dt.width,
                           factors=KvFactors(sharing=plan.sharing))  # the plan's layout, as the planner's R8
@@ -265,7 +265,7 @@ def _placement_fix(sc: Any, ctx: Optional[Context], to: str) -> Optional[Fix]:
 
 
 def _sigma(sc: Any) -> float:
-    from kvplan.footprint import sharing_factor
+    from kvplan.model.footprint import sharing_factor
 
     n = min(sc.fanout, sc.batch)
     return float(sharing_factor(n, sc.context, sc.prefix))

@@ -9,10 +9,10 @@ from typing import Any, Optional
 import attrs
 
 from kvplan.catalog import Dtype
-from kvplan.diagnostics import Diagnostic
-from kvplan.evidence import Value
-from kvplan.kernels.flashinfer import plan_kernel
-from kvplan.memory import Reserves
+from kvplan.base.diagnostics import Diagnostic
+from kvplan.base.evidence import Value
+from kvplan.model.kernels.flashinfer import plan_kernel
+from kvplan.model.memory import Reserves
 
 
 @attrs.frozen(slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from kvplan.evidence import to_jsonable
+from kvplan.base.evidence import to_jsonable
 
 FORMAT_VERSION = "1"
 

@@ -16,9 +16,9 @@ import unicodedata
 from typing import Callable, Iterator, Optional, Protocol, Sequence
 
 from kvplan import __version__
-from kvplan.codes import CODES, Code, Severity
-from kvplan.diagnostics import Diagnostic
-from kvplan.errors import Span
+from kvplan.base.codes import CODES, Code, Severity
+from kvplan.base.diagnostics import Diagnostic
+from kvplan.base.errors import Span
 from kvplan.render.common import dump_json
 
 FORMATS = ("concise", "full", "json", "github", "sarif")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any, Sequence
 
-from kvplan.evidence import Value, to_jsonable
+from kvplan.base.evidence import Value, to_jsonable
 from kvplan.planner.plan import Decision, Plan
 from kvplan.planner.rules import RULES
 from kvplan.render.common import dump_json

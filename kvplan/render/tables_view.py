@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from kvplan.evidence import Value
+from kvplan.base.evidence import Value
 from kvplan.render.common import dump_json, table
-from kvplan.sok import Cell, Table
+from kvplan.model.sok import Cell, Table
 
 _MARK = {"derived": "d", "reported": "r", "assumed": "a"}
 
@@ -27,7 +27,7 @@ def params_note() -> str:
     """Why these tables and `kvplan map` differ for Llama-3-70B: the paper's round P against the
     catalog's counted parameters."""
     from kvplan import catalog
-    from kvplan.sok import paper_model
+    from kvplan.model.sok import paper_model
 
     paper, counted = paper_model(), catalog.get_model("llama-3-70b")
     diff = counted.params / paper.params - 1

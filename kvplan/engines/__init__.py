@@ -1,0 +1,101 @@
+"""Backends: a finished plan in, the files an engine takes as written out.
+
+    emit(plan, target, spec=..., reserves=...) -> Emitted
+    TARGETS: dict[str, Backend]         one per target id
+    default_targets(engine) -> targets  what `kvplan emit` writes when --target is not given
+
+One module per target (kvplan/engines/<id>.py) defines `BACKEND`, a common.Backend:
+the engine and the version whose names it writes (shared/reference/engines.md), its
+capability table, and `build(EmitRequest) -> Emitted`. A plan choice the target
+cannot express is mapped to the nearest setting it has and named in a finding; it is
+never changed silently. To add a target, add its module name to _MODULES.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from typing import Any, Optional
+
+from kvplan.engines.common import Backend, Emitted, EmittedFile, EmitRequest, Reserves
+from kvplan.base.errors import KvplanError
+
+__all__ = ["Backend", "Emitted", "EmittedFile", "EmitRequest", "Reserves", "TARGETS", "capacity_line",
+           "default_targets", "emit"]
+
+_MODULES = ("vllm", "sglang", "trtllm", "lmcache", "flashinfer")
+
+
+@functools.cache
+def _load() -> dict[str, Backend]:
+    out: dict[str, Backend] = {}
+    for name in _MODULES:
+        backend = importlib.import_module(f"kvplan.engines.{name}").BACKEND
+        out[backend.id] = backend
+    return out
+
+
+def __getattr__(name: str) -> Any:
+    # TARGETS loads the target modules on first use, so that importing kvplan.engines.digest (which
+    # registers KV401 for every lint run) does not import them.
+    if name == "TARGETS":
+        return _load()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+TARGETS: dict[str, Backend]
+
+#: The spec's `engine` → the targets `kvplan emit` writes by default (`any`: all of them).
+ENGINE_TARGETS = {"vllm": ("vllm",), "sglang": ("sglang",), "trtllm": ("trtllm",)}
+
+
+def default_targets(engine: str) -> tuple[str, ...]:
+    return ENGINE_TARGETS.get(engine, tuple(_load()))
+
+
+def resolve_targets(names: str | None, engine: str) -> tuple[str, ...]:
+    """`--target vllm`, `--target vllm,lmcache`, `--target all`, or the spec engine's default."""
+    from kvplan.catalog import suggest
+
+    if not names:
+        return default_targets(engine)
+    out: list[str] = []
+    for name in (n.strip() for n in names.split(",")):
+        if name == "all":
+            out.extend(_load())
+        elif name in _load():
+            out.append(name)
+        else:
+            raise KvplanError(f"unknown target '{name}'", help=suggest(name, [*_load(), "all"]))
+    return tuple(dict.fromkeys(out))
+
+
+def emit(plan: Any, target: str, *, spec: str = "", reserves: Optional[Reserves] = None) -> Emitted:
+    """The files `target` takes for `plan`, with warnings and the KV capacity they give. The memory
+    accounting uses the reserves the plan was made with unless `reserves` is given."""
+    from kvplan.catalog import suggest
+
+    targets = _load()
+    if target not in targets:
+        raise KvplanError(f"unknown target '{target}'", help=suggest(target, targets))
+    return targets[target].build(EmitRequest(plan, spec, reserves))
+
+
+def capacity_line(out: Emitted) -> str:
+    """One line for stderr: the KV capacity the emitted settings give, beside the plan's figure."""
+    rows = dict(out.capacity)
+    if "kv_tokens" in rows:
+        kv, seqs, pk, ps = rows["kv_tokens"], rows["kv_sequences"], rows["plan_kv_tokens"], rows["plan_sequences"]
+        def count(v: Any) -> str:
+            return f"{v.value:,.0f} sequence{'' if v.value == 1 else 's'}"
+
+        line = (f"KV capacity {kv.human} = {count(seqs)} as planned ({kv.evidence.value}); plan {pk.human} = "
+                f"{count(ps)} ({pk.evidence.value})")
+        if "memory_needed_per_gpu" in rows:
+            need, mem = rows["memory_needed_per_gpu"], rows["device_memory"]
+            line += f"; per GPU {need.human} with assumed reserves, of {mem.human}"
+        return line
+    if "tier_bytes_per_worker" in rows:
+        t, tok = rows["tier_bytes_per_worker"], rows["tier_tokens"]
+        return f"tier {t.human} per worker = {tok.human} ({t.evidence.value})"
+    return ""
