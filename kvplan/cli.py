@@ -13,7 +13,6 @@ from typing import Any, Callable, Mapping, Optional, TypeVar
 import click
 
 from kvplan import __version__
-
 from kvplan.base import limits
 from kvplan.base.errors import KvplanError
 from kvplan.base.units import MAX_EXACT, UNITS, Dim, parse_quantity, split_quantity
@@ -229,9 +228,9 @@ def map_cmd(model_id: str | None, model_config: str | None, device_id: str, n_de
             plot_path: str | None, roofline_path: str | None) -> None:
     """The regime map at one point: κ, s*, s_cap, β_eff, intensity, step time, regime, by KV dtype."""
     from kvplan import catalog
+    from kvplan.catalog.hf import resolve_model
     from kvplan.model import roofline as rf
     from kvplan.model.analysis import regime_map
-    from kvplan.catalog.hf import resolve_model
     from kvplan.render import map_view
 
     model = resolve_model(model_id, model_config)
@@ -442,9 +441,8 @@ def _checked(path: str, allow_paths: tuple[str, ...] = ()) -> Any:
 
     Its config paths may name the spec's folder, the --allow-path folders and [tool.kvplan] allow-paths.
     """
-    from kvplan.lang import lint
     from kvplan.base.codes import Severity
-    from kvplan.lang import check_file
+    from kvplan.lang import check_file, lint
 
     result = check_file(path, lint.load_settings(".").with_overrides(allow_paths=allow_paths).allow_paths)
     errors = [d for d in result.diagnostics if d.severity is Severity.ERROR]
@@ -548,8 +546,8 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
     a choice was changed to the nearest the target has or a config does not fit the device, 2 when the
     spec cannot be planned.
     """
-    from kvplan.engines import Reserves, capacity_line, emit, resolve_targets
     from kvplan.base.outputs import OutputTree, check_out_dir, scenario_folders
+    from kvplan.engines import Reserves, capacity_line, emit, resolve_targets
     from kvplan.planner import plans_for
 
     reserves = Reserves(activation=activation_reserve, runtime=runtime_reserve)

@@ -12,6 +12,9 @@ from typing import Mapping
 
 import attrs
 
+from kvplan.base.errors import CatalogError
+from kvplan.catalog import suggest
+
 
 @attrs.frozen(slots=True)
 class Engine:
@@ -49,9 +52,6 @@ ENGINES: Mapping[str, Engine] = {
 
 
 def get_engine(name: str) -> Engine:
-    from kvplan.catalog import suggest
-    from kvplan.base.errors import CatalogError
-
     if name not in ENGINES:
         raise CatalogError(f"unknown engine '{name}'", help=suggest(name, ENGINES))
     return ENGINES[name]

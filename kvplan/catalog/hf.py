@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any, Mapping, NoReturn, Optional, Sequence
 
 from kvplan.base import files, limits
-from kvplan.catalog import Model, get_model
 from kvplan.base.errors import ConfigError, KvplanError, Span
+from kvplan.catalog import Model, get_model
 
 # model_types whose layer layout the parameter count below reproduces exactly.
 _KNOWN_FAMILIES = frozenset({

@@ -20,9 +20,9 @@ from typing import Any, Mapping, Optional
 
 import attrs
 
-from kvplan.catalog import DTYPES, _load_toml, dtype
 from kvplan.base.errors import CatalogError, KvplanError
 from kvplan.base.evidence import Value, reported
+from kvplan.catalog import DTYPES, _load_toml, dtype
 
 DOMAINS = ("quantization", "eviction", "tiering")
 

@@ -17,8 +17,9 @@ import functools
 import importlib
 from typing import Any, Optional
 
-from kvplan.engines.common import Backend, Emitted, EmittedFile, EmitRequest, Reserves
 from kvplan.base.errors import KvplanError
+from kvplan.catalog import suggest
+from kvplan.engines.common import Backend, EmitRequest, Emitted, EmittedFile, Reserves
 
 __all__ = ["Backend", "Emitted", "EmittedFile", "EmitRequest", "Reserves", "TARGETS", "capacity_line",
            "default_targets", "emit"]
@@ -55,7 +56,6 @@ def default_targets(engine: str) -> tuple[str, ...]:
 
 def resolve_targets(names: str | None, engine: str) -> tuple[str, ...]:
     """`--target vllm`, `--target vllm,lmcache`, `--target all`, or the spec engine's default."""
-    from kvplan.catalog import suggest
 
     if not names:
         return default_targets(engine)
@@ -73,7 +73,6 @@ def resolve_targets(names: str | None, engine: str) -> tuple[str, ...]:
 def emit(plan: Any, target: str, *, spec: str = "", reserves: Optional[Reserves] = None) -> Emitted:
     """The files `target` takes for `plan`, with warnings and the KV capacity they give. The memory
     accounting uses the reserves the plan was made with unless `reserves` is given."""
-    from kvplan.catalog import suggest
 
     targets = _load()
     if target not in targets:

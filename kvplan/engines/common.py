@@ -25,16 +25,21 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 from fractions import Fraction
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import attrs
 
-from kvplan.model import memory
-from kvplan.catalog import DTYPE_ORDER, DTYPES, Dtype, Model
+from kvplan import __version__
 from kvplan.base.evidence import Value, derived, reported
-from kvplan.model.memory import DEFAULT_RUNTIME_RESERVE, GiB, Reserves
 from kvplan.base.outputs import folder_name
+from kvplan.base.units import fmt_bytes
+from kvplan.catalog import DTYPE_ORDER, DTYPES, Dtype, Model
+from kvplan.model import memory
+from kvplan.model.footprint import fragmentation
+from kvplan.model.memory import DEFAULT_RUNTIME_RESERVE, GiB, Reserves
+from kvplan.model.roofline import Config
 
 __all__ = ["DEFAULT_RUNTIME_RESERVE", "GiB", "Reserves"]  # re-exported: the memory model's names
 
@@ -118,7 +123,6 @@ class EmitRequest:
 
 def header(req: EmitRequest, label: str, comment: str = "#") -> str:
     """The first comment of every emitted file: spec, scenario, plan digest, engine and version."""
-    from kvplan import __version__
 
     p = req.plan
     over = overrides(p)
@@ -136,7 +140,6 @@ def overrides(plan: Any) -> dict[str, float]:
 
 def json_header(req: EmitRequest, backend: Backend) -> dict[str, Any]:
     """The `_kvplan` key a JSON artifact carries instead of a comment."""
-    from kvplan import __version__
 
     p = req.plan
     head: dict[str, Any] = {"version": __version__, "spec": req.spec or "-", "scenario": p.scenario.name,
@@ -279,7 +282,6 @@ def kv_layout(model: Model, tp: int, pp: int, dtype_bytes: float) -> KvLayout:
 
 def replication(plan: Any) -> float:
     """Copies of each KV byte across TP ranks (kvplan.model.roofline.Config.kv_replication)."""
-    from kvplan.model.roofline import Config
 
     sc = plan.scenario
     return Config(sc.model, sc.device, n_devices=plan.n_devices, tp=plan.tp).kv_replication
@@ -354,7 +356,6 @@ class Sizing:
 def size(plan: Any, mapped: Mapped, reserves: Optional[Reserves] = None) -> Sizing:
     """The per-GPU memory of the plan under the target's dtype, block size and retention, for its
     most loaded GPU (kvplan.model.memory); `reserves` None takes the plan's own."""
-    from kvplan.model.footprint import fragmentation
 
     sc = plan.scenario
     m = sc.model
@@ -429,7 +430,6 @@ def capacity(sizing: Sizing, engine_tokens: float, how: str) -> tuple[tuple[str,
 def fit_warning(sizing: Sizing, backend: Backend) -> Optional[str]:
     if sizing.fits:
         return None
-    from kvplan.base.units import fmt_bytes
 
     return (f"{backend.label}: does not fit: weights {fmt_bytes(sizing.weights)} + KV pool {fmt_bytes(sizing.pool)} "
             f"+ reserves {fmt_bytes(sizing.reserves)} = {fmt_bytes(sizing.needed)} per GPU, "
@@ -467,7 +467,6 @@ def capacity_text(sizing: Sizing, engine_tokens: float) -> str:
 
 def summary_comments(sizing: Sizing, engine_tokens: float, comment: str = "#") -> list[str]:
     """The lines under the header: the KV capacity the settings give, beside the plan's."""
-    from kvplan.base.units import fmt_bytes
 
     return [
         f"{comment} KV capacity (derived): {capacity_text(sizing, engine_tokens)}; the plan stores "
@@ -522,7 +521,6 @@ def shell_script(head: Sequence[str], program: Sequence[str], flags: Sequence[Fl
     Every word is shlex-quoted; an env value is written as given (the caller quotes it: it may use
     "$(dirname "$0")" to find a file written beside the script).
     """
-    import shlex
 
     lines = ["#!/bin/sh", *head]
     lines += [f"export {k}={v}" for k, v in env]

@@ -20,6 +20,8 @@ are left alone; a directory that does not exist means nothing was emitted.
 
 from __future__ import annotations
 
+import json
+import math
 import os
 from pathlib import Path
 from typing import Any, Optional
@@ -27,6 +29,8 @@ from typing import Any, Optional
 from kvplan.base.codes import STALE_CONFIG
 from kvplan.base.diagnostics import Diagnostic, make
 from kvplan.base.errors import Span
+from kvplan.engines.common import HEADER, HEADER_OVERRIDES
+from kvplan.planner import plans_for
 
 #: How far into a file the header may sit (a shell script has its shebang first).
 HEADER_LINES = 3
@@ -42,7 +46,6 @@ def emitted_dir(spec_path: str) -> Path:
 
 def read_header(path: Path) -> Optional[dict[str, str]]:
     """The fields of a file's kvplan header, or None when it has none."""
-    from kvplan.engines.common import HEADER
 
     try:
         if path.stat().st_size > MAX_BYTES:
@@ -61,7 +64,6 @@ def read_header(path: Path) -> Optional[dict[str, str]]:
 
 def _json_header(text: str) -> Optional[dict[str, str]]:
     """A JSON artifact's `_kvplan` key (common.json_header) in the header's field names."""
-    import json
 
     try:
         head = json.loads(text).get("_kvplan")
@@ -81,9 +83,7 @@ def _json_header(text: str) -> Optional[dict[str, str]]:
 def parse_overrides(text: Optional[str]) -> Optional[dict[str, float]]:
     """`runtime_reserve=2147483648,...` → {name: bytes}; None when a name or value is not one kvplan
     writes (then the file's plan cannot be reproduced and is reported stale)."""
-    import math
 
-    from kvplan.engines.common import HEADER_OVERRIDES
 
     out: dict[str, float] = {}
     for part in filter(None, (text or "").split(",")):
@@ -120,7 +120,6 @@ def check_digests(result: Any) -> list[Diagnostic]:
     found = [(f, h) for f in _files(root) if (h := read_header(f)) is not None]
     if not found:
         return []
-    from kvplan.planner import plans_for
 
     by_overrides: dict[str, dict[str, Any]] = {}
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Optional
 
-from kvplan.engines.common import Backend, EmitRequest, Emitted, EmittedFile, header, json_header
 from kvplan.base.evidence import Value, to_jsonable
+from kvplan.engines.common import Backend, EmitRequest, Emitted, EmittedFile, header, json_header
 from kvplan.model.kernels.flashinfer import (
     KV_TORCH,
     LABEL,

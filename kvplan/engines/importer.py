@@ -23,8 +23,10 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import attrs
 
 from kvplan.base import files, limits
-from kvplan.catalog import Model, aliases, models
 from kvplan.base.errors import KvplanError, Span
+from kvplan.catalog import Model, aliases, get_device, get_model, models, suggest
+from kvplan.catalog.hf import load_config
+from kvplan.lang.fmt import format_source
 
 ENGINES = ("vllm", "sglang", "trtllm")
 ENGINE_NAMES = {"vllm": "vLLM 0.33.0", "sglang": "SGLang 0.5.23", "trtllm": "TensorRT-LLM (main, > 1.2.1)"}
@@ -863,14 +865,12 @@ def read(engine: str, text: str, base_dir: str = ".", where: str = "config") -> 
         return read_sglang(text)
     if engine == "trtllm":
         return read_trtllm(text, base_dir, where)
-    from kvplan.catalog import suggest
 
     raise DeploymentReadError(f"unknown engine '{engine}'", help=suggest(engine, ENGINES))
 
 
 def import_deployment(engine: str, text: str, opts: Options = Options(), base_dir: str = ".") -> Imported:
     """The .kvp equivalent of one engine deployment."""
-    from kvplan.catalog import get_device, get_model
 
     if not text.strip():
         raise DeploymentReadError("nothing to import: the command line or file is empty")
@@ -886,8 +886,6 @@ def import_deployment(engine: str, text: str, opts: Options = Options(), base_di
         if r.model_ref:
             model_why += f" (the engine serves {r.model_ref})"
     elif opts.model_config:
-        from kvplan.catalog.hf import load_config
-
         m = load_config(opts.model_config)   # fails here, not at lint time, if the config is unreadable
         path = opts.model_config
         if opts.out_dir is not None:
@@ -1001,7 +999,6 @@ def _render(engine: str, opts: Options, r: _Read, model_id: str, model_why: str,
     out += ["    }", "}"]
     if model_block is not None:
         out += ["", f'model "{model_block[0]}" {{', f'    config = "{model_block[1]}"', "}"]
-    from kvplan.lang.fmt import format_source
 
     return format_source("\n".join(out) + "\n", f"{name}.kvp")  # `kvplan fmt`'s layout, aligned
 

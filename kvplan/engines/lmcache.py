@@ -24,9 +24,10 @@ import math
 
 import attrs
 
-from kvplan.engines import common
-from kvplan.engines.common import Backend, Emitted, EmittedFile, EmitRequest
 from kvplan.base.evidence import Value, derived
+from kvplan.catalog.quality import admissible
+from kvplan.engines import common, sglang, vllm
+from kvplan.engines.common import Backend, EmitRequest, Emitted, EmittedFile
 
 #: LMCache's default chunk size in tokens (engines.md).
 CHUNK_SIZE = 256
@@ -47,14 +48,10 @@ def _gb_up(x: float) -> float:
 
 
 def _lossy_transport_admitted(budget: str) -> bool:
-    from kvplan.catalog.quality import admissible
-
     return any(d not in ("bf16", "fp16", "fp32") for d in admissible(budget, False).kv_dtypes)
 
 
 def render(req: EmitRequest) -> Emitted:
-    from kvplan.engines import sglang, vllm
-
     p = req.plan
     sc = p.scenario
     if p.tier.tier == "none":

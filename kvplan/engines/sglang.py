@@ -17,9 +17,9 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from kvplan.engines import common
-from kvplan.engines.common import Backend, Emitted, EmittedFile, EmitRequest, Flag
 from kvplan.base.evidence import derived
+from kvplan.engines import common
+from kvplan.engines.common import Backend, EmitRequest, Emitted, EmittedFile, Flag
 
 KV_DTYPES = {
     "bf16": "bfloat16",

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import math
 
-from kvplan.engines import common
-from kvplan.engines.common import Backend, Emitted, EmittedFile, EmitRequest
 from kvplan.base.evidence import derived
+from kvplan.engines import common
+from kvplan.engines.common import Backend, EmitRequest, Emitted, EmittedFile
 
 KV_DTYPES = {"bf16": "auto", "fp16": "auto", "fp8": "fp8", "int8": "auto", "fp4": "nvfp4"}
 

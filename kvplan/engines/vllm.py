@@ -19,9 +19,9 @@ from __future__ import annotations
 import json
 import math
 
-from kvplan.engines import common
-from kvplan.engines.common import Backend, Emitted, EmittedFile, EmitRequest, Flag
 from kvplan.base.evidence import derived
+from kvplan.engines import common
+from kvplan.engines.common import Backend, EmitRequest, Emitted, EmittedFile, Flag
 
 KV_DTYPES = {
     # bf16 is written `bfloat16`, not `auto`: auto follows the checkpoint's dtype, which the plan does not

@@ -17,14 +17,14 @@ from typing import Optional, Sequence
 
 import attrs
 
-from kvplan.base import files
+from kvplan.base import codes, files
 from kvplan.base.diagnostics import Diagnostic, make
 from kvplan.base.errors import KvplanError, Span
-from kvplan.base import codes
 from kvplan.lang.check import check
-from kvplan.model.scenario import Choice, DeviceCount, Expectation, Pin, Scenario
+from kvplan.lang.fixes import syntax_fix
 from kvplan.lang.spec import Comment, SpecFile
 from kvplan.lang.syntax import KvpSyntaxError, parse, parse_all
+from kvplan.model.scenario import Choice, DeviceCount, Expectation, Pin, Scenario
 
 __all__ = [
     "CheckResult", "Choice", "Comment", "DeviceCount", "Expectation", "KvpSyntaxError", "MAX_FILE_BYTES",
@@ -143,8 +143,6 @@ def check_file(path: str, allow_paths: Sequence[str] = (), found_in: Optional[st
 
 
 def _syntax_diagnostic(exc: KvpSyntaxError, path: str, text: str = "") -> Diagnostic:
-    from kvplan.lang.fixes import syntax_fix
-
     span = exc.span or Span(path, 1, 1, 1, 1)
     fix = syntax_fix(exc.code, span, exc.help, text) if exc.help and text else None
     return make(exc.code, exc.message, span, exc.help, fixes=[fix])

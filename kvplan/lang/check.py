@@ -14,25 +14,37 @@ import difflib
 import itertools
 import math
 import os
+import re
 from typing import Callable, Iterable, Mapping, Optional, Sequence, TypeVar, Union
 
 import attrs
 
 from kvplan import catalog
-
-from kvplan.base import files, limits
-from kvplan.catalog import Device, Dtype, Model
+from kvplan.base import codes, files, limits
 from kvplan.base.diagnostics import Diagnostic, Edit, Fix, make
 from kvplan.base.errors import KvplanError, Span
 from kvplan.base.evidence import Value, assumed
-from kvplan.base import codes
-from kvplan.lang import fixes as fx
-from kvplan.model.scenario import AUTO_DEVICE_LIMIT, DeviceCount, Expectation, Pin, Scenario, choice
-from kvplan.lang.spec import (
-    SECTIONS, Block, Bound, Declaration, DeploymentDecl, DeviceDecl, Entry, Ident, ListValue, ModelDecl,
-    Quantity, Scalar, SpecFile, String, ValueNode,
-)
 from kvplan.base.units import UNITS, Dim, convert, dims_of_unit, fmt_unit, suggest_unit
+from kvplan.catalog import Device, Dtype, Model, hf
+from kvplan.lang import fixes as fx
+from kvplan.lang.spec import (
+    SECTIONS,
+    Block,
+    Bound,
+    Declaration,
+    DeploymentDecl,
+    DeviceDecl,
+    Entry,
+    Ident,
+    ListValue,
+    ModelDecl,
+    Quantity,
+    Scalar,
+    SpecFile,
+    String,
+    ValueNode,
+)
+from kvplan.model.scenario import AUTO_DEVICE_LIMIT, DeviceCount, Expectation, Pin, Scenario, choice
 
 #: Workload lists may expand into at most this many scenarios; a file into at most MAX_FILE_SCENARIOS.
 MAX_SCENARIOS = limits.MAX_SCENARIOS
@@ -414,8 +426,6 @@ class _Checker:
                              "(docs/cli-lint.md)")
             return None
         try:
-            from kvplan.catalog import hf  # helper-2's config reader; imported here: only model blocks need it
-
             model: Model = hf.load_config(path)
         except ImportError:
             self.report(codes.CONFIG_ERROR, f"cannot read `{node.value}`: this kvplan has no config reader",
@@ -980,7 +990,6 @@ class _Checker:
 
 def _did_you_mean(span: Span, help: str) -> Optional[Fix]:
     """The fix of a help that reads "did you mean `X`?": X in place of the span."""
-    import re
 
     m = re.match(r"did you mean `([^`]+)`\?", help)
     return fx.replace(span, m.group(1)) if m else None

@@ -24,7 +24,18 @@ import attrs
 
 from kvplan.base.errors import Span
 from kvplan.lang.spec import (
-    Block, Bound, Comment, Declaration, Entry, Ident, Item, ListValue, Quantity, SpecFile, String, ValueNode,
+    Block,
+    Bound,
+    Comment,
+    Declaration,
+    Entry,
+    Ident,
+    Item,
+    ListValue,
+    Quantity,
+    SpecFile,
+    String,
+    ValueNode,
     Version,
 )
 from kvplan.lang.syntax import parse

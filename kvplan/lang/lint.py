@@ -21,18 +21,20 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 import attrs
 
 from kvplan.base import files
-from kvplan.base.codes import CODES, Severity
+from kvplan.base.codes import CODES, SUPPRESSION_WITHOUT_REASON, UNKNOWN_SUPPRESSED_CODE, UNUSED_SUPPRESSION, Severity
 from kvplan.base.diagnostics import Diagnostic, make
 from kvplan.base.errors import ConfigError, KvplanError, Span
-from kvplan.base.codes import SUPPRESSION_WITHOUT_REASON, UNKNOWN_SUPPRESSED_CODE, UNUSED_SUPPRESSION
+from kvplan.lang import CheckResult, check_file
 
-if TYPE_CHECKING:
-    from kvplan.lang import CheckResult
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
 
 Check = Callable[["CheckResult"], Sequence[Diagnostic]]
 
@@ -120,10 +122,6 @@ _TOML_AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
 def _load_toml(path: Path, *, explicit: bool = False) -> dict[str, Any]:
     """A TOML file read the one way kvplan reads input (kvplan.base.files: a regular file, bounded, UTF-8 with a
     located error). `explicit`: named by --config, so an empty or comments-only file is an error."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - exercised on 3.10 only
-        import tomli as tomllib
     text = files.read_text(str(path), what="the lint config" if explicit else "pyproject.toml")
     if explicit:
         files.refuse_blank(text, str(path), what="the lint config",
@@ -411,8 +409,6 @@ def _sort_key(d: Diagnostic) -> tuple[int, int, str, str]:
 
 def lint_file(path: str, settings: LintSettings, checks: Sequence[Check] = (),
               found_in: Optional[str] = None) -> FileReport:
-    from kvplan.lang import check_file
-
     result = check_file(path, settings.allow_paths, found_in)
     raw = list(result.diagnostics)
     parsed = result.file is not None and not any(d.code.startswith("KV0") for d in raw)

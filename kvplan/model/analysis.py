@@ -13,11 +13,12 @@ from typing import Sequence
 import attrs
 import numpy as np
 
-from kvplan.model import roofline as rf
-from kvplan.catalog import DTYPES, Device, Dtype, Model
 from kvplan.base.evidence import Value, assumed, derived, reported
-from kvplan.model.footprint import kappa, kv_bytes_per_seq
 from kvplan.base.units import fmt_unit
+from kvplan.catalog import DTYPES, Device, Dtype, Model
+from kvplan.model import roofline as rf
+from kvplan.model.footprint import kappa, kv_bytes_per_seq
+from kvplan.model.sok import paper_model
 
 DEFAULT_KV_DTYPES = ("bf16", "fp8", "int4", "int2")
 
@@ -90,7 +91,6 @@ def over_cap_value(context: float, s_cap: float, weights: float, capacity: float
 def paper_params_note(model: Model) -> str:
     """Where `kvplan tables` uses the paper's round parameter count for this model, say so and by
     how much the two s* differ (s* is proportional to P)."""
-    from kvplan.model.sok import paper_model
 
     paper = paper_model()
     if model.id != paper.id or model.params == paper.params:

@@ -16,8 +16,8 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from kvplan.catalog import Model
 from kvplan.base.errors import ModelInputError
+from kvplan.catalog import Model
 
 ArrayLike = Union[float, int, npt.NDArray[np.float64]]
 Array = npt.NDArray[np.float64]

@@ -22,14 +22,17 @@ reserve, never below 0. Together they keep max(8% of the device, 1 GiB) free.
 
 from __future__ import annotations
 
+import math
 from typing import Optional, Union
 
 import attrs
 import numpy as np
 import numpy.typing as npt
 
-from kvplan.catalog import Model
+from kvplan.base.errors import ModelInputError
 from kvplan.base.evidence import Value, assumed
+from kvplan.base.units import fmt_unit
+from kvplan.catalog import Model
 
 ArrayLike = Union[float, int, npt.NDArray[np.float64], npt.NDArray[np.int64]]
 Array = npt.NDArray[np.float64]
@@ -54,11 +57,6 @@ class Reserves:
     fraction: float = DEFAULT_RESERVE
 
     def __attrs_post_init__(self) -> None:
-        import math
-
-        from kvplan.base.errors import ModelInputError
-        from kvplan.base.units import fmt_unit
-
         for option, v in (("--activation-reserve", self.activation), ("--runtime-reserve", self.runtime)):
             if v is not None and not (math.isfinite(v) and 0 <= v < 2**64):
                 raise ModelInputError(f"{option} must be a byte size from 0 to 2^64 B, got "

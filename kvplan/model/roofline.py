@@ -13,9 +13,9 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from kvplan.model import memory
-from kvplan.catalog import Device, Model
 from kvplan.base.errors import ModelInputError
+from kvplan.catalog import Device, Model
+from kvplan.model import memory
 from kvplan.model.footprint import KvFactors, kv_bytes_per_seq, tokens_for_bytes
 
 ArrayLike = Union[float, int, npt.NDArray[np.float64]]

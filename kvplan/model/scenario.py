@@ -6,9 +6,9 @@ from typing import Any, Mapping, Optional, Union
 
 import attrs
 
-from kvplan.catalog import Device, Dtype, Model
 from kvplan.base.errors import Span
 from kvplan.base.evidence import Evidence, Value
+from kvplan.catalog import Device, Dtype, Model
 
 #: `devices = auto` lets the planner choose up to this many devices (LANGUAGE.md).
 AUTO_DEVICE_LIMIT = 64

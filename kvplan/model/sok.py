@@ -20,9 +20,9 @@ import attrs
 import numpy as np
 
 from kvplan import catalog
-from kvplan.model import roofline as rf
-from kvplan.catalog import Device, Model
 from kvplan.base.evidence import Value, assumed, derived, reported
+from kvplan.catalog import Device, Model
+from kvplan.model import roofline as rf
 from kvplan.model.footprint import KvFactors, fragmentation, kappa, kv_bytes_per_seq, sharing_factor
 from kvplan.model.tiering import DEFAULT_PREFILL_EFFICIENCY, fetch_time, prefill_time
 

@@ -20,12 +20,13 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from kvplan.model import roofline as rf
-from kvplan.catalog import DTYPES, Device, Dtype, Model, dtype
-from kvplan.base.errors import KvplanError
-from kvplan.model.footprint import kappa
 from kvplan.base import limits
+from kvplan.base.errors import KvplanError
+from kvplan.base.evidence import reported
 from kvplan.base.units import MAX_EXACT, Dim, parse_quantity
+from kvplan.catalog import DTYPES, Device, Dtype, Model, dtype
+from kvplan.model import roofline as rf
+from kvplan.model.footprint import kappa
 
 if TYPE_CHECKING:
     from kvplan.model.scenario import DeviceCount, Scenario
@@ -418,8 +419,6 @@ def csv_text(specs: Sequence[SweepSpec], chunk: int = CHUNK) -> Iterator[tuple[i
 
 
 def _deployment_json(spec: SweepSpec) -> dict[str, object]:
-    from kvplan.base.evidence import reported
-
     msrc = spec.model.source or f"model catalog: {spec.model.id}"
     dsrc = spec.device.source or f"device catalog: {spec.device.id}"
     out: dict[str, object] = {"name": spec.name} if spec.name else {}

@@ -17,17 +17,22 @@ from typing import Any, Optional
 import attrs
 import numpy as np
 
+from kvplan.base.errors import KvplanError
+from kvplan.base.evidence import Value, assumed, derived
+from kvplan.base.units import fmt_unit
+from kvplan.catalog import DTYPE_ORDER, DTYPES, get_link, suggest
+from kvplan.catalog.engines import get_engine
+from kvplan.catalog.quality import BUDGETS, admissible
 from kvplan.model import memory
 from kvplan.model import roofline as rf
-from kvplan.catalog import DTYPE_ORDER, DTYPES, get_link
-from kvplan.catalog.engines import get_engine
-from kvplan.base.evidence import Value, assumed, derived
+from kvplan.model.analysis import cap_value, devices_for_weights, over_cap_value, widest_tp
 from kvplan.model.footprint import KvFactors, fragmentation, kappa, kv_bytes_per_seq, sharing_factor
+from kvplan.model.scenario import DeviceCount, Pin
+from kvplan.model.tiering import DEFAULT_PREFILL_EFFICIENCY, fetch_time, prefill_time
 from kvplan.planner import search
+from kvplan.planner.decisions import build_decisions
 from kvplan.planner.plan import Change, Decision, Option, Plan, Suggestion, TierPlan, Unmet
 from kvplan.planner.search import Evaluated, Space
-from kvplan.model.tiering import DEFAULT_PREFILL_EFFICIENCY, fetch_time, prefill_time
-from kvplan.base.units import fmt_unit
 
 #: Fraction of each device's memory kept for activations, CUDA graphs and the runtime (assumed:
 #: vLLM's default --gpu-memory-utilization of 0.92 leaves the same 8%); kvplan.model.memory holds it.
@@ -49,7 +54,6 @@ def _pin(sc: Any, key: str) -> Any:
 
 def admissible_dtypes(budget: str, engine: str) -> tuple[str, ...]:
     """KV dtypes the budget admits (LANGUAGE.md) that the engine can store."""
-    from kvplan.catalog.quality import admissible
 
     allowed = admissible(budget, False).kv_dtypes
     eng = get_engine(engine)
@@ -57,8 +61,6 @@ def admissible_dtypes(budget: str, engine: str) -> tuple[str, ...]:
 
 
 def eviction_admissible(sc: Any) -> bool:
-    from kvplan.catalog.quality import admissible
-
     return admissible(sc.budget, sc.eviction_allowed).eviction and get_engine(sc.engine).eviction
 
 
@@ -130,7 +132,6 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
     # R1: the regime of the uncompressed deployment on one device, or, where the weights alone
     # exceed one device, on the fewest devices that hold them (all tensor-parallel where the heads
     # allow): a map at a device count that cannot hold the weights has no capacity crossover.
-    from kvplan.model.analysis import cap_value, devices_for_weights, over_cap_value, widest_tp
 
     n0 = devices_for_weights(m, d, w_p)
     tp0 = widest_tp(m, n0)
@@ -322,7 +323,6 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
         baseline=tuple(baseline), byte_factors=byte_factors, decisions=(), unmet=tuple(unmet),
         assumptions=assumptions, candidates_evaluated=len(ev), feasible=bool(feasible_idx), reserves=reserves,
     )
-    from kvplan.planner.decisions import build_decisions
 
     return attrs.evolve(p, decisions=build_decisions(p, ev, best, space, why, baseline_step))
 
@@ -399,7 +399,6 @@ class _Knobs:
 def _replan(sc: Any, knobs: _Knobs, **changes: Any) -> Optional[Plan]:
     """The plan of the scenario with `changes` applied, when it meets every constraint; else None.
     Every suggestion is checked this way before it is printed."""
-    from kvplan.base.errors import KvplanError
 
     try:
         p = plan(attrs.evolve(sc, **changes), reserve=knobs.reserve, min_gain=knobs.min_gain, eta=knobs.eta,
@@ -413,8 +412,6 @@ def _replan(sc: Any, knobs: _Knobs, **changes: Any) -> Optional[Plan]:
 
 
 def _with_pin(sc: Any, key: str, value: Any) -> dict[str, Any]:
-    from kvplan.model.scenario import Pin
-
     pins = dict(sc.pins)
     if value is None:
         pins.pop(key, None)
@@ -426,7 +423,6 @@ def _with_pin(sc: Any, key: str, value: Any) -> dict[str, Any]:
 
 def _devices_change(sc: Any, n: int) -> tuple[dict[str, Any], tuple[Change, ...]]:
     """Scenario changes and spec changes that make the planner use n devices."""
-    from kvplan.model.scenario import DeviceCount
 
     changes: dict[str, Any] = {}
     edits: list[Change] = []
@@ -466,15 +462,12 @@ def _device_suggestion(sc: Any, knobs: _Knobs, at_least: int, why: str) -> Optio
 
 
 def _least_budget(dt: str) -> Optional[str]:
-    from kvplan.catalog.quality import BUDGETS, admissible
-
     return next((b for b in BUDGETS if dt in admissible(b, False).kv_dtypes), None)
 
 
 def _dtype_suggestion(sc: Any, knobs: _Knobs, current: str) -> Optional[Suggestion]:
     """A narrower KV dtype that meets every constraint: change the kv_dtype pin (the budget too when
     it does not admit the dtype) or, without a pin, loosen the budget to the least lossy that admits it."""
-    from kvplan.catalog.quality import admissible
 
     eng = get_engine(sc.engine)
     pinned = "kv_dtype" in sc.pins
@@ -644,8 +637,6 @@ def _tier(sc: Any, w_kv: float, factors: KvFactors, tp: int, eta: float) -> Tier
 def plans_for(result: Any, scenario: Optional[str] = None, **overrides: float) -> list[Plan]:
     """Plan every scenario of a checked spec file (or the one named). The caller has
     already refused files with errors; an unknown scenario name is a user error."""
-    from kvplan.catalog import suggest
-    from kvplan.base.errors import KvplanError
 
     scenarios = list(result.scenarios)
     if not scenarios:

@@ -8,9 +8,9 @@ from typing import Any, Optional
 
 import attrs
 
-from kvplan.catalog import Dtype
 from kvplan.base.diagnostics import Diagnostic
 from kvplan.base.evidence import Value
+from kvplan.catalog import Dtype, get_link
 from kvplan.model.kernels.flashinfer import plan_kernel
 from kvplan.model.memory import Reserves
 
@@ -129,7 +129,6 @@ class Plan:
         Out: explanation that a pin changes without changing the plan (rationale text, options turned
         down, which choices were pinned, how many candidates were searched), the wording of sources,
         and the names of the spec file and scenario. Pinning the plan's own choices keeps the digest."""
-        from kvplan.catalog import get_link
 
         sc = self.scenario
         link = None if self.tier.link is None else _record(get_link(self.tier.link))

@@ -14,11 +14,11 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
+from kvplan.catalog import DTYPES, Model
+from kvplan.catalog.quality import lossiness_rank
 from kvplan.model import memory
 from kvplan.model import roofline as rf
-from kvplan.catalog import DTYPES, Model
 from kvplan.model.footprint import kv_bytes_per_seq
-from kvplan.catalog.quality import lossiness_rank
 
 Array = npt.NDArray[np.float64]
 

@@ -11,9 +11,11 @@ one past the last character (the lark convention, and SARIF's `endColumn`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import unicodedata
 from typing import Callable, Iterator, Optional, Protocol, Sequence
+from urllib.parse import quote
 
 from kvplan import __version__
 from kvplan.base.codes import CODES, Code, Severity
@@ -235,7 +237,6 @@ _SARIF_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.I
 
 def _uri(path: str) -> str:
     """A relative URI with forward slashes; GitHub resolves it against the repository root."""
-    from urllib.parse import quote  # SARIF only: kept off the import path of the other formats
 
     p = path.replace("\\", "/")
     while p.startswith("./"):
@@ -248,7 +249,6 @@ def _fingerprints(items: Sequence[_Item]) -> Iterator[str]:
 
     Line numbers stay out so that an edit above a finding does not make it new.
     """
-    import hashlib
 
     seen: dict[str, int] = {}
     for it in items:

@@ -6,12 +6,15 @@ regime-map picture is embedded when the plot extra is installed.
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Sequence
 
 from kvplan.base.outputs import OutputTree, file_name, folder_name, scenario_folders
+from kvplan.model import roofline as rf
+from kvplan.model.footprint import KvFactors
 from kvplan.planner.plan import Plan
-from kvplan.render import plan_view
+from kvplan.render import plan_view, plot
 
 
 def slug(text: str) -> str:
@@ -55,11 +58,7 @@ def _regime_map_image(p: Plan) -> tuple[str, bytes] | None:
         import matplotlib  # noqa: F401
     except ImportError:
         return None
-    import tempfile
 
-    from kvplan.model import roofline as rf
-    from kvplan.model.footprint import KvFactors
-    from kvplan.render import plot
 
     sc = p.scenario
     cfg = rf.Config(sc.model, sc.device, n_devices=p.n_devices, tp=p.tp, w_p=sc.weights.width,

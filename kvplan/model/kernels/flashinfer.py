@@ -29,8 +29,8 @@ from typing import Any, Optional
 
 import attrs
 
-from kvplan.model import roofline as rf
 from kvplan.base.evidence import Value, assumed, derived, reported
+from kvplan.model import roofline as rf
 from kvplan.model.kernels.splits import SplitChoice, fa3_decode_tile, fa_split, flashinfer_split
 
 VERSION = "0.7.4"
