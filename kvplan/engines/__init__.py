@@ -1,57 +1,39 @@
 """Backends: a finished plan in, the files an engine takes as written out.
 
     emit(plan, target, spec=..., reserves=...) -> Emitted
-    TARGETS: dict[str, Backend]         one per target id
+    TARGETS: Mapping[str, Backend]      one per target id
     default_targets(engine) -> targets  what `kvplan emit` writes when --target is not given
 
 One module per target (kvplan/engines/<id>.py) defines `BACKEND`, a common.Backend:
 the engine and the version whose names it writes (shared/reference/engines.md), its
 capability table, and `build(EmitRequest) -> Emitted`. A plan choice the target
 cannot express is mapped to the nearest setting it has and named in a finding; it is
-never changed silently. To add a target, add its module name to _MODULES.
+never changed silently. To add a target, add its module and its BACKEND to TARGETS.
 """
 
 from __future__ import annotations
 
-import functools
-import importlib
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from kvplan.base.errors import KvplanError
 from kvplan.catalog import suggest
+from kvplan.engines import flashinfer, lmcache, sglang, trtllm, vllm
 from kvplan.engines.common import Backend, EmitRequest, Emitted, EmittedFile, Reserves
 
 __all__ = ["Backend", "Emitted", "EmittedFile", "EmitRequest", "Reserves", "TARGETS", "capacity_line",
            "default_targets", "emit"]
 
-_MODULES = ("vllm", "sglang", "trtllm", "lmcache", "flashinfer")
-
-
-@functools.cache
-def _load() -> dict[str, Backend]:
-    out: dict[str, Backend] = {}
-    for name in _MODULES:
-        backend = importlib.import_module(f"kvplan.engines.{name}").BACKEND
-        out[backend.id] = backend
-    return out
-
-
-def __getattr__(name: str) -> Any:
-    # TARGETS loads the target modules on first use, so that importing kvplan.engines.digest (which
-    # registers KV401 for every lint run) does not import them.
-    if name == "TARGETS":
-        return _load()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-TARGETS: dict[str, Backend]
+#: Every emit target, one module each: a literal table, not filled by importing modules.
+TARGETS: Mapping[str, Backend] = {
+    b.id: b for b in (vllm.BACKEND, sglang.BACKEND, trtllm.BACKEND, lmcache.BACKEND, flashinfer.BACKEND)
+}
 
 #: The spec's `engine` → the targets `kvplan emit` writes by default (`any`: all of them).
 ENGINE_TARGETS = {"vllm": ("vllm",), "sglang": ("sglang",), "trtllm": ("trtllm",)}
 
 
 def default_targets(engine: str) -> tuple[str, ...]:
-    return ENGINE_TARGETS.get(engine, tuple(_load()))
+    return ENGINE_TARGETS.get(engine, tuple(TARGETS))
 
 
 def resolve_targets(names: str | None, engine: str) -> tuple[str, ...]:
@@ -62,11 +44,11 @@ def resolve_targets(names: str | None, engine: str) -> tuple[str, ...]:
     out: list[str] = []
     for name in (n.strip() for n in names.split(",")):
         if name == "all":
-            out.extend(_load())
-        elif name in _load():
+            out.extend(TARGETS)
+        elif name in TARGETS:
             out.append(name)
         else:
-            raise KvplanError(f"unknown target '{name}'", help=suggest(name, [*_load(), "all"]))
+            raise KvplanError(f"unknown target '{name}'", help=suggest(name, [*TARGETS, "all"]))
     return tuple(dict.fromkeys(out))
 
 
@@ -74,7 +56,7 @@ def emit(plan: Any, target: str, *, spec: str = "", reserves: Optional[Reserves]
     """The files `target` takes for `plan`, with warnings and the KV capacity they give. The memory
     accounting uses the reserves the plan was made with unless `reserves` is given."""
 
-    targets = _load()
+    targets = TARGETS
     if target not in targets:
         raise KvplanError(f"unknown target '{target}'", help=suggest(target, targets))
     return targets[target].build(EmitRequest(plan, spec, reserves))
