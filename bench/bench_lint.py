@@ -33,7 +33,7 @@ import sys, time
 t0 = time.perf_counter()
 import kvplan.cli
 t1 = time.perf_counter()
-from kvplan import lint
+from kvplan.lang import lint
 from kvplan.render import diagnostics
 t2 = time.perf_counter()
 from kvplan.lang.syntax import parser

@@ -29,7 +29,8 @@ API_SNIPPET = r"""
 import time
 t0 = time.perf_counter()
 import numpy as np
-from kvplan import catalog, roofline as rf
+from kvplan import catalog
+from kvplan.model import roofline as rf
 t1 = time.perf_counter()
 cfg = rf.Config(catalog.get_model("llama-3-70b"), catalog.get_device("b200"), n_devices=2)
 b = np.arange(1, 1001, dtype=np.float64)[:, None]          # 1000 batch sizes

@@ -12,9 +12,10 @@ from typing import Any, Callable, Mapping, Optional, TypeVar
 
 import click
 
-from kvplan import __version__, limits
-from kvplan.errors import KvplanError
-from kvplan.units import MAX_EXACT, UNITS, Dim, parse_quantity, split_quantity
+from kvplan import __version__
+from kvplan.base import limits
+from kvplan.base.errors import KvplanError
+from kvplan.base.units import MAX_EXACT, UNITS, Dim, parse_quantity, split_quantity
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -227,9 +228,9 @@ def map_cmd(model_id: str | None, model_config: str | None, device_id: str, n_de
             plot_path: str | None, roofline_path: str | None) -> None:
     """The regime map at one point: κ, s*, s_cap, β_eff, intensity, step time, regime, by KV dtype."""
     from kvplan import catalog
-    from kvplan import roofline as rf
-    from kvplan.analysis import regime_map
-    from kvplan.hf import resolve_model
+    from kvplan.catalog.hf import resolve_model
+    from kvplan.model import roofline as rf
+    from kvplan.model.analysis import regime_map
     from kvplan.render import map_view
 
     model = resolve_model(model_id, model_config)
@@ -240,7 +241,7 @@ def map_cmd(model_id: str | None, model_config: str | None, device_id: str, n_de
     cfg = rf.Config(model, device, n_devices=n_devices, tp=tp, w_p=w.width, w_kv=kv.width, placement=placement)
     rm = regime_map(cfg, b, s, weights=w, kv=kv)
     if plot_path or roofline_path:
-        from kvplan.analysis import DEFAULT_KV_DTYPES
+        from kvplan.model.analysis import DEFAULT_KV_DTYPES
         from kvplan.render import plot
 
         if plot_path:
@@ -280,7 +281,7 @@ def sweep_cmd(spec_file: str | None, model_id: str | None, model_config: str | N
     """
     import re
 
-    from kvplan import sweep as sw
+    from kvplan.model import sweep as sw
 
     for number in re.findall(r"(?<!\w)(?<!\d\.)(\d+(?:\.\d+)?)\s*K(?![A-Za-z])", context or ""):
         _warn_upper_k("--context", number)
@@ -292,7 +293,7 @@ def sweep_cmd(spec_file: str | None, model_id: str | None, model_config: str | N
                                         placement=placement, **lists)
     else:
         from kvplan import catalog
-        from kvplan.hf import resolve_model
+        from kvplan.catalog.hf import resolve_model
 
         if device_id is None:
             raise KvplanError("missing --device", help="name a catalog device (kvplan devices), or give a .kvp FILE")
@@ -326,7 +327,7 @@ def sweep_cmd(spec_file: str | None, model_id: str | None, model_config: str | N
 @handles_errors
 def tables_cmd(fmt: str) -> None:
     """Regenerate the derived parts of the paper's Tables 1, 3, 4, 5, 7 and the W4 economics."""
-    from kvplan import sok
+    from kvplan.model import sok
     from kvplan.render import tables_view
 
     tables, inputs = sok.all_tables(), sok.paper_inputs()
@@ -352,7 +353,7 @@ def _lint_checks() -> tuple[Any, ...]:
 
 
 def _digest_check(result: Any) -> Any:
-    from kvplan.backends.digest import check_digests
+    from kvplan.engines.digest import check_digests
 
     return check_digests(result)
 
@@ -378,7 +379,7 @@ def lint_cmd(paths: tuple[str, ...], output_format: str, select: tuple[str, ...]
 
     Exit 0 when nothing reaches --fail-on, 1 when something does, 2 when lint could not run.
     """
-    from kvplan import lint
+    from kvplan.lang import lint
     from kvplan.render import diagnostics as diag_view
 
     settings = lint.load_settings(".", config).with_overrides(
@@ -402,7 +403,7 @@ def fmt_cmd(paths: tuple[str, ...], check: bool, diff: bool) -> None:
 
     from kvplan.lang import read_spec
     from kvplan.lang.fmt import format_source
-    from kvplan.lint import collect
+    from kvplan.lang.lint import collect
 
     changed, broken, found = [], 0, collect(paths)
     files = [path for path, _ in found]
@@ -440,9 +441,8 @@ def _checked(path: str, allow_paths: tuple[str, ...] = ()) -> Any:
 
     Its config paths may name the spec's folder, the --allow-path folders and [tool.kvplan] allow-paths.
     """
-    from kvplan import lint
-    from kvplan.diagnostics import Severity
-    from kvplan.lang import check_file
+    from kvplan.base.codes import Severity
+    from kvplan.lang import check_file, lint
 
     result = check_file(path, lint.load_settings(".").with_overrides(allow_paths=allow_paths).allow_paths)
     errors = [d for d in result.diagnostics if d.severity is Severity.ERROR]
@@ -511,7 +511,7 @@ def _overrides(reserve: float | None, min_gain: float | None, eta: float | None)
 def report_cmd(spec_file: str, out_dir: str, scenario: str | None, reserve: float | None, min_gain: float | None,
                prefill_efficiency: float | None, allow_paths: tuple[str, ...]) -> None:
     """Write MADR-shaped design-rationale documents, one per decision, ready to commit and review."""
-    from kvplan.outputs import check_out_dir
+    from kvplan.base.outputs import check_out_dir
     from kvplan.planner import plans_for
     from kvplan.render import report
 
@@ -546,8 +546,8 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
     a choice was changed to the nearest the target has or a config does not fit the device, 2 when the
     spec cannot be planned.
     """
-    from kvplan.backends import Reserves, capacity_line, emit, resolve_targets
-    from kvplan.outputs import OutputTree, check_out_dir, scenario_folders
+    from kvplan.base.outputs import OutputTree, check_out_dir, scenario_folders
+    from kvplan.engines import Reserves, capacity_line, emit, resolve_targets
     from kvplan.planner import plans_for
 
     reserves = Reserves(activation=activation_reserve, runtime=runtime_reserve)
@@ -606,7 +606,7 @@ def import_cmd(source: str, engine: str, model_id: str | None, model_config: str
     """
     import os
 
-    from kvplan import importer
+    from kvplan.engines import importer
 
     text, base_dir, what, source_path = importer.read_source(source)
     opts = importer.Options(model=model_id, model_config=model_config, device=device_id, batch=batch,

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from kvplan import catalog
 from kvplan.cli import main
-from kvplan.errors import CatalogError
+from kvplan.base.errors import CatalogError
 from kvplan.render import catalog_view
 
 if sys.version_info >= (3, 11):

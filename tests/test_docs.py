@@ -12,8 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from kvplan.cli import main
-from kvplan.diagnostics import registry
-from kvplan.planner.codes import RULE_CODES
+from kvplan.base.codes import CODES, Stage
 from kvplan.planner.rules import RULES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,9 +30,9 @@ def _sections_in_order(text: str, sections: tuple[str, ...]) -> list[int]:
     return [lines.index(s) if s in lines else -1 for s in sections]
 
 
-@pytest.mark.parametrize("code", sorted(registry()))
+@pytest.mark.parametrize("code", sorted(CODES))
 def test_every_code_has_a_page_in_the_house_format(code: str) -> None:
-    rule = registry()[code]
+    rule = CODES[code]
     page = RULE_DIR / f"{code}.md"
     assert page.is_file(), f"no docs/rules/{code}.md"
     text = page.read_text(encoding="utf-8")
@@ -43,10 +42,10 @@ def test_every_code_has_a_page_in_the_house_format(code: str) -> None:
     assert at == sorted(at), f"{page.name}: sections out of order"
 
 
-@pytest.mark.parametrize("code", sorted(c for c in registry() if c[:3] in ("KV2", "KV3")))
+@pytest.mark.parametrize("code", sorted(c for c in CODES if c[:3] in ("KV2", "KV3")))
 def test_planner_code_pages_state_the_registered_severity(code: str) -> None:
     text = (RULE_DIR / f"{code}.md").read_text(encoding="utf-8")
-    assert f"Severity: {registry()[code].severity.value}." in text.splitlines()[2]
+    assert f"Severity: {CODES[code].severity.value}." in text.splitlines()[2]
 
 
 @pytest.mark.parametrize("rid", sorted(RULES))
@@ -60,13 +59,13 @@ def test_every_design_rule_has_a_page_naming_its_code(rid: str) -> None:
     at = _sections_in_order(text, RULE_SECTIONS)
     assert -1 not in at and at == sorted(at), f"{page.name}: sections {RULE_SECTIONS} missing or out of order"
     lint_part = text.split("## Lint code", 1)[1].split("## Example", 1)[0]
-    assert f"[{rule.code}]({rule.code}.md)" in lint_part and RULE_CODES[rid] == rule.code
+    assert f"[{rule.code}]({rule.code}.md)" in lint_part and CODES[rule.code].stage is Stage.RULE
 
 
 def _example_pages() -> list[tuple[str, str]]:
     """(page name, code its examples must produce) for the planner's code pages and the rule pages."""
     pages = [(p.name, p.stem) for p in sorted(RULE_DIR.glob("KV[23]*.md"))]
-    pages += [(f"{rid}.md", RULE_CODES[rid]) for rid in sorted(RULES)]
+    pages += [(f"{rid}.md", RULES[rid].code) for rid in sorted(RULES)]
     return pages
 
 

@@ -27,7 +27,7 @@ from click.testing import CliRunner, Result
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvplan import limits
+from kvplan.base import limits
 from kvplan.cli import main
 from kvplan.lang import check_source
 from kvplan.lang.fmt import format_source

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from kvplan import importer
+from kvplan.engines import importer
 from kvplan.cli import main
-from kvplan.diagnostics import Severity
+from kvplan.base.codes import Severity
 from kvplan.lang import check_source
 from kvplan.lang.fmt import format_source
 
@@ -265,7 +265,7 @@ def test_batch_and_context_options_fill_what_the_engine_leaves_out() -> None:
 @pytest.mark.parametrize("n,text", [(32_000, "32k"), (32_768, "32Ki"), (131_072, "128Ki"), (40_960, "40Ki"),
                                     (12_345, "12345")])
 def test_token_counts_are_written_exactly(n: int, text: str) -> None:
-    from kvplan.units import Dim, parse_quantity
+    from kvplan.base.units import Dim, parse_quantity
 
     assert importer.tokens_text(n) == text
     assert parse_quantity(text, Dim.TOKENS) == n

@@ -22,14 +22,15 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvplan import roofline as rf
-from kvplan.backends import flashinfer as fi
-from kvplan.backends.splits import (
+from kvplan.model import roofline as rf
+from kvplan.engines import flashinfer as fi_emit
+from kvplan.model.kernels import flashinfer as fi
+from kvplan.model.kernels.splits import (
     fa3_decode_tile, fa_num_splits, fa_split, flashinfer_split, num_splits_heuristic, wave_efficiency,
 )
 from kvplan.catalog import DTYPES, Device, get_device, get_model
 from kvplan.cli import main
-from kvplan.footprint import KvFactors
+from kvplan.model.footprint import KvFactors
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).parent / "data" / "golden" / "emit"
@@ -199,7 +200,7 @@ def test_mla_uses_the_mla_wrapper_with_latent_dims() -> None:
     assert kc.mla and kc.wrapper == "flashinfer.mla.BatchMLAPagedAttentionWrapper"
     assert (kc.num_qo_heads, kc.num_kv_heads, kc.kv_head_copies) == (16, 1, 8)   # 128/8; the latent on every rank
     assert (kc.kv_lora_rank, kc.rope_dim) == (512, 64)
-    text = fi.plan_call(kc, 8)
+    text = fi_emit.plan_call(kc, 8)
     assert "head_dim_ckv=512, head_dim_kpe=64" in text and "num_heads=16" in text
 
 
@@ -246,7 +247,7 @@ def test_interleaved_windows_get_one_plan_per_group_and_soft_cap() -> None:
     assert sum(g.layers for g in kc.groups) == m.n_layers
     assert by_window[4096].tokens_read == 4096 and by_window[None].tokens_read == 32_000
     assert kc.logits_soft_cap == 50.0
-    text = fi.plan_call(kc, 8)
+    text = fi_emit.plan_call(kc, 8)
     assert text.count(".plan(") == 2 and "window_left=4095" in text and "logits_soft_cap=50.0" in text
 
 

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from kvplan import lint
+from kvplan.lang import lint
 from kvplan.cli import main
-from kvplan.diagnostics import Diagnostic, Severity, make, registry
-from kvplan.errors import ConfigError, KvplanError, Span
+from kvplan.base.codes import Severity
+from kvplan.base.diagnostics import Diagnostic, make
+from kvplan.base.errors import ConfigError, KvplanError, Span
 
-registry()  # every code registered, as the CLI sees them
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.kvp"))

@@ -1,4 +1,4 @@
-"""One memory model (kvplan.memory) for the planner's fit filter, its numbers, lint's `fits` and every
+"""One memory model (kvplan.model.memory) for the planner's fit filter, its numbers, lint's `fits` and every
 backend's accounting. The per-device arithmetic is written out here, independently of kvplan."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from kvplan.backends import emit
+from kvplan.engines import emit
 from kvplan.cli import main
 from kvplan.lang import check_source
 from kvplan.planner import plans_for

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvplan import roofline as rf
+from kvplan.model import roofline as rf
 from kvplan.catalog import Device, Model
-from kvplan.footprint import (KvFactors, footprint, fragmentation, kappa, kv_bytes_per_seq, sharing_factor,
+from kvplan.model.footprint import (KvFactors, footprint, fragmentation, kappa, kv_bytes_per_seq, sharing_factor,
                               tokens_for_bytes)
-from kvplan.tiering import fetch_time, prefill_time
+from kvplan.model.tiering import fetch_time, prefill_time
 
 
 def llama70(params: float = 70e9) -> Model:
@@ -171,7 +171,7 @@ def test_tiering_w4() -> None:
 
 
 def test_bad_inputs_raise() -> None:
-    from kvplan.errors import ModelInputError
+    from kvplan.base.errors import ModelInputError
 
     with pytest.raises(ModelInputError):
         rf.check_batch_context(-1, 1000)

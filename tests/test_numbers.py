@@ -308,7 +308,7 @@ def test_tables_and_map_each_say_why_their_p_differs() -> None:
 
 def _map_json(sc: Any, n: int, tp: int, kv: str, placement: str) -> dict[str, Any]:
     """`kvplan map --format json` at the plan's point; a spec's own model or device block goes through
-    the same code (kvplan.analysis.regime_map) since the CLI takes catalog ids only."""
+    the same code (kvplan.model.analysis.regime_map) since the CLI takes catalog ids only."""
     try:
         catalog.get_model(sc.model.id)
         catalog.get_device(sc.device.id)
@@ -321,8 +321,8 @@ def _map_json(sc: Any, n: int, tp: int, kv: str, placement: str) -> dict[str, An
                 "--kv-dtype", kv, "--placement", placement, "--format", "json")
         assert r.exit_code == 0, r.output
         return json.loads(r.stdout)  # type: ignore[no-any-return]
-    from kvplan import roofline as rf
-    from kvplan.analysis import regime_map
+    from kvplan.model import roofline as rf
+    from kvplan.model.analysis import regime_map
     from kvplan.render import map_view
 
     cfg = rf.Config(sc.model, sc.device, n_devices=n, tp=tp, w_p=sc.weights.width, w_kv=catalog.dtype(kv).width,
@@ -341,7 +341,7 @@ def test_map_advise_report_and_emit_agree_for_every_example(spec: str, tmp_path:
     (same devices, tp, KV dtype, placement), through the plan's byte factors r, σ, φ and the reserve,
     each of which advise prints; then the report and the emitted configs against advise."""
     from kvplan.render.report import slug
-    from kvplan.units import fmt_unit
+    from kvplan.base.units import fmt_unit
 
     path = EXAMPLES / spec
     scenarios = {sc.name: sc for sc in check_source(path.read_text(encoding="utf-8"), str(path)).scenarios}
@@ -425,7 +425,7 @@ def test_emit_stderr_capacity_line_counts_sequences_as_planned() -> None:
 def test_widest_tp_is_the_searchs_first_option_and_bounded() -> None:
     import time
 
-    from kvplan.analysis import widest_tp
+    from kvplan.model.analysis import widest_tp
     from kvplan.planner.search import tp_options
 
     for mid in ("deepseek-v3", "llama-3-70b", "llama-3-8b"):

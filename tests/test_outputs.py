@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from kvplan.cli import main
-from kvplan.outputs import MAX_NAME, file_name, folder_name
+from kvplan.base.outputs import MAX_NAME, file_name, folder_name
 
 DEPLOYMENT = '''deployment "{name}" {{
     model  = llama-3-8b

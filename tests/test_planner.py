@@ -266,7 +266,7 @@ def test_sglang_has_no_pipeline_stages() -> None:
 
 def test_moe_short_context_intensity_limit_uses_bytes_read() -> None:
     from kvplan import catalog
-    from kvplan import roofline as rf
+    from kvplan.model import roofline as rf
 
     m = catalog.get_model("deepseek-v3")
     short, _ = rf.intensity_limits(m, 1, 1.0, 2.0)

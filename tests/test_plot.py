@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from PIL import Image
 
 from kvplan import catalog
-from kvplan import roofline as rf
+from kvplan.model import roofline as rf
 from kvplan.cli import main
 from kvplan.render import plot
 

@@ -17,10 +17,10 @@ from typing import Any, Optional
 import attrs
 import pytest
 
-from kvplan import quality
+from kvplan.catalog import quality
 from kvplan.catalog import DTYPES
-from kvplan.errors import CatalogError, KvplanError
-from kvplan.evidence import Evidence
+from kvplan.base.errors import CatalogError, KvplanError
+from kvplan.base.evidence import Evidence
 
 if sys.version_info >= (3, 11):
     import tomllib

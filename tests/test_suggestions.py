@@ -17,7 +17,8 @@ from typing import Sequence
 
 import pytest
 
-from kvplan.diagnostics import Diagnostic, Fix, Severity
+from kvplan.base.codes import Severity
+from kvplan.base.diagnostics import Diagnostic, Fix
 from kvplan.lang import check_source
 from kvplan.lang import fixes as fx
 from kvplan.planner import lint as planner_lint

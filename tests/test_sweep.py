@@ -13,11 +13,11 @@ import pytest
 from click.testing import CliRunner
 
 from kvplan import catalog
-from kvplan import roofline as rf
-from kvplan import sweep as sw
+from kvplan.model import roofline as rf
+from kvplan.model import sweep as sw
 from kvplan.cli import main
-from kvplan.errors import KvplanError
-from kvplan.footprint import kappa
+from kvplan.base.errors import KvplanError
+from kvplan.model.footprint import kappa
 
 LLAMA = catalog.get_model("llama-3-70b")
 B200 = catalog.get_device("b200")
@@ -178,7 +178,7 @@ def test_worked_example_s_star_427k() -> None:
     ("mistral-7b", "a100-80g", "striped"),
 ])
 def test_rows_equal_single_point_core(model: str, device: str, placement: str) -> None:
-    """Sampled rows equal the scalar results of kvplan.roofline for the same point."""
+    """Sampled rows equal the scalar results of kvplan.model.roofline for the same point."""
     args = ["sweep", "--model", model, "--device", device, "--placement", placement, "--devices", "1,8",
             "--kv-dtype", "bf16,fp8,int2", "--batch", "1,3,9,64", "--context", "100,5k,128k,2M"]
     r = run(*args)

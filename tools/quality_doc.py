@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from kvplan import quality
+from kvplan.catalog import quality
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "quality-evidence.md"
 
@@ -31,7 +31,7 @@ choice, what was *reported* about that choice, with the citation.
 ## The budget table
 
 `quality.budget` admits these KV dtypes and eviction ([language.md](language.md);
-`kvplan.quality.BUDGETS` and `admissible()`). `eviction = allowed` admits
+`kvplan.catalog.quality.BUDGETS` and `admissible()`). `eviction = allowed` admits
 eviction at `min_retention` under every budget but `lossless`; retention is
 never below {min_r} (rule R5).
 

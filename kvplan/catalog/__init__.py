@@ -16,8 +16,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 import attrs
 
-from kvplan.errors import CatalogError
-from kvplan.units import Dim, parse_quantity
+from kvplan.base.errors import CatalogError
+from kvplan.base.units import Dim, parse_quantity
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -52,6 +52,10 @@ DTYPES: Mapping[str, Dtype] = {
               "2-bit with a structure-aware layout: per-channel keys, per-token values (KIVI)"),
     )
 }
+
+#: Lossiness order of KV dtypes: an ordering for tie-breaks, not arithmetic on quality.
+DTYPE_ORDER = ("bf16", "fp16", "fp8", "int8", "int4", "fp4", "int2")
+
 DTYPE_ALIASES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "2bit": "int2",
                  "2-bit": "int2", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "nvfp4": "fp4"}
 

@@ -6,7 +6,7 @@
 
 Stages: kvplan.lang.syntax (grammar, parser, syntax errors), kvplan.lang.spec
 (the typed tree), kvplan.lang.check (meaning, defaults, expansion),
-kvplan.lang.scenario (what the planner consumes), kvplan.lang.codes (KV0xx,
+kvplan.model.scenario (what the planner consumes), kvplan.lang.codes (KV0xx,
 KV1xx, KV9xx).
 """
 
@@ -17,14 +17,14 @@ from typing import Optional, Sequence
 
 import attrs
 
-from kvplan import files
-from kvplan.diagnostics import Diagnostic, make
-from kvplan.errors import KvplanError, Span
-from kvplan.lang import codes
+from kvplan.base import codes, files
+from kvplan.base.diagnostics import Diagnostic, make
+from kvplan.base.errors import KvplanError, Span
 from kvplan.lang.check import check
-from kvplan.lang.scenario import Choice, DeviceCount, Expectation, Pin, Scenario
+from kvplan.lang.fixes import syntax_fix
 from kvplan.lang.spec import Comment, SpecFile
 from kvplan.lang.syntax import KvpSyntaxError, parse, parse_all
+from kvplan.model.scenario import Choice, DeviceCount, Expectation, Pin, Scenario
 
 __all__ = [
     "CheckResult", "Choice", "Comment", "DeviceCount", "Expectation", "KvpSyntaxError", "MAX_FILE_BYTES",
@@ -94,7 +94,7 @@ class SpecFileError(KvplanError):
 
 
 def read_spec(path: str, found_in: Optional[str] = None) -> str:
-    """The text of the spec file `path`, read the one way every command reads a spec (kvplan.files):
+    """The text of the spec file `path`, read the one way every command reads a spec (kvplan.base.files):
     a regular file only (never a FIFO or a device), at most MAX_FILE_CHARS characters, UTF-8.
 
     `found_in` is the directory a walk found the file in: a symbolic link out of it is not followed
@@ -143,8 +143,6 @@ def check_file(path: str, allow_paths: Sequence[str] = (), found_in: Optional[st
 
 
 def _syntax_diagnostic(exc: KvpSyntaxError, path: str, text: str = "") -> Diagnostic:
-    from kvplan.lang.fixes import syntax_fix
-
     span = exc.span or Span(path, 1, 1, 1, 1)
     fix = syntax_fix(exc.code, span, exc.help, text) if exc.help and text else None
     return make(exc.code, exc.message, span, exc.help, fixes=[fix])

@@ -14,23 +14,37 @@ import difflib
 import itertools
 import math
 import os
+import re
 from typing import Callable, Iterable, Mapping, Optional, Sequence, TypeVar, Union
 
 import attrs
 
-from kvplan import catalog, files, limits
-from kvplan.catalog import Device, Dtype, Model
-from kvplan.diagnostics import Diagnostic, Edit, Fix, make
-from kvplan.errors import KvplanError, Span
-from kvplan.evidence import Value, assumed
-from kvplan.lang import codes
+from kvplan import catalog
+from kvplan.base import codes, files, limits
+from kvplan.base.diagnostics import Diagnostic, Edit, Fix, make
+from kvplan.base.errors import KvplanError, Span
+from kvplan.base.evidence import Value, assumed
+from kvplan.base.units import UNITS, Dim, convert, dims_of_unit, fmt_unit, suggest_unit
+from kvplan.catalog import Device, Dtype, Model, hf
 from kvplan.lang import fixes as fx
-from kvplan.lang.scenario import AUTO_DEVICE_LIMIT, DeviceCount, Expectation, Pin, Scenario, choice
 from kvplan.lang.spec import (
-    SECTIONS, Block, Bound, Declaration, DeploymentDecl, DeviceDecl, Entry, Ident, ListValue, ModelDecl,
-    Quantity, Scalar, SpecFile, String, ValueNode,
+    SECTIONS,
+    Block,
+    Bound,
+    Declaration,
+    DeploymentDecl,
+    DeviceDecl,
+    Entry,
+    Ident,
+    ListValue,
+    ModelDecl,
+    Quantity,
+    Scalar,
+    SpecFile,
+    String,
+    ValueNode,
 )
-from kvplan.units import UNITS, Dim, convert, dims_of_unit, fmt_unit, suggest_unit
+from kvplan.model.scenario import AUTO_DEVICE_LIMIT, DeviceCount, Expectation, Pin, Scenario, choice
 
 #: Workload lists may expand into at most this many scenarios; a file into at most MAX_FILE_SCENARIOS.
 MAX_SCENARIOS = limits.MAX_SCENARIOS
@@ -68,7 +82,7 @@ _EXPECT_UNITS: Mapping[str, tuple[Dim, Optional[Mapping[str, float]]]] = {
     "speedup": (Dim.NUMBER, _SPEEDUP), "step_time": (Dim.TIME, None), "throughput": (Dim.RATE, None),
     "kv_bytes": (Dim.BYTES, None), "devices": (Dim.COUNT, _COUNT),
 }
-#: The largest value each `expect` metric may be compared with (kvplan.limits).
+#: The largest value each `expect` metric may be compared with (kvplan.base.limits).
 _EXPECT_MAX = {"speedup": limits.MAX_SPEEDUP, "step_time": limits.MAX_STEP_TIME,
                "throughput": limits.MAX_THROUGHPUT, "kv_bytes": limits.MAX_KV_BYTES,
                "devices": float(limits.MAX_DEVICES)}
@@ -412,8 +426,6 @@ class _Checker:
                              "(docs/cli-lint.md)")
             return None
         try:
-            from kvplan import hf  # helper-2's config reader; imported here: only model blocks need it
-
             model: Model = hf.load_config(path)
         except ImportError:
             self.report(codes.CONFIG_ERROR, f"cannot read `{node.value}`: this kvplan has no config reader",
@@ -978,7 +990,6 @@ class _Checker:
 
 def _did_you_mean(span: Span, help: str) -> Optional[Fix]:
     """The fix of a help that reads "did you mean `X`?": X in place of the span."""
-    import re
 
     m = re.match(r"did you mean `([^`]+)`\?", help)
     return fx.replace(span, m.group(1)) if m else None
@@ -1083,7 +1094,7 @@ _BOUND_UNITS: Mapping[Dim, Mapping[str, float]] = {
     Dim.RATE: {"tok/s": 1.0},
 }
 
-#: The range of a device block's quantity, by dimension (kvplan.limits).
+#: The range of a device block's quantity, by dimension (kvplan.base.limits).
 _DEVICE_RANGE = {Dim.BYTES: (limits.MIN_MEMORY, limits.MAX_MEMORY),
                  Dim.BANDWIDTH: (limits.MIN_BANDWIDTH, limits.MAX_BANDWIDTH),
                  Dim.COMPUTE: (limits.MIN_COMPUTE, limits.MAX_COMPUTE)}

@@ -13,10 +13,11 @@ or where it would go; they never guess at text they have not parsed.
 
 from __future__ import annotations
 
+import re
 from typing import Optional, Sequence, Union
 
-from kvplan.diagnostics import Edit, Fix
-from kvplan.errors import Span
+from kvplan.base.diagnostics import Edit, Fix
+from kvplan.base.errors import Span
 from kvplan.lang.spec import Block, Declaration, DeploymentDecl, Entry, SpecFile
 
 Container = Union[Block, Declaration]
@@ -172,7 +173,6 @@ def _pos(source: str, off: int) -> tuple[int, int]:
 def syntax_fix(code: str, span: Span, help: str, source: str) -> Optional[Fix]:
     """The edit a syntax error's help describes, where it names one (the explainer in
     kvplan.lang.syntax words the help; this reads the same situation from the text)."""
-    import re
 
     if not source:
         return None

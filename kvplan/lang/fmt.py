@@ -22,9 +22,20 @@ from typing import Iterator, Optional, Sequence, Union
 
 import attrs
 
-from kvplan.errors import Span
+from kvplan.base.errors import Span
 from kvplan.lang.spec import (
-    Block, Bound, Comment, Declaration, Entry, Ident, Item, ListValue, Quantity, SpecFile, String, ValueNode,
+    Block,
+    Bound,
+    Comment,
+    Declaration,
+    Entry,
+    Ident,
+    Item,
+    ListValue,
+    Quantity,
+    SpecFile,
+    String,
+    ValueNode,
     Version,
 )
 from kvplan.lang.syntax import parse

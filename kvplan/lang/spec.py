@@ -1,6 +1,6 @@
 """The typed syntax tree of a .kvp file: what was written, where, before any meaning is checked.
 
-Every node carries a Span (kvplan.errors.Span): lines and columns count from
+Every node carries a Span (kvplan.base.errors.Span): lines and columns count from
 1, columns in Unicode characters, and `end_column` is the column just past
 the node's last character. Items keep their source order and unknown keys and
 blocks are kept, so a formatter can print the file back without losing
@@ -13,7 +13,7 @@ from typing import Optional, TypeVar, Union
 
 import attrs
 
-from kvplan.errors import Span
+from kvplan.base.errors import Span
 
 # ------------------------------------------------------------------ values
 

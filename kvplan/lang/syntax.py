@@ -21,13 +21,28 @@ from typing import Any, Optional, Sequence, Union
 from lark import Lark, Token, Transformer_NonRecursive, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
 
-from kvplan.errors import KvplanError, Span
-from kvplan.lang import codes
+from kvplan.base import codes
+from kvplan.base.errors import KvplanError, Span
+from kvplan.base.units import UNITS
 from kvplan.lang.spec import (
-    SECTIONS, Block, Bound, Comment, Declaration, DeploymentDecl, DeviceDecl, Entry, Ident, Item,
-    ListValue, ModelDecl, Quantity, Scalar, SpecFile, String, Version,
+    SECTIONS,
+    Block,
+    Bound,
+    Comment,
+    Declaration,
+    DeploymentDecl,
+    DeviceDecl,
+    Entry,
+    Ident,
+    Item,
+    ListValue,
+    ModelDecl,
+    Quantity,
+    Scalar,
+    SpecFile,
+    String,
+    Version,
 )
-from kvplan.units import UNITS
 
 #: Declarations a file may hold, as the grammar spells their keywords.
 DECLARATIONS = ("deployment", "model", "device")

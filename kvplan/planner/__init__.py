@@ -17,20 +17,25 @@ from typing import Any, Optional
 import attrs
 import numpy as np
 
-from kvplan import memory
-from kvplan import roofline as rf
-from kvplan.catalog import DTYPES, get_link
-from kvplan.engines import get_engine
-from kvplan.evidence import Value, assumed, derived
-from kvplan.footprint import KvFactors, fragmentation, kappa, kv_bytes_per_seq, sharing_factor
+from kvplan.base.errors import KvplanError
+from kvplan.base.evidence import Value, assumed, derived
+from kvplan.base.units import fmt_unit
+from kvplan.catalog import DTYPE_ORDER, DTYPES, get_link, suggest
+from kvplan.catalog.engines import get_engine
+from kvplan.catalog.quality import BUDGETS, admissible
+from kvplan.model import memory
+from kvplan.model import roofline as rf
+from kvplan.model.analysis import cap_value, devices_for_weights, over_cap_value, widest_tp
+from kvplan.model.footprint import KvFactors, fragmentation, kappa, kv_bytes_per_seq, sharing_factor
+from kvplan.model.scenario import DeviceCount, Pin
+from kvplan.model.tiering import DEFAULT_PREFILL_EFFICIENCY, fetch_time, prefill_time
 from kvplan.planner import search
+from kvplan.planner.decisions import build_decisions
 from kvplan.planner.plan import Change, Decision, Option, Plan, Suggestion, TierPlan, Unmet
 from kvplan.planner.search import Evaluated, Space
-from kvplan.tiering import DEFAULT_PREFILL_EFFICIENCY, fetch_time, prefill_time
-from kvplan.units import fmt_unit
 
 #: Fraction of each device's memory kept for activations, CUDA graphs and the runtime (assumed:
-#: vLLM's default --gpu-memory-utilization of 0.92 leaves the same 8%); kvplan.memory holds it.
+#: vLLM's default --gpu-memory-utilization of 0.92 leaves the same 8%); kvplan.model.memory holds it.
 DEFAULT_RESERVE = memory.DEFAULT_RESERVE
 #: A lossier option must shorten the step by at least this factor to be preferred (assumed).
 DEFAULT_MIN_GAIN = 1.10
@@ -49,16 +54,13 @@ def _pin(sc: Any, key: str) -> Any:
 
 def admissible_dtypes(budget: str, engine: str) -> tuple[str, ...]:
     """KV dtypes the budget admits (LANGUAGE.md) that the engine can store."""
-    from kvplan.quality import admissible
 
     allowed = admissible(budget, False).kv_dtypes
     eng = get_engine(engine)
-    return tuple(d for d in search.DTYPE_ORDER if d in allowed and d in eng.kv_dtypes and d != "fp16")
+    return tuple(d for d in DTYPE_ORDER if d in allowed and d in eng.kv_dtypes and d != "fp16")
 
 
 def eviction_admissible(sc: Any) -> bool:
-    from kvplan.quality import admissible
-
     return admissible(sc.budget, sc.eviction_allowed).eviction and get_engine(sc.engine).eviction
 
 
@@ -110,7 +112,7 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
          eta: float = DEFAULT_PREFILL_EFFICIENCY, activation_reserve: Optional[float] = None,
          runtime_reserve: Optional[float] = None, suggest: bool = True) -> Plan:
     """Plan one scenario. Never raises for a deployment that does not fit: the plan says so.
-    The reserves (kvplan.memory.Reserves) are the ones every backend's accounting uses for this plan.
+    The reserves (kvplan.model.memory.Reserves) are the ones every backend's accounting uses for this plan.
     With `suggest`, each unmet constraint carries changes that would meet it, each verified by
     planning the changed scenario (which is planned with suggest=False)."""
     m, d = sc.model, sc.device
@@ -130,7 +132,6 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
     # R1: the regime of the uncompressed deployment on one device, or, where the weights alone
     # exceed one device, on the fewest devices that hold them (all tensor-parallel where the heads
     # allow): a map at a device count that cannot hold the weights has no capacity crossover.
-    from kvplan.analysis import cap_value, devices_for_weights, over_cap_value, widest_tp
 
     n0 = devices_for_weights(m, d, w_p)
     tp0 = widest_tp(m, n0)
@@ -322,7 +323,6 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
         baseline=tuple(baseline), byte_factors=byte_factors, decisions=(), unmet=tuple(unmet),
         assumptions=assumptions, candidates_evaluated=len(ev), feasible=bool(feasible_idx), reserves=reserves,
     )
-    from kvplan.planner.decisions import build_decisions
 
     return attrs.evolve(p, decisions=build_decisions(p, ev, best, space, why, baseline_step))
 
@@ -390,7 +390,7 @@ class _Knobs:
     reserve: float
     min_gain: float
     eta: float
-    activation_reserve: Optional[float]   # the overrides the plan was made with (kvplan.memory)
+    activation_reserve: Optional[float]   # the overrides the plan was made with (kvplan.model.memory)
     runtime_reserve: Optional[float]
     reserved: float                       # their bytes per device, resolved
     fit_only: bool = False   # accept a change that fits even if an SLO is still missed
@@ -399,7 +399,6 @@ class _Knobs:
 def _replan(sc: Any, knobs: _Knobs, **changes: Any) -> Optional[Plan]:
     """The plan of the scenario with `changes` applied, when it meets every constraint; else None.
     Every suggestion is checked this way before it is printed."""
-    from kvplan.errors import KvplanError
 
     try:
         p = plan(attrs.evolve(sc, **changes), reserve=knobs.reserve, min_gain=knobs.min_gain, eta=knobs.eta,
@@ -413,8 +412,6 @@ def _replan(sc: Any, knobs: _Knobs, **changes: Any) -> Optional[Plan]:
 
 
 def _with_pin(sc: Any, key: str, value: Any) -> dict[str, Any]:
-    from kvplan.lang.scenario import Pin
-
     pins = dict(sc.pins)
     if value is None:
         pins.pop(key, None)
@@ -426,7 +423,6 @@ def _with_pin(sc: Any, key: str, value: Any) -> dict[str, Any]:
 
 def _devices_change(sc: Any, n: int) -> tuple[dict[str, Any], tuple[Change, ...]]:
     """Scenario changes and spec changes that make the planner use n devices."""
-    from kvplan.lang.scenario import DeviceCount
 
     changes: dict[str, Any] = {}
     edits: list[Change] = []
@@ -466,20 +462,17 @@ def _device_suggestion(sc: Any, knobs: _Knobs, at_least: int, why: str) -> Optio
 
 
 def _least_budget(dt: str) -> Optional[str]:
-    from kvplan.quality import BUDGETS, admissible
-
     return next((b for b in BUDGETS if dt in admissible(b, False).kv_dtypes), None)
 
 
 def _dtype_suggestion(sc: Any, knobs: _Knobs, current: str) -> Optional[Suggestion]:
     """A narrower KV dtype that meets every constraint: change the kv_dtype pin (the budget too when
     it does not admit the dtype) or, without a pin, loosen the budget to the least lossy that admits it."""
-    from kvplan.quality import admissible
 
     eng = get_engine(sc.engine)
     pinned = "kv_dtype" in sc.pins
     allowed_now = admissible(sc.budget, False).kv_dtypes
-    for dt in search.DTYPE_ORDER:
+    for dt in DTYPE_ORDER:
         if DTYPES[dt].width >= DTYPES[current].width or dt not in eng.kv_dtypes or (dt == "fp4" and not sc.device.fp4):
             continue
         budget = sc.budget if dt in allowed_now else _least_budget(dt)
@@ -644,8 +637,6 @@ def _tier(sc: Any, w_kv: float, factors: KvFactors, tp: int, eta: float) -> Tier
 def plans_for(result: Any, scenario: Optional[str] = None, **overrides: float) -> list[Plan]:
     """Plan every scenario of a checked spec file (or the one named). The caller has
     already refused files with errors; an unknown scenario name is a user error."""
-    from kvplan.catalog import suggest
-    from kvplan.errors import KvplanError
 
     scenarios = list(result.scenarios)
     if not scenarios:

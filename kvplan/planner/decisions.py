@@ -8,15 +8,15 @@ from typing import Any, Optional
 
 import attrs
 
-from kvplan import roofline as rf
-from kvplan.catalog import DTYPES
-from kvplan.engines import get_engine
-from kvplan.evidence import Value, derived
-from kvplan.footprint import fragmentation
-from kvplan.planner import search
+from kvplan.base.evidence import Value, derived
+from kvplan.base.units import fmt_unit
+from kvplan.catalog import DTYPE_ORDER
+from kvplan.catalog.engines import get_engine
+from kvplan.catalog.quality import admissible, for_choice
+from kvplan.model import roofline as rf
+from kvplan.model.footprint import KvFactors, fragmentation
 from kvplan.planner.plan import Decision, Option, Plan
 from kvplan.planner.search import Evaluated, Space
-from kvplan.units import fmt_unit
 
 
 @attrs.frozen(slots=True)
@@ -37,7 +37,6 @@ class Gain:
 
 def compression_gain(p: Plan, c: float) -> Gain:
     """S(c) for the plan's layout; see Gain."""
-    from kvplan.footprint import KvFactors
 
     sc = p.scenario
     cfg = rf.Config(sc.model, sc.device, n_devices=p.n_devices, tp=p.tp, w_p=sc.weights.width, w_kv=2.0,
@@ -66,8 +65,6 @@ def _nums(ev: Evaluated, i: int, baseline_step: float) -> tuple[tuple[str, Value
 
 
 def _why_absent(p: Plan, dtype: str, why: dict[str, str]) -> str:
-    from kvplan.quality import admissible
-
     sc = p.scenario
     if dtype == "fp4" and not sc.device.fp4:
         return f"{sc.device.id} has no FP4 formats in hardware"
@@ -156,10 +153,9 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
     ))
 
     # R3/R4 quantization --------------------------------------------------------
-    from kvplan.quality import for_choice
 
     q_opts = []
-    for dt in search.DTYPE_ORDER:
+    for dt in DTYPE_ORDER:
         if dt in ("fp16",) or dt == kv.id:
             continue
         j = _find(ev, dtype=dt, r=1.0, n=n, placement=p.placement, tp=p.tp)

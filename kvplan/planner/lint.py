@@ -4,20 +4,24 @@ constraints or expectations the plan does not meet (KV3xx), each at its own line
 from __future__ import annotations
 
 import operator
-
-import attrs
 from typing import Any, Callable, Optional
 
-from kvplan import roofline as rf
+import attrs
+
+from kvplan.base.codes import Severity
+from kvplan.base.diagnostics import Diagnostic, Edit, Fix, make
+from kvplan.base.errors import Span
+from kvplan.base.units import fmt_unit
 from kvplan.catalog import DTYPES
-from kvplan.diagnostics import Diagnostic, Edit, Fix, Severity, make
-from kvplan.engines import get_engine
-from kvplan.errors import Span
+from kvplan.catalog.engines import get_engine
+from kvplan.catalog.quality import admissible
 from kvplan.lang import fixes as fx
 from kvplan.lang.spec import DeploymentDecl, ListValue
-from kvplan.planner import codes  # noqa: F401  (registers the codes)
+from kvplan.model import roofline as rf
+from kvplan.model.footprint import KvFactors, sharing_factor
+from kvplan.planner import plan
+from kvplan.planner.decisions import compression_gain
 from kvplan.planner.plan import Change, Plan, PlanResult
-from kvplan.units import fmt_unit
 
 _OPS: dict[str, Callable[[Any, Any], bool]] = {
     "==": operator.eq, "!=": operator.ne, ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt,
@@ -132,8 +136,6 @@ def findings(sc: Any, plan: Plan, ctx: Optional[Context] = None) -> list[Diagnos
 
     # KV305: a pin the engine or the budget does not admit
     if pin_dt is not None:
-        from kvplan.quality import admissible
-
         if dt is None or dt.id not in eng.kv_dtypes:
             out.append(make("KV305", f"engine {sc.engine} cannot store KV as {pin_dt.value}", pin_dt.span,
                             help=f"{sc.engine} KV dtypes: {', '.join(eng.kv_dtypes)}"))
@@ -149,8 +151,6 @@ def findings(sc: Any, plan: Plan, ctx: Optional[Context] = None) -> list[Diagnos
     # gain advise prints (one computation: decisions.compression_gain)
     lossy_pin = (dt is not None and dt.lossy) or (r_val is not None and r_val < 1)
     if lossy_pin:
-        from kvplan.planner.decisions import compression_gain
-
         c = (2.0 / dt.width if dt is not None else 1.0) / (r_val if r_val is not None else 1.0)
         g = compression_gain(plan, c)
         if s < g.s_star:
@@ -174,8 +174,6 @@ def findings(sc: Any, plan: Plan, ctx: Optional[Context] = None) -> list[Diagnos
 
     # R5: eviction not tolerated, or below 0.5
     if r_val is not None and r_val < 1:
-        from kvplan.quality import admissible
-
         ev_ok = admissible(sc.budget, sc.eviction_allowed).eviction
         if r_val < 0.5:
             out.append(make("KV205", f"retention {r_val:g} is below 0.5", pin_r.span,
@@ -215,8 +213,6 @@ def findings(sc: Any, plan: Plan, ctx: Optional[Context] = None) -> list[Diagnos
 
     # R8: eviction stacked after quantization already left the KV-bound regime
     if dt is not None and dt.lossy and r_val is not None and r_val < 1:
-        from kvplan.footprint import KvFactors
-
         q_cfg = rf.Config(m, d, n_devices=plan.n_devices, tp=plan.tp, w_p=sc.weights.width, w_kv=dt.width,
                           factors=KvFactors(sharing=plan.sharing))  # the plan's layout, as the planner's R8
         s_star_q = float(rf.s_star(q_cfg, b))
@@ -265,15 +261,11 @@ def _placement_fix(sc: Any, ctx: Optional[Context], to: str) -> Optional[Fix]:
 
 
 def _sigma(sc: Any) -> float:
-    from kvplan.footprint import sharing_factor
-
     n = min(sc.fanout, sc.batch)
     return float(sharing_factor(n, sc.context, sc.prefix))
 
 
 def plan_with_findings(sc: Any, ctx: Optional[Context] = None) -> PlanResult:
-    from kvplan.planner import plan
-
     p = plan(sc)
     return PlanResult(p, tuple(findings(sc, p, ctx)))
 

@@ -8,10 +8,11 @@ from typing import Any, Optional
 
 import attrs
 
-from kvplan.catalog import Dtype
-from kvplan.diagnostics import Diagnostic
-from kvplan.evidence import Value
-from kvplan.memory import Reserves
+from kvplan.base.diagnostics import Diagnostic
+from kvplan.base.evidence import Value
+from kvplan.catalog import Dtype, get_link
+from kvplan.model.kernels.flashinfer import plan_kernel
+from kvplan.model.memory import Reserves
 
 
 @attrs.frozen(slots=True)
@@ -112,6 +113,12 @@ class Plan:
             "weights": self.scenario.weights.id, "batch": self.scenario.batch, "context": self.scenario.context,
         }
 
+    @property
+    def kernel(self) -> dict[str, Any]:
+        """The decode-kernel settings one tensor-parallel rank runs (FlashInfer), as the plan JSON's
+        `kernel` key; derived from the choices, so not part of the digest."""
+        return plan_kernel(self)
+
     def canonical(self) -> dict[str, Any]:
         """What the digest covers: the plan's outcome and everything it was made from, in a form that
         does not depend on how a choice was reached. In: the choices, σ, the regime maps, every metric
@@ -122,7 +129,6 @@ class Plan:
         Out: explanation that a pin changes without changing the plan (rationale text, options turned
         down, which choices were pinned, how many candidates were searched), the wording of sources,
         and the names of the spec file and scenario. Pinning the plan's own choices keeps the digest."""
-        from kvplan.catalog import get_link
 
         sc = self.scenario
         link = None if self.tier.link is None else _record(get_link(self.tier.link))

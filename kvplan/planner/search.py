@@ -14,11 +14,11 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from kvplan import memory
-from kvplan import roofline as rf
 from kvplan.catalog import DTYPES, Model
-from kvplan.footprint import kv_bytes_per_seq
-from kvplan.quality import lossiness_rank
+from kvplan.catalog.quality import lossiness_rank
+from kvplan.model import memory
+from kvplan.model import roofline as rf
+from kvplan.model.footprint import kv_bytes_per_seq
 
 Array = npt.NDArray[np.float64]
 
@@ -26,8 +26,6 @@ Array = npt.NDArray[np.float64]
 AUTO_DEVICE_COUNTS = (1, 2, 4, 8, 16, 32, 64)
 #: Retentions the search tries when eviction is admissible (never below 0.5, R5).
 EVICTION_RETENTIONS = (0.75, 0.5)
-#: Lossiness order of KV dtypes: an ordering for tie-breaks, not arithmetic on quality.
-DTYPE_ORDER = ("bf16", "fp16", "fp8", "int8", "int4", "fp4", "int2")
 
 
 def tp_options(model: Model, n: int) -> tuple[int, ...]:
@@ -73,7 +71,7 @@ class Evaluated:
     kv_read: Array
     need: Array          # weights + KV over the deployment
     capacity: Array      # N · usable per device
-    need_dev: Array      # weights + KV on the most loaded device (kvplan.memory)
+    need_dev: Array      # weights + KV on the most loaded device (kvplan.model.memory)
     usable_dev: Array    # device memory less the reserves
     step: Array
     throughput: Array
@@ -90,8 +88,8 @@ def evaluate(model: Model, device: Any, *, batch: int, context: int, w_p: float,
              reserved: float, space: Space, pipeline: bool = True) -> Evaluated:
     """Evaluate every combination of the space's axes with the SPEC §3–6 equations.
     Without pipeline parallelism (an engine that has none) every device is a tensor-parallel rank.
-    `reserved` is the bytes per device the reserves keep free (kvplan.memory.Reserves.total); a
-    candidate fits when its most loaded device does (kvplan.memory)."""
+    `reserved` is the bytes per device the reserves keep free (kvplan.model.memory.Reserves.total); a
+    candidate fits when its most loaded device does (kvplan.model.memory)."""
     def splits(n: int) -> tuple[int, ...]:
         opts = tp_options(model, n)
         return opts if pipeline else tuple(t for t in opts if t == n)

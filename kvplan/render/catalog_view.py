@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from kvplan import catalog
+from kvplan.base.evidence import Value, derived, reported
+from kvplan.base.units import fmt_bandwidth, fmt_bytes
 from kvplan.catalog import Device, Link, Model
-from kvplan.evidence import Value, derived, reported
 from kvplan.render.common import dump_json, table
-from kvplan.units import fmt_bandwidth, fmt_bytes
 
 BF16 = catalog.DTYPES["bf16"].width
 

@@ -5,20 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from kvplan.evidence import Value
+from kvplan.base.evidence import to_jsonable
 
 FORMAT_VERSION = "1"
-
-
-def to_jsonable(obj: Any) -> Any:
-    """Values become contract objects; tuples of pairs become dicts; the rest passes through."""
-    if isinstance(obj, Value):
-        return obj.to_json()
-    if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
-    return obj
 
 
 def dump_json(payload: dict[str, Any]) -> str:

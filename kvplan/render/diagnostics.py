@@ -11,13 +11,16 @@ one past the last character (the lark convention, and SARIF's `endColumn`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import unicodedata
 from typing import Callable, Iterator, Optional, Protocol, Sequence
+from urllib.parse import quote
 
 from kvplan import __version__
-from kvplan.diagnostics import Diagnostic, Rule, Severity, registry
-from kvplan.errors import Span
+from kvplan.base.codes import CODES, Code, Severity
+from kvplan.base.diagnostics import Diagnostic
+from kvplan.base.errors import Span
 from kvplan.render.common import dump_json
 
 FORMATS = ("concise", "full", "json", "github", "sarif")
@@ -102,8 +105,8 @@ def _where(it: _Item) -> str:
 
 
 def _namer() -> Callable[[str], str]:
-    """code -> kebab-case rule name, reading the registry once per render."""
-    rules = registry()
+    """code -> kebab-case rule name, from the code table."""
+    rules = CODES
     return lambda code: rules[code].name if code in rules else code
 
 
@@ -234,7 +237,6 @@ _SARIF_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.I
 
 def _uri(path: str) -> str:
     """A relative URI with forward slashes; GitHub resolves it against the repository root."""
-    from urllib.parse import quote  # SARIF only: kept off the import path of the other formats
 
     p = path.replace("\\", "/")
     while p.startswith("./"):
@@ -247,7 +249,6 @@ def _fingerprints(items: Sequence[_Item]) -> Iterator[str]:
 
     Line numbers stay out so that an edit above a finding does not make it new.
     """
-    import hashlib
 
     seen: dict[str, int] = {}
     for it in items:
@@ -260,13 +261,13 @@ def _fingerprints(items: Sequence[_Item]) -> Iterator[str]:
         yield f"{digest}:{seen[digest]}"
 
 
-def _sarif_rule(rule: Rule) -> dict[str, object]:
+def _sarif_rule(rule: Code) -> dict[str, object]:
     page = docs_path(rule.code)
     return {
         "id": rule.code,
         "name": rule.name,
-        "shortDescription": {"text": rule.summary},
-        "fullDescription": {"text": f"{rule.summary} ({rule.code} {rule.name}; see {page})"},
+        "shortDescription": {"text": rule.title},
+        "fullDescription": {"text": f"{rule.title} ({rule.code} {rule.name}; see {page})"},
         "help": {"text": f"See {page} for what {rule.code} means and how to fix it.",
                  "markdown": f"See [{page}]({PROJECT_URL}/blob/main/{page})."},
         "helpUri": f"{PROJECT_URL}/blob/main/{page}",
@@ -278,7 +279,7 @@ def _sarif_rule(rule: Rule) -> dict[str, object]:
 
 def sarif(files: Sequence[CheckedFile]) -> str:
     """SARIF 2.1.0 with what GitHub code scanning requires (rules, regions, fingerprints)."""
-    rules = list(registry().values())
+    rules = list(CODES.values())
     index = {r.code: i for i, r in enumerate(rules)}
     items = _items(files)
     results = []

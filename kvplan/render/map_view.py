@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvplan.analysis import RegimeMap
+from kvplan.base.units import fmt_unit
+from kvplan.model.analysis import RegimeMap
 from kvplan.render.common import clip, dump_json, table
-from kvplan.units import fmt_unit
 
 #: Text lines are at most this wide; a long source is cut at a word boundary, with "…".
 WIDTH = 100

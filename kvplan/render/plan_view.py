@@ -5,10 +5,10 @@ from __future__ import annotations
 import textwrap
 from typing import Any, Sequence
 
-from kvplan.evidence import Value
+from kvplan.base.evidence import Value, to_jsonable
 from kvplan.planner.plan import Decision, Plan
 from kvplan.planner.rules import RULES
-from kvplan.render.common import dump_json, to_jsonable
+from kvplan.render.common import dump_json
 
 WIDTH = 100
 
@@ -105,8 +105,6 @@ def _decision_json(d: Decision) -> dict[str, Any]:
 
 
 def plan_payload(p: Plan) -> dict[str, Any]:
-    from kvplan.backends.flashinfer import plan_kernel
-
     sc = p.scenario
     return {
         "scenario": sc.name, "deployment": sc.deployment, "model": sc.model.id, "device": sc.device.id,
@@ -122,7 +120,7 @@ def plan_payload(p: Plan) -> dict[str, Any]:
                    "suggestions": list(u.suggestions)} for u in p.unmet],
         "assumptions": list(p.assumptions),
         "candidates_evaluated": p.candidates_evaluated,
-        "kernel": plan_kernel(p),
+        "kernel": p.kernel,
     }
 
 

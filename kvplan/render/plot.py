@@ -19,9 +19,9 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from kvplan import roofline as rf
+from kvplan.base.errors import KvplanError
 from kvplan.catalog import DTYPES
-from kvplan.errors import KvplanError
+from kvplan.model import roofline as rf
 
 #: Fill colours of the three regimes (ColorBrewer "Paired", light tones).
 REGION_COLORS = {"weight-bound": "#a6cee3", "kv-bound": "#fdbf6f", "capacity-bound": "#fb9a99"}

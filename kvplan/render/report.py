@@ -6,23 +6,26 @@ regime-map picture is embedded when the plot extra is installed.
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Sequence
 
-from kvplan.outputs import OutputTree, file_name, folder_name, scenario_folders
+from kvplan.base.outputs import OutputTree, file_name, folder_name, scenario_folders
+from kvplan.model import roofline as rf
+from kvplan.model.footprint import KvFactors
 from kvplan.planner.plan import Plan
-from kvplan.render import plan_view
+from kvplan.render import plan_view, plot
 
 
 def slug(text: str) -> str:
-    """A scenario's folder name (kvplan.outputs.folder_name); kept for callers of the old name."""
+    """A scenario's folder name (kvplan.base.outputs.folder_name); kept for callers of the old name."""
     return folder_name(text)
 
 
 def write(plans: Sequence[Plan], out_dir: str, spec_path: str) -> list[str]:
     """Write the documents and return their paths, relative to the working directory.
 
-    Through kvplan.outputs: one folder per scenario (two scenarios that would share one are refused
+    Through kvplan.base.outputs: one folder per scenario (two scenarios that would share one are refused
     before anything is written), no symlink followed."""
     folders = scenario_folders(plans, out_dir)
     tree = OutputTree(out_dir)
@@ -50,16 +53,12 @@ def write(plans: Sequence[Plan], out_dir: str, spec_path: str) -> list[str]:
 
 def _regime_map_image(p: Plan) -> tuple[str, bytes] | None:
     """The regime-map SVG (its file name and bytes), drawn in a private temporary directory so that
-    the output tree is written only through kvplan.outputs; None without matplotlib."""
+    the output tree is written only through kvplan.base.outputs; None without matplotlib."""
     try:
         import matplotlib  # noqa: F401
     except ImportError:
         return None
-    import tempfile
 
-    from kvplan import roofline as rf
-    from kvplan.footprint import KvFactors
-    from kvplan.render import plot
 
     sc = p.scenario
     cfg = rf.Config(sc.model, sc.device, n_devices=p.n_devices, tp=p.tp, w_p=sc.weights.width,

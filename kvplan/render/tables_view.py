@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from kvplan.evidence import Value
+from kvplan import catalog
+from kvplan.base.evidence import Value
+from kvplan.model.sok import Cell, Table, paper_model
 from kvplan.render.common import dump_json, table
-from kvplan.sok import Cell, Table
 
 _MARK = {"derived": "d", "reported": "r", "assumed": "a"}
 
@@ -26,8 +27,6 @@ def _cell(c: Cell, notes: list[str]) -> str:
 def params_note() -> str:
     """Why these tables and `kvplan map` differ for Llama-3-70B: the paper's round P against the
     catalog's counted parameters."""
-    from kvplan import catalog
-    from kvplan.sok import paper_model
 
     paper, counted = paper_model(), catalog.get_model("llama-3-70b")
     diff = counted.params / paper.params - 1

@@ -1,0 +1,82 @@
+"""Backends: a finished plan in, the files an engine takes as written out.
+
+    emit(plan, target, spec=..., reserves=...) -> Emitted
+    TARGETS: Mapping[str, Backend]      one per target id
+    default_targets(engine) -> targets  what `kvplan emit` writes when --target is not given
+
+One module per target (kvplan/engines/<id>.py) defines `BACKEND`, a common.Backend:
+the engine and the version whose names it writes (shared/reference/engines.md), its
+capability table, and `build(EmitRequest) -> Emitted`. A plan choice the target
+cannot express is mapped to the nearest setting it has and named in a finding; it is
+never changed silently. To add a target, add its module and its BACKEND to TARGETS.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+from kvplan.base.errors import KvplanError
+from kvplan.catalog import suggest
+from kvplan.engines import flashinfer, lmcache, sglang, trtllm, vllm
+from kvplan.engines.common import Backend, EmitRequest, Emitted, EmittedFile, Reserves
+
+__all__ = ["Backend", "Emitted", "EmittedFile", "EmitRequest", "Reserves", "TARGETS", "capacity_line",
+           "default_targets", "emit"]
+
+#: Every emit target, one module each: a literal table, not filled by importing modules.
+TARGETS: Mapping[str, Backend] = {
+    b.id: b for b in (vllm.BACKEND, sglang.BACKEND, trtllm.BACKEND, lmcache.BACKEND, flashinfer.BACKEND)
+}
+
+#: The spec's `engine` → the targets `kvplan emit` writes by default (`any`: all of them).
+ENGINE_TARGETS = {"vllm": ("vllm",), "sglang": ("sglang",), "trtllm": ("trtllm",)}
+
+
+def default_targets(engine: str) -> tuple[str, ...]:
+    return ENGINE_TARGETS.get(engine, tuple(TARGETS))
+
+
+def resolve_targets(names: str | None, engine: str) -> tuple[str, ...]:
+    """`--target vllm`, `--target vllm,lmcache`, `--target all`, or the spec engine's default."""
+
+    if not names:
+        return default_targets(engine)
+    out: list[str] = []
+    for name in (n.strip() for n in names.split(",")):
+        if name == "all":
+            out.extend(TARGETS)
+        elif name in TARGETS:
+            out.append(name)
+        else:
+            raise KvplanError(f"unknown target '{name}'", help=suggest(name, [*TARGETS, "all"]))
+    return tuple(dict.fromkeys(out))
+
+
+def emit(plan: Any, target: str, *, spec: str = "", reserves: Optional[Reserves] = None) -> Emitted:
+    """The files `target` takes for `plan`, with warnings and the KV capacity they give. The memory
+    accounting uses the reserves the plan was made with unless `reserves` is given."""
+
+    targets = TARGETS
+    if target not in targets:
+        raise KvplanError(f"unknown target '{target}'", help=suggest(target, targets))
+    return targets[target].build(EmitRequest(plan, spec, reserves))
+
+
+def capacity_line(out: Emitted) -> str:
+    """One line for stderr: the KV capacity the emitted settings give, beside the plan's figure."""
+    rows = dict(out.capacity)
+    if "kv_tokens" in rows:
+        kv, seqs, pk, ps = rows["kv_tokens"], rows["kv_sequences"], rows["plan_kv_tokens"], rows["plan_sequences"]
+        def count(v: Any) -> str:
+            return f"{v.value:,.0f} sequence{'' if v.value == 1 else 's'}"
+
+        line = (f"KV capacity {kv.human} = {count(seqs)} as planned ({kv.evidence.value}); plan {pk.human} = "
+                f"{count(ps)} ({pk.evidence.value})")
+        if "memory_needed_per_gpu" in rows:
+            need, mem = rows["memory_needed_per_gpu"], rows["device_memory"]
+            line += f"; per GPU {need.human} with assumed reserves, of {mem.human}"
+        return line
+    if "tier_bytes_per_worker" in rows:
+        t, tok = rows["tier_bytes_per_worker"], rows["tier_tokens"]
+        return f"tier {t.human} per worker = {tok.human} ({t.evidence.value})"
+    return ""

@@ -1,0 +1,567 @@
+"""What every backend shares: the emitted-artifact types, the capability mapping from a plan's
+choices to what an engine can express, and the engine memory accounting (pure functions).
+
+Facts about engines come from shared/reference/engines.md only. The memory accounting:
+
+    tokens the plan stores   = plan KV bytes / (bytes per token, all layers, replication included)
+    blocks per GPU           = ceil(tokens / block_size)           (a block holds block_size tokens
+                                                                    of every layer on that GPU)
+    bytes per block (a GPU)  = layers on the GPU × page bytes per layer
+    page bytes per layer     = KV heads per TP shard × block_size × (head_size + head_size_v)
+                               × dtype bytes;  MLA: block_size × (d_c + d_r) × dtype bytes
+    KV pool per GPU          = blocks × bytes per block            (= plan KV / n rounded up to blocks)
+    weights per GPU          = P · w_p · ⌈L/pp⌉ / (L · tp)         (the most loaded stage)
+    fits                     ⇔ weights + KV pool + activation + runtime reserves ≤ device memory
+
+This is kvplan.model.memory, the one memory model the planner's fit filter uses too: the weights share,
+the reserves and the fit test come from there; the KV pool is the same share counted in whole
+blocks of the target's dtype. The two reserves are `assumed`: the runtime reserve (CUDA context,
+communication buffers) is 1 GiB, the activation reserve 8% of the device (the share vLLM's default
+--gpu-memory-utilization of 0.92 leaves) less the runtime reserve, at least 0. Both are overridable
+(`kvplan emit --activation-reserve 6GiB --runtime-reserve 2GiB`), and the plan is made with them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+from fractions import Fraction
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import attrs
+
+from kvplan import __version__
+from kvplan.base.evidence import Value, derived, reported
+from kvplan.base.outputs import folder_name
+from kvplan.base.units import fmt_bytes
+from kvplan.catalog import DTYPE_ORDER, DTYPES, Dtype, Model
+from kvplan.model import memory
+from kvplan.model.footprint import fragmentation
+from kvplan.model.memory import DEFAULT_RUNTIME_RESERVE, GiB, Reserves
+from kvplan.model.roofline import Config
+
+__all__ = ["DEFAULT_RUNTIME_RESERVE", "GiB", "Reserves"]  # re-exported: the memory model's names
+
+#: The tiers a backend can be asked for (TierPlan.tier, besides "none").
+TIERS = ("host", "peer", "ssd", "remote")
+
+#: A header line: "# kvplan 0.1.0 · spec x.kvp · scenario s · plan sha256:… · vLLM 0.33.0", with
+#: "· overrides runtime_reserve=2147483648 · " before the engine when the plan was made with overrides
+#: of the planner's assumed defaults (`lint --check-digest` plans again with the same ones).
+HEADER = re.compile(r"^(?:#|//)\s*kvplan (?P<version>\S+) · spec (?P<spec>.+?) · scenario (?P<scenario>.+?) · "
+                    r"plan (?P<digest>sha256:[0-9a-f]+) · (?:overrides (?P<overrides>[a-z_]+=[0-9.e+]+"
+                    r"(?:,[a-z_]+=[0-9.e+]+)*) · )?(?P<engine>.+?)\s*$")
+
+#: The planner overrides a header can carry: the memory model's byte reserves, which `kvplan emit` takes.
+HEADER_OVERRIDES = ("activation_reserve", "runtime_reserve")
+
+
+# ---------------------------------------------------------------- artifacts
+
+@attrs.frozen(slots=True)
+class EmittedFile:
+    name: str
+    text: str
+
+    @property
+    def executable(self) -> bool:
+        return self.name.endswith(".sh")
+
+
+@attrs.frozen(slots=True)
+class Emitted:
+    """What one target makes of one plan.
+
+    `warnings` go to stderr; `findings` is the subset that makes `kvplan emit` exit 1 (a plan choice
+    the target cannot express and that was changed, or a config that does not fit the device);
+    `capacity` holds the KV capacity the engine would allocate beside the plan's figure.
+    """
+
+    target: str
+    files: tuple[EmittedFile, ...]
+    warnings: tuple[str, ...] = ()
+    capacity: tuple[tuple[str, Value], ...] = ()
+    findings: tuple[str, ...] = ()
+
+
+@attrs.frozen(slots=True)
+class Backend:
+    """One emit target: an engine at the version whose flag names it writes, and what it can express.
+
+    `kv_dtypes` maps kvplan dtype ids to the engine's own names; `tiers` are the second tiers it can
+    hold natively; `flags` lists every flag or field name the backend may write (tests check each
+    against engines.md); `build` turns an EmitRequest into an Emitted.
+    """
+
+    id: str
+    engine: str
+    version: str
+    kv_dtypes: Mapping[str, str]
+    block_sizes: tuple[int, ...]
+    default_block: int
+    prefix_caching: bool
+    tiers: tuple[str, ...]
+    eviction: bool
+    flags: tuple[str, ...]
+    source: str
+    build: Callable[["EmitRequest"], Emitted]
+
+    @property
+    def label(self) -> str:
+        return f"{self.engine} {self.version}"
+
+
+@attrs.frozen(slots=True)
+class EmitRequest:
+    plan: Any                 # kvplan.planner.plan.Plan
+    spec: str = ""            # the spec path as the user gave it
+    reserves: Optional[Reserves] = None  # None: the reserves the plan was made with
+
+
+# ---------------------------------------------------------------- header
+
+def header(req: EmitRequest, label: str, comment: str = "#") -> str:
+    """The first comment of every emitted file: spec, scenario, plan digest, engine and version."""
+
+    p = req.plan
+    over = overrides(p)
+    extra = f"overrides {','.join(f'{k}={v:.17g}' for k, v in over.items())} · " if over else ""
+    return (f"{comment} kvplan {__version__} · spec {req.spec or '-'} · scenario {p.scenario.name} · "
+            f"plan {p.digest} · {extra}{label}")
+
+
+def overrides(plan: Any) -> dict[str, float]:
+    """The planner overrides the plan was made with that `lint --check-digest` must plan with again."""
+    r = plan.reserves
+    given = {"activation_reserve": r.activation, "runtime_reserve": r.runtime}
+    return {k: float(v) for k, v in given.items() if v is not None}
+
+
+def json_header(req: EmitRequest, backend: Backend) -> dict[str, Any]:
+    """The `_kvplan` key a JSON artifact carries instead of a comment."""
+
+    p = req.plan
+    head: dict[str, Any] = {"version": __version__, "spec": req.spec or "-", "scenario": p.scenario.name,
+                            "plan": p.digest, "engine": backend.engine, "engine_version": backend.version}
+    if overrides(p):
+        head["overrides"] = overrides(p)
+    return head
+
+
+def slug(text: str) -> str:
+    """A scenario's folder name (kvplan.base.outputs.folder_name)."""
+    return folder_name(text)
+
+
+def model_ref(plan: Any) -> str:
+    """What the engine loads: the Hugging Face id, else the model's name (replace it with a path)."""
+    m: Model = plan.scenario.model
+    return m.hf_id or m.id
+
+
+def model_notes(plan: Any, backend: Backend) -> list[str]:
+    """Warnings about the model that hold for every target."""
+    m = plan.scenario.model
+    notes = []
+    if not m.hf_id:
+        notes.append(f"model {m.id} has no Hugging Face id: replace '{m.id}' with the checkpoint's id or path")
+    if not m.all_full:
+        notes.append(f"{m.id} has sliding-window layers: token figures count slots in every layer (the pool holds "
+                     "the plan's windowed bytes); docs/engines.md gives no per-window page formula")
+    return notes
+
+
+# ---------------------------------------------------------------- capability mapping
+
+@attrs.frozen(slots=True)
+class Mapped:
+    """The plan's choices as the target can run them; `changed` names each choice that differs."""
+
+    dtype: Dtype
+    dtype_name: str
+    block: int
+    retention: float
+    tier: str
+    changed: tuple[str, ...]
+
+
+def _family(dtype_id: str) -> str:
+    return "int" if dtype_id.startswith("int") else "float"
+
+
+def nearest_dtype(wanted: str, supported: Sequence[str]) -> str:
+    """The closest dtype the engine has that is never lossier: same width first (same family
+    first), else the next wider one."""
+    w = DTYPES[wanted].width
+    wider = [d for d in supported if DTYPES[d].width >= w]
+    pool = wider or list(supported)
+    return min(pool, key=lambda d: (abs(DTYPES[d].width - w), _family(d) != _family(wanted),
+                                    DTYPE_ORDER.index(d) if d in DTYPE_ORDER else 99))
+
+
+def nearest_block(wanted: int, supported: Sequence[int]) -> int:
+    return min(supported, key=lambda b: (abs(b - wanted), -b))
+
+
+def map_choices(plan: Any, backend: Backend) -> Mapped:
+    """Map every plan choice onto the target; never change one silently."""
+    changed: list[str] = []
+    eng = backend.label
+    want = plan.kv_dtype.id
+    if want in backend.kv_dtypes:
+        dt = plan.kv_dtype
+    else:
+        dt = DTYPES[nearest_dtype(want, list(backend.kv_dtypes))]
+        changed.append(f"kv_dtype {want} → {dt.id}: {eng} has no {want} KV cache "
+                       f"(it takes {', '.join(sorted(backend.kv_dtypes))}); the nearest that is not lossier is "
+                       f"{dt.id} ({backend.kv_dtypes[dt.id]}), {dt.width / DTYPES[want].width:g}x the plan's bytes")
+    block = plan.block_size
+    if block not in backend.block_sizes:
+        block = nearest_block(plan.block_size, backend.block_sizes)
+        changed.append(f"block_size {plan.block_size} → {block}: {eng} pages take "
+                       f"{', '.join(map(str, backend.block_sizes))} tokens")
+    retention = plan.retention
+    if retention < 1.0 and not backend.eviction:
+        changed.append(f"retention {retention:g} → 1: {eng} does not evict tokens inside a request (docs/engines.md); "
+                       "the KV pool is sized to hold every token")
+        retention = 1.0
+    if plan.placement not in ("striped",):
+        changed.append(f"placement {plan.placement} → the engine's allocator: {eng} has no flag that places KV "
+                       "pages per memory partition")
+    tier, tier_changed = map_tier(plan, backend)
+    changed += tier_changed
+    return Mapped(dt, backend.kv_dtypes[dt.id], block, retention, tier, tuple(changed))
+
+
+def map_tier(plan: Any, backend: Backend) -> tuple[str, list[str]]:
+    """The plan's second tier on the target, or the nearest it holds, with the change named."""
+    tier = plan.tier.tier
+    eng = backend.label
+    if tier == "none" or tier in backend.tiers:
+        return tier, []
+    if backend.tiers:
+        near = "host" if "host" in backend.tiers else backend.tiers[0]
+        return near, [f"tier {tier} → {near}: {eng} has no {tier} tier (it holds {', '.join(backend.tiers)}); "
+                      f"the {near} tier gets the plan's tier bytes"]
+    return "none", [f"tier {tier} → none: {eng} has no second KV tier"]
+
+
+# ---------------------------------------------------------------- memory accounting
+
+@attrs.frozen(slots=True)
+class KvLayout:
+    """What one GPU stores per token: the most loaded pipeline stage's layers, the KV heads of one
+    tensor-parallel shard (replicated beyond n_kv; an MLA latent on every rank)."""
+
+    layers: int
+    heads: int
+    head_size: int
+    head_size_v: int
+    dtype_bytes: float
+
+    def page_bytes_per_layer(self, block: int) -> float:
+        """engines.md: num_kv_heads (per TP shard) × block_size × (head_size + head_size_v) × dtype bytes."""
+        return self.heads * block * (self.head_size + self.head_size_v) * self.dtype_bytes
+
+    def block_bytes(self, block: int) -> float:
+        return self.layers * self.page_bytes_per_layer(block)
+
+    @property
+    def token_bytes(self) -> float:
+        return self.block_bytes(1)
+
+
+def kv_layout(model: Model, tp: int, pp: int, dtype_bytes: float) -> KvLayout:
+    layers = math.ceil(model.n_layers / max(1, pp))
+    if model.kv_kind == "mla":
+        return KvLayout(layers, 1, model.mla_kv_rank + model.mla_rope_dim, 0, dtype_bytes)
+    heads = math.ceil(model.n_kv / tp) if tp <= model.n_kv else 1
+    return KvLayout(layers, heads, model.head_dim, model.v_head_dim or model.head_dim, dtype_bytes)
+
+
+def replication(plan: Any) -> float:
+    """Copies of each KV byte across TP ranks (kvplan.model.roofline.Config.kv_replication)."""
+
+    sc = plan.scenario
+    return Config(sc.model, sc.device, n_devices=plan.n_devices, tp=plan.tp).kv_replication
+
+
+def _whole(x: float) -> float:
+    """Snap a float that is an integer up to rounding error (62980095999.99999) to it."""
+    r = round(x)
+    return float(r) if abs(x - r) <= 1e-9 * max(1.0, abs(x)) else x
+
+
+def ceil_div(x: float, d: float) -> int:
+    return math.ceil(_whole(x / d))
+
+
+@attrs.frozen(slots=True)
+class Sizing:
+    """One GPU's memory under the target's choices, and the plan's figures beside it."""
+
+    layout: KvLayout
+    block: int
+    blocks: int                 # KV blocks per GPU the config must provide
+    plan_tokens: float          # token slots the plan's KV bytes hold
+    tokens: float               # token slots the target needs (plan tokens with the target's deviations)
+    batch: int
+    context: int
+    weights: float              # bytes per GPU
+    total: float                # device memory, bytes
+    plan_kv_per_gpu: float
+    activation: Value
+    runtime: Value
+    tier_tokens: float          # token slots the second tier holds (0 without a tier)
+
+    @property
+    def pool(self) -> float:
+        """KV bytes per GPU: whole blocks."""
+        return self.blocks * self.layout.block_bytes(self.block)
+
+    @property
+    def block_bytes(self) -> float:
+        return self.layout.block_bytes(self.block)
+
+    @property
+    def tokens_per_seq(self) -> float:
+        return self.tokens / self.batch
+
+    @property
+    def reserves(self) -> float:
+        return float(self.activation.value + self.runtime.value)
+
+    @property
+    def device(self) -> memory.DeviceMemory:
+        """This GPU in the one memory model (kvplan.model.memory), the pool as its KV."""
+        return memory.DeviceMemory(self.weights, self.pool, self.activation, self.runtime, self.total)
+
+    @property
+    def needed(self) -> float:
+        """weights + KV pool + reserves, per GPU."""
+        return self.device.needed
+
+    @property
+    def fits(self) -> bool:
+        return self.device.fits
+
+    def tier_bytes_per_gpu(self) -> float:
+        """The second tier's share of one GPU's KV, in whole blocks."""
+        if self.tier_tokens <= 0:
+            return 0.0
+        return ceil_div(self.tier_tokens, self.block) * self.block_bytes
+
+
+def size(plan: Any, mapped: Mapped, reserves: Optional[Reserves] = None) -> Sizing:
+    """The per-GPU memory of the plan under the target's dtype, block size and retention, for its
+    most loaded GPU (kvplan.model.memory); `reserves` None takes the plan's own."""
+
+    sc = plan.scenario
+    m = sc.model
+    n, tp, pp = plan.n_devices, plan.tp, plan.pp
+    repl = replication(plan)
+    per_token_plan = m.n_layers * m.kv_elems_per_layer * plan.kv_dtype.width * repl
+    plan_kv = plan.metric("kv_bytes").value
+    plan_tokens = _whole(plan_kv / per_token_plan)
+    tokens = plan_tokens
+    if mapped.retention != plan.retention:
+        tokens /= plan.retention
+    if mapped.block != plan.block_size:
+        phi_plan = float(fragmentation(sc.context, plan.block_size))
+        phi = float(fragmentation(sc.context, mapped.block))
+        tokens = tokens / (1.0 + phi_plan) * (1.0 + phi)
+    tokens = _whole(tokens)
+    layout = kv_layout(m, tp, pp, mapped.dtype.width)
+    blocks = ceil_div(tokens, mapped.block)
+    activation, runtime = (plan.reserves if reserves is None else reserves).resolve(sc.device.memory)
+    tier_tokens = 0.0
+    if mapped.tier != "none" and plan.tier.bytes is not None:
+        tier_tokens = plan.tier.bytes.value / (m.n_layers * m.kv_elems_per_layer * plan.kv_dtype.width)
+        if mapped.retention != plan.retention:
+            tier_tokens /= plan.retention
+    return Sizing(layout, mapped.block, blocks, plan_tokens, tokens, sc.batch, sc.context,
+                  float(memory.weights_per_device(m, sc.weights.width, tp, pp)), sc.device.memory,
+                  float(memory.kv_per_device(m, plan_kv, tp, pp)), activation, runtime, _whole(tier_tokens))
+
+
+def fraction_up(numerator: float, denominator: float, step_bytes: float) -> tuple[str, Fraction]:
+    """numerator / denominator rounded UP to the fewest decimals whose last digit is worth no more
+    than `step_bytes` of the denominator, so an engine reading the fraction allocates less than one
+    extra block. Returns the decimal text and its exact value."""
+    digits = max(2, math.ceil(math.log10(denominator / step_bytes))) if step_bytes > 0 else 6
+    scale = 10**digits
+    num = Fraction(numerator) * scale / Fraction(denominator)
+    units = math.ceil(num)
+    text = f"{units // scale}.{units % scale:0{digits}d}".rstrip("0")
+    text = text + "0" if text.endswith(".") else text
+    return text, Fraction(units, scale)
+
+
+def fmt_int(x: float) -> str:
+    return f"{int(x):,}"
+
+
+def capacity(sizing: Sizing, engine_tokens: float, how: str) -> tuple[tuple[str, Value], ...]:
+    """The capacity rows every engine target prints: the engine's figure beside the plan's."""
+    per_seq = sizing.tokens_per_seq
+    seqs = math.floor(_whole(engine_tokens / per_seq)) if per_seq > 0 else 0
+    return (
+        ("kv_tokens", derived(engine_tokens, "tokens", how)),
+        ("plan_kv_tokens", derived(sizing.plan_tokens, "tokens",
+                                   "plan KV bytes / bytes per token (all layers, replication included)")),
+        ("kv_sequences", derived(seqs, "sequences",
+                                 f"engine tokens / {per_seq:,.6g} tokens per sequence of {sizing.context:,} "
+                                 "(sharing and paging as planned)")),
+        ("plan_sequences", derived(sizing.batch, "sequences", "the plan's batch")),
+        ("kv_pool_per_gpu", derived(sizing.pool, "B", f"{fmt_int(sizing.blocks)} blocks × "
+                                                      f"{fmt_int(sizing.block_bytes)} B per block")),
+        ("plan_kv_per_gpu", derived(sizing.plan_kv_per_gpu, "B", "plan KV bytes · ⌈L/pp⌉/(L·tp), the most "
+                                                                 "loaded GPU (kvplan.memory)")),
+        ("weights_per_gpu", derived(sizing.weights, "B", "weight bytes · ⌈L/pp⌉/(L·tp), the most loaded GPU "
+                                                         "(kvplan.memory)")),
+        ("activation_reserve", sizing.activation),
+        ("runtime_reserve", sizing.runtime),
+        ("memory_needed_per_gpu", derived(sizing.needed, "B", "weights + KV pool + reserves")),
+        ("device_memory", reported(sizing.total, "B", "device catalog")),
+    )
+
+
+def fit_warning(sizing: Sizing, backend: Backend) -> Optional[str]:
+    if sizing.fits:
+        return None
+
+    return (f"{backend.label}: does not fit: weights {fmt_bytes(sizing.weights)} + KV pool {fmt_bytes(sizing.pool)} "
+            f"+ reserves {fmt_bytes(sizing.reserves)} = {fmt_bytes(sizing.needed)} per GPU, "
+            f"{fmt_bytes(sizing.total)} on the device; the config is written as planned and will not start")
+
+
+def _count(x: float) -> str:
+    """A token count as written in a comment: whole numbers with separators, else one decimal."""
+    return fmt_int(x) if float(x).is_integer() else f"{x:,.1f}"
+
+
+def capacity_text(sizing: Sizing, engine_tokens: float) -> str:
+    """What the KV pool holds, with arithmetic a reader can redo: token slots in whole blocks, then
+    sequences at the spec's context. A sequence takes ceil(s/B) blocks of B tokens; with a shared
+    prefix (or eviction) the plan's sequences take fewer slots each, counted as planned."""
+    block = sizing.block
+    blocks = engine_tokens / block
+    own_blocks = ceil_div(sizing.context, block)  # one sequence that shares nothing
+    own = own_blocks * block
+    n_own = math.floor(_whole(engine_tokens / own)) if own > 0 else 0
+    per_seq = _whole(sizing.tokens_per_seq)
+    s = "s" if n_own != 1 else ""
+    pool = f"{fmt_int(engine_tokens)} tokens ({_count(blocks)} blocks of {block} tokens)"
+    paged = (f"{fmt_int(own_blocks)} blocks = {fmt_int(own)} tokens each" if own != sizing.context
+             else f"{fmt_int(own_blocks)} blocks each")
+    if abs(per_seq - own) <= 1e-9 * own:
+        spare = engine_tokens - n_own * own
+        return (f"{pool} = {n_own} sequence{s} of {sizing.context:,} tokens ({paged})"
+                + (f" + {_count(spare)} spare tokens" if spare > 0 else ""))
+    n_plan = math.floor(_whole(engine_tokens / per_seq)) if per_seq > 0 else 0
+    return (f"{pool}; at the spec's context of {sizing.context:,} tokens that is {n_plan} sequence"
+            f"{'' if n_plan == 1 else 's'} as planned ({_count(per_seq)} tokens each on average, with the "
+            f"plan's prefix sharing and eviction), or {n_own} sequence{s} that share nothing ({paged})")
+
+
+def summary_comments(sizing: Sizing, engine_tokens: float, comment: str = "#") -> list[str]:
+    """The lines under the header: the KV capacity the settings give, beside the plan's."""
+
+    return [
+        f"{comment} KV capacity (derived): {capacity_text(sizing, engine_tokens)}; the plan stores "
+        f"{fmt_int(math.ceil(sizing.plan_tokens))} tokens for its batch of {sizing.batch}",
+        f"{comment} per GPU: KV pool {fmt_int(sizing.blocks)} blocks × {fmt_int(sizing.block_bytes)} B = "
+        f"{fmt_bytes(sizing.pool)} (derived), weights {fmt_bytes(sizing.weights)} (derived), reserves "
+        f"{fmt_bytes(sizing.activation.value)} activations + {fmt_bytes(sizing.runtime.value)} runtime (assumed), "
+        f"device {fmt_bytes(sizing.total)}",
+    ]
+
+
+def finish(backend: Backend, mapped: Mapped, sizing: Optional[Sizing], files: Sequence[EmittedFile],
+           capacity_rows: Sequence[tuple[str, Value]], warnings: Sequence[str] = (),
+           findings: Sequence[str] = ()) -> Emitted:
+    """Assemble an Emitted: changed choices and a config that does not fit are findings."""
+    label = backend.label
+    all_findings = [f"{label}: {c}" for c in (*mapped.changed, *findings)]
+    if sizing is not None:
+        fw = fit_warning(sizing, backend)
+        if fw:
+            all_findings.append(fw)
+    notes = [f"{label}: {w}" for w in warnings]
+    return Emitted(backend.id, tuple(files), tuple(all_findings + notes), tuple(capacity_rows), tuple(all_findings))
+
+
+# ---------------------------------------------------------------- text helpers
+
+class Raw(str):
+    """A shell word written as it is, not quoted: "$(dirname "$0")/lmcache.yaml"."""
+
+
+Flag = tuple[str, Optional[str]]
+
+
+def beside(name: str) -> Raw:
+    """A file written beside the script, found whatever the working directory."""
+    return Raw(f'"$(dirname "$0")/{name}"')
+
+
+def lmcache_tier(tier: str, via_lmcache: bool) -> tuple[str, list[str]]:
+    """The comment line, and the warning when the lmcache target is not the one writing, for a tier an
+    engine reaches through LMCache."""
+    note = [] if via_lmcache else [f"the {tier} tier goes through LMCache: also emit --target lmcache for "
+                                   "lmcache.yaml"]
+    return f"# {tier} tier through LMCache: lmcache.yaml beside this script", note
+
+
+def shell_script(head: Sequence[str], program: Sequence[str], flags: Sequence[Flag],
+                 env: Sequence[tuple[str, str]] = ()) -> str:
+    """A POSIX sh launcher: shebang, comment lines, exports, then `exec program`, one flag per line.
+
+    Every word is shlex-quoted; an env value is written as given (the caller quotes it: it may use
+    "$(dirname "$0")" to find a file written beside the script).
+    """
+
+    lines = ["#!/bin/sh", *head]
+    lines += [f"export {k}={v}" for k, v in env]
+    lines.append("exec " + " ".join(shlex.quote(w) for w in program) + (" \\" if flags else ""))
+    for j, (flag, value) in enumerate(flags):
+        word = None if value is None else value if isinstance(value, Raw) else shlex.quote(value)
+        part = shlex.quote(flag) if word is None else f"{shlex.quote(flag)} {word}"
+        lines.append(f"    {part}" + (" \\" if j < len(flags) - 1 else ""))
+    return "\n".join(lines) + "\n"
+
+
+def yaml_scalar(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if v is None:
+        return "null"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return repr(v)
+    s = str(v)
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_./:-]*", s) and s.lower() not in ("true", "false", "null", "yes", "no",
+                                                                          "on", "off", "~"):
+        return s
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def yaml_text(head: Sequence[str], body: Mapping[str, Any], notes: Mapping[str, str] = {}) -> str:
+    """A small YAML writer for mappings of scalars and nested mappings (no PyYAML at run time);
+    `notes` puts a trailing comment on a key ("kv_cache_config.max_tokens")."""
+    lines = list(head)
+
+    def walk(d: Mapping[str, Any], indent: int, path: str) -> None:
+        for k, v in d.items():
+            key = f"{path}{k}"
+            note = f"  # {notes[key]}" if key in notes else ""
+            if isinstance(v, Mapping):
+                lines.append(f"{' ' * indent}{k}:{note}")
+                walk(v, indent + 2, key + ".")
+            else:
+                lines.append(f"{' ' * indent}{k}: {yaml_scalar(v)}{note}")
+
+    walk(body, 0, "")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,153 @@
+"""Stale engine configs: `kvplan lint --check-digest` (KV401).
+
+Convention: configs for `path/name.kvp` are emitted into `path/name.kvplan/`
+(`kvplan emit path/name.kvp -o path/name.kvplan`), one directory per scenario.
+Every emitted file carries a header comment near its top,
+
+    # kvplan 0.1.0 · spec path/name.kvp · scenario chat · plan sha256:… · vLLM 0.33.0
+
+and the check plans the spec again and compares each file's digest with the
+digest of its scenario's plan now. The digest covers the plan's canonical form
+(Plan.canonical: every choice and number, the assumptions and overrides, the
+catalog records used), so a spec change that changes the plan — a prefix, a
+fanout, an SLO that is now missed — makes the config stale, and one that does
+not — pinning the plan's own choices — does not. A header that names overrides
+(`· overrides runtime_reserve=… ·`, from `kvplan emit --runtime-reserve`) is
+checked against the plan made with the same overrides. The check is opt-in, so a stale config is an
+error: whoever asks for it wants CI to fail when the configs lag the spec. Files without a header are not kvplan's and
+are left alone; a directory that does not exist means nothing was emitted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+from kvplan.base.codes import STALE_CONFIG
+from kvplan.base.diagnostics import Diagnostic, make
+from kvplan.base.errors import Span
+from kvplan.engines.common import HEADER, HEADER_OVERRIDES
+from kvplan.planner import plans_for
+
+#: How far into a file the header may sit (a shell script has its shebang first).
+HEADER_LINES = 3
+#: Emitted files are small text; anything bigger in the directory is not ours.
+MAX_BYTES = 1 << 20
+
+
+def emitted_dir(spec_path: str) -> Path:
+    """Where the configs of `spec_path` live: `<dir>/<stem>.kvplan/`."""
+    p = Path(spec_path)
+    return p.with_name(p.stem + ".kvplan")
+
+
+def read_header(path: Path) -> Optional[dict[str, str]]:
+    """The fields of a file's kvplan header, or None when it has none."""
+
+    try:
+        if path.stat().st_size > MAX_BYTES:
+            return None
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    if text.lstrip().startswith("{"):
+        return _json_header(text)
+    for line in text.splitlines()[:HEADER_LINES]:
+        m = HEADER.match(line)
+        if m:
+            return m.groupdict()
+    return None
+
+
+def _json_header(text: str) -> Optional[dict[str, str]]:
+    """A JSON artifact's `_kvplan` key (common.json_header) in the header's field names."""
+
+    try:
+        head = json.loads(text).get("_kvplan")
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(head, dict) or not {"scenario", "plan"} <= head.keys():
+        return None
+    over = head.get("overrides")
+    over_text = ""
+    if isinstance(over, dict):
+        over_text = ",".join(f"{k}={v}" for k, v in sorted(over.items()))
+    return {"version": str(head.get("version", "")), "spec": str(head.get("spec", "")),
+            "scenario": str(head["scenario"]), "digest": str(head["plan"]), "overrides": over_text,
+            "engine": f"{head.get('engine', '')} {head.get('engine_version', '')}".strip()}
+
+
+def parse_overrides(text: Optional[str]) -> Optional[dict[str, float]]:
+    """`runtime_reserve=2147483648,...` → {name: bytes}; None when a name or value is not one kvplan
+    writes (then the file's plan cannot be reproduced and is reported stale)."""
+
+
+    out: dict[str, float] = {}
+    for part in filter(None, (text or "").split(",")):
+        key, _, raw = part.partition("=")
+        try:
+            value = float(raw)
+        except ValueError:
+            return None
+        if key not in HEADER_OVERRIDES or key in out or not math.isfinite(value) or value < 0:
+            return None
+        out[key] = value
+    return out
+
+
+def _files(root: Path) -> list[Path]:
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        out += [Path(dirpath) / f for f in sorted(filenames)]
+    return out
+
+
+def _span(result: Any, sc: Any) -> Span:
+    if sc is not None and "deployment" in sc.spans:
+        return sc.spans["deployment"]  # type: ignore[no-any-return]
+    return Span(str(result.path), 1, 1, 1, 1)
+
+
+def check_digests(result: Any) -> list[Diagnostic]:
+    """KV401 for each emitted file whose plan digest differs from the spec's plan now."""
+    root = emitted_dir(str(result.path))
+    if not root.is_dir():
+        return []
+    found = [(f, h) for f in _files(root) if (h := read_header(f)) is not None]
+    if not found:
+        return []
+
+    by_overrides: dict[str, dict[str, Any]] = {}
+
+    def plans(over_text: str) -> Optional[dict[str, Any]]:
+        over = parse_overrides(over_text)
+        if over is None:
+            return None
+        key = ",".join(f"{k}={v!r}" for k, v in sorted(over.items()))
+        if key not in by_overrides:
+            by_overrides[key] = {p.scenario.name: p for p in plans_for(result, None, **over)}
+        return by_overrides[key]
+
+    out: list[Diagnostic] = []
+    for path, h in found:
+        shown = os.path.normpath(str(path))
+        now = plans(h.get("overrides") or "")
+        if now is None:
+            out.append(make(STALE_CONFIG, f"{shown} names overrides kvplan does not write ({h.get('overrides')}); "
+                                          "its plan cannot be made again", _span(result, None),
+                            help=f"rerun `kvplan emit {result.path} -o {os.path.normpath(str(root))}`"))
+            continue
+        p = now.get(h["scenario"])
+        if p is None:
+            out.append(make(STALE_CONFIG, f"{shown} was emitted for scenario '{h['scenario']}', which the spec no "
+                                          "longer has", _span(result, None),
+                            help=f"delete it, or rerun `kvplan emit {result.path} -o {os.path.normpath(str(root))}`"))
+        elif h["digest"] != p.digest:
+            out.append(make(STALE_CONFIG, f"{shown} ({h['engine']}) was emitted from plan {h['digest']}; the spec now "
+                                          f"plans {p.digest}", _span(result, p.scenario),
+                            help=f"rerun `kvplan emit {result.path} -o {os.path.normpath(str(root))}`"))
+    return out

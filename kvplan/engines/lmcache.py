@@ -1,0 +1,128 @@
+"""LMCache 0.5.6: the plan's second tier as lmcache.yaml, and the vLLM or SGLang commands that load it.
+
+Written only when the plan has a tier; otherwise a warning says there is
+nothing to tier. Sizes are per engine worker (one per GPU): the plan's tier
+bytes, replicated as the GPU pool is, divided over the GPUs, in whole blocks.
+
+- host: `local_cpu: true`, `max_local_cpu_size` = that size in GB.
+- ssd: `local_disk` with `max_local_disk_size` = that size; the CPU level keeps
+  LMCache's default `max_local_cpu_size` (5.0 GB, engines.md) as staging. The
+  disk path is a placeholder to edit.
+- remote: `remote_url` has to name your store (redis://, lm://, s3://,
+  mooncakestore://, ...); kvplan cannot know it, so the line is left commented
+  and a finding says the tier is not configured until it is set.
+
+`remote_serde` is `naive` (lossless). `cachegen` quantizes in transport: it is
+only admissible when the quality budget admits lossy KV, and the plan has not
+chosen a transport codec, so it is mentioned, never written. `kivi` is an
+unimplemented stub in 0.5.6 and never written.
+"""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+
+from kvplan.base.evidence import Value, derived
+from kvplan.catalog.quality import admissible
+from kvplan.engines import common, sglang, vllm
+from kvplan.engines.common import Backend, EmitRequest, Emitted, EmittedFile
+
+#: LMCache's default chunk size in tokens (engines.md).
+CHUNK_SIZE = 256
+#: LMCache's default CPU size in GB (engines.md), kept as the staging level in front of a disk or remote tier.
+DEFAULT_CPU_GB = 5.0
+#: Where the SSD tier lives: a placeholder to edit (LMCache takes `file:///path/`).
+DISK_PLACEHOLDER = "file:///mnt/nvme/lmcache/"
+
+FLAGS = ("chunk_size", "local_cpu", "max_local_cpu_size", "local_disk", "max_local_disk_size", "remote_url",
+         "remote_serde", "LMCACHE_CONFIG_FILE")
+
+#: The engine a spec names → the loaders written (`any` and engines LMCache does not plug into: both).
+LOADERS = {"vllm": ("vllm",), "sglang": ("sglang",)}
+
+
+def _gb_up(x: float) -> float:
+    return max(0.01, math.ceil(x / 1e9 * 100) / 100)
+
+
+def _lossy_transport_admitted(budget: str) -> bool:
+    return any(d not in ("bf16", "fp16", "fp32") for d in admissible(budget, False).kv_dtypes)
+
+
+def render(req: EmitRequest) -> Emitted:
+    p = req.plan
+    sc = p.scenario
+    if p.tier.tier == "none":
+        return Emitted(BACKEND.id, (), (f"{BACKEND.label}: the plan keeps no second tier (reuse economics, docs/model.md §9): "
+                                        "nothing to tier, no lmcache.yaml",))
+    loaders = LOADERS.get(sc.engine, ("vllm", "sglang"))
+    first = vllm.BACKEND if loaders[0] == "vllm" else sglang.BACKEND
+    tier, tier_changed = common.map_tier(p, BACKEND)
+    # Pages are the first loader's: LMCache stores what the engine hands it.
+    mapped = attrs.evolve(common.map_choices(p, first), tier=tier, changed=tuple(tier_changed))
+    sz = common.size(p, mapped, req.reserves)
+    notes: list[str] = []
+    findings: list[str] = []
+    per_gpu = sz.tier_bytes_per_gpu()
+    body: dict[str, object] = {"chunk_size": CHUNK_SIZE, "local_cpu": True}
+    comments = [common.header(req, BACKEND.label),
+                f"# the plan's {mapped.tier} tier: {common.fmt_int(per_gpu)} B per engine worker (one per GPU) = "
+                f"{common.fmt_int(sz.tier_tokens)} tokens of KV in whole blocks (derived)"]
+    keynotes: dict[str, str] = {}
+    if mapped.tier == "host":
+        body["max_local_cpu_size"] = _gb_up(per_gpu)
+        keynotes["max_local_cpu_size"] = "GB per worker: the plan's tier bytes"
+    else:
+        body["max_local_cpu_size"] = DEFAULT_CPU_GB
+        keynotes["max_local_cpu_size"] = "GB, LMCache's default, staging in front of the tier"
+    if mapped.tier == "ssd":
+        body["local_disk"] = DISK_PLACEHOLDER
+        body["max_local_disk_size"] = _gb_up(per_gpu)
+        keynotes["local_disk"] = "placeholder: your NVMe mount"
+        keynotes["max_local_disk_size"] = "GB per worker: the plan's tier bytes"
+        notes.append(f"local_disk {DISK_PLACEHOLDER} is a placeholder: point it at your NVMe mount")
+    if mapped.tier == "remote":
+        comments.append("# remote_url: redis://HOST:PORT   (or lm://, s3://, mooncakestore://: set your store)")
+        findings.append("remote tier not configured: remote_url must name your store "
+                        "(redis://, lm://, s3://, mooncakestore://); kvplan leaves it commented out")
+    body["remote_serde"] = "naive"
+    if _lossy_transport_admitted(sc.budget):
+        keynotes["remote_serde"] = (f"lossless; cachegen is admissible under budget {sc.budget} but the plan "
+                                    "chose no transport codec")
+    else:
+        keynotes["remote_serde"] = f"lossless: budget {sc.budget} admits no lossy transport (cachegen)"
+    files = [EmittedFile("lmcache.yaml", common.yaml_text(comments, body, keynotes))]
+    warnings = list(notes)
+    loaded_warnings: list[str] = []
+    loaded_findings: list[str] = []
+    rows: list[tuple[str, Value]] = [
+        ("tier_bytes_per_worker", derived(per_gpu, "B", "plan tier bytes × replication / devices, "
+                                                               "whole blocks")),
+        ("tier_tokens", derived(sz.tier_tokens, "tokens", "plan tier bytes / bytes per token")),
+    ]
+    if p.tier.bytes is not None:
+        rows.append(("plan_tier_bytes", p.tier.bytes))
+    if sc.engine == "trtllm":
+        warnings.append("LMCache loads into vLLM and SGLang (docs/engines.md), not TensorRT-LLM: "
+                        "loaders for both are written")
+    for eng in loaders:
+        mod = vllm if eng == "vllm" else sglang
+        loaded = mod.render(req, via_lmcache=True, name=f"lmcache-{eng}.sh",
+                            label=f"{mod.BACKEND.label} + {BACKEND.label}")
+        files += loaded.files
+        loaded_warnings += [w for w in loaded.warnings if w not in loaded.findings]
+        loaded_findings += loaded.findings
+        rows += [(f"{eng}.{k}", v) for k, v in loaded.capacity]
+    out = common.finish(BACKEND, mapped, None, files, rows, warnings, findings)
+    return attrs.evolve(out, warnings=out.findings + tuple(loaded_findings) + out.warnings[len(out.findings):]
+                        + tuple(loaded_warnings), findings=out.findings + tuple(loaded_findings))
+
+
+BACKEND = Backend(
+    id="lmcache", engine="LMCache", version="0.5.6", kv_dtypes={}, block_sizes=(), default_block=CHUNK_SIZE,
+    prefix_caching=True, tiers=("host", "ssd", "remote"), eviction=False, flags=FLAGS,
+    source="docs/engines.md § LMCache 0.5.6",
+    build=render,
+)

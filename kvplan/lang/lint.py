@@ -1,0 +1,432 @@
+"""Lint: check many .kvp files, apply in-file suppressions and select/ignore, collect a report.
+
+The pure core behind `kvplan lint`. Each file goes through `kvplan.lang.check_file`
+(which never raises for bad input), then through the extra `checks` the caller
+passes (the planner's KV2xx/KV3xx rules), then through suppression comments:
+
+    kv_dtype = fp4            # kvplan: ignore[KV201] the vendor kernel is validated for fp4
+    # kvplan: ignore[KV301, KV305] load test showed 48 ms at p99
+    step_time <= 50 ms
+
+A suppression applies to its own line when it follows code, else to the next
+line that holds code. One without a reason, naming an unknown code, or
+suppressing nothing is itself reported (KV9xx). Syntax errors (KV0xx) are never
+suppressed nor filtered: a file that does not parse cannot be linted.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+
+import attrs
+
+from kvplan.base import files
+from kvplan.base.codes import CODES, SUPPRESSION_WITHOUT_REASON, UNKNOWN_SUPPRESSED_CODE, UNUSED_SUPPRESSION, Severity
+from kvplan.base.diagnostics import Diagnostic, make
+from kvplan.base.errors import ConfigError, KvplanError, Span
+from kvplan.lang import CheckResult, check_file
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+Check = Callable[["CheckResult"], Sequence[Diagnostic]]
+
+SUFFIX = ".kvp"
+_PREFIX = re.compile(r"KV[0-9]{0,3}")
+_SKIP_DIRS = {"node_modules", "__pycache__", "venv", "site-packages"}
+
+
+# --------------------------------------------------------------------------- settings
+
+def _severity(text: str, where: str) -> Severity:
+    try:
+        return Severity(text)
+    except ValueError:
+        raise ConfigError(f"{where}: fail-on must be error, warning or info, got {text!r}") from None
+
+
+@attrs.frozen(slots=True)
+class LintSettings:
+    """Which codes to report and which severity fails the run.
+
+    `select` and `ignore` hold code prefixes (`KV2`, `KV201`); an empty select means
+    every code. When both match a code, the longer prefix wins, and ignore wins a tie.
+    """
+
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    fail_on: Severity = Severity.ERROR
+    check_digest: bool = False          # reserved for the backend issue
+    config_path: Optional[str] = None   # the pyproject.toml the settings came from
+    allow_paths: tuple[str, ...] = ()   # folders outside a spec's own its config paths may name
+
+    def wants(self, code: str) -> bool:
+        if code.startswith("KV0"):
+            return True
+        sel = max((len(p) for p in self.select if code.startswith(p)), default=-1 if self.select else 0)
+        ign = max((len(p) for p in self.ignore if code.startswith(p)), default=-1)
+        return sel >= 0 and sel > ign
+
+    def with_overrides(self, *, select: Optional[Sequence[str]] = None, ignore: Sequence[str] = (),
+                       fail_on: Optional[str] = None, allow_paths: Sequence[str] = ()) -> "LintSettings":
+        """Command-line flags over file settings: --select replaces the file's select and ignore,
+        --ignore adds to them, --fail-on replaces, --allow-path adds."""
+        added = tuple(_check_prefixes(ignore, "--ignore"))
+        return attrs.evolve(
+            self,
+            select=self.select if select is None else tuple(_check_prefixes(select, "--select")),
+            ignore=(self.ignore if select is None else ()) + added,
+            fail_on=_severity(fail_on, "--fail-on") if fail_on is not None else self.fail_on,
+            allow_paths=self.allow_paths + tuple(_folders(allow_paths, ".", "--allow-path")),
+        )
+
+
+def split_codes(values: Iterable[str]) -> list[str]:
+    """`KV1,KV2` `KV3` -> [KV1, KV2, KV3]."""
+    return [c.strip() for v in values for c in v.split(",") if c.strip()]
+
+
+def _check_prefixes(prefixes: Iterable[str], where: str) -> list[str]:
+    known = CODES
+    out = []
+    for p in prefixes:
+        if not _PREFIX.fullmatch(p) or not any(code.startswith(p) for code in known):
+            near = difflib.get_close_matches(p.upper(), list(known), n=1)
+            hint = f"; did you mean {near[0]}?" if near else "; codes look like KV2 or KV201"
+            raise ConfigError(f"{where}: no diagnostic code starts with {p!r}{hint}")
+        out.append(p)
+    return out
+
+
+def _folders(values: Iterable[str], base: str, where: str) -> list[str]:
+    """Each folder of --allow-path or allow-paths, relative to `base`; it must exist."""
+    out = []
+    for v in values:
+        full = os.path.join(base, v)
+        if not os.path.isdir(full):
+            raise ConfigError(f"{where}: {v!r} is not a directory", help="name a folder that holds model configs")
+        out.append(os.path.normpath(full))
+    return out
+
+
+_TOML_AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
+
+
+def _load_toml(path: Path, *, explicit: bool = False) -> dict[str, Any]:
+    """A TOML file read the one way kvplan reads input (kvplan.base.files: a regular file, bounded, UTF-8 with a
+    located error). `explicit`: named by --config, so an empty or comments-only file is an error."""
+    text = files.read_text(str(path), what="the lint config" if explicit else "pyproject.toml")
+    if explicit:
+        files.refuse_blank(text, str(path), what="the lint config",
+                           holds='a [tool.kvplan] table, e.g. `select = ["KV2"]` under it (docs/cli-lint.md)')
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        at = _TOML_AT.search(message)
+        span = None
+        if at is not None:
+            line, col = int(at.group(1)), int(at.group(2))
+            span, message = Span(str(path), line, col, line, col + 1), message[:at.start()]
+        raise ConfigError(f"{'' if span else f'{path}: '}not valid TOML: {message}", span=span) from None
+
+
+def find_pyproject(start_dir: str) -> Optional[Path]:
+    """The nearest pyproject.toml with a [tool.kvplan] table, from start_dir upward."""
+    here = Path(start_dir).resolve()
+    for d in (here, *here.parents):
+        candidate = d / "pyproject.toml"
+        if candidate.is_file() and "kvplan" in _load_toml(candidate).get("tool", {}):  # is_file: no FIFO, no device
+            return candidate
+    return None
+
+
+def load_settings(start_dir: str = ".", config: Optional[str] = None) -> LintSettings:
+    """Settings from [tool.kvplan] (keys select, ignore, fail-on) of `config` or the nearest pyproject."""
+    path = Path(config) if config is not None else find_pyproject(start_dir)
+    if path is None:
+        return LintSettings()
+    if not path.exists():
+        raise ConfigError(f"{path}: no such file (--config takes a pyproject.toml)")
+    table = _load_toml(path, explicit=config is not None).get("tool", {}).get("kvplan", {})
+    shown = _display(str(path))
+    if not isinstance(table, dict):
+        raise ConfigError(f"{shown}: [tool.kvplan] must be a table")
+
+    def codes(key: str) -> tuple[str, ...]:
+        value = table.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f'{shown}: [tool.kvplan] {key} must be a list of code prefixes, e.g. ["KV2"]')
+        return tuple(_check_prefixes(value, f"{shown}: [tool.kvplan] {key}"))
+
+    fail_on = table.get("fail-on", "error")
+    if not isinstance(fail_on, str):
+        raise ConfigError(f"{shown}: [tool.kvplan] fail-on must be a string: error, warning or info")
+    allowed = table.get("allow-paths", [])
+    if not isinstance(allowed, list) or not all(isinstance(v, str) for v in allowed):
+        raise ConfigError(f'{shown}: [tool.kvplan] allow-paths must be a list of folders, e.g. ["../models"]')
+    return LintSettings(select=codes("select"), ignore=codes("ignore"),
+                        fail_on=_severity(fail_on, f"{shown}: [tool.kvplan]"), config_path=shown,
+                        allow_paths=tuple(_folders(allowed, str(path.parent), f"{shown}: [tool.kvplan] allow-paths")))
+
+
+# --------------------------------------------------------------------------- paths
+
+def _display(path: str) -> str:
+    """Relative to the working directory when inside it; forward slashes; no `./`."""
+    p = os.path.normpath(path)
+    if os.path.isabs(p):
+        rel = os.path.relpath(p)
+        if not rel.startswith(".."):
+            p = rel
+    return p.replace(os.sep, "/")
+
+
+def _skipped(dirname: str) -> bool:
+    return dirname.startswith(".") or dirname in _SKIP_DIRS
+
+
+def collect_paths(paths: Sequence[str]) -> tuple[str, ...]:
+    """Files as given, directories expanded recursively to their *.kvp files; sorted, unique."""
+    return tuple(p for p, _ in collect(paths))
+
+
+def collect(paths: Sequence[str]) -> tuple[tuple[str, Optional[str]], ...]:
+    """`collect_paths`, each file with the directory given that a walk found it in (None: named itself).
+
+    The walk follows no symbolic link to a directory (os.walk's default); a linked file is listed,
+    and `kvplan.lang.read_spec` refuses it when it points out of that directory.
+    """
+    if not paths:
+        raise KvplanError("no paths given", help="name .kvp files or directories, e.g. `kvplan lint specs/`")
+    found: dict[str, Optional[str]] = {}
+    for given in paths:
+        if os.path.isdir(given):
+            inside = []
+            for root, dirs, names in os.walk(given):
+                dirs[:] = [d for d in dirs if not _skipped(d)]   # prune hidden and tool folders
+                inside += [_display(os.path.join(root, f)) for f in names if f.endswith(SUFFIX)]
+            if not inside:
+                raise KvplanError(f"{_display(given)}: no {SUFFIX} files in this directory")
+            for p in inside:
+                found.setdefault(p, _display(given))
+        elif os.path.exists(given):
+            found[_display(given)] = None
+        else:
+            raise KvplanError(f"{given}: no such file or directory")
+    return tuple(sorted(found.items()))
+
+
+# --------------------------------------------------------------------------- suppressions
+
+@attrs.frozen(slots=True)
+class Comment:
+    """A `#` comment found by the line scanner: where it starts and its text (with the `#`)."""
+
+    line: int
+    column: int
+    text: str
+    trailing: bool      # code precedes it on its line
+
+
+def _holds_code(text: str) -> bool:
+    """More than the grammar's whitespace: a byte-order mark is space to the parser, not to str.strip."""
+    return bool(text.replace("\ufeff", "").strip())
+
+
+def scan_comments(source: str) -> list[Comment]:
+    """Comments line by line, skipping `#` inside double-quoted strings (with `\\"` escapes)."""
+    out = []
+    for lineno, line in enumerate(source.split("\n"), start=1):
+        in_string = escaped = False
+        for i, ch in enumerate(line):
+            if in_string:
+                if escaped:
+                    escaped = False
+                elif ch == "\\":
+                    escaped = True
+                elif ch == '"':
+                    in_string = False
+            elif ch == '"':
+                in_string = True
+            elif ch == "#":
+                out.append(Comment(lineno, i + 1, line[i:].rstrip("\r\n"), _holds_code(line[:i])))
+                break
+    return out
+
+
+_SUPPRESSION = re.compile(r"#\s*kvplan\s*:\s*ignore\b(?P<rest>.*)", re.IGNORECASE)
+_BRACKETS = re.compile(r"\s*\[(?P<codes>[^\]]*)\](?P<reason>.*)")
+
+
+@attrs.frozen(slots=True)
+class Suppression:
+    """`# kvplan: ignore[CODES] reason` and the line it applies to (None: no code follows)."""
+
+    comment: Comment
+    codes: tuple[tuple[str, int], ...]   # each code with its column
+    reason: str
+    target: Optional[int]
+    well_formed: bool
+
+
+def find_suppressions(source: str) -> list[Suppression]:
+    comments = scan_comments(source)
+    lines = source.split("\n")
+    comment_lines = {c.line: c for c in comments}
+
+    def holds_code(n: int) -> bool:
+        text = lines[n - 1]
+        c = comment_lines.get(n)
+        return _holds_code(text[: c.column - 1] if c else text)
+
+    out = []
+    for c in comments:
+        m = _SUPPRESSION.match(c.text)
+        if not m:
+            continue
+        body = _BRACKETS.match(m.group("rest"))
+        codes: list[tuple[str, int]] = []
+        reason = ""
+        if body:
+            start = c.column - 1 + m.start("rest") + body.start("codes")
+            for piece in re.finditer(r"[^,\s]+", body.group("codes")):
+                codes.append((piece.group(0), start + piece.start() + 1))
+            reason = body.group("reason").strip().lstrip("-—–:").strip()
+        target: Optional[int] = c.line
+        if not c.trailing:
+            target = next((n for n in range(c.line + 1, len(lines) + 1) if holds_code(n)), None)
+        out.append(Suppression(c, tuple(codes), reason, target, bool(body) and bool(codes)))
+    return out
+
+
+def _span(path: str, line: int, column: int, length: int) -> Span:
+    return Span(path, line, column, line, column + max(length, 1))
+
+
+def apply_suppressions(path: str, source: str, diagnostics: Sequence[Diagnostic],
+                       judged: Callable[[str], bool] = lambda code: True) -> tuple[list[Diagnostic], int]:
+    """The diagnostics left after suppressions, plus KV9xx findings about the suppressions; and
+    how many were suppressed. A suppression is called unused only for codes that `judged`
+    accepts: the codes of checks that did not run could not have been reported."""
+    known = CODES
+    sups = find_suppressions(source)
+    used: set[tuple[int, str]] = set()
+    by_line: dict[int, list[tuple[int, Suppression]]] = {}
+    for i, s in enumerate(sups):
+        if s.target is not None:
+            by_line.setdefault(s.target, []).append((i, s))
+
+    kept, suppressed = [], 0
+    for d in diagnostics:
+        hit = None
+        if d.span is not None and not d.code.startswith(("KV0", "KV9")):
+            hit = next((i for i, s in by_line.get(d.span.line, ()) if any(c == d.code for c, _ in s.codes)), None)
+        if hit is None:
+            kept.append(d)
+        else:
+            used.add((hit, d.code))
+            suppressed += 1
+
+    for i, s in enumerate(sups):
+        c = s.comment
+        whole = _span(path, c.line, c.column, len(c.text))
+        if not s.well_formed:
+            kept.append(make(UNKNOWN_SUPPRESSED_CODE, "suppression names no code", whole,
+                             help="write `# kvplan: ignore[KV201] reason`, naming the codes to ignore"))
+            continue
+        for code, col in s.codes:
+            where = _span(path, c.line, col, len(code))
+            if code not in known:
+                near = difflib.get_close_matches(code.upper(), list(known), n=1)
+                hint = f"did you mean {near[0]}?" if near else "docs/rules/ has a page for every code"
+                kept.append(make(UNKNOWN_SUPPRESSED_CODE, f"suppression names unknown code {code!r}", where, help=hint))
+            elif (i, code) not in used and judged(code):
+                target = f"line {s.target}" if s.target is not None else "the end of the file"
+                kept.append(make(UNUSED_SUPPRESSION, f"suppression of {code} is unused: {code} is not reported on "
+                                 f"{target}", where, help="remove the code from the suppression"))
+        if not s.reason:
+            kept.append(make(SUPPRESSION_WITHOUT_REASON, "suppression gives no reason", whole,
+                             help="say why after the brackets: `# kvplan: ignore[KV201] measured on our kernel`"))
+    return kept, suppressed
+
+
+# --------------------------------------------------------------------------- report
+
+@attrs.frozen(slots=True)
+class FileReport:
+    """One linted file: its source and the diagnostics left to report, sorted."""
+
+    path: str
+    source: str
+    diagnostics: tuple[Diagnostic, ...]
+    suppressed: int = 0
+    result: Any = None       # the CheckResult, for callers that want the scenarios
+
+
+@attrs.frozen(slots=True)
+class LintReport:
+    files: tuple[FileReport, ...]
+    settings: LintSettings = LintSettings()
+
+    @property
+    def diagnostics(self) -> tuple[Diagnostic, ...]:
+        return tuple(d for f in self.files for d in f.diagnostics)
+
+    def counts(self) -> Mapping[Severity, int]:
+        out = {s: 0 for s in Severity}
+        for d in self.diagnostics:
+            out[d.severity] += 1
+        return out
+
+    def exit_code(self, fail_on: Optional[Severity] = None) -> int:
+        """0 when nothing reaches `fail_on` (default: the settings'), else 1."""
+        floor = (fail_on or self.settings.fail_on).rank
+        return 1 if any(d.severity.rank >= floor for d in self.diagnostics) else 0
+
+    def summary(self) -> str:
+        """`3 errors, 1 warning in 2 files`."""
+        counts = self.counts()
+        parts = [f"{n} {s.value}{'' if n == 1 else 's'}" for s, n in counts.items() if n]
+        nfiles = len(self.files)
+        where = f"in {nfiles} file{'' if nfiles == 1 else 's'}"
+        found = ", ".join(parts) if parts else "no findings"
+        hidden = sum(f.suppressed for f in self.files)
+        return f"{found} {where}" + (f" ({hidden} suppressed)" if hidden else "")
+
+
+def _sort_key(d: Diagnostic) -> tuple[int, int, str, str]:
+    s = d.span
+    return (s.line if s else 0, s.column if s else 0, d.code, d.message)
+
+
+def lint_file(path: str, settings: LintSettings, checks: Sequence[Check] = (),
+              found_in: Optional[str] = None) -> FileReport:
+    result = check_file(path, settings.allow_paths, found_in)
+    raw = list(result.diagnostics)
+    parsed = result.file is not None and not any(d.code.startswith("KV0") for d in raw)
+    # The extra checks plan the spec; a spec with errors cannot be planned.
+    planned = parsed and not any(d.severity is Severity.ERROR for d in raw)
+    if planned:
+        for check in checks:
+            raw.extend(check(result))
+    suppressed = 0
+    if parsed:
+        # Without the checks, only the front end's own codes (KV1xx) can be judged unused.
+        raw, suppressed = apply_suppressions(path, result.source, raw,
+                                             judged=lambda code: planned or code.startswith("KV1"))
+    kept = sorted((d for d in raw if settings.wants(d.code)), key=_sort_key)
+    return FileReport(path, result.source, tuple(kept), suppressed, result)
+
+
+def lint_paths(paths: Sequence[str], settings: LintSettings = LintSettings(),
+               checks: Sequence[Check] = ()) -> LintReport:
+    """Lint every file under `paths`; a file that does not parse does not stop the others."""
+    return LintReport(tuple(lint_file(p, settings, checks, root) for p, root in collect(paths)), settings)

@@ -1,0 +1,237 @@
+"""The regime map at one deployment point (SPEC §3–6), as evidence-carrying Values.
+
+This is what `kvplan map` prints and what the planner starts from: κ, weight
+bytes, s*, s_cap, β_eff per placement, intensity against the ridge, the step
+time bound, the regime and its margins, and the same map for each KV dtype.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import attrs
+import numpy as np
+
+from kvplan.base.evidence import Value, assumed, derived, reported
+from kvplan.base.units import fmt_unit
+from kvplan.catalog import DTYPES, Device, Dtype, Model
+from kvplan.model import roofline as rf
+from kvplan.model.footprint import kappa, kv_bytes_per_seq
+from kvplan.model.sok import paper_model
+
+DEFAULT_KV_DTYPES = ("bf16", "fp8", "int4", "int2")
+
+
+@attrs.frozen(slots=True)
+class DtypeRow:
+    """The map for one KV dtype at the same point."""
+
+    dtype: str
+    kappa: Value
+    s_star: Value
+    s_cap: Value
+    kv_bytes: Value
+    regime: str
+    step_time: Value
+    speedup: Value
+
+
+@attrs.frozen(slots=True)
+class RegimeMap:
+    model: Model
+    device: Device
+    n_devices: int
+    tp: int
+    weights: Dtype
+    kv: Dtype
+    batch: int
+    context: int
+    placement: str
+    inputs: tuple[tuple[str, Value], ...]
+    results: tuple[tuple[str, Value], ...]
+    bandwidth: tuple[tuple[str, Value], ...]
+    regime: str
+    notes: tuple[str, ...]
+    dtypes: tuple[DtypeRow, ...]
+
+    def result(self, key: str) -> Value:
+        return dict(self.results)[key]
+
+
+def _scalar(x: object) -> float:
+    return float(np.asarray(x))
+
+
+#: What kvplan prints instead of a capacity crossover when the weights leave no room for KV.
+WEIGHTS_EXCEED = "none (weights alone exceed memory)"
+
+
+def weights_exceed_note(weights: float, capacity: float) -> str:
+    return f"none: the weights alone ({fmt_unit(weights, 'B')}) exceed the memory ({fmt_unit(capacity, 'B')})"
+
+
+def cap_value(s_cap: float, source: str, weights: float, capacity: float) -> Value:
+    """s_cap as a Value: where the weights alone fill the memory there is no capacity crossover,
+    and no negative number is printed (the raw figure stays in `value` for arithmetic)."""
+    if s_cap > 0 or weights < capacity:
+        return derived(s_cap, "tokens", source)
+    return attrs.evolve(derived(s_cap, "tokens", f"{source}; {weights_exceed_note(weights, capacity)}"),
+                        absent=WEIGHTS_EXCEED)
+
+
+def over_cap_value(context: float, s_cap: float, weights: float, capacity: float) -> Value:
+    """s / s_cap, never an infinite or negative ratio: absent when the weights alone fill the memory."""
+    if s_cap > 0:
+        return derived(context / s_cap, "x", "s / s_cap")
+    return attrs.evolve(derived(float("inf"), "x", f"s / s_cap; {weights_exceed_note(weights, capacity)}"),
+                        absent=WEIGHTS_EXCEED)
+
+
+def paper_params_note(model: Model) -> str:
+    """Where `kvplan tables` uses the paper's round parameter count for this model, say so and by
+    how much the two s* differ (s* is proportional to P)."""
+
+    paper = paper_model()
+    if model.id != paper.id or model.params == paper.params:
+        return ""
+    diff = model.params / paper.params - 1
+    return (f"params {fmt_unit(model.params, '1')} are counted from the model's config.json; `kvplan tables` "
+            f"uses the paper's round P = {paper.params / 1e9:g}e9 for this model, so its s* is {abs(diff):.2%} "
+            f"{'lower' if diff > 0 else 'higher'} than here and its s_cap {'higher' if diff > 0 else 'lower'}")
+
+
+def devices_for_weights(model: Model, device: Device, w_p: float) -> int:
+    """The fewest devices whose memory N·C holds the weights P·w_p with room to spare (SPEC §5's
+    s_cap > 0): ceil(P·w_p / C), one more where the weights fill the devices exactly."""
+    need = rf.weight_bytes_held(model, w_p)
+    if not (math.isfinite(need) and device.memory > 0):
+        return 1
+    n = max(1, math.ceil(need / device.memory))
+    return n + 1 if n * device.memory <= need else n
+
+
+def widest_tp(model: Model, n: int) -> int:
+    """The largest tensor-parallel size for n devices (kvplan.planner.search.tp_options' first), found
+    among the divisors of the query heads so the work is bounded by the head count, not by n."""
+    for t in range(min(n, model.n_q), 0, -1):
+        if n % t == 0 and model.n_q % t == 0 and (model.kv_kind == "mla" or model.n_kv % t == 0
+                                                   or t % model.n_kv == 0):
+            return t
+    return 1
+
+
+def model_inputs(model: Model, device: Device, n_devices: int, batch: int, context: int,
+                 weights: Dtype, kv: Dtype) -> list[tuple[str, Value]]:
+    """The inputs a map rests on, each with its evidence class."""
+    msrc = model.source or f"model catalog: {model.id}"
+    dsrc = device.source or f"device catalog: {device.id}"
+    return [
+        ("params", reported(model.params, "1", msrc)),
+        ("params_active", reported(model.params_active, "1", msrc)),
+        ("layers", reported(model.n_layers, "1", msrc)),
+        ("kv_heads", reported(model.n_kv, "1", msrc)),
+        ("head_dim", reported(model.head_dim, "1", msrc)),
+        ("memory", reported(device.memory, "B", dsrc)),
+        ("bandwidth", reported(device.bandwidth, "B/s", dsrc)),
+        ("compute", reported(device.compute, "FLOP/s", dsrc)),
+        ("devices", assumed(n_devices, "1", "input")),
+        ("batch", assumed(batch, "1", "input")),
+        ("context", assumed(context, "tokens", "input")),
+        ("weight_width", assumed(weights.width, "B", f"input: weights = {weights.id}")),
+        ("kv_width", assumed(kv.width, "B", f"input: kv dtype = {kv.id}")),
+    ]
+
+
+def regime_map(cfg: rf.Config, batch: int, context: int, *, weights: Dtype, kv: Dtype,
+               kv_dtypes: Sequence[str] = DEFAULT_KV_DTYPES) -> RegimeMap:
+    """Evaluate the map at (batch, context) for `cfg`, and for each of `kv_dtypes`."""
+    rf.check_batch_context(batch, context)
+    m, d = cfg.model, cfg.device
+    k = kappa(m, cfg.w_kv)
+    w_read = _scalar(rf.weight_bytes_read(m, batch, cfg.w_p))
+    w_held = rf.weight_bytes_held(m, cfg.w_p)
+    kv_read = _scalar(rf.kv_bytes_read(cfg, batch, context))
+    kv_held = _scalar(rf.kv_bytes_stored(cfg, batch, context))
+    sstar = _scalar(rf.s_star(cfg, batch))
+    scap = _scalar(rf.s_cap(cfg, batch))
+    t = {key: _scalar(v) for key, v in rf.step_time(cfg, batch, context).items()}
+    flops = _scalar(rf.decode_flops(m, batch, context))
+    inten = _scalar(rf.intensity(cfg, batch, context))
+    short, long = rf.intensity_limits(m, batch, cfg.w_p, cfg.w_kv)
+    reg = str(rf.regime(context, sstar, scap))
+    windows = "" if m.all_full else " (windows applied per layer)"
+
+    results = [
+        ("kappa", derived(k, "B", f"κ = {'L·(d_c+d_r)·w_kv' if m.kv_kind == 'mla' else '2·L·n_kv·d_h·w_kv'} (docs/model.md §2), per token")),
+        ("kv_bytes_per_sequence", derived(_scalar(kv_bytes_per_seq(m, context, cfg.w_kv)), "B", f"B_kv(s) = κ·s{windows} (docs/model.md §2)")),
+        ("weight_bytes", derived(w_held, "B", "P·w_p (docs/model.md §4)")),
+        ("weight_bytes_read", derived(w_read, "B", "weights read per step" + (
+            ": non-routed + E(1−(1−k/E)^b) routed experts, uniform routing assumed (docs/model.md §4)" if m.is_moe else " = P·w_p (docs/model.md §4)"))),
+        ("kv_bytes_read", derived(kv_read, "B", "b·B_kv(s)·r/σ per step (docs/model.md §4)")),
+        ("kv_bytes_stored", derived(kv_held, "B", "b·B_kv(s)·r(1+φ)/σ (docs/model.md §3)")),
+        ("memory_needed", derived(w_held + kv_held, "B", "P·w_p + b·B_kv(s)")),
+        ("capacity", derived(cfg.capacity, "B", "N·C (docs/model.md §5)")),
+        ("s_star", derived(sstar, "tokens", f"s*(b) = P·w_p/(b·κ){windows} (docs/model.md §5)")),
+        ("s_cap", cap_value(scap, f"s_cap(b) = (N·C − P·w_p)/(b·κ){windows} (docs/model.md §5)", w_held,
+                            cfg.capacity)),
+        ("context_over_s_star", derived(context / sstar if np.isfinite(sstar) and sstar > 0 else 0.0, "x", "s / s*")),
+        ("context_over_s_cap", over_cap_value(context, scap, w_held, cfg.capacity)),
+        ("flops_per_step", derived(flops, "FLOP", "F = 2·P_active·b + 4·b·s·L·n_q·d_h (docs/model.md §4)")),
+        ("intensity", derived(inten, "FLOP/B", "I = F/M (docs/model.md §4)")),
+        ("intensity_short_limit", derived(_scalar(short), "FLOP/B",
+                                          "2·b·P_active / weight bytes read (= 2b/w_p dense; docs/model.md §4)")),
+        ("intensity_long_limit", derived(long, "FLOP/B", "2g/w_kv (docs/model.md §4)")),
+        ("ridge", derived(d.ridge, "FLOP/B", "π/β")),
+        ("step_time_weights", derived(t["weights"], "s", "weight bytes / (tp·β_eff striped)")),
+        ("step_time_kv", derived(t["kv"], "s", f"KV bytes / (tp·β_eff {cfg.placement})")),
+        ("step_time_compute", derived(t["compute"], "s", "F / (tp·π)")),
+        ("step_time", derived(t["step"], "s", "T_step ≥ max(M/β_eff, F/π) (docs/model.md §4)")),
+        ("throughput", derived(batch / t["step"], "tok/s", "b / T_step")),
+        ("ceiling_rate", derived(_scalar(rf.ceiling_rate(cfg, batch)), "tokens/s", "R_∞ = β_eff/κ (docs/model.md §7)")),
+    ]
+
+    bandwidth = []
+    notes = []
+    for placement in rf.PLACEMENTS:
+        beta, upper = rf.beta_eff(d, placement, batch)
+        src = {"pinned": "β/n_part (docs/model.md §7)", "striped": "min(β, β_link·n/(n−1)) (docs/model.md §7)",
+               "affinity": "(b/ceil(b/n_part))·β/n_part (docs/model.md §7)"}[placement]
+        if upper:
+            src += "; fabric bandwidth unpublished: upper bound"
+            notes.append(f"striped bandwidth on {d.id} is an upper bound: die-to-die fabric bandwidth is unpublished")
+        bandwidth.append((placement, derived(_scalar(beta), "B/s", src)))
+
+    rows = []
+    base_cfg = attrs.evolve(cfg, w_kv=DTYPES["bf16"].width)
+    base_t = _scalar(rf.step_time(base_cfg, batch, context)["memory"])
+    for name in kv_dtypes:
+        dt = DTYPES[name]
+        c2 = attrs.evolve(cfg, w_kv=dt.width)
+        ss = _scalar(rf.s_star(c2, batch))
+        sc = _scalar(rf.s_cap(c2, batch))
+        tt = rf.step_time(c2, batch, context)
+        rows.append(DtypeRow(
+            dtype=name,
+            kappa=derived(kappa(m, dt.width), "B", "κ at this width"),
+            s_star=derived(ss, "tokens", "s*(b) (docs/model.md §5)"),
+            s_cap=cap_value(sc, "s_cap(b) (docs/model.md §5)", w_held, cfg.capacity),
+            kv_bytes=derived(_scalar(rf.kv_bytes_stored(c2, batch, context)), "B", "b·B_kv(s)"),
+            regime=str(rf.regime(context, ss, sc)),
+            step_time=derived(_scalar(tt["step"]), "s", "T_step lower bound"),
+            speedup=derived(base_t / _scalar(tt["memory"]), "x", "S(c) = (W+K)/(W+K/c) vs bf16 KV (docs/model.md §6)"),
+        ))
+    if w_held >= cfg.capacity:
+        n_fit = devices_for_weights(m, d, cfg.w_p)
+        notes.append(f"the weights alone ({fmt_unit(w_held, 'B')}) exceed the memory of {cfg.n_devices} × {d.id} "
+                     f"({fmt_unit(cfg.capacity, 'B')}), so there is no capacity crossover; {n_fit} devices are "
+                     f"the fewest that hold them: --devices {n_fit}")
+    paper = paper_params_note(m)
+    if paper:
+        notes.append(paper)
+    return RegimeMap(
+        model=m, device=d, n_devices=cfg.n_devices, tp=cfg.tp, weights=weights, kv=kv, batch=batch,
+        context=context, placement=cfg.placement,
+        inputs=tuple(model_inputs(m, d, cfg.n_devices, batch, context, weights, kv)),
+        results=tuple(results), bandwidth=tuple(bandwidth), regime=reg, notes=tuple(notes), dtypes=tuple(rows),
+    )

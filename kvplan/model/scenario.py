@@ -1,0 +1,99 @@
+"""What the planner consumes: one resolved deployment scenario, in base units, with its spans and assumptions."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Union
+
+import attrs
+
+from kvplan.base.errors import Span
+from kvplan.base.evidence import Evidence, Value
+from kvplan.catalog import Device, Dtype, Model
+
+#: `devices = auto` lets the planner choose up to this many devices (LANGUAGE.md).
+AUTO_DEVICE_LIMIT = 64
+
+
+@attrs.frozen(slots=True)
+class DeviceCount:
+    """`devices = 4` (fixed), `auto` (n = 64, the most the planner may choose) or `<= 8` (max)."""
+
+    mode: str
+    n: int
+
+
+@attrs.frozen(slots=True)
+class Pin:
+    """A choice the operator already made: kv_dtype 'fp8', block_size 16.0, prefix_caching True,
+    retention 0.75, tier 'host', placement 'striped', devices 4.0."""
+
+    key: str
+    value: Union[str, float, bool]
+    span: Span
+
+
+@attrs.frozen(slots=True)
+class Expectation:
+    """An `expect` assertion. `value` is in base units (s, tok/s, B), a word, or True for `fits`
+    (whose op is 'is')."""
+
+    metric: str
+    op: str
+    value: Union[str, float, bool]
+    span: Span
+
+
+@attrs.frozen(slots=True)
+class Scenario:
+    """One deployment (or one combination of its workload lists), resolved and in base units.
+
+    `spans` maps 'deployment', 'model', 'workload.batch', 'slo.step_time',
+    'pin.kv_dtype', ... to where each was written; a default has no span and is
+    in `assumptions` instead.
+    """
+
+    deployment: str
+    name: str
+    model: Model
+    device: Device
+    weights: Dtype
+    devices: DeviceCount
+    placement: str
+    engine: str
+    batch: int
+    context: int
+    prefix: int
+    fanout: int
+    reuse: float
+    budget: str
+    eviction_allowed: bool
+    min_retention: float
+    slo_step_time: Optional[float]
+    slo_throughput: Optional[float]
+    objective: str
+    pins: Mapping[str, Pin]
+    expects: tuple[Expectation, ...]
+    spans: Mapping[str, Span]
+    assumptions: tuple[Value, ...]
+
+
+@attrs.frozen(slots=True)
+class Choice(Value):
+    """An assumed default that is a word, not a number (`engine = any`).
+
+    evidence.Value is typed for numbers; a choice keeps its word in `value`
+    and prints it as it is. `to_json` gives {"value": "any", "unit": "", ...}.
+    """
+
+    def text(self) -> str:
+        return f"{self.value} ({self.evidence.value})"
+
+    @property
+    def human(self) -> str:
+        return str(self.value)
+
+
+def choice(word: str, source: str) -> Value:
+    """An assumed default choice, e.g. choice('any', 'default: engine = any (LANGUAGE.md)')."""
+    word_as_value: Any = word  # Value.value is typed float; see Choice
+    return Choice(word_as_value, "", Evidence.ASSUMED, source)

@@ -1,0 +1,472 @@
+"""Sweep the decode model over a grid of devices × KV dtype × batch × context, streamed as CSV or JSON.
+
+The grid is evaluated with the vectorized core (kvplan.model.roofline) in chunks of at
+most `CHUNK` points, and each chunk is formatted and handed on before the next
+is computed, so memory stays flat however large the grid grows. Row order is
+fixed: devices, then KV dtype, then batch, then context, each in list order.
+
+The text generators yield `(rows, text)` pairs; the caller writes the text
+wherever it likes and may count rows for a progress display.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import TYPE_CHECKING, Iterator, Optional, Sequence, Union
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from kvplan.base import limits
+from kvplan.base.errors import KvplanError
+from kvplan.base.evidence import reported
+from kvplan.base.units import MAX_EXACT, Dim, parse_quantity
+from kvplan.catalog import DTYPES, Device, Dtype, Model, dtype
+from kvplan.model import roofline as rf
+from kvplan.model.footprint import kappa
+
+if TYPE_CHECKING:
+    from kvplan.model.scenario import DeviceCount, Scenario
+
+#: Points evaluated at once; bounds the memory of the numeric arrays.
+CHUNK = 2**18
+#: Rows formatted at once; bounds the memory of the Python objects formatting makes.
+FORMAT_ROWS = 2**14
+#: The longest list one option may expand to (a range like 1..1e12 is a typo, not a sweep).
+MAX_LIST = 10**7
+
+Array = npt.NDArray[np.float64]
+
+
+class SweepError(KvplanError):
+    """A sweep list kvplan cannot read."""
+
+
+# ------------------------------------------------------------------ lists
+
+_RANGE = re.compile(r"^(?P<lo>.*?)\.\.(?P<hi>[^:]*)(?::(?P<op>[x*+])(?P<step>.*))?$")
+
+
+def _example(kind: str) -> str:
+    return {"tokens": "4k..1M:x2, 8k..128k:+8k or 1k,32k,128k", "int": "1..64, 1..1024:x2 or 1,8,32"}[kind]
+
+
+def _number(text: str, kind: str, what: str) -> float:
+    if kind == "tokens":
+        return parse_quantity(text, Dim.TOKENS, what=what)
+    try:
+        return float(text)
+    except ValueError:
+        raise SweepError(f"{what}: cannot read '{text}' as a number", help=f"write e.g. {_example(kind)}") from None
+
+
+def _whole(x: float, text: str, what: str) -> int:
+    if not math.isfinite(x) or abs(x - round(x)) > 1e-9 * max(1.0, abs(x)):
+        raise SweepError(f"{what}: '{text}' is not a whole number", help="batch, context and device counts are counts")
+    n = int(round(x))
+    if n < 1:
+        raise SweepError(f"{what}: '{text}' must be at least 1")
+    top = _LIMITS.get(what, MAX_EXACT)
+    if n > top:
+        raise SweepError(f"{what}: '{text}' is above {top:,}, kvplan's limit for {what} (docs/language.md#ranges)")
+    return n
+
+
+#: The same limits as a spec's (kvplan.base.limits): a sweep point is a deployment a spec could state.
+_LIMITS = {"devices": limits.MAX_DEVICES, "batch": limits.MAX_BATCH, "context": limits.MAX_TOKENS}
+
+
+def _expand_range(item: str, m: re.Match[str], kind: str, what: str) -> list[int]:
+    lo_t, hi_t, op, step_t = m.group("lo").strip(), m.group("hi").strip(), m.group("op"), m.group("step")
+    if not lo_t or not hi_t:
+        raise SweepError(f"{what}: range '{item}' needs both ends", help=f"write e.g. {_example(kind)}")
+    lo = _whole(_number(lo_t, kind, what), lo_t, what)
+    hi = _whole(_number(hi_t, kind, what), hi_t, what)
+    if lo > hi:
+        raise SweepError(f"{what}: range '{item}' runs downward", help=f"write the smaller end first: {hi_t}..{lo_t}")
+    step, factor = 1, 0.0
+    if op == "+":
+        step_x = _number(step_t.strip(), kind, what) if step_t.strip() else 0.0
+        if not (step_x >= 1 and step_x == int(step_x)):
+            raise SweepError(f"{what}: range '{item}' needs a whole step of at least 1 after ':+'",
+                             help=f"write e.g. {_example(kind)}")
+        step = int(step_x)
+    elif op is not None:
+        try:
+            factor = float(step_t)
+        except ValueError:
+            factor = float("nan")
+        if not factor > 1 or not math.isfinite(factor):
+            raise SweepError(f"{what}: range '{item}' needs a factor above 1 after ':x'", help="write e.g. 1..1024:x2")
+    geometric = factor > 1
+    count = (int(math.floor(math.log(hi / lo) / math.log(factor) + 1e-9)) + 1 if geometric
+             else (hi - lo) // step + 1)
+    if count > MAX_LIST:
+        raise SweepError(f"{what}: range '{item}' expands to {count:,} values, more than {MAX_LIST:,}",
+                         help="use a geometric step (:x2) or a coarser one (:+N)")
+    if not geometric:
+        return list(range(lo, hi + 1, step))
+    return [v for v in (int(round(lo * factor**k)) for k in range(count)) if v <= hi]
+
+
+def parse_list(text: str, kind: str, what: str) -> tuple[int, ...]:
+    """Read '1,8,32', '1..64', '1..1024:x2', '8k..128k:+8k' into whole numbers, duplicates dropped,
+    first occurrence kept. `kind` is 'int' (plain numbers) or 'tokens' (k, M, Ki, Mi allowed)."""
+    out: dict[int, None] = {}
+    if not text.strip():
+        raise SweepError(f"{what}: empty list", help=f"write e.g. {_example(kind)}")
+    for raw in text.split(","):
+        item = raw.strip()
+        if not item:
+            raise SweepError(f"{what}: empty item in '{text}'", help=f"write e.g. {_example(kind)}")
+        m = _RANGE.match(item)
+        if m is not None:
+            vals = _expand_range(item, m, kind, what)
+        elif ".." in item:
+            raise SweepError(f"{what}: cannot read range '{item}'", help=f"write e.g. {_example(kind)}")
+        else:
+            vals = [_whole(_number(item, kind, what), item, what)]
+        for v in vals:
+            out[v] = None
+        if len(out) > MAX_LIST:
+            raise SweepError(f"{what}: the list has more than {MAX_LIST:,} values")
+    return tuple(out)
+
+
+def parse_dtypes(text: str, what: str = "kv-dtype") -> tuple[str, ...]:
+    """Read 'bf16,fp8,int4' into catalog dtype ids (aliases resolved, duplicates dropped)."""
+    names = [t.strip() for t in text.split(",")]
+    if not text.strip() or not all(names):
+        raise SweepError(f"{what}: empty item in '{text}'", help="write e.g. bf16,fp8,int4,int2")
+    return tuple(dict.fromkeys(dtype(n).id for n in names))
+
+
+# ------------------------------------------------------------------ the grid
+
+@attrs.frozen(slots=True)
+class SweepSpec:
+    """One deployment and the lists it is swept over. `name` is set for sweeps of a .kvp file."""
+
+    model: Model
+    device: Device
+    weights: Dtype
+    placement: str
+    devices: tuple[int, ...]
+    kv_dtypes: tuple[str, ...]
+    batch: tuple[int, ...]
+    context: tuple[int, ...]
+    name: str = ""
+
+    def __attrs_post_init__(self) -> None:
+        if self.placement not in rf.PLACEMENTS:
+            raise SweepError(f"unknown placement '{self.placement}'", help="use striped, pinned or affinity")
+        for label, values in (("devices", self.devices), ("kv-dtype", self.kv_dtypes), ("batch", self.batch),
+                              ("context", self.context)):
+            if not values:
+                raise SweepError(f"{label}: empty list")
+        for n in self.devices:  # reject a bad configuration before any row is written
+            self.config(n, self.kv_dtypes[0])
+
+    @property
+    def points(self) -> int:
+        return len(self.devices) * len(self.kv_dtypes) * len(self.batch) * len(self.context)
+
+    def config(self, n_devices: int, kv: str) -> rf.Config:
+        return rf.Config(self.model, self.device, n_devices=n_devices, w_p=self.weights.width,
+                         w_kv=DTYPES[kv].width, placement=self.placement)
+
+
+def spec_from_flags(model: Model, device: Device, *, weights: str = "bf16", placement: str = "striped",
+                    devices: str = "1", kv_dtypes: str = "bf16", batch: str = "1", context: str = "128k") -> SweepSpec:
+    """A SweepSpec from the command line's list texts."""
+    return SweepSpec(model=model, device=device, weights=dtype(weights), placement=placement,
+                     devices=parse_list(devices, "int", "devices"), kv_dtypes=parse_dtypes(kv_dtypes),
+                     batch=parse_list(batch, "int", "batch"), context=parse_list(context, "tokens", "context"))
+
+
+def _device_counts(count: "DeviceCount", pinned: object) -> tuple[int, ...]:
+    """A spec's device count as a list: a fixed or pinned count itself; `auto` or `<= N`,
+    the powers of two up to N and N itself (the counts a node is usually cut into)."""
+    if pinned is not None:
+        return (int(pinned),)  # type: ignore[call-overload]
+    if count.mode == "fixed":
+        return (count.n,)
+    return tuple(dict.fromkeys([*(2**k for k in range(count.n.bit_length())), count.n]))
+
+
+def specs_from_scenarios(scenarios: Sequence["Scenario"], *, weights: Optional[str] = None,
+                         placement: Optional[str] = None, devices: Optional[str] = None,
+                         kv_dtypes: Optional[str] = None, batch: Optional[str] = None,
+                         context: Optional[str] = None) -> list[SweepSpec]:
+    """One SweepSpec per deployment of a checked .kvp file.
+
+    A list given here replaces the file's; otherwise the lists are the values the
+    deployment's scenarios take (batch and context in the order written), its pinned
+    kv_dtype (else bf16) and device count (`auto`/`<= N`: powers of two up to N).
+    `placement = auto` sweeps striped, what SPEC rule 7 chooses on multi-die packages.
+    """
+    groups: dict[str, list["Scenario"]] = {}
+    for sc in scenarios:
+        groups.setdefault(sc.deployment, []).append(sc)
+    out = []
+    for name, scs in groups.items():
+        first = scs[0]
+        pins = {k: p.value for k, p in first.pins.items()}
+        place = placement or str(pins.get("placement") or first.placement)
+        out.append(SweepSpec(
+            model=first.model, device=first.device,
+            weights=dtype(weights) if weights else first.weights,
+            placement="striped" if place == "auto" else place,
+            devices=(parse_list(devices, "int", "devices") if devices
+                     else _device_counts(first.devices, pins.get("devices"))),
+            kv_dtypes=parse_dtypes(kv_dtypes) if kv_dtypes else (dtype(str(pins.get("kv_dtype", "bf16"))).id,),
+            batch=(parse_list(batch, "int", "batch") if batch
+                   else tuple(dict.fromkeys(int(sc.batch) for sc in scs))),
+            context=(parse_list(context, "tokens", "context") if context
+                     else tuple(dict.fromkeys(int(sc.context) for sc in scs))),
+            name=name,
+        ))
+    return out
+
+
+@attrs.frozen(slots=True)
+class Column:
+    """One output column; numbers carry their unit, evidence class and source."""
+
+    name: str
+    type: str  # "string", "integer", "number", "boolean"
+    unit: str = ""
+    evidence: str = ""
+    source: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        out = {"name": self.name, "type": self.type}
+        if self.type in ("integer", "number"):
+            out.update(unit=self.unit, evidence=self.evidence, source=self.source)
+        elif self.source:
+            out["source"] = self.source
+        return out
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("model", "string", source="input: --model / the spec's model"),
+    Column("device", "string", source="input: --device / the spec's device"),
+    Column("devices", "integer", "1", "assumed", "input: --devices"),
+    Column("kv_dtype", "string", source="input: --kv-dtype"),
+    Column("batch", "integer", "1", "assumed", "input: --batch"),
+    Column("context", "integer", "tokens", "assumed", "input: --context"),
+    Column("kappa_bytes", "number", "B", "derived", "κ = 2·L·n_kv·d_h·w_kv per token (L·(d_c+d_r)·w_kv for MLA) (docs/model.md §2)"),
+    Column("kv_bytes", "number", "B", "derived", "b·B_kv(s), windows applied, × KV replication over tp ranks (docs/model.md §3)"),
+    Column("weight_bytes", "number", "B", "derived", "P·w_p, every parameter held (docs/model.md §4)"),
+    Column("memory_bytes", "number", "B", "derived", "weight_bytes + kv_bytes"),
+    Column("fits", "boolean", source="memory_bytes ≤ N·C (docs/model.md §5)"),
+    Column("s_star_tokens", "number", "tokens", "derived", "s*(b) = P·w_p/(b·κ) (docs/model.md §5)"),
+    Column("s_cap_tokens", "number", "tokens", "derived",
+           "s_cap(b) = (N·C − P·w_p)/(b·κ); none (empty in CSV, null in JSON) where the weights alone "
+           "exceed N·C (docs/model.md §5)"),
+    Column("regime", "string", source="weight-bound below s*, capacity-bound above s_cap, KV-bound between (docs/model.md §6)"),
+    Column("step_time_s", "number", "s", "derived", "T_step ≥ max(M/β_eff, F/π) over tp ranks (docs/model.md §4, §7)"),
+    Column("throughput_tok_s", "number", "tok/s", "derived", "b / T_step"),
+    Column("speedup_vs_bf16", "number", "x", "derived",
+           "memory time with bf16 KV / memory time with this KV dtype: S(c) = (W+K)/(W+K/c) (docs/model.md §6)"),
+)
+DEPLOYMENT_COLUMN = Column("deployment", "string", source="the spec's deployment name")
+
+
+def columns(named: bool) -> tuple[Column, ...]:
+    return ((DEPLOYMENT_COLUMN,) if named else ()) + COLUMNS
+
+
+@attrs.frozen(slots=True)
+class Block:
+    """The evaluated points of one chunk: one devices × KV dtype pair, a run of batch × context.
+
+    `b_index` / `s_index` index the spec's batch and context lists; per-batch values
+    (`s_star`, `s_cap`) are over the whole batch list.
+    """
+
+    spec: SweepSpec
+    n_devices: int
+    kv: str
+    b_index: npt.NDArray[np.int64]
+    s_index: npt.NDArray[np.int64]
+    kappa: float
+    weight_bytes: float
+    capacity: float
+    s_star: Array
+    s_cap: Array
+    kv_bytes: Array
+    memory_bytes: Array
+    fits: npt.NDArray[np.bool_]
+    regime: npt.NDArray[np.int8]  # index into rf.REGIMES
+    step_time: Array
+    throughput: Array
+    speedup: Array
+
+
+def evaluate(spec: SweepSpec, chunk: int = CHUNK) -> Iterator[Block]:
+    """Evaluate the grid chunk by chunk, in the fixed row order."""
+    b_all = np.asarray(spec.batch, dtype=np.float64)
+    s_all = np.asarray(spec.context, dtype=np.float64)
+    nb, ns = len(b_all), len(s_all)
+    total = nb * ns
+    for n in spec.devices:
+        for kv in spec.kv_dtypes:
+            cfg = spec.config(n, kv)
+            base = attrs.evolve(cfg, w_kv=DTYPES["bf16"].width)
+            s_star = rf.s_star(cfg, b_all)
+            s_cap = rf.s_cap(cfg, b_all)
+            w_held = rf.weight_bytes_held(cfg.model, cfg.w_p)
+            for i0 in range(0, total, chunk):
+                b_i, s_i = np.divmod(np.arange(i0, min(total, i0 + chunk), dtype=np.int64), ns)
+                b, s = b_all[b_i], s_all[s_i]
+                kv_b = rf.kv_bytes_stored(cfg, b, s)
+                mem = w_held + kv_b
+                reg = rf.regime(s, s_star[b_i], s_cap[b_i])
+                codes = np.zeros(reg.shape, dtype=np.int8)
+                for k, name in enumerate(rf.REGIMES[1:], start=1):
+                    codes[reg == name] = k
+                t = rf.step_time(cfg, b, s)
+                t_base = t["memory"] if cfg.w_kv == base.w_kv else rf.step_time(base, b, s)["memory"]
+                yield Block(spec=spec, n_devices=n, kv=kv, b_index=b_i, s_index=s_i,
+                            kappa=kappa(cfg.model, cfg.w_kv), weight_bytes=w_held, capacity=cfg.capacity,
+                            s_star=s_star, s_cap=s_cap, kv_bytes=kv_b, memory_bytes=mem,
+                            fits=mem <= cfg.capacity, regime=codes, step_time=t["step"],
+                            throughput=b / t["step"], speedup=t_base / t["memory"])
+
+
+# ------------------------------------------------------------------ text
+
+def _scalar_text(x: float, json_out: bool) -> str:
+    """repr of a float (shortest round trip), as an integer where it is one; null/inf in JSON/CSV."""
+    if not math.isfinite(x):
+        return "null" if json_out else ("inf" if x > 0 else "-inf" if x < 0 else "nan")
+    if x == int(x) and abs(x) < 2**53:
+        return str(int(x))
+    return repr(float(x))
+
+
+def _values(arr: Array, json_out: bool) -> list[object]:
+    """Python objects whose str() is the column's text: ints where the whole array is integral."""
+    if np.all(np.isfinite(arr)):
+        if np.all(arr == np.floor(arr)) and np.all(np.abs(arr) < 2**53):
+            return arr.astype(np.int64).tolist()  # type: ignore[no-any-return]
+        return arr.tolist()  # type: ignore[no-any-return]
+    return [_scalar_text(x, json_out) for x in arr.tolist()]
+
+
+def _csv_field(text: str) -> str:
+    if any(c in text for c in ',"\n\r'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def _string(text: str, json_out: bool) -> str:
+    return json.dumps(text, ensure_ascii=False) if json_out else _csv_field(text)
+
+
+def _rows(block: Block, json_out: bool) -> Iterator[tuple[int, str]]:
+    """Format one block: per-batch and per-context text is made once and looked up per row."""
+    spec = block.spec
+    sep = ", " if json_out else ","
+    lead = [spec.name] if spec.name else []
+    prefix = [sep.join([*(_string(x, json_out) for x in [*lead, spec.model.id, spec.device.id]),
+                        str(block.n_devices), _string(block.kv, json_out), str(b)]) for b in spec.batch]
+    # no capacity crossover where the weights alone exceed N·C: null in JSON, empty in CSV, never negative
+    none = "null" if json_out else ""
+    crossovers = [sep.join([_scalar_text(a, json_out), _scalar_text(c, json_out) if c > 0 else none])
+                  for a, c in zip(block.s_star.tolist(), block.s_cap.tolist())]
+    pre_b = np.array(prefix, dtype=object)
+    cross_b = np.array(crossovers, dtype=object)
+    ctx = np.array([str(s) for s in spec.context], dtype=object)
+    fits_t = np.array(["true", "false"], dtype=object)
+    regimes = np.array([_string(r, json_out) for r in rf.REGIMES], dtype=object)
+    middle = sep.join(["%s", "%s", _scalar_text(block.kappa, json_out), "%s", _scalar_text(block.weight_bytes, json_out),
+                       "%s", "%s", "%s", "%s", "%s", "%s", "%s"])
+    row = ("    [" + middle + "],\n") if json_out else (middle + "\n")
+    n = len(block.b_index)
+    for i0 in range(0, n, FORMAT_ROWS):
+        sl = slice(i0, min(n, i0 + FORMAT_ROWS))
+        bi, si = block.b_index[sl], block.s_index[sl]
+        cols: Sequence[Union[list[object], npt.NDArray[np.object_]]] = (
+            pre_b[bi], ctx[si], _values(block.kv_bytes[sl], json_out), _values(block.memory_bytes[sl], json_out),
+            fits_t[(~block.fits[sl]).astype(np.int8)], cross_b[bi], regimes[block.regime[sl]],
+            _values(block.step_time[sl], json_out), _values(block.throughput[sl], json_out),
+            _values(block.speedup[sl], json_out),
+        )
+        m = sl.stop - sl.start
+        grid = np.empty((m, len(cols)), dtype=object)
+        for j, c in enumerate(cols):
+            grid[:, j] = c
+        yield m, (row * m) % tuple(grid.ravel().tolist())
+
+
+def total_points(specs: Sequence[SweepSpec]) -> int:
+    return sum(s.points for s in specs)
+
+
+def csv_text(specs: Sequence[SweepSpec], chunk: int = CHUNK) -> Iterator[tuple[int, str]]:
+    """The header line, then rows as each chunk is evaluated. Floats are written as Python's
+    shortest round-trip repr (integers without a decimal point); s* is `inf` where it never comes."""
+    named = any(s.name for s in specs)
+    yield 0, ",".join(c.name for c in columns(named)) + "\n"
+    for spec in specs:
+        for block in evaluate(spec, chunk):
+            yield from _rows(block, json_out=False)
+
+
+def _deployment_json(spec: SweepSpec) -> dict[str, object]:
+    msrc = spec.model.source or f"model catalog: {spec.model.id}"
+    dsrc = spec.device.source or f"device catalog: {spec.device.id}"
+    out: dict[str, object] = {"name": spec.name} if spec.name else {}
+    out.update({
+        "model": spec.model.id,
+        "device": spec.device.id,
+        "weights_dtype": spec.weights.id,
+        "placement": spec.placement,
+        "params": reported(spec.model.params, "1", msrc).to_json(),
+        "memory": reported(spec.device.memory, "B", dsrc).to_json(),
+        "bandwidth": reported(spec.device.bandwidth, "B/s", dsrc).to_json(),
+        "compute": reported(spec.device.compute, "FLOP/s", dsrc).to_json(),
+        "devices": list(spec.devices),
+        "kv_dtypes": list(spec.kv_dtypes),
+        "batch_values": len(spec.batch),
+        "context_values": len(spec.context),
+        "points": spec.points,
+    })
+    return out
+
+
+def json_text(specs: Sequence[SweepSpec], chunk: int = CHUNK) -> Iterator[tuple[int, str]]:
+    """A JSON object streamed: the header (format_version, columns with unit/evidence/source,
+    deployments), then `rows` as arrays of plain values in column order, then `row_count`."""
+    named = any(s.name for s in specs)
+    head = {
+        "format_version": "1",
+        "kind": "sweep",
+        "columns": [c.to_json() for c in columns(named)],
+        "deployments": [_deployment_json(s) for s in specs],
+        "row_order": "devices, kv_dtype, batch, context (nested, each in list order)",
+    }
+    text = json.dumps(head, indent=2, ensure_ascii=False, allow_nan=False)
+    yield 0, text[: text.rstrip().rfind("}")].rstrip() + ',\n  "rows": [\n'
+    count = 0
+    pending: Optional[tuple[int, str]] = None  # held back: the last row must lose its comma
+    for spec in specs:
+        for block in evaluate(spec, chunk):
+            for piece in _rows(block, json_out=True):
+                if pending is not None:
+                    yield pending
+                count += piece[0]
+                pending = piece
+    if pending is not None:
+        yield pending[0], pending[1][:-2] + "\n"
+    yield 0, f'  ],\n  "row_count": {count}\n}}\n'
+
+
+__all__ = ["CHUNK", "COLUMNS", "Block", "Column", "SweepError", "SweepSpec", "columns", "csv_text", "evaluate",
+           "json_text", "parse_dtypes", "parse_list", "spec_from_flags", "specs_from_scenarios",
+           "total_points"]
