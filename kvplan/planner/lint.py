@@ -271,23 +271,25 @@ def _sigma(sc: Any) -> float:
     return float(sharing_factor(n, sc.context, sc.prefix))
 
 
-def plan_with_findings(sc: Any, ctx: Optional[Context] = None) -> PlanResult:
+def plan_with_findings(sc: Any, ctx: Optional[Context] = None, **overrides: float) -> PlanResult:
+    """Plan one scenario (with the planner options given, as `kvplan advise` takes them) and lint it."""
     from kvplan.planner import plan
 
-    p = plan(sc)
+    kw: dict[str, Any] = dict(overrides)
+    p = plan(sc, **kw)
     return PlanResult(p, tuple(findings(sc, p, ctx)))
 
 
-def check(result: Any) -> list[Diagnostic]:
-    """The lint runner's hook: plan every scenario of a checked file and report its findings.
-    Files with errors from earlier stages are skipped (their scenarios are incomplete)."""
+def check(result: Any, **overrides: float) -> list[Diagnostic]:
+    """The lint runner's hook: plan every scenario of a checked file (with the planner options given)
+    and report its findings. Files with errors from earlier stages are skipped (their scenarios are incomplete)."""
     if any(dg.severity is Severity.ERROR for dg in result.diagnostics):
         return []
     found: dict[tuple[str, str, int, int], tuple[Diagnostic, list[str]]] = {}
     helps: dict[tuple[str, str, int, int], set[Optional[str]]] = {}
     for sc in result.scenarios:
         ctx = (result.source, fx.deployment(result.file, sc.deployment))
-        for dg in plan_with_findings(sc, ctx).findings:
+        for dg in plan_with_findings(sc, ctx, **overrides).findings:
             key = (dg.code, dg.message, dg.span.line if dg.span else 0, dg.span.column if dg.span else 0)
             found.setdefault(key, (dg, []))[1].append(sc.name)
             helps.setdefault(key, set()).add(dg.help)
