@@ -575,6 +575,15 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
     # one memory model: the plan is made under the reserves its configs are sized with
     given = {"activation_reserve": reserves.activation, "runtime_reserve": reserves.runtime}
     plans = plans_for(_checked(spec_file, allow_paths), scenario, **{k: v for k, v in given.items() if v is not None})
+    for p in plans:  # a count the model cannot split has no configuration to write
+        gap = next((u for u in p.unmet if u.constraint == "layout"), None)
+        if gap is not None:
+            from kvplan.errors import KvplanError
+
+            pin = p.scenario.pins.get("devices")
+            raise KvplanError(f"scenario {p.scenario.name}: {gap.message}",
+                              help=("try " + "; or ".join(gap.suggestions)) if gap.suggestions else None,
+                              span=pin.span if pin is not None else p.scenario.spans.get("devices"))
     folders = scenario_folders(plans, out_dir)
     tree = None if out_dir is None else OutputTree(out_dir)
     findings = 0

@@ -39,7 +39,7 @@ def metric_value(plan: Plan, metric: str) -> Any:
     if metric == "regime":
         return plan.regime_after
     if metric == "fits":
-        return plan.regime_after != "capacity-bound" and not any(u.constraint == "fits" for u in plan.unmet)
+        return plan.regime_after != "capacity-bound" and not any(u.constraint in ("fits", "layout") for u in plan.unmet)
     if metric == "devices":
         return plan.n_devices
     if metric == "kv_bytes":
@@ -231,6 +231,10 @@ def findings(sc: Any, plan: Plan, ctx: Optional[Context] = None) -> list[Diagnos
     for u in plan.unmet:
         if u.constraint == "fits":
             text, found = _unmet_help(sc, ctx, u, "smallest change that fits: ", "; or ")
+            out.append(make("KV301", u.message, _span(sc, "pin.devices", "devices", "deployment"), help=text,
+                            fixes=found))
+        elif u.constraint == "layout":
+            text, found = _unmet_help(sc, ctx, u, "would meet it: ", "; or ")
             out.append(make("KV301", u.message, _span(sc, "pin.devices", "devices", "deployment"), help=text,
                             fixes=found))
         elif u.constraint == "step_time":
