@@ -284,15 +284,28 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
     regime_after = str(rf.regime(s, s_star1, s_cap1))
 
     w_held = rf.weight_bytes_held(m, w_p)
-    where0 = "one device" if n0 == 1 else f"N = {n0} (tp {tp0}), the fewest devices that hold the weights"
+    pp0 = n0 // tp0
+    where0 = "one device" if n0 == 1 else (f"N = {n0} (tp {tp0} × pp {pp0}, the layout `kvplan map --devices {n0} "
+                                          f"--tp {tp0}` draws), the fewest devices that hold the weights")
+    rho0 = base1.kv_replication
+    rho_txt = f"·ρ" if rho0 != 1 else ""
+    rho_note = f", ρ = {rho0:g} copies of each KV byte over the tp ranks" if rho0 != 1 else ""
+    layers0 = int(memory.stage_layers(m, pp0))
+    if n0 == 1:
+        cap_src = "s_cap(b) = (C − P·w_p)/(b·κ), one device, 16-bit KV (docs/model.md §5)"
+    elif layers0 * pp0 == m.n_layers:
+        cap_src = f"s_cap(b) = (N·C − P·w_p)/(b·κ{rho_txt}), {where0}{rho_note}, 16-bit KV (docs/model.md §5)"
+    else:  # the stages split the layers unevenly: the most loaded device fills first
+        cap_src = (f"s_cap(b) = (C − W_d)·L·tp/(⌈L/pp⌉·b·κ{rho_txt}), W_d = P·w_p·⌈L/pp⌉/(L·tp) the weights of the "
+                   f"most loaded device ({layers0} of {m.n_layers} layers on one of {pp0} pipeline stages), "
+                   f"{where0}{rho_note}, 16-bit KV (docs/model.md §5)")
     map_before = (
         (("devices", derived(n0, "1", f"the fewest {d.id} whose memory N·C holds the weights P·w_p = "
                                       f"{fmt_unit(w_held, 'B')}: the map is drawn there")),) if n0 > 1 else ()) + (
         ("kappa", derived(kappa(m, 2.0), "B", "κ at 16-bit (docs/model.md §2)")),
         ("s_star", derived(s_star0, "tokens", "s*(b) = P·w_p/(b·κ), 16-bit KV"
                            + (f", {where0}, KV replication per tp rank" if n0 > 1 else "") + " (docs/model.md §5)")),
-        ("s_cap", cap_value(s_cap0, f"s_cap(b) = ({'C' if n0 == 1 else 'N·C'} − P·w_p)/(b·κ), {where0}, 16-bit KV "
-                                    "(docs/model.md §5)", w_held, base1.capacity)),
+        ("s_cap", cap_value(s_cap0, cap_src, w_held, base1.capacity)),
         ("context_over_s_star", derived(s / s_star0 if s_star0 > 0 else 0.0, "x", "s / s*")),
         ("context_over_s_cap", over_cap_value(s, s_cap0, w_held, base1.capacity)),
     )
