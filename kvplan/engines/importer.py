@@ -27,6 +27,7 @@ from kvplan.base.errors import KvplanError, Span
 from kvplan.catalog import Model, aliases, get_device, get_model, models, suggest
 from kvplan.catalog.hf import load_config
 from kvplan.lang.fmt import format_source
+from kvplan.planner.search import closest_tp, tp_options
 
 ENGINES = ("vllm", "sglang", "trtllm")
 ENGINE_NAMES = {"vllm": "vLLM 0.33.0", "sglang": "SGLang 0.5.23", "trtllm": "TensorRT-LLM (main, > 1.2.1)"}
@@ -944,6 +945,13 @@ def import_deployment(engine: str, text: str, opts: Options = Options(), base_di
     if devices > limits.MAX_DEVICES:
         raise DeploymentReadError(f"tensor parallel {r.tp[0]:,} × pipeline parallel {r.pp[0]:,} is {devices:,} "
                                   f"devices; a spec takes {limits.between(1, limits.MAX_DEVICES)}", help=_LIMIT)
+    if r.tp[0] not in tp_options(m, devices):  # the engine would refuse it, and no plan can reproduce it
+        raise DeploymentReadError(
+            f"tensor parallel {r.tp[0]:,} × pipeline parallel {r.pp[0]:,} cannot split {m.id} ({m.n_q} query "
+            f"heads, {m.n_kv} KV heads, {m.n_layers} layers): tensor parallel must divide the query heads and "
+            "divide or be a multiple of the KV heads, and pipeline parallel must be at most the layers",
+            help=f"check -tp/-pp against the model; the nearest split it takes is tensor parallel "
+                 f"{closest_tp(m, r.tp[0])} × pipeline parallel {min(r.pp[0], m.n_layers)}")
     dev_why = f"tensor parallel {r.tp[0]} × pipeline parallel {r.pp[0]}"
     if r.pp[0] > 1:
         r.note(f"pipeline parallel {r.pp[0]}: kvplan chooses the tensor-parallel size from the device count, "

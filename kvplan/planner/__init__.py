@@ -148,6 +148,16 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
         else:
             pipeline = True
             engine_gap = space.counts
+    # A count no tensor × pipeline split of the model takes (more stages than layers, or heads the
+    # ranks cannot share) is never a valid plan: searched counts without one are dropped, and a
+    # fixed count without one leaves the plan unmet ("layout") rather than planned on a split that
+    # cannot run.
+    layout_gap: Optional[tuple[int, ...]] = None
+    laid = tuple(c for c in space.counts if search.has_layout(m, c))
+    if laid:
+        space = attrs.evolve(space, counts=laid)
+    else:
+        layout_gap, engine_gap = space.counts, None
     ev = search.evaluate(m, d, batch=b, context=s, w_p=w_p, sharing=sigma, frag=phi, reserved=reserved,
                          space=space, pipeline=pipeline)
     pinned_dtype = _pin(sc, "kv_dtype") is not None
@@ -165,20 +175,25 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
     ok = np.ones(len(ev), dtype=bool)
     r3 = np.zeros(len(ev), dtype=bool)
     pinned_r = _pin(sc, "retention") is not None
+    rule_bad = np.zeros(len(ev), dtype=bool)  # breaks R4 or R8 (never the closest plan when nothing fits)
     for i in range(len(ev)):
         lossy = ev.width[i] < 2.0 or ev.retention[i] < 1.0
+        if layout_gap is not None:
+            ev.reject[i] = _no_layout(m, int(ev.n[i]))
+            ok[i] = False
+            continue
         if lossy and below[i] and not pinned_lossy:
             ev.reject[i] = (f"R3: below s* on this layout (KV read {fmt_unit(ev.kv_read[i] / (ev.width[i] / 2.0) / ev.retention[i], 'B')}"
                             f" < weights {fmt_unit(w_read, 'B')} per step at 16-bit)")
             ok[i], r3[i] = False, True
         elif ev.retention[i] < 1.0 and ev.width[i] > narrowest and not pinned_dtype and not pinned_r:
             ev.reject[i] = "R4: quantize to the narrowest admissible width before evicting"
-            ok[i] = False
+            ok[i], rule_bad[i] = False, True
         elif ev.retention[i] < 1.0 and quant_below[i] and not pinned_r:
             ev.reject[i] = (f"R8: with {ev.dtype[i]} KV the point is already below s* on this layout; "
                             "evicting would add risk for little speed")
-            ok[i] = False
-        elif not ev.fits[i]:
+            ok[i], rule_bad[i] = False, True
+        if not ev.fits[i]:  # not fitting decides it before any design rule: the reason given is that one
             ev.reject[i] = _no_fit(m, ev, i)
             ok[i] = False
     r3_yields = False
@@ -213,7 +228,7 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
         best = min(fitting_idx, key=lambda i: (search.slo_violation(ev, i, slo_step, slo_thr),
                                                *search.objective_order(ev, [i], sc.objective)))
     else:
-        rule_ok = [i for i in range(len(ev)) if not ev.reject[i].startswith(("R4", "R8"))] or list(range(len(ev)))
+        rule_ok = [i for i in range(len(ev)) if not rule_bad[i]] or list(range(len(ev)))
         best = min(rule_ok, key=lambda i: (ev.n[i] * (ev.need_dev[i] - ev.usable_dev[i]), ev.lossy[i], i))
     for i in range(len(ev)):
         if i != best and not ev.reject[i]:
@@ -237,7 +252,9 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
 
     knobs = _Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, reserved)
     fits_best = bool(ev.fits[best])
-    if not fits_best:
+    if layout_gap is not None:
+        unmet.append(_unmet_layout(sc, knobs, layout_gap, suggest))
+    elif not fits_best:
         unmet.append(_unmet_fit(sc, ev, best, space, sigma, phi, knobs, w_p, suggest))
     else:
         for u in _unmet_slo(sc, ev, best, slo_step, slo_thr, knobs, space, suggest):
@@ -268,15 +285,28 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
     regime_after = str(rf.regime(s, s_star1, s_cap1))
 
     w_held = rf.weight_bytes_held(m, w_p)
-    where0 = "one device" if n0 == 1 else f"N = {n0} (tp {tp0}), the fewest devices that hold the weights"
+    pp0 = n0 // tp0
+    where0 = "one device" if n0 == 1 else (f"N = {n0} (tp {tp0} × pp {pp0}, the layout `kvplan map --devices {n0} "
+                                          f"--tp {tp0}` draws), the fewest devices that hold the weights")
+    rho0 = base1.kv_replication
+    rho_txt = f"·ρ" if rho0 != 1 else ""
+    rho_note = f", ρ = {rho0:g} copies of each KV byte over the tp ranks" if rho0 != 1 else ""
+    layers0 = int(memory.stage_layers(m, pp0))
+    if n0 == 1:
+        cap_src = "s_cap(b) = (C − P·w_p)/(b·κ), one device, 16-bit KV (docs/model.md §5)"
+    elif layers0 * pp0 == m.n_layers:
+        cap_src = f"s_cap(b) = (N·C − P·w_p)/(b·κ{rho_txt}), {where0}{rho_note}, 16-bit KV (docs/model.md §5)"
+    else:  # the stages split the layers unevenly: the most loaded device fills first
+        cap_src = (f"s_cap(b) = (C − W_d)·L·tp/(⌈L/pp⌉·b·κ{rho_txt}), W_d = P·w_p·⌈L/pp⌉/(L·tp) the weights of the "
+                   f"most loaded device ({layers0} of {m.n_layers} layers on one of {pp0} pipeline stages), "
+                   f"{where0}{rho_note}, 16-bit KV (docs/model.md §5)")
     map_before = (
         (("devices", derived(n0, "1", f"the fewest {d.id} whose memory N·C holds the weights P·w_p = "
                                       f"{fmt_unit(w_held, 'B')}: the map is drawn there")),) if n0 > 1 else ()) + (
         ("kappa", derived(kappa(m, 2.0), "B", "κ at 16-bit (docs/model.md §2)")),
         ("s_star", derived(s_star0, "tokens", "s*(b) = P·w_p/(b·κ), 16-bit KV"
                            + (f", {where0}, KV replication per tp rank" if n0 > 1 else "") + " (docs/model.md §5)")),
-        ("s_cap", cap_value(s_cap0, f"s_cap(b) = ({'C' if n0 == 1 else 'N·C'} − P·w_p)/(b·κ), {where0}, 16-bit KV "
-                                    "(docs/model.md §5)", w_held, base1.capacity)),
+        ("s_cap", cap_value(s_cap0, cap_src, w_held, base1.capacity)),
         ("context_over_s_star", derived(s / s_star0 if s_star0 > 0 else 0.0, "x", "s / s*")),
         ("context_over_s_cap", over_cap_value(s, s_cap0, w_held, base1.capacity)),
     )
@@ -372,6 +402,33 @@ def _no_fit(m: Any, ev: Evaluated, i: int) -> str:
             f"pipeline stages) needs {fmt_unit(ev.need_dev[i], 'B')} of {fmt_unit(ev.usable_dev[i], 'B')} usable")
 
 
+def _no_layout(m: Any, n: int) -> str:
+    return (f"no layout: {n:,} devices do not split into tensor-parallel ranks of {m.id}'s {m.n_q} query and "
+            f"{m.n_kv} KV heads times pipeline stages of at least one of its {m.n_layers} layers")
+
+
+def _unmet_layout(sc: Any, knobs: _Knobs, counts: tuple[int, ...], suggest: bool) -> Unmet:
+    """A device count with no valid split: the plan is unmet, with the smallest count kvplan searches
+    that splits and meets every constraint (verified by planning it)."""
+    m = sc.model
+    tp_max = search.closest_tp(m, m.n_q)
+    sugg: list[Suggestion] = []
+    if suggest:
+        for c in SUGGESTED_COUNTS:
+            if not search.has_layout(m, c):
+                continue
+            changes, edits = _devices_change(sc, c)
+            p = _replan(sc, knobs, **changes)
+            if p is not None:
+                sugg.append((f"{_say(edits[0])} (the smallest count kvplan searches that splits into tensor parallel "
+                             f"{p.tp} × pipeline {p.pp} and meets every constraint; {p.kv_dtype.id} KV)", edits))
+                break
+    return Unmet("layout", _no_layout(m, max(counts)) + f" (at most tensor parallel {tp_max} × pipeline "
+                 f"{m.n_layers} = {tp_max * m.n_layers:,} devices, and a count those divide)",
+                 derived(float(max(counts)), "1", "devices with no tensor × pipeline split of the model"),
+                 tuple(t for t, _ in sugg), tuple(c for _, c in sugg))
+
+
 def _reserves_exceed(ev: Evaluated, i: int) -> str:
     reserved = float(ev.usable_dev[i] + 0.0)
     return (f"does not fit: the reserves alone take more than the device: {fmt_unit(-reserved, 'B')} short before any "
@@ -407,7 +464,7 @@ def _replan(sc: Any, knobs: _Knobs, **changes: Any) -> Optional[Plan]:
     except (KvplanError, ValueError, ArithmeticError):
         return None
     if knobs.fit_only:
-        return None if any(u.constraint in ("fits", "engine") for u in p.unmet) else p
+        return None if any(u.constraint in ("fits", "engine", "layout") for u in p.unmet) else p
     return None if p.unmet else p
 
 

@@ -139,8 +139,9 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
     if more:
         dev_opts.append(Option(f"{', '.join(map(str, more))} × {d.id}", f"more devices than the {n} that suffice"))
     out.append(Decision(
-        domain="devices", title="How many devices", choice=f"{n} × {d.id} (tensor parallel {p.tp}, "
-        f"pipeline {p.pp})", rules=("R6",) if p.regime_before == "capacity-bound" or n0 > 1 else (),
+        domain="devices", title="How many devices", choice=(
+            f"{n} × {d.id}: no valid tensor × pipeline split" if any(u.constraint == "layout" for u in p.unmet)
+            else f"{n} × {d.id} (tensor parallel {p.tp}, pipeline {p.pp})"), rules=("R6",) if p.regime_before == "capacity-bound" or n0 > 1 else (),
         context=(f"memory needed {p.metric('memory_needed').human}, usable {p.metric('memory_usable').human}",
                  f"devices: {sc.devices.mode}" + (f" ≤ {sc.devices.n}" if sc.devices.mode == "max" else
                                                   f" = {sc.devices.n}" if sc.devices.mode == "fixed" else ""),

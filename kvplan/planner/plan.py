@@ -55,7 +55,7 @@ class Unmet:
 
     `changes[i]` is what `suggestions[i]` says, as data; each was verified by planning it."""
 
-    constraint: str                   # fits | step_time | throughput | engine
+    constraint: str                   # fits | layout | step_time | throughput | engine
     message: str
     shortfall: Value
     suggestions: tuple[str, ...]
