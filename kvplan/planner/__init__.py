@@ -12,6 +12,7 @@ evidence and the options turned down.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Optional
 
 import attrs
@@ -130,9 +131,10 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
     # R1: the regime of the uncompressed deployment on one device, or, where the weights alone
     # exceed one device, on the fewest devices that hold them (all tensor-parallel where the heads
     # allow): a map at a device count that cannot hold the weights has no capacity crossover.
-    from kvplan.analysis import cap_value, devices_for_weights, over_cap_value, widest_tp
+    from kvplan.analysis import cap_value, devices_for_weights, over_cap_value, weights_unheld_note, widest_tp
 
-    n0 = devices_for_weights(m, d, w_p)
+    n_fit = devices_for_weights(m, d, w_p)
+    n0 = 1 if n_fit is None else n_fit  # no count up to the device limit holds them: one device, said so
     tp0 = widest_tp(m, n0)
     base1 = rf.Config(m, d, n_devices=n0, tp=tp0, w_p=w_p, w_kv=2.0, reserve=0.0)
     s_star0 = _f(rf.s_star(base1, b))
@@ -268,24 +270,27 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
 
     w_held = rf.weight_bytes_held(m, w_p)
     where0 = "one device" if n0 == 1 else f"N = {n0} (tp {tp0}), the fewest devices that hold the weights"
+    unheld = weights_unheld_note(m, d, w_p) if n_fit is None else ""
     map_before = (
         (("devices", derived(n0, "1", f"the fewest {d.id} whose memory N·C holds the weights P·w_p = "
-                                      f"{fmt_unit(w_held, 'B')}: the map is drawn there")),) if n0 > 1 else ()) + (
+                                      f"{fmt_unit(w_held, 'B')}: the map is drawn there")),) if n0 > 1 else
+        (("devices", attrs.evolve(derived(1, "1", f"none: {unheld}; the map is drawn on one device"),
+                                  absent="none up to the device limit")),) if unheld else ()) + (
         ("kappa", derived(kappa(m, 2.0), "B", "κ at 16-bit (docs/model.md §2)")),
         ("s_star", derived(s_star0, "tokens", "s*(b) = P·w_p/(b·κ), 16-bit KV"
                            + (f", {where0}, KV replication per tp rank" if n0 > 1 else "") + " (docs/model.md §5)")),
         ("s_cap", cap_value(s_cap0, f"s_cap(b) = ({'C' if n0 == 1 else 'N·C'} − P·w_p)/(b·κ), {where0}, 16-bit KV "
-                                    "(docs/model.md §5)", w_held, base1.capacity)),
+                                    "(docs/model.md §5)", w_held, base1.capacity, base1)),
         ("context_over_s_star", derived(s / s_star0 if s_star0 > 0 else 0.0, "x", "s / s*")),
-        ("context_over_s_cap", over_cap_value(s, s_cap0, w_held, base1.capacity)),
+        ("context_over_s_cap", over_cap_value(s, s_cap0, w_held, base1.capacity, base1)),
     )
     map_after = (
         ("kappa", derived(kappa(m, kv.width) * factors.traffic, "B", "κ·r/σ read per token after the plan")),
         ("s_star", derived(s_star1, "tokens", "s* with the plan's width, r and σ (docs/model.md §5, rule R8)")),
         ("s_cap", cap_value(s_cap1, f"s_cap on {n} devices less the reserves, {block}-token pages, "
-                                    "the most loaded device full (R8)", w_held, cfg.capacity)),
+                                    "the most loaded device full (R8)", w_held, cfg.capacity, cfg)),
         ("context_over_s_star", derived(s / s_star1 if s_star1 > 0 else 0.0, "x", "s / s*")),
-        ("context_over_s_cap", over_cap_value(s, s_cap1, w_held, cfg.capacity)),
+        ("context_over_s_cap", over_cap_value(s, s_cap1, w_held, cfg.capacity, cfg)),
     )
     byte_factors = (
         ("quantization", derived(kv.width / 2.0, "x", f"w_q/w_kv = {kv.width:g}/2")),
@@ -345,7 +350,12 @@ def _metrics(cfg: rf.Config, b: int, s: int, reserves: memory.Reserves) -> list[
         ("device_need", derived(dev.needed, "B", f"most loaded device: weights + KV on {layers} of "
                                       f"{cfg.model.n_layers} layers, 1/{cfg.tp} of the heads, + reserves "
                                       "(kvplan.memory)")),
-        ("headroom", derived(dev.headroom, "%", "1 − (weights + KV)/(C − reserves), most loaded device")),
+        ("headroom", derived(dev.headroom, "%", "1 − (weights + KV)/(C − reserves), most loaded device")
+         if math.isfinite(dev.headroom) else
+         attrs.evolve(derived(dev.headroom, "%", "1 − (weights + KV)/(C − reserves), most loaded device; none: "
+                                                 f"the reserves ({fmt_unit(dev.reserves, 'B')}) take all of the "
+                                                 f"device's {fmt_unit(dev.total, 'B')}"),
+                      absent="none (reserves exceed device)")),
         ("kv_bytes_read", derived(_f(rf.kv_bytes_read(cfg, b, s)), "B", "KV bytes read per step")),
     ]
 
