@@ -43,9 +43,6 @@ FUZZ = settings(derandomize=True, deadline=None, database=None,
 # or quotes is the user's own and is cut out first.
 _NONFINITE = re.compile(r"(?<![\w.\-])[-+]?(?:inf(?:inity)?|nan)(?:x\b|(?![\w]))", re.IGNORECASE)
 _QUOTED = re.compile(r"`[^`\n]*`|\"[^\"\n]*\"|'[^'\n]*'")
-# Known, and not this module's to fix: the regime map divides by a negative s_cap when the weights
-# alone do not fit one device ("context over s cap infx"); issue 9's regime-map item replaces it.
-_REGIME_MAP_RATIO = re.compile(r"s[ _]cap[^\n]*?\binfx|\binfx(?=\s+s_cap)")
 # The input spells a non-finite number itself (`nan`, `.inf`, `Infinity`), which messages may echo.
 _NONFINITE_INPUT = re.compile(r"(?<![a-z])(infinity|inf|nan)(?![a-z])", re.IGNORECASE)
 # Files named on a command line, whose text counts as the run's input.
@@ -90,7 +87,7 @@ def _law(r: Result, args: Sequence[str], finite: Optional[bool] = None) -> None:
     if finite is None:
         finite = _NONFINITE_INPUT.search(_input_text(args)) is None
     if finite:
-        shown = _QUOTED.sub("", _REGIME_MAP_RATIO.sub("", out))
+        shown = _QUOTED.sub("", out)
         m = _NONFINITE.search(shown)
         assert m is None, (what, shown[max(0, m.start() - 300):m.end() + 100] if m else "")
 
