@@ -159,3 +159,28 @@ def test_missing_matplotlib_is_one_line_exit_2(tmp_path: Path, monkeypatch: pyte
     assert not (tmp_path / "m.png").exists()
     ok = CliRunner().invoke(main, MAP_ARGS)  # the map itself never needs matplotlib
     assert ok.exit_code == 0 and "regime:" in ok.stdout
+
+
+@pytest.mark.parametrize("params, memory, bandwidth, compute, batch, context", [
+    (1e15, 1e6, 1e6, 1e9, 2**20, 2**30),  # s* at b = 1 is 2·10^15/2048 ≈ 10^12 tokens
+    (1.0, 1e15, 1e15, 1e18, 1, 1),
+    (1e15, 1e15, 1e15, 1e18, 1, 2**30),
+])
+def test_figures_at_the_corners_of_the_ranges_have_finite_bounded_axes(
+        tmp_path: Path, params: float, memory: float, bandwidth: float, compute: float, batch: int,
+        context: int) -> None:
+    import attrs
+
+    from kvplan.catalog.hf import resolve_model
+
+    # the examples' 4-layer config, κ = 2 KB: s* of 10^15 parameters at b = 1 is about 10^12 tokens
+    tiny = resolve_model(None, str(Path(__file__).resolve().parent.parent / "examples/models/tiny/config.json"))
+    model = attrs.evolve(tiny, params=params, params_active=params)
+    device = attrs.evolve(B200, memory=memory, bandwidth=bandwidth, compute=compute)
+    cfg = rf.Config(model, device, n_devices=1)
+    info = plot.regime_map_figure(cfg, batch, context, ["bf16", "int2"], tmp_path / "m.svg")
+    lo, hi = info.ylim
+    assert all(isinstance(v, float) and math.isfinite(v) for v in (lo, hi)), info.ylim
+    assert 1.0 <= lo <= context <= hi <= 1e12 and lo < hi  # the deployment's point is on the axes, and they are bounded
+    roof = plot.roofline_figure(cfg, batch, context, tmp_path / "r.svg")
+    assert all(math.isfinite(v) for v in (*roof.xlim, *roof.ylim)), (roof.xlim, roof.ylim)

@@ -12,6 +12,7 @@ evidence and the options turned down.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Optional
 
 import attrs
@@ -25,7 +26,7 @@ from kvplan.catalog.engines import get_engine
 from kvplan.catalog.quality import BUDGETS, admissible
 from kvplan.model import memory
 from kvplan.model import roofline as rf
-from kvplan.model.analysis import cap_value, devices_for_weights, over_cap_value, widest_tp
+from kvplan.model.analysis import cap_value, devices_for_weights, over_cap_value, weights_unheld_note, widest_tp
 from kvplan.model.footprint import KvFactors, fragmentation, kappa, kv_bytes_per_seq, sharing_factor
 from kvplan.model.scenario import DeviceCount, Pin
 from kvplan.model.tiering import DEFAULT_PREFILL_EFFICIENCY, fetch_time, prefill_time
@@ -133,7 +134,8 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
     # exceed one device, on the fewest devices that hold them (all tensor-parallel where the heads
     # allow): a map at a device count that cannot hold the weights has no capacity crossover.
 
-    n0 = devices_for_weights(m, d, w_p)
+    n_fit = devices_for_weights(m, d, w_p)
+    n0 = 1 if n_fit is None else n_fit  # no count up to the device limit holds them: one device, said so
     tp0 = widest_tp(m, n0)
     base1 = rf.Config(m, d, n_devices=n0, tp=tp0, w_p=w_p, w_kv=2.0, reserve=0.0)
     s_star0 = _f(rf.s_star(base1, b))
@@ -288,6 +290,7 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
     pp0 = n0 // tp0
     where0 = "one device" if n0 == 1 else (f"N = {n0} (tp {tp0} × pp {pp0}, the layout `kvplan map --devices {n0} "
                                           f"--tp {tp0}` draws), the fewest devices that hold the weights")
+    unheld = weights_unheld_note(m, d, w_p) if n_fit is None else ""
     rho0 = base1.kv_replication
     rho_txt = f"·ρ" if rho0 != 1 else ""
     rho_note = f", ρ = {rho0:g} copies of each KV byte over the tp ranks" if rho0 != 1 else ""
@@ -302,21 +305,23 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
                    f"{where0}{rho_note}, 16-bit KV (docs/model.md §5)")
     map_before = (
         (("devices", derived(n0, "1", f"the fewest {d.id} whose memory N·C holds the weights P·w_p = "
-                                      f"{fmt_unit(w_held, 'B')}: the map is drawn there")),) if n0 > 1 else ()) + (
+                                      f"{fmt_unit(w_held, 'B')}: the map is drawn there")),) if n0 > 1 else
+        (("devices", attrs.evolve(derived(1, "1", f"none: {unheld}; the map is drawn on one device"),
+                                  absent="none up to the device limit")),) if unheld else ()) + (
         ("kappa", derived(kappa(m, 2.0), "B", "κ at 16-bit (docs/model.md §2)")),
         ("s_star", derived(s_star0, "tokens", "s*(b) = P·w_p/(b·κ), 16-bit KV"
                            + (f", {where0}, KV replication per tp rank" if n0 > 1 else "") + " (docs/model.md §5)")),
-        ("s_cap", cap_value(s_cap0, cap_src, w_held, base1.capacity)),
+        ("s_cap", cap_value(s_cap0, cap_src, w_held, base1.capacity, base1)),
         ("context_over_s_star", derived(s / s_star0 if s_star0 > 0 else 0.0, "x", "s / s*")),
-        ("context_over_s_cap", over_cap_value(s, s_cap0, w_held, base1.capacity)),
+        ("context_over_s_cap", over_cap_value(s, s_cap0, w_held, base1.capacity, base1)),
     )
     map_after = (
         ("kappa", derived(kappa(m, kv.width) * factors.traffic, "B", "κ·r/σ read per token after the plan")),
         ("s_star", derived(s_star1, "tokens", "s* with the plan's width, r and σ (docs/model.md §5, rule R8)")),
         ("s_cap", cap_value(s_cap1, f"s_cap on {n} devices less the reserves, {block}-token pages, "
-                                    "the most loaded device full (R8)", w_held, cfg.capacity)),
+                                    "the most loaded device full (R8)", w_held, cfg.capacity, cfg)),
         ("context_over_s_star", derived(s / s_star1 if s_star1 > 0 else 0.0, "x", "s / s*")),
-        ("context_over_s_cap", over_cap_value(s, s_cap1, w_held, cfg.capacity)),
+        ("context_over_s_cap", over_cap_value(s, s_cap1, w_held, cfg.capacity, cfg)),
     )
     byte_factors = (
         ("quantization", derived(kv.width / 2.0, "x", f"w_q/w_kv = {kv.width:g}/2")),
@@ -375,7 +380,12 @@ def _metrics(cfg: rf.Config, b: int, s: int, reserves: memory.Reserves) -> list[
         ("device_need", derived(dev.needed, "B", f"most loaded device: weights + KV on {layers} of "
                                       f"{cfg.model.n_layers} layers, 1/{cfg.tp} of the heads, + reserves "
                                       "(kvplan.memory)")),
-        ("headroom", derived(dev.headroom, "%", "1 − (weights + KV)/(C − reserves), most loaded device")),
+        ("headroom", derived(dev.headroom, "%", "1 − (weights + KV)/(C − reserves), most loaded device")
+         if math.isfinite(dev.headroom) else
+         attrs.evolve(derived(dev.headroom, "%", "1 − (weights + KV)/(C − reserves), most loaded device; none: "
+                                                 f"the reserves ({fmt_unit(dev.reserves, 'B')}) take all of the "
+                                                 f"device's {fmt_unit(dev.total, 'B')}"),
+                      absent="none (reserves exceed device)")),
         ("kv_bytes_read", derived(_f(rf.kv_bytes_read(cfg, b, s)), "B", "KV bytes read per step")),
     ]
 

@@ -98,7 +98,7 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
     n, r, kv = p.n_devices, p.retention, p.kv_dtype
     pins = sc.pins
     out: list[Decision] = []
-    n0 = int(mb["devices"].value) if "devices" in mb else 1  # the R1 map's device count
+    n0 = int(mb["devices"].value) if "devices" in mb and not mb["devices"].absent else 1  # the R1 map's count
     where0 = "one device" if n0 == 1 else f"{n0} × {d.id}, the fewest that hold the weights,"
 
     # R1 ---------------------------------------------------------------- regime
