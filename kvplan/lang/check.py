@@ -168,7 +168,31 @@ class _Checker:
             found = self._deployment(dep)
             if self._errors() == before:
                 scenarios += found
+        self._folders(scenarios)
         return scenarios
+
+    def _folders(self, scenarios: Sequence[Scenario]) -> None:
+        """Two scenarios whose names give one output folder (`Chat` and `chat`, `straße` and
+        `strasse`): `emit -o`/`report -o` refuse them (kvplan.outputs.folder_names), so lint reports
+        them at the second deployment, with the function those commands use."""
+        from kvplan.outputs import folder_name
+
+        taken: dict[str, Scenario] = {}
+        told: set[tuple[str, str]] = set()
+        for s in scenarios:
+            folder = folder_name(s.name)
+            first = taken.setdefault(folder, s)
+            if first.name == s.name or first.deployment == s.deployment:
+                continue
+            if (first.deployment, s.deployment) in told:
+                continue
+            told.add((first.deployment, s.deployment))
+            span = s.spans["deployment"]
+            line = first.spans["deployment"].line
+            self.report(codes.DUPLICATE_NAME,
+                        f"deployment `{s.deployment}` writes the same output folder `{folder}/` as `{first.deployment}` "
+                        f"(line {line}): folder names are case-folded and Unicode-normalized, punctuation becomes '-'",
+                        span, help="rename one of them so that `kvplan emit -o` and `kvplan report -o` can write both")
 
     def _versions(self) -> None:
         first_decl = self.spec.declarations[0].span if self.spec.declarations else None
