@@ -219,9 +219,9 @@ def _allow_path_option(fn: F) -> F:
               show_default=True, help="KV page placement on multi-partition devices.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), metavar="FILE.png|svg",
-              help="Also draw the regime map (context against batch) to this file (needs kvplan[plot]).")
+              help="Also draw the regime map (context against batch) to this file (needs matplotlib: pip install matplotlib).")
 @click.option("--roofline", "roofline_path", type=click.Path(dir_okay=False), metavar="FILE.png|svg",
-              help="Also draw the roofline with this point to this file (needs kvplan[plot]).")
+              help="Also draw the roofline with this point to this file (needs matplotlib: pip install matplotlib).")
 @handles_errors
 def map_cmd(model_id: str | None, model_config: str | None, device_id: str, n_devices: int, tp: int,
             batch: int, context: int, weights: str, kv_dtype: str, placement: str, fmt: str,

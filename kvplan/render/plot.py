@@ -70,7 +70,7 @@ def _matplotlib() -> tuple[Any, Any, Any]:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:
-        raise PlotError("plotting needs matplotlib: pip install 'kvplan[plot]'") from None
+        raise PlotError("plotting needs matplotlib: pip install matplotlib") from None
     return Figure, FigureCanvasAgg, matplotlib
 
 
