@@ -10,6 +10,10 @@ Prefix caching (the radix cache) is on by default: `--disable-radix-cache` is
 written only when the plan turns it off. A host tier is SGLang's hierarchical
 cache (`--enable-hierarchical-cache --hicache-size GB`, per rank); an SSD or
 remote tier goes through LMCache (`--enable-lmcache --lmcache-config-file`).
+
+The engine's facts (dtype names, page sizes, defaults, setting names) are its catalog record
+(kvplan.catalog.engines); this module holds the code that writes and reads them.
+`read` reads a `python -m sglang.launch_server --flag ...` line back for `kvplan import --from sglang`.
 """
 
 from __future__ import annotations

@@ -12,6 +12,11 @@ KV dtype: `kv_cache_config.dtype` takes auto|fp8|nvfp4. 16-bit KV is `auto`
 (the checkpoint's dtype). INT8 is one of TensorRT-LLM's KV quantization
 algorithms but has no `dtype` value: it is written `auto`, which picks up the
 KV quantization of a checkpoint quantized with INT8 KV, and a warning says so.
+
+The engine's facts (dtype names, page sizes, defaults, setting names) are its catalog record
+(kvplan.catalog.engines); this module holds the code that writes and reads them.
+`read` reads the YAML, or a `trtllm-serve MODEL --config x.yaml` line, back for
+`kvplan import --from trtllm`.
 """
 
 from __future__ import annotations

@@ -12,6 +12,10 @@ ranks, with `--kv-offloading-backend native`); an SSD or remote tier goes
 through LMCache (`--kv-transfer-config` with LMCacheConnectorV1 and the
 lmcache.yaml written beside the script). `--cpu-offload-gb` offloads weights
 and `--swap-space` is gone in 0.33.0: neither is ever written.
+
+The engine's facts (dtype names, page sizes, defaults, setting names) are its catalog record
+(kvplan.catalog.engines); this module holds the code that writes and reads them.
+`read` reads a `vllm serve MODEL --flag ...` line back into kvplan's terms for `kvplan import --from vllm`.
 """
 
 from __future__ import annotations
