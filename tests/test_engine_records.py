@@ -14,15 +14,13 @@ from __future__ import annotations
 import re
 import shlex
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from kvplan.catalog.engines import ENGINES, Engine, Flags, concrete, engine_ids
 from kvplan.cli import main
-from kvplan.engines import TARGETS, default_targets, emit, importer
-from kvplan.engines import common
+from kvplan.engines import TARGETS, common, default_targets, emit, importer
 from kvplan.engines.common import EmitRequest, Emitted, EmittedFile
 from kvplan.engines.flagparse import Read, ReadFlag, bounded, model_flag, parse_flags, split_command, store
 from kvplan.lang import check_source
@@ -86,7 +84,7 @@ def test_the_target_capabilities_are_the_record(engine: str) -> None:
     assert (b.id, b.engine, b.version, b.block_sizes, b.default_block, b.tiers, b.eviction) == \
         (e.id, e.name, e.version, e.block_sizes, e.default_block, e.tiers, e.eviction)
     assert b.read is not None
-    assert e.default_block in e.block_sizes or engine == "trtllm" and e.default_block == 32
+    assert e.default_block in e.block_sizes
 
 
 @pytest.mark.parametrize("engine", ENGINE_IDS)
