@@ -607,9 +607,27 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
         sys.exit(EXIT_FINDINGS)
 
 
+class _Readers(click.Choice):  # type: ignore[type-arg, unused-ignore]
+    """`import --from`'s choices: the engines kvplan reads back (kvplan.engines.importer.readers, derived
+    from the engine targets), looked up when the option is parsed or its help shown, so that start-up
+    imports no engine module."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property  # type: ignore[override, misc, unused-ignore]
+    def choices(self) -> tuple[str, ...]:
+        from kvplan.engines.importer import readers
+        return tuple(readers())
+
+    @choices.setter
+    def choices(self, value: object) -> None:  # click's __init__ assigns it; the live table wins
+        pass
+
+
 @main.command("import")
 @click.argument("source", metavar="ARGS-OR-FILE")
-@click.option("--from", "engine", type=click.Choice(["vllm", "sglang", "trtllm"]), required=True,
+@click.option("--from", "engine", type=_Readers(), required=True,
               help="The engine whose command line (vllm, sglang) or YAML/command line (trtllm) this is.")
 @click.option("--model", "model_id", metavar="ID", help="Catalog model id, when the engine's model is not in it.")
 @click.option("--model-config", type=click.Path(dir_okay=False), metavar="PATH",

@@ -27,6 +27,7 @@ from kvplan.base.errors import KvplanError, Span
 from kvplan.base.evidence import Value, assumed
 from kvplan.base.units import UNITS, Dim, convert, dims_of_unit, fmt_unit, suggest_unit
 from kvplan.catalog import Device, Dtype, Model, hf
+from kvplan.catalog import engines as engine_catalog
 from kvplan.lang import fixes as fx
 from kvplan.lang.spec import (
     SECTIONS,
@@ -54,7 +55,6 @@ MAX_FILE_SCENARIOS = limits.MAX_FILE_SCENARIOS
 LANGUAGE_VERSION = 1
 
 PLACEMENTS = ("auto", "striped", "pinned", "affinity")
-ENGINES = ("any", "vllm", "sglang", "trtllm")
 BUDGETS = ("lossless", "near-lossless", "moderate", "aggressive")
 EVICTION = ("allowed", "forbidden")
 OBJECTIVES = ("fewest-devices", "fastest", "most-headroom")
@@ -594,7 +594,7 @@ class _Checker:
         weights = self._weights(top.get("weights"), spans, notes)
         devices = self._device_count(top.get("devices"), spans, notes)
         placement = self._choice(top.get("placement"), "placement", PLACEMENTS, "auto", where, spans, notes)
-        engine = self._choice(top.get("engine"), "engine", ENGINES, "any", where, spans, notes)
+        engine = self._choice(top.get("engine"), "engine", engine_catalog.engine_ids(), "any", where, spans, notes)
         objective = self._choice(top.get("objective"), "objective", OBJECTIVES, "fewest-devices", where, spans,
                                  notes, why="fewest devices that fit and meet the SLOs; docs/language.md")
 
@@ -1044,7 +1044,6 @@ SYNONYMS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     "regime": {"memory-bound": ("weight-bound", "kv-bound"), "bandwidth-bound": ("weight-bound", "kv-bound"),
                "oom": ("capacity-bound",), "capacity": ("capacity-bound",)},
     "tier": {"cpu": ("host",), "dram": ("host",), "disk": ("ssd",), "nvme": ("ssd",), "off": ("none",)},
-    "engine": {"trt-llm": ("trtllm",), "tensorrt-llm": ("trtllm",), "tensorrt": ("trtllm",), "sg-lang": ("sglang",)},
 }
 #: Word parts that carry a meaning wherever they stand in a word (`lossy-ish`, `lossy_ok`,
 #: `lossier`, `lossful`): any word containing one means those choices, whatever it is spelled like.
@@ -1052,6 +1051,13 @@ STEMS: Mapping[str, tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]] = {
     "budget": ((("lossy", "lossier", "lossiest", "lossful"), ("near-lossless", "moderate", "aggressive")),),
     "eviction": ((("disallow", "forbid", "prohibit", "deny"), ("forbidden",)),),
 }
+
+
+def _synonyms(key: str) -> Mapping[str, tuple[str, ...]]:
+    """SYNONYMS of `key`; an engine's are the aliases in its catalog record (kvplan.catalog.engines)."""
+    if key == "engine":
+        return {a: (e.id,) for e in engine_catalog.ENGINES.values() for a in e.aliases}
+    return SYNONYMS.get(key, {})
 #: Pairs that look alike and mean the opposite.
 OPPOSITES = frozenset({frozenset(p) for p in (("lossy", "lossless"), ("on", "off"), ("true", "false"),
                                                ("allowed", "forbidden"), ("enabled", "disabled"))})
@@ -1080,7 +1086,7 @@ def _opposite(a: str, b: str) -> bool:
 def _meaning(word: str, key: str, choices: Sequence[str], what: str) -> tuple[str, tuple[str, ...]]:
     """The help for an unknown choice and the choices it may have meant: synonyms first; a
     spelling match only when it does not mean something else."""
-    meant = tuple(c for c in SYNONYMS.get(key, {}).get(word.lower(), ()) if c in choices)
+    meant = tuple(c for c in _synonyms(key).get(word.lower(), ()) if c in choices)
     if not meant:
         meant = next((tuple(c for c in means if c in choices) for stems, means in STEMS.get(key, ())
                       if any(s in word.lower() for s in stems)), ())

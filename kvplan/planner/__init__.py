@@ -22,7 +22,7 @@ from kvplan.base.errors import KvplanError
 from kvplan.base.evidence import Value, assumed, derived
 from kvplan.base.units import fmt_unit
 from kvplan.catalog import DTYPE_ORDER, DTYPES, get_link, suggest
-from kvplan.catalog.engines import get_engine
+from kvplan.catalog.engines import concrete, get_engine
 from kvplan.catalog.quality import BUDGETS, admissible
 from kvplan.model import memory
 from kvplan.model import roofline as rf
@@ -272,7 +272,7 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
                 if _replan(sc, knobs, **changes) is not None:
                     gap.append((f"devices = {c} (splits into {c} tensor-parallel ranks)", edits))
                     break
-            for e in ("vllm", "trtllm"):
+            for e in concrete():  # the engines' records say which run pipeline stages
                 if get_engine(e).pipeline and _replan(sc, knobs, engine=e) is not None:
                     gap.append((f"engine = {e} (it has pipeline parallelism)", (("engine", "=", e),)))
                     break
