@@ -219,9 +219,9 @@ def _allow_path_option(fn: F) -> F:
               show_default=True, help="KV page placement on multi-partition devices.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), metavar="FILE.png|svg",
-              help="Also draw the regime map (context against batch) to this file (needs kvplan[plot]).")
+              help="Also draw the regime map (context against batch) to this file (needs matplotlib: pip install matplotlib).")
 @click.option("--roofline", "roofline_path", type=click.Path(dir_okay=False), metavar="FILE.png|svg",
-              help="Also draw the roofline with this point to this file (needs kvplan[plot]).")
+              help="Also draw the roofline with this point to this file (needs matplotlib: pip install matplotlib).")
 @handles_errors
 def map_cmd(model_id: str | None, model_config: str | None, device_id: str, n_devices: int, tp: int,
             batch: int, context: int, weights: str, kv_dtype: str, placement: str, fmt: str,
@@ -335,19 +335,46 @@ def tables_cmd(fmt: str) -> None:
     click.echo(render(tables, inputs), nl=False)
 
 
+def _reserve_options(fn: F) -> F:
+    """--activation-reserve, --runtime-reserve: the per-device reserves of kvplan.memory, one memory model
+    for every command that plans (advise, report, lint, emit)."""
+    fn = click.option("--runtime-reserve", type=_bytes_type(), default=None, metavar="BYTES",
+                      help="Runtime memory per GPU (CUDA context, communication buffers); 0 is allowed  "
+                           "[default: 1GiB, assumed].")(fn)
+    fn = click.option("--activation-reserve", type=_bytes_type(), default=None, metavar="BYTES",
+                      help="Activation memory per GPU outside the KV pool, e.g. 5000000000 or 5 GB  [default: 8% of "
+                           "the device less the runtime reserve, assumed].")(fn)
+    return fn
+
+
+def _planner_options(fn: F) -> F:
+    """--reserve, --min-gain, --prefill-efficiency and the reserves: the planner's assumed defaults, overridable."""
+    fn = _reserve_options(fn)
+    fn = click.option("--prefill-efficiency", type=_real(0.01, 1.0, "0.7"), default=None, metavar="ETA",
+                      help="Fraction of dense peak prefill runs at, for reuse economics  "
+                           "[assumed default: 0.7].")(fn)
+    fn = click.option("--min-gain", type=_real(1.0, math.inf, "1.1"), default=None, metavar="X",
+                      help="Step-time factor a lossier option must buy to be chosen  [assumed default: 1.1].")(fn)
+    fn = click.option("--reserve", type=_real(0, 0.99, "0.08"), default=None, metavar="FRACTION",
+                      help="Memory kept free per device for activations and runtime  "
+                           "[assumed default: 0.08].")(fn)
+    return fn
+
+
 _LINT_FORMATS = ["concise", "full", "json", "github", "sarif"]
 
 
-def _lint_checks() -> tuple[Any, ...]:
+def _lint_checks(overrides: dict[str, float] | None = None) -> tuple[Any, ...]:
     """Extra per-file checks for `kvplan lint`: each takes a CheckResult, returns Diagnostics.
 
-    The planner's KV2xx/KV3xx rules: it plans every scenario of a file that checks clean.
+    The planner's KV2xx/KV3xx rules: it plans every scenario of a file that checks clean, with the
+    planner options given (the same as advise's).
     """
 
     def planner_check(result: Any) -> Any:
         from kvplan.planner.lint import check  # numpy and the planner load only if a file checks clean
 
-        return check(result)
+        return check(result, **(overrides or {}))
 
     return (planner_check,)
 
@@ -371,10 +398,13 @@ def _digest_check(result: Any) -> Any:
               help="Read [tool.kvplan] from this file instead of the nearest pyproject.toml.")
 @click.option("--check-digest", is_flag=True,
               help="Also report configs emitted into <spec>.kvplan/ whose plan digest is stale (KV401).")
+@_planner_options
 @_allow_path_option
 @handles_errors
 def lint_cmd(paths: tuple[str, ...], output_format: str, select: tuple[str, ...], ignore: tuple[str, ...],
-             fail_on: str | None, config: str | None, check_digest: bool, allow_paths: tuple[str, ...]) -> None:
+             fail_on: str | None, config: str | None, check_digest: bool, reserve: float | None,
+             min_gain: float | None, prefill_efficiency: float | None, activation_reserve: float | None,
+             runtime_reserve: float | None, allow_paths: tuple[str, ...]) -> None:
     """Check .kvp files and directories: diagnostics on stdout, a summary on stderr.
 
     Exit 0 when nothing reaches --fail-on, 1 when something does, 2 when lint could not run.
@@ -385,7 +415,8 @@ def lint_cmd(paths: tuple[str, ...], output_format: str, select: tuple[str, ...]
     settings = lint.load_settings(".", config).with_overrides(
         select=lint.split_codes(select) if select else None, ignore=lint.split_codes(ignore), fail_on=fail_on,
         allow_paths=allow_paths)
-    checks = _lint_checks() + ((_digest_check,) if check_digest else ())
+    overrides = _overrides(reserve, min_gain, prefill_efficiency, activation_reserve, runtime_reserve)
+    checks = _lint_checks(overrides) + ((_digest_check,) if check_digest else ())
     report = lint.lint_paths(paths, settings, checks=checks)
     click.echo(diag_view.render(output_format, report.files), nl=False)
     click.echo(report.summary(), err=True)
@@ -457,19 +488,6 @@ def _checked(path: str, allow_paths: tuple[str, ...] = ()) -> Any:
     return result
 
 
-def _planner_options(fn: F) -> F:
-    """--reserve, --min-gain, --prefill-efficiency: the planner's assumed defaults, overridable."""
-    fn = click.option("--prefill-efficiency", type=_real(0.01, 1.0, "0.7"), default=None, metavar="ETA",
-                      help="Fraction of dense peak prefill runs at, for reuse economics  "
-                           "[assumed default: 0.7].")(fn)
-    fn = click.option("--min-gain", type=_real(1.0, math.inf, "1.1"), default=None, metavar="X",
-                      help="Step-time factor a lossier option must buy to be chosen  [assumed default: 1.1].")(fn)
-    fn = click.option("--reserve", type=_real(0, 0.99, "0.08"), default=None, metavar="FRACTION",
-                      help="Memory kept free per device for activations and runtime  "
-                           "[assumed default: 0.08].")(fn)
-    return fn
-
-
 @main.command("advise")
 @click.argument("spec_file", type=click.Path(dir_okay=False), metavar="FILE.kvp")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
@@ -478,7 +496,8 @@ def _planner_options(fn: F) -> F:
 @_allow_path_option
 @handles_errors
 def advise_cmd(spec_file: str, fmt: str, scenario: str | None, reserve: float | None, min_gain: float | None,
-               prefill_efficiency: float | None, allow_paths: tuple[str, ...]) -> None:
+               prefill_efficiency: float | None, activation_reserve: float | None,
+               runtime_reserve: float | None, allow_paths: tuple[str, ...]) -> None:
     """Plan a deployment: the regime map, then each decision with its numbers, rules and evidence.
 
     Exit 0 when every plan meets the spec, 1 when a plan misses a constraint (does not fit, an SLO), 2 when
@@ -487,16 +506,19 @@ def advise_cmd(spec_file: str, fmt: str, scenario: str | None, reserve: float | 
     from kvplan.planner import plans_for
     from kvplan.render import plan_view
 
-    plans = plans_for(_checked(spec_file, allow_paths), scenario, **_overrides(reserve, min_gain, prefill_efficiency))
+    plans = plans_for(_checked(spec_file, allow_paths), scenario, **_overrides(reserve, min_gain, prefill_efficiency,
+                                                                                  activation_reserve, runtime_reserve))
     render = {"text": plan_view.text, "json": plan_view.json_text, "markdown": plan_view.markdown}[fmt]
     click.echo(render(plans), nl=False)
     if any(p.unmet or not p.feasible for p in plans):
         sys.exit(EXIT_FINDINGS)
 
 
-def _overrides(reserve: float | None, min_gain: float | None, eta: float | None) -> dict[str, float]:
+def _overrides(reserve: float | None, min_gain: float | None, eta: float | None,
+               activation_reserve: float | None = None, runtime_reserve: float | None = None) -> dict[str, float]:
     """The planner's assumed defaults the user chose to override (each still printed as assumed)."""
-    given = {"reserve": reserve, "min_gain": min_gain, "eta": eta}
+    given = {"reserve": reserve, "min_gain": min_gain, "eta": eta, "activation_reserve": activation_reserve,
+             "runtime_reserve": runtime_reserve}
     return {k: v for k, v in given.items() if v is not None}
 
 
@@ -509,14 +531,16 @@ def _overrides(reserve: float | None, min_gain: float | None, eta: float | None)
 @_allow_path_option
 @handles_errors
 def report_cmd(spec_file: str, out_dir: str, scenario: str | None, reserve: float | None, min_gain: float | None,
-               prefill_efficiency: float | None, allow_paths: tuple[str, ...]) -> None:
+               prefill_efficiency: float | None, activation_reserve: float | None,
+               runtime_reserve: float | None, allow_paths: tuple[str, ...]) -> None:
     """Write MADR-shaped design-rationale documents, one per decision, ready to commit and review."""
     from kvplan.base.outputs import check_out_dir
     from kvplan.planner import plans_for
     from kvplan.render import report
 
     check_out_dir(out_dir)
-    plans = plans_for(_checked(spec_file, allow_paths), scenario, **_overrides(reserve, min_gain, prefill_efficiency))
+    plans = plans_for(_checked(spec_file, allow_paths), scenario, **_overrides(reserve, min_gain, prefill_efficiency,
+                                                                                  activation_reserve, runtime_reserve))
     for path in report.write(plans, out_dir, spec_file):
         click.echo(path)
 
@@ -529,12 +553,7 @@ def report_cmd(spec_file: str, out_dir: str, scenario: str | None, reserve: floa
               help="Write DIR/<scenario>/<file> instead of printing; `kvplan lint --check-digest` looks in "
                    "<spec>.kvplan/.")
 @click.option("--scenario", default=None, help="Only this scenario (a deployment name or an expanded name).")
-@click.option("--activation-reserve", type=_bytes_type(), default=None, metavar="BYTES",
-              help="Activation memory per GPU outside the KV pool, e.g. 5000000000 or 5 GB  [default: 8% of the "
-                   "device less the runtime reserve, assumed].")
-@click.option("--runtime-reserve", type=_bytes_type(), default=None, metavar="BYTES",
-              help="Runtime memory per GPU (CUDA context, communication buffers); 0 is allowed  "
-                   "[default: 1GiB, assumed].")
+@_reserve_options
 @_allow_path_option
 @handles_errors
 def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario: str | None,
@@ -556,6 +575,13 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
     # one memory model: the plan is made under the reserves its configs are sized with
     given = {"activation_reserve": reserves.activation, "runtime_reserve": reserves.runtime}
     plans = plans_for(_checked(spec_file, allow_paths), scenario, **{k: v for k, v in given.items() if v is not None})
+    for p in plans:  # a count the model cannot split has no configuration to write
+        gap = next((u for u in p.unmet if u.constraint == "layout"), None)
+        if gap is not None:
+            pin = p.scenario.pins.get("devices")
+            raise KvplanError(f"scenario {p.scenario.name}: {gap.message}",
+                              help=("try " + "; or ".join(gap.suggestions)) if gap.suggestions else None,
+                              span=pin.span if pin is not None else p.scenario.spans.get("devices"))
     folders = scenario_folders(plans, out_dir)
     tree = None if out_dir is None else OutputTree(out_dir)
     findings = 0
@@ -581,9 +607,27 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
         sys.exit(EXIT_FINDINGS)
 
 
+class _Readers(click.Choice):  # type: ignore[type-arg, unused-ignore]
+    """`import --from`'s choices: the engines kvplan reads back (kvplan.engines.importer.readers, derived
+    from the engine targets), looked up when the option is parsed or its help shown, so that start-up
+    imports no engine module."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property  # type: ignore[override, misc, unused-ignore]
+    def choices(self) -> tuple[str, ...]:
+        from kvplan.engines.importer import readers
+        return tuple(readers())
+
+    @choices.setter
+    def choices(self, value: object) -> None:  # click's __init__ assigns it; the live table wins
+        pass
+
+
 @main.command("import")
 @click.argument("source", metavar="ARGS-OR-FILE")
-@click.option("--from", "engine", type=click.Choice(["vllm", "sglang", "trtllm"]), required=True,
+@click.option("--from", "engine", type=_Readers(), required=True,
               help="The engine whose command line (vllm, sglang) or YAML/command line (trtllm) this is.")
 @click.option("--model", "model_id", metavar="ID", help="Catalog model id, when the engine's model is not in it.")
 @click.option("--model-config", type=click.Path(dir_okay=False), metavar="PATH",

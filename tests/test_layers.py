@@ -24,7 +24,7 @@ _PLACES = {"kvplan": "base", "kvplan.grammar": "lang", "kvplan.cli": "cli", "kvp
 LAZY_LOADS = (
     ("kvplan.render.plot", "matplotlib", "the `plot` extra: only `map --plot` and `report` draw"),
     ("kvplan.render.report", "matplotlib", "the `plot` extra: the regime-map picture is optional"),
-    ("kvplan.engines.importer", "yaml", "PyYAML is optional: only `kvplan import` of a YAML manifest needs it"),
+    ("kvplan.engines.trtllm", "yaml", "PyYAML is optional: only `kvplan import` of a YAML manifest needs it"),
 )
 
 

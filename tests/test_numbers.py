@@ -431,7 +431,142 @@ def test_widest_tp_is_the_searchs_first_option_and_bounded() -> None:
     for mid in ("deepseek-v3", "llama-3-70b", "llama-3-8b"):
         m = catalog.get_model(mid)
         for n in range(1, 65):
-            assert widest_tp(m, n) == tp_options(m, n)[0], (mid, n)
+            opts = tp_options(m, n)
+            if opts:
+                assert widest_tp(m, n) == opts[0], (mid, n)
+            else:  # no split at all: even the widest tensor-parallel size leaves a stage without a layer
+                assert n // widest_tp(m, n) > m.n_layers, (mid, n)
     start = time.monotonic()
     assert widest_tp(catalog.get_model("llama-3-70b"), 10**12) == 64  # 64 query heads, 8 KV heads
     assert time.monotonic() - start < 1.0
+
+
+# ------------------------------------------------------------------ R1 on devices that cannot hold the weights
+
+_TINY = """kvplan 1
+
+device "tiny" {{
+    memory     = {memory}
+    bandwidth  = 1 TB/s
+    compute    = 100 TFLOPS
+    partitions = 1
+}}
+
+deployment "d" {{
+    model   = llama-3-8b
+    device  = tiny
+    devices = 1
+    workload {{
+        batch   = 1
+        context = 4k
+    }}
+}}
+"""
+# "the weights alone (16.06 GB) exceed the memory (16.06 GB)": two figures that read as equal
+_EXCEED = re.compile(r"\(([^()]+)\) exceed the memory (?:of [^(]*)?\(([^()]+)\)")
+
+
+def _no_equal_exceed(text: str, where: str) -> None:
+    for m in _EXCEED.finditer(text):
+        assert m[1] != m[2], (where, m[0])
+
+
+def _all_outputs(spec: Path, tmp_path: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for fmt in ("text", "json", "markdown"):
+        r = run("advise", str(spec), "--format", fmt)
+        assert r.exit_code == 1, r.output
+        out[f"advise {fmt}"] = r.stdout
+    report = tmp_path / "report"
+    r = run("report", str(spec), "-o", str(report))
+    assert r.exit_code in (0, 1), r.output
+    for f in sorted(report.rglob("*.md")):
+        out[str(f)] = f.read_text(encoding="utf-8")
+    return out
+
+
+def _nothing_impossible(outputs: dict[str, str]) -> None:
+    for where, text in outputs.items():
+        _no_impossible_numbers(text, where)
+        assert not re.search(r"-inf\s?%|\binf\s?%", text), (where, re.search(r".{40}-?inf\s?%", text))
+        assert "Infinity" not in text and "NaN" not in text, where
+        _no_equal_exceed(text, where)
+
+
+def test_r1_says_no_device_count_holds_the_weights_instead_of_drawing_a_map_past_the_limit(tmp_path: Path) -> None:
+    """1 MB devices: advise drew R1 at "16061 devices" (above the 4,096 limit), printed `s cap -122.3k
+    tokens`, "weights alone (16.06 GB) exceed the memory (16.06 GB)" and `headroom -inf%`. One layer of
+    Llama-3-8B on the widest split (tp 32, its query heads) is P·w_p/(32·32) = 15.7 MB > 1 MB, so no
+    count holds the weights: it says so."""
+    m = catalog.get_model("llama-3-8b")
+    assert m.params * 2 / (m.n_layers * m.n_q) > 1e6
+    spec = tmp_path / "tiny.kvp"
+    spec.write_text(_TINY.format(memory="1 MB"), encoding="utf-8")
+    outputs = _all_outputs(spec, tmp_path)
+    _nothing_impossible(outputs)
+    text = outputs["advise text"]
+    assert "16061" not in text
+    assert "regime map (R1, 16-bit KV, one device: no count up to the device limit holds the weights)" in text
+    assert "no count of tiny up to 4,096 (the device limit) holds the weights" in " ".join(text.split())
+    body = json.loads(outputs["advise json"])
+    mb = body["plans"][0]["map_before"]
+    assert mb["devices"]["value"] is None and "4,096" in mb["devices"]["source"]
+    assert mb["s_cap"]["value"] is None and mb["context_over_s_cap"]["value"] is None
+    metrics = dict(body["plans"][0]["metrics"]) if isinstance(body["plans"][0]["metrics"], list) \
+        else body["plans"][0]["metrics"]
+    assert metrics["headroom"]["value"] is None and "reserves" in metrics["headroom"]["source"]
+
+
+def test_r1_is_drawn_where_the_most_loaded_device_holds_its_weights(tmp_path: Path) -> None:
+    """1 GB devices: ceil(16.06 GB / 1 GB) = 17 devices hold the weights in total, but 17 is prime, so
+    tp 1 and 17 pipeline stages of ⌈32/17⌉ = 2 layers = 1.004 GB each: advise printed `s cap -461.8
+    tokens` there. Counted by hand: 18 → tp 2 × pp 9 (4 layers/2 = 1.004 GB), 19 → tp 1 (2 layers),
+    20 → tp 4 × pp 5, ⌈32/5⌉ = 7 layers / 4 = 0.878 GB: the fewest is 20."""
+    m = catalog.get_model("llama-3-8b")
+    w = m.params * 2
+    per_device = {17: w * 2 / 32, 18: w * 4 / (32 * 2), 19: w * 2 / 32, 20: w * 7 / (32 * 4)}
+    assert [n for n, held in per_device.items() if held < 1e9] == [20]
+    spec = tmp_path / "tiny.kvp"
+    spec.write_text(_TINY.format(memory="1 GB"), encoding="utf-8")
+    outputs = _all_outputs(spec, tmp_path)
+    _nothing_impossible(outputs)
+    assert "regime map (R1, 16-bit KV, 20 devices: the fewest tiny that hold the weights)" in outputs["advise text"]
+    mb = json.loads(outputs["advise json"])["plans"][0]["map_before"]
+    assert mb["devices"]["value"] == 20
+    kappa = 2 * m.n_layers * m.n_kv * m.head_dim * 2  # tp 4 < 8 KV heads: no replication
+    free = (1e9 - per_device[20]) * (32 * 4) / 7  # the most loaded device full, scaled to the deployment
+    assert mb["s_cap"]["value"] == pytest.approx(free / kappa)
+
+
+def test_map_prints_no_negative_crossover_where_a_pipeline_stage_overflows() -> None:
+    """DeepSeek-V3 in BF16 (1342 GB) on 7 × MI300X (1344 GB) with tp 1: the total holds the weights,
+    but each stage holds ⌈61/7⌉ = 9 layers = 198 GB > 192 GB. map printed a negative s_cap."""
+    m = catalog.get_model("deepseek-v3")
+    w = m.params * 2
+    assert w < 7 * 192e9 and w * 9 / 61 > 192e9
+    args = ["map", "--model", "deepseek-v3", "--device", "mi300x", "--devices", "7", "--tp", "1", "--context", "64k"]
+    r = run(*args)
+    assert r.exit_code == 0, r.output
+    _no_impossible_numbers(r.stdout, "map text")
+    assert re.search(r"s_cap capacity crossover\s+none", r.stdout), r.stdout
+    assert "the most loaded device holds 198 GB of weights (9 of 61 layers, 1/1 of the heads)" in r.stdout, \
+        r.stdout
+    note = re.search(r"(\d+) devices are the fewest that hold them: --devices (\d+)(?: --tp (\d+))?", r.stdout)
+    assert note, r.stdout
+    body = json.loads(run(*args, "--format", "json").stdout)
+    assert body["results"]["s_cap"]["value"] is None
+    assert all(row["s_cap"]["value"] is None for row in body["by_kv_dtype"])
+    # the note's suggestion, applied, has a positive crossover
+    fixed = ["map", "--model", "deepseek-v3", "--device", "mi300x", "--devices", note[2], "--context", "64k",
+             "--format", "json"] + (["--tp", note[3]] if note[3] else [])
+    cap = json.loads(run(*fixed).stdout)["results"]["s_cap"]["value"]
+    assert cap is not None and cap > 0
+
+
+def test_weights_exceed_note_never_joins_two_equal_figures_with_exceed() -> None:
+    from kvplan.model.analysis import weights_exceed_note
+
+    close = weights_exceed_note(16.0605e9, 16.0601e9)  # 16.06 GB and 16.06 GB at four digits
+    assert "(16.061 GB) exceed the memory (16.060 GB) by 400 KB" in close, close
+    _no_equal_exceed(close, "note")
+    assert "exceed" not in weights_exceed_note(16.06e9, 16.06e9)

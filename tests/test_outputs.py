@@ -61,10 +61,27 @@ COMMANDS = [pytest.param(EMIT, id="emit"), pytest.param(("report",), id="report"
 def test_two_deployments_that_share_a_folder_are_refused_naming_both(tmp_path: Path, cmd: tuple[str, ...],
                                                                      names: tuple[str, str]) -> None:
     out = tmp_path / "out"
-    line = _error_line(run(cmd[0], str(spec(tmp_path, *names)), *cmd[1:], "-o", str(out)))
-    assert repr(names[0]) in line and repr(names[1]) in line, line
-    assert re.search(r"s\.kvp:\d+:\d+: ", line), line  # located at the second deployment
+    res = run(cmd[0], str(spec(tmp_path, *names)), *cmd[1:], "-o", str(out))
+    _error_line(res)
+    # the checker's KV103 (lint reports it too), located at the second deployment, naming both
+    found = re.findall(r"s\.kvp:(\d+):(\d+): KV103 deployment `(.+?)` writes the same output folder `(.+?)/` "
+                       r"as `(.+?)` \(line 3\)", res.output)
+    assert found == [("13", "12", names[1], folder_name(names[0]), names[0])], res.output
     assert _files(out) == []  # refused before anything was written
+
+
+@pytest.mark.parametrize("names", [("Chat", "chat"), ("straße", "strasse"), ("caf\u00e9", "cafe\u0301"),
+                                   ("Чат", "ЧАТ"), ("chat 1", "Chat_1"), ("ﬁle", "file")])
+def test_lint_reports_a_folder_collision_at_the_second_deployment(tmp_path: Path, names: tuple[str, str]) -> None:
+    """On main lint passed these files (exit 0) that emit -o and report -o then refused."""
+    path = spec(tmp_path, *names)
+    assert folder_name(names[0]) == folder_name(names[1]) and names[0] != names[1]
+    res = run("lint", str(path))
+    assert res.exit_code == 1, res.output
+    assert f"{path}:13:12: KV103 deployment `{names[1]}` writes the same output folder" in res.output, res.output
+    assert res.output.count("KV103") == 1, res.output
+    # names whose folders differ stay clean
+    assert run("lint", str(spec(tmp_path, names[0], names[0] + "-2"))).exit_code == 0
 
 
 @pytest.mark.parametrize("cmd", COMMANDS)

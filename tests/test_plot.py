@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import struct
 import sys
 from collections import Counter
@@ -155,7 +156,54 @@ def test_missing_matplotlib_is_one_line_exit_2(tmp_path: Path, monkeypatch: pyte
         import matplotlib  # noqa: F401  (the patch really hides it)
     r = CliRunner().invoke(main, [*MAP_ARGS, "--plot", str(tmp_path / "m.png")])
     assert r.exit_code == 2
-    assert r.stderr == "kvplan: error: plotting needs matplotlib: pip install 'kvplan[plot]'\n"
+    assert r.stderr == "kvplan: error: plotting needs matplotlib: pip install matplotlib\n"
     assert not (tmp_path / "m.png").exists()
     ok = CliRunner().invoke(main, MAP_ARGS)  # the map itself never needs matplotlib
     assert ok.exit_code == 0 and "regime:" in ok.stdout
+
+
+@pytest.mark.parametrize("params, memory, bandwidth, compute, batch, context", [
+    (1e15, 1e6, 1e6, 1e9, 2**20, 2**30),  # s* at b = 1 is 2·10^15/2048 ≈ 10^12 tokens
+    (1.0, 1e15, 1e15, 1e18, 1, 1),
+    (1e15, 1e15, 1e15, 1e18, 1, 2**30),
+])
+def test_figures_at_the_corners_of_the_ranges_have_finite_bounded_axes(
+        tmp_path: Path, params: float, memory: float, bandwidth: float, compute: float, batch: int,
+        context: int) -> None:
+    import attrs
+
+    from kvplan.catalog.hf import resolve_model
+
+    # the examples' 4-layer config, κ = 2 KB: s* of 10^15 parameters at b = 1 is about 10^12 tokens
+    tiny = resolve_model(None, str(Path(__file__).resolve().parent.parent / "examples/models/tiny/config.json"))
+    model = attrs.evolve(tiny, params=params, params_active=params)
+    device = attrs.evolve(B200, memory=memory, bandwidth=bandwidth, compute=compute)
+    cfg = rf.Config(model, device, n_devices=1)
+    info = plot.regime_map_figure(cfg, batch, context, ["bf16", "int2"], tmp_path / "m.svg")
+    lo, hi = info.ylim
+    assert all(isinstance(v, float) and math.isfinite(v) for v in (lo, hi)), info.ylim
+    assert 1.0 <= lo <= context <= hi <= 1e12 and lo < hi  # the deployment's point is on the axes, and they are bounded
+    roof = plot.roofline_figure(cfg, batch, context, tmp_path / "r.svg")
+    assert all(math.isfinite(v) for v in (*roof.xlim, *roof.ylim)), (roof.xlim, roof.ylim)
+
+
+# `kvplan[...]` names an unrelated PyPI project: kvplan's distribution is kvcache-planner, and it is
+# not on PyPI yet, so an install hint must work as written (`pip install matplotlib`, `.[plot]`).
+_WRONG_DIST = re.compile(r"kvplan\[")
+
+
+def test_install_hints_name_an_installable_distribution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = Path(__file__).resolve().parent.parent
+    texts = {str(f.relative_to(root)): f.read_text(encoding="utf-8")
+             for pattern in ("docs/**/*.md", "README.md", "kvplan/**/*.py")
+             for f in sorted(root.glob(pattern))}
+    assert len(texts) > 20
+    texts["kvplan map --help"] = CliRunner().invoke(main, ["map", "--help"], terminal_width=400).output
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    for flag in ("--plot", "--roofline"):
+        r = CliRunner().invoke(main, [*MAP_ARGS, flag, str(tmp_path / "m.png")])
+        assert r.exit_code == 2 and "pip install matplotlib" in r.stderr, r.output
+        texts[f"kvplan map {flag}"] = r.output
+    bad = [where for where, text in texts.items() if _WRONG_DIST.search(text)]
+    assert not bad, bad
+    assert "pip install matplotlib" in texts["kvplan map --help"]

@@ -221,15 +221,20 @@ def test_fmt_refuses_a_file_larger_than_a_spec_as_lint_does(tmp_path: Path) -> N
     big.write_text(SPEC + "# padding\n" * 600_000, encoding="utf-8")  # 6 MB
     assert big.stat().st_size > 6_000_000
     lint = _kvplan(["lint", "big.kvp"], tmp_path)
-    assert lint.returncode == 1 and lint.stdout.startswith("big.kvp:1:1: KV015 the file has more than 1,048,576 bytes")
+    # one statement of the limit, in characters (the review found "1,048,576 bytes" beside "262,144 characters")
+    one_limit = ("big.kvp:1:1: KV015 the file has more than 262,144 characters (it was not read past 1 MiB); "
+                 "a spec has at most 262,144 characters")
+    assert lint.returncode == 1 and lint.stdout.startswith(one_limit), lint.stdout
+    assert "bytes" not in lint.stdout
     fmt = _kvplan(["fmt", "--check", "big.kvp"], tmp_path)
     assert fmt.returncode == 2, fmt.stderr
-    assert fmt.stderr.startswith("big.kvp:1:1: KV015 the file has more than 1,048,576 bytes")
+    assert fmt.stderr.startswith(one_limit) and "bytes" not in fmt.stderr, fmt.stderr
     # between the character limit and the byte limit: the same code, counted in characters
     mid = tmp_path / "mid.kvp"
     mid.write_text(SPEC + "#" * 300_000 + "\n", encoding="utf-8")
     fmt = _kvplan(["fmt", "--check", "mid.kvp"], tmp_path)
-    assert fmt.returncode == 2 and fmt.stderr.startswith("mid.kvp:1:1: KV015 the file has 30")
+    assert fmt.returncode == 2 and fmt.stderr.startswith("mid.kvp:1:1: KV015 the file has 300,"), fmt.stderr
+    assert "; a spec has at most 262,144 characters" in fmt.stderr, fmt.stderr
 
 
 def test_bad_utf8_is_located_in_every_input_file(tmp_path: Path) -> None:

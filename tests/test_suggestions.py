@@ -145,6 +145,14 @@ def _dep(body: str, model: str = "llama-3-70b", device: str = "h100", name: str 
 
 WL = "workload {{\n    batch   = {b}\n    context = {s}\n}}"
 
+_DEVICE = '''device "big" {{
+    memory     = {memory}
+    bandwidth  = {bandwidth}
+    compute    = 989 TFLOPS
+}}
+
+'''
+
 PLANNER_CASES = {
     # KV301 with the fp8 pin as the cause, the budget already near-lossless
     "fp8-pin-near-lossless": _dep("devices = 2\n" + WL.format(b=64, s="128k")
@@ -183,7 +191,17 @@ PLANNER_CASES = {
     "min-retention-no-eviction": _dep(WL.format(b=8, s="32k")
                                       + "\nquality {\n    budget = moderate\n    min_retention = 0.75\n}"),
     "pin-contradicts-devices": _dep("devices = 4\n" + WL.format(b=8, s="32k") + "\npin {\n    devices = 2\n}"),
+    # issue 9 review: a unit typo whose spelling match would change the magnitude (`1 PBB` -> `B`
+    # is 1 byte, out of range), and the documented upper bounds written with their own units
+    "unit-typo-keeps-prefix": _DEVICE.format(memory="1 PBB", bandwidth="900 GBps") + _dep(
+        WL.format(b=8, s="32k"), device="big"),
+    "unit-upper-bounds": _DEVICE.format(memory="1 PB", bandwidth="1 PB/s") + _dep(
+        WL.format(b=8, s="32k") + "\nexpect {\n    kv_bytes <= 1 EB\n}", device="big"),
 }
+#: Words that mean "some loss is fine": each is one of the lossy budgets, never `lossless`.
+LOSSY_WORDS = ("lossy", "lossy-ish", "lossy-ok", "lossy_", "lossyy", "lossier", "lossful")
+for _w in LOSSY_WORDS[1:]:
+    PLANNER_CASES[f"budget-{_w}"] = _dep(WL.format(b=8, s="32k") + f"\nquality {{\n    budget = {_w}\n}}")
 
 
 @pytest.mark.parametrize("name", sorted(PLANNER_CASES))
@@ -198,6 +216,9 @@ def test_planner_cases_do_print_suggestions(name: str, tmp_path: Path) -> None:
     diags = lint_text(PLANNER_CASES[name], str(tmp_path / f"{name}.kvp"))
     if name == "slo-impossible":  # no change meets 1 µs: the help says so, with no fix
         assert any("no allowed plan meets it" in (d.help or "") and not d.fixes for d in diags)
+        return
+    if name == "unit-upper-bounds":  # valid: nothing to suggest
+        assert not [d for d in diags if d.severity is Severity.ERROR], [(d.code, d.message) for d in diags]
         return
     if name == "unit-case-slip":  # `TOK/S`: the case-slip did-you-mean comes with the units work;
         return                    # once it prints one, test_every_planner_suggestion_works checks it
@@ -238,6 +259,72 @@ def test_lossy_is_not_taken_for_lossless(tmp_path: Path) -> None:
     # a typo still gets its spelling match
     (d,) = _helps(PLANNER_CASES["lossy-budget"].replace("lossy", "lossles"), tmp_path, "KV110")
     assert d.help == "did you mean `lossless`?"
+
+
+@pytest.mark.parametrize("word", LOSSY_WORDS)
+def test_a_word_built_on_lossy_lists_the_lossy_budgets(word: str, tmp_path: Path) -> None:
+    """On main `lossy-ish`, `lossier` and the rest got "did you mean `lossless`?": the opposite."""
+    text = _dep(WL.format(b=8, s="32k") + f"\nquality {{\n    budget = {word}\n}}")
+    (d,) = _helps(text, tmp_path, "KV110")
+    assert "lossless`?" not in (d.help or ""), d.help
+    assert {f.edits[0].text for f in d.fixes} == {"near-lossless", "moderate", "aggressive"}, d.help
+
+
+def test_negated_words_never_get_the_choice_they_negate() -> None:
+    from kvplan.lang.check import _meaning
+
+    for word in ("not-allowed", "unallowed", "disallowed", "non-allowed"):
+        assert _meaning(word, "eviction", ("allowed", "forbidden"), "eviction")[1] in ((), ("forbidden",)), word
+    assert _meaning("lossless-ish", "budget", ("lossless", "near-lossless", "moderate", "aggressive"),
+                    "budget")[1] != ("moderate",)
+
+
+def test_a_dtype_suggestion_keeps_the_bit_width(tmp_path: Path) -> None:
+    """On main `kvplan map --kv-dtype int3` said "did you mean 'int8'?"."""
+    from click.testing import CliRunner
+
+    from kvplan.cli import main
+
+    for args in (["map", "--model", "llama-3-8b", "--device", "h100-sxm", "--kv-dtype", "int3"],
+                 ["sweep", "--model", "llama-3-8b", "--device", "h100-sxm", "--kv-dtype", "bf16,fp9"],
+                 ["map", "--model", "llama-3-8b", "--device", "h100-sxm", "--weights", "int3"]):
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code == 2 and "did you mean" not in r.stderr, r.stderr
+        assert "known: fp32, bf16, fp16, fp8, int8, int4, fp4, int2" in r.stderr, r.stderr
+    r = CliRunner().invoke(main, ["map", "--model", "llama-3-8b", "--device", "h100-sxm", "--kv-dtype", "imt8"])
+    assert r.exit_code == 2 and "did you mean 'int8'?" in r.stderr, r.stderr
+    text = _dep(WL.format(b=8, s="32k") + "\npin {\n    kv_dtype = int3\n}")
+    (d,) = _helps(text, tmp_path, "KV110")
+    assert "did you mean" not in (d.help or "") and not d.fixes, d.help
+
+
+def test_a_unit_suggestion_never_changes_the_magnitude(tmp_path: Path) -> None:
+    """On main `1 PB` got "did you mean `B`?" (and applying it gave KV108); `EB`, `PB/s` likewise."""
+    from kvplan.base.units import UNITS, suggest_unit
+
+    # every unit of every dimension with a letter too many: the suggestion is that unit, a case
+    # variant, or one of the same value; never one of another magnitude
+    for dim, table in UNITS.items():
+        for unit, scale in table.items():
+            if not unit:
+                continue
+            for typo in (unit + "x", unit + unit[-1], unit[:-1]):
+                if typo in table:
+                    continue
+                got = suggest_unit(typo, table)
+                assert got is None or table[got] == scale or got.casefold() == typo.casefold(), (dim, typo, got)
+    for unit, dim in (("ZB", "BYTES"), ("YB/s", "BANDWIDTH"), ("ns", "TIME"), ("ZFLOPS", "COMPUTE")):
+        from kvplan.base.units import Dim
+        assert suggest_unit(unit, UNITS[Dim[dim]]) is None, unit
+    text = _DEVICE.format(memory="2 ZB", bandwidth="3.35 TB/s") + _dep(WL.format(b=8, s="32k"), device="big")
+    (d,) = _helps(text, tmp_path, "KV107")
+    assert "did you mean" not in (d.help or "") and not d.fixes and "PB" in (d.help or ""), d.help
+    # the documented upper bounds are written in units kvplan knows, and are in range
+    text = _DEVICE.format(memory="1 PB", bandwidth="1 PB/s") + _dep(WL.format(b=8, s="32k"), device="big")
+    assert not [d for d in lint_text(text, str(tmp_path / "t.kvp")) if d.code in ("KV107", "KV108")]
+    text = _DEVICE.format(memory="1 PB", bandwidth="3.35 PB/s") + _dep(WL.format(b=8, s="32k"), device="big")
+    (d,) = _helps(text, tmp_path, "KV108")
+    assert "bandwidth" in d.message, d.message
 
 
 def test_opposites_are_never_suggested() -> None:

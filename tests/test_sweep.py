@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from kvplan import catalog
+from kvplan.base import limits
 from kvplan.model import roofline as rf
 from kvplan.model import sweep as sw
 from kvplan.cli import main
@@ -353,3 +354,36 @@ def test_names_with_commas_quotes_and_percent_survive(tmp_path: "object") -> Non
     doc = json.loads(run("sweep", str(path), "--batch", "1", "--context", "1k", "--devices", "1",
                          "--format", "json").stdout)
     assert doc["rows"][0][0] == name
+
+
+# ------------------------------------------------------------------ the grid's size (issue 9 review)
+
+def test_a_grid_of_10_to_the_12_points_is_refused_before_any_work(tmp_path: "object",
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_work(*a: object, **k: object) -> None:
+        raise AssertionError("a point was evaluated")
+
+    monkeypatch.setattr(sw, "evaluate", no_work)
+    out = tmp_path / "sw.csv"  # type: ignore[operator]
+    r = run("sweep", "--model", "llama-3-8b", "--device", "h100-sxm", "--batch", "1..1000000",
+            "--context", "1..1000000", "-o", str(out))
+    assert r.exit_code == 2, r.output
+    assert r.stdout == "" and r.stderr.count("\n") == 1, r.stderr
+    assert "1,000,000,000,000 points" in r.stderr and "1,000,000 batch sizes × 1,000,000 context lengths" in r.stderr
+    assert f"more than {limits.MAX_SWEEP_POINTS:,}" in r.stderr
+    assert not out.exists()  # type: ignore[attr-defined]
+
+
+def test_the_grid_limit_is_on_the_product_and_admits_issue_13s_sweeps() -> None:
+    assert limits.MAX_SWEEP_POINTS >= 10**7
+    model, device = catalog.get_model("llama-3-8b"), catalog.get_device("h100-sxm")
+    edge = sw.spec_from_flags(model, device, batch="1..10000", context="1..10000")  # 10^4 × 10^4 = 10^8
+    assert sw.total_points([edge]) == 10**8 == limits.MAX_SWEEP_POINTS
+    over = sw.spec_from_flags(model, device, devices="1,2", batch="1..10000", context="1..10000")
+    with pytest.raises(sw.SweepError, match="200,000,000 points"):
+        sw.total_points([over])
+    # A file's deployments count together: two grids of 6·10^7 are over, though each alone is under.
+    part = sw.spec_from_flags(model, device, batch="1..6000", context="1..10000")
+    assert sw.total_points([part]) == 6 * 10**7
+    with pytest.raises(sw.SweepError, match="120,000,000 points .the grids of 2 deployments together"):
+        sw.total_points([part, part])

@@ -1,7 +1,7 @@
 """Quantities and dimensions: parse units at the edge, format them for output.
 
 Conventions (SPEC §1): token multipliers k/M are decimal, Ki/Mi binary; bytes
-KB/MB/GB/TB are powers of 1000 and KiB/MiB/GiB/TiB powers of 1024; bandwidth
+KB/MB/GB/TB/PB/EB are powers of 1000 and KiB/MiB/GiB/TiB/PiB/EiB powers of 1024; bandwidth
 in B/s; compute in dense FLOP/s. Inside kvplan every quantity is a float in
 the base unit of its dimension (tokens, B, B/s, FLOP/s, s, tok/s, fraction).
 """
@@ -29,13 +29,14 @@ class Dim(str, enum.Enum):
     NUMBER = "number"
 
 
-_DEC = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
-_BIN = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}
+_DEC = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+_BIN = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50, "Ei": 2.0**60}
 
 
 def _byte_units(suffix: str) -> dict[str, float]:
     table = {f"B{suffix}": 1.0}
-    for p in "KMGT":
+    # up to P and E: the documented ranges end at 1 PB, 1 PB/s and (an `expect kv_bytes`) 1 EB
+    for p in "KMGTPE":
         table[f"{p}B{suffix}"] = _DEC[p]
         table[f"{p}iB{suffix}"] = _BIN[f"{p}i"]
     return table
@@ -46,8 +47,8 @@ UNITS: Mapping[Dim, Mapping[str, float]] = {
     Dim.COUNT: {"": 1.0, "k": 1e3, "M": 1e6, "B": 1e9, "T": 1e12},
     Dim.BYTES: _byte_units(""),
     Dim.BANDWIDTH: _byte_units("/s"),
-    Dim.COMPUTE: {"FLOPS": 1.0, "GFLOPS": 1e9, "TFLOPS": 1e12, "PFLOPS": 1e15,
-                  "FLOP/s": 1.0, "GFLOP/s": 1e9, "TFLOP/s": 1e12, "PFLOP/s": 1e15},
+    Dim.COMPUTE: {"FLOPS": 1.0, "GFLOPS": 1e9, "TFLOPS": 1e12, "PFLOPS": 1e15, "EFLOPS": 1e18,
+                  "FLOP/s": 1.0, "GFLOP/s": 1e9, "TFLOP/s": 1e12, "PFLOP/s": 1e15, "EFLOP/s": 1e18},
     Dim.TIME: {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0},
     Dim.RATE: {"tok/s": 1.0, "ktok/s": 1e3},
     Dim.FRACTION: {"": 1.0, "%": 0.01},
@@ -94,7 +95,16 @@ def convert(number: float, unit: str, dim: Dim, *, what: str = "value",
     raise UnitError(f"unknown unit '{unit}' for {what} ({dim.value})", help=hint)
 
 
-_BINARY_PREFIX = re.compile(r"^[KMGTPkmgtp][iI]")
+_BINARY_PREFIX = re.compile(r"^[KMGTPEkmgtpe][iI]")
+#: The scale prefix a unit spelling starts with (`Ki` of `KiB`, `G` of `GB/s`, `m` of `ms`), '' for none.
+#: Every SI prefix letter counts, known or not, so that `ZB` and `ns` keep theirs (and match nothing).
+_SCALE_PREFIX = re.compile(r"^(?:[KMGTPEZYRQkmgtpezyrq][iI](?=[A-Za-z])|[KMGTPEZYRQkmgtpezyrqµunfa](?=[A-Za-z]))")
+
+
+def scale_prefix(unit: str) -> str:
+    """The scale prefix of a unit spelling, case-folded (`GB` -> 'g', `KIB/s` -> 'ki', `B` -> '')."""
+    m = _SCALE_PREFIX.match(unit)
+    return m.group(0).casefold().replace("µ", "u") if m else ""
 
 
 def is_binary_unit(unit: str) -> bool:
@@ -106,24 +116,22 @@ def suggest_unit(unit: str, units: Iterable[str]) -> Optional[str]:
     """The unit of `units` that an unknown `unit` most likely means, or None.
 
     The same letters in another case come first (`GIB` -> `GiB`, `MS` -> `ms`, `TB/S` -> `TB/s`),
-    so a case slip never turns a binary unit into a decimal one (`GIB` is not `GB`); then the
-    closest spelling, ignoring case, among units of the same kind (binary for binary, decimal for
-    decimal); only then the closest of any kind.
+    so a case slip never turns a binary unit into a decimal one (`GIB` is not `GB`); otherwise the
+    closest spelling, ignoring case, among the units with the same scale prefix (`Gbs` -> `GB/s`):
+    a suggestion never changes the magnitude (`ZB` is not `B`, `PB/s` was never `B/s`), and where
+    no unit keeps the prefix there is none, and the caller lists the units.
     """
     known = [u for u in units if u]
     folded = unit.casefold()
     same = [u for u in known if u.casefold() == folded]
     if same:  # fewest letters whose case differs
         return min(same, key=lambda u: sum(a != b for a, b in zip(u, unit)))
-    kind = [u for u in known if is_binary_unit(u) == is_binary_unit(unit)]
-    for pool in (kind, known):
-        by_fold: dict[str, str] = {}
-        for u in pool:
+    by_fold: dict[str, str] = {}
+    for u in known:
+        if scale_prefix(u) == scale_prefix(unit):
             by_fold.setdefault(u.casefold(), u)
-        close = difflib.get_close_matches(folded, list(by_fold), n=1)
-        if close:
-            return by_fold[close[0]]
-    return None
+    close = difflib.get_close_matches(folded, list(by_fold), n=1)
+    return by_fold[close[0]] if close else None
 
 
 def _unit_list(dim: Dim, table: Optional[Mapping[str, float]] = None) -> str:
@@ -131,7 +139,7 @@ def _unit_list(dim: Dim, table: Optional[Mapping[str, float]] = None) -> str:
     units = [u for u in table if u]
     if not units:
         return "a plain number"
-    return ", ".join(units[:6]) + (" or a plain number" if "" in table else "")
+    return ", ".join(units[:16]) + (" or a plain number" if "" in table else "")
 
 
 def split_quantity(text: str) -> Optional[tuple[str, str]]:

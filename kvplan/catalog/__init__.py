@@ -63,8 +63,19 @@ DTYPE_ALIASES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "2bit
 def dtype(name: str) -> Dtype:
     key = DTYPE_ALIASES.get(name.lower(), name.lower())
     if key not in DTYPES:
-        raise CatalogError(f"unknown dtype '{name}'", help=suggest(name, DTYPES))
+        close = close_dtype(name)
+        raise CatalogError(f"unknown dtype '{name}'",
+                           help=f"did you mean '{close}'?" if close else "known: " + ", ".join(DTYPES))
     return DTYPES[key]
+
+
+def close_dtype(name: str) -> Optional[str]:
+    """The dtype `name` is a misspelling of, or None: only one with the same digits, since a
+    match that changes the bit width changes the meaning (int3 is not int8, fp6 is not fp8)."""
+    digits = sorted(ch for ch in name if ch.isdigit())
+    close = [c for c in difflib.get_close_matches(name.lower(), list(DTYPES), n=3, cutoff=0.5)
+             if sorted(ch for ch in c if ch.isdigit()) == digits]
+    return close[0] if close else None
 
 
 # ------------------------------------------------------------------- models

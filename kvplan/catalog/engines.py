@@ -1,14 +1,22 @@
-"""What each serving engine can run, as the planner needs it (facts: shared/reference/engines.md).
+"""What each serving engine can run, one record per engine (facts: shared/reference/engines.md).
 
-The backends (kvplan/engines/) translate a plan into each engine's flag names;
-this table only says which plan choices an engine can express at all, so that
-the spec's `engine` constrains the search instead of a choice being silently
-changed at emit time.
+`ENGINES` is the one table of engine facts. Everything that names an engine is
+derived from it: the planner's engine constraints (kv dtypes, page sizes,
+eviction, pipeline stages), the language's `engine = ...` words and their
+synonyms, the CLI's `import --from` choices, the emit targets' capability
+tables (kvplan/engines/<id>.py build their `Backend` from the record) and the
+importer's names, flags and defaults. The engine modules hold only what is code:
+how a plan is written out and how a configuration is read back.
+
+Adding an engine is this record plus one module kvplan/engines/<id>.py
+(docs/architecture.md). `ENGINES` is a plain literal dict so that a test can
+register a toy engine with `monkeypatch.setitem(ENGINES, "toy", record)`; every
+reader looks it up at call time.
 """
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Optional
 
 import attrs
 
@@ -17,36 +25,128 @@ from kvplan.catalog import suggest
 
 
 @attrs.frozen(slots=True)
+class Flags:
+    """The names under which an engine takes the settings kvplan writes and reads back (its CLI flags, or
+    for TensorRT-LLM its YAML keys)."""
+
+    kv_dtype: str
+    block: str
+    batch: str
+    context: str
+    tp: str
+    pp: str
+
+
+#: "No engine constraint": `engine = any` names no flags.
+NO_FLAGS = Flags("", "", "", "", "", "")
+
+#: An engine's KV dtype name as the importer reads it → (the kvplan dtype, or None where no kvplan dtype has
+#: its width; why, when the mapping is not one-to-one).
+KvReads = Mapping[str, tuple[Optional[str], str]]
+
+_AUTO = ("bf16", "auto keeps the model's dtype: bf16 assumed")
+
+
+@attrs.frozen(slots=True)
 class Engine:
     id: str
-    version: str
-    kv_dtypes: tuple[str, ...]     # kvplan dtype ids the engine can store KV in
+    name: str                      # as configs and messages name it: "vLLM"
+    version: str                   # the version whose flag names kvplan writes: "0.33.0", "main"
+    described: str                 # the engine and version in a sentence: "TensorRT-LLM (main, > 1.2.1)"
+    kv_names: Mapping[str, str]    # kvplan dtype id -> the engine's name for it (written by emit); the
+                                   # keys, in this order, are the dtypes the engine can store KV in
     eviction: bool                 # token eviction inside a request
     default_block: int             # tokens per KV page by default
     block_sizes: tuple[int, ...]   # page sizes the default attention backends accept
-    prefix_caching: bool           # whether the engine can share prefix pages
+    prefix_caching: bool           # whether the engine can share prefix pages (on by default when it can)
     host_tier: bool                # native host-memory KV tier
     source: str
     pipeline: bool = True          # pipeline-parallel stages (engines.md names no SGLang flag)
+    tiers: tuple[str, ...] = ()    # second tiers its emitted config can hold (natively or through LMCache)
+    lmcache: bool = False          # LMCache loads into it (engines.md § LMCache)
+    kv_reads: KvReads = attrs.field(factory=dict)   # its KV dtype names read back (kvplan import)
+    flags: Flags = NO_FLAGS
+    aliases: tuple[str, ...] = ()  # words people write for it in a spec (`trt-llm`), offered as suggestions
+
+    @property
+    def kv_dtypes(self) -> tuple[str, ...]:
+        """The kvplan dtype ids the engine can store KV in, in the search's order."""
+        return tuple(self.kv_names)
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} {self.version}"
 
 
-ENGINES: Mapping[str, Engine] = {
+_ALL_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4", "fp4", "int2")
+
+#: The one table of engines; `any` is "no engine constraint". A literal dict: see the module docstring.
+ENGINES: dict[str, Engine] = {
     e.id: e
     for e in (
-        Engine("any", "-", ("bf16", "fp16", "fp8", "int8", "int4", "fp4", "int2"), True, 16,
+        Engine("any", "any engine", "-", "no engine constraint", {d: d for d in _ALL_DTYPES}, True, 16,
                (1, 8, 16, 32, 64, 128), True, True, "no engine constraint"),
-        Engine("vllm", "0.33.0", ("bf16", "fp16", "fp8", "int8", "int4", "fp4"), False, 16, (16, 32, 64, 128),
-               True, True,
+        Engine("vllm", "vLLM", "0.33.0", "vLLM 0.33.0",
+               # bf16 is written `bfloat16`, not `auto`: auto follows the checkpoint's dtype, which the plan does
+               # not control (an FP8 checkpoint's auto need not be 16-bit); the explicit name is the plan's choice.
+               {"bf16": "bfloat16", "fp16": "float16",
+                "fp8": "fp8",                     # = fp8_e4m3
+                "int8": "int8_per_token_head",    # plain `int8` is rejected
+                "int4": "int4_per_token_head",    # plain `int4` is rejected
+                "fp4": "nvfp4"},
+               False, 16, (16, 32, 64, 128), True, True,
                "docs/engines.md: --kv-cache-dtype (int8/int4 as *_per_token_head, nvfp4; no 2-bit); "
-               "--block-size default 16, FLASH_ATTN multiple of 16; no token eviction"),
-        Engine("sglang", "0.5.23", ("bf16", "fp16", "fp8", "fp4"), False, 1, (1, 16, 32, 64, 128), True, True,
+               "--block-size default 16, FLASH_ATTN multiple of 16; no token eviction",
+               tiers=("host", "ssd", "remote"), lmcache=True,
+               kv_reads={
+                   "auto": _AUTO,
+                   "bfloat16": ("bf16", ""), "float16": ("fp16", ""),
+                   "fp8": ("fp8", "= fp8_e4m3"), "fp8_e4m3": ("fp8", ""),
+                   "fp8_e5m2": ("fp8", "E5M2, the width of kvplan's fp8"), "fp8_inc": ("fp8", "Intel Gaudi FP8"),
+                   "fp8_ds_mla": ("fp8", "DeepSeek MLA FP8 layout"),
+                   "fp8_per_token_head": ("fp8", "per-token-head scales"),
+                   "int8_per_token_head": ("int8", ""), "int4_per_token_head": ("int4", ""),
+                   "nvfp4": ("fp4", ""), "nvfp4_ds_mla": ("fp4", "DeepSeek MLA NVFP4 layout"),
+                   "nvfp4_4over6": ("fp4", ""),
+                   "turboquant_4bit_nc": ("int4", "a 4-bit scheme, modelled at int4's width"),
+                   "ultraquant_4bit": ("int4", "a 4-bit scheme, modelled at int4's width"),
+                   # Mixed or 3-bit widths: no kvplan dtype has them.
+                   "turboquant_k8v4": (None, "8-bit keys, 4-bit values"),
+                   "turboquant_k3v4_nc": (None, "3-bit keys, 4-bit values"),
+                   "turboquant_3bit_nc": (None, "3-bit"), "octave_k3v4": (None, "3-bit keys, 4-bit values"),
+                   "octave_k3v3": (None, "3-bit"), "octave_k3v3_compact": (None, "3-bit"),
+               },
+               flags=Flags("--kv-cache-dtype", "--block-size", "--max-num-seqs", "--max-model-len",
+                           "--tensor-parallel-size", "--pipeline-parallel-size")),
+        Engine("sglang", "SGLang", "0.5.23", "SGLang 0.5.23",
+               {"bf16": "bfloat16",
+                # SGLang names no float16 KV dtype; `auto` follows the checkpoint's dtype, which is fp16 exactly
+                # when the checkpoint is (a warning says so when the weights are not fp16).
+                "fp16": "auto",
+                "fp8": "fp8_e4m3", "fp4": "nvfp4"},
+               False, 1, (1, 16, 32, 64, 128), True, True,
                "docs/engines.md: --kv-cache-dtype fp8_e4m3/fp8_e5m2/nvfp4 (no int8, int4 or 2-bit); "
                "--page-size default 1; radix cache on by default; --enable-hierarchical-cache; "
-               "no pipeline-parallel flag", pipeline=False),
-        Engine("trtllm", "main (> 1.2.1)", ("bf16", "fp16", "fp8", "int8", "fp4"), False, 32, (8, 16, 32, 64, 128),
-               True, True,
+               "no pipeline-parallel flag", pipeline=False, tiers=("host", "ssd", "remote"), lmcache=True,
+               kv_reads={
+                   "auto": _AUTO,
+                   "bf16": ("bf16", ""), "bfloat16": ("bf16", ""),
+                   "fp8_e4m3": ("fp8", ""), "fp8_e5m2": ("fp8", "E5M2, the width of kvplan's fp8"),
+                   "mxfp8": ("fp8", "MX block scales"),
+                   "nvfp4": ("fp4", ""), "fp4_mx_block16": ("fp4", "MX block scales"),
+               },
+               flags=Flags("--kv-cache-dtype", "--page-size", "--max-running-requests", "--context-length",
+                           "--tp-size", "--pp-size"),
+               aliases=("sg-lang",)),
+        Engine("trtllm", "TensorRT-LLM", "main", "TensorRT-LLM (main, > 1.2.1)",
+               {"bf16": "auto", "fp16": "auto", "fp8": "fp8", "int8": "auto", "fp4": "nvfp4"},
+               False, 32, (8, 16, 32, 64, 128), True, True,
                "docs/engines.md: kv_cache_config.dtype auto|fp8|nvfp4, INT8 KV quantization; tokens_per_block 32; "
-               "enable_block_reuse; host_cache_size; eviction only experimental on main"),
+               "enable_block_reuse; host_cache_size; eviction only experimental on main", tiers=("host",),
+               kv_reads={"auto": _AUTO, "fp8": ("fp8", ""), "nvfp4": ("fp4", "")},
+               flags=Flags("kv_cache_config.dtype", "kv_cache_config.tokens_per_block", "max_batch_size",
+                           "max_seq_len", "tensor_parallel_size", "pipeline_parallel_size"),
+               aliases=("trt-llm", "tensorrt-llm", "tensorrt")),
     )
 }
 
@@ -55,3 +155,13 @@ def get_engine(name: str) -> Engine:
     if name not in ENGINES:
         raise CatalogError(f"unknown engine '{name}'", help=suggest(name, ENGINES))
     return ENGINES[name]
+
+
+def engine_ids() -> tuple[str, ...]:
+    """The words `engine = ...` takes: every record, `any` first."""
+    return tuple(ENGINES)
+
+
+def concrete() -> tuple[str, ...]:
+    """The real engines (every record but `any`): what `kvplan import --from` reads."""
+    return tuple(e for e in ENGINES if e != "any")

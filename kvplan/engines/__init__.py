@@ -8,12 +8,13 @@ One module per target (kvplan/engines/<id>.py) defines `BACKEND`, a common.Backe
 the engine and the version whose names it writes (shared/reference/engines.md), its
 capability table, and `build(EmitRequest) -> Emitted`. A plan choice the target
 cannot express is mapped to the nearest setting it has and named in a finding; it is
-never changed silently. To add a target, add its module and its BACKEND to TARGETS.
+never changed silently. To add a target, add its module and its BACKEND to TARGETS; an engine target
+also has its record in kvplan.catalog.engines (docs/architecture.md, "Where to add things").
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
 from kvplan.base.errors import KvplanError
 from kvplan.catalog import suggest
@@ -23,17 +24,16 @@ from kvplan.engines.common import Backend, EmitRequest, Emitted, EmittedFile, Re
 __all__ = ["Backend", "Emitted", "EmittedFile", "EmitRequest", "Reserves", "TARGETS", "capacity_line",
            "default_targets", "emit"]
 
-#: Every emit target, one module each: a literal table, not filled by importing modules.
-TARGETS: Mapping[str, Backend] = {
+#: Every emit target, one module each: a literal table, not filled by importing modules. A plain dict, so
+#: that a test can register a toy target with `monkeypatch.setitem(TARGETS, ...)`; it is read at call time.
+TARGETS: dict[str, Backend] = {
     b.id: b for b in (vllm.BACKEND, sglang.BACKEND, trtllm.BACKEND, lmcache.BACKEND, flashinfer.BACKEND)
 }
 
-#: The spec's `engine` → the targets `kvplan emit` writes by default (`any`: all of them).
-ENGINE_TARGETS = {"vllm": ("vllm",), "sglang": ("sglang",), "trtllm": ("trtllm",)}
-
-
 def default_targets(engine: str) -> tuple[str, ...]:
-    return ENGINE_TARGETS.get(engine, tuple(TARGETS))
+    """The targets `kvplan emit` writes for the spec's `engine`: the engine's own target (its module has the
+    engine's id), or for `any` all of them."""
+    return (engine,) if engine != "any" and engine in TARGETS else tuple(TARGETS)
 
 
 def resolve_targets(names: str | None, engine: str) -> tuple[str, ...]:

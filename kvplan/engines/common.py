@@ -36,6 +36,8 @@ from kvplan.base.evidence import Value, derived, reported
 from kvplan.base.outputs import folder_name
 from kvplan.base.units import fmt_bytes
 from kvplan.catalog import DTYPE_ORDER, DTYPES, Dtype, Model
+from kvplan.catalog.engines import Engine as EngineRecord
+from kvplan.engines.flagparse import Read
 from kvplan.model import memory
 from kvplan.model.footprint import fragmentation
 from kvplan.model.memory import DEFAULT_RUNTIME_RESERVE, GiB, Reserves
@@ -106,10 +108,23 @@ class Backend:
     flags: tuple[str, ...]
     source: str
     build: Callable[["EmitRequest"], Emitted]
+    #: An engine target's reader, for `kvplan import --from ID`: (text, base directory, where) -> Read.
+    read: Optional[Callable[[str, str, str], Read]] = None
 
     @property
     def label(self) -> str:
         return f"{self.engine} {self.version}"
+
+
+def engine_backend(engine: EngineRecord, *, flags: tuple[str, ...], source: str,
+                   build: Callable[["EmitRequest"], Emitted],
+                   read: Optional[Callable[[str, str, str], Read]] = None) -> Backend:
+    """The Backend of an engine target, its capabilities taken from the engine's catalog record
+    (kvplan.catalog.engines), so that the planner, the checker and the target read one set of facts."""
+    return Backend(id=engine.id, engine=engine.name, version=engine.version, kv_dtypes=engine.kv_names,
+                   block_sizes=engine.block_sizes, default_block=engine.default_block,
+                   prefix_caching=engine.prefix_caching, tiers=engine.tiers, eviction=engine.eviction,
+                   flags=flags, source=source, build=build, read=read)
 
 
 @attrs.frozen(slots=True)

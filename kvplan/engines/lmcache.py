@@ -25,6 +25,7 @@ import math
 import attrs
 
 from kvplan.base.evidence import Value, derived
+from kvplan.catalog.engines import get_engine
 from kvplan.catalog.quality import admissible
 from kvplan.engines import common, sglang, vllm
 from kvplan.engines.common import Backend, EmitRequest, Emitted, EmittedFile
@@ -39,8 +40,14 @@ DISK_PLACEHOLDER = "file:///mnt/nvme/lmcache/"
 FLAGS = ("chunk_size", "local_cpu", "max_local_cpu_size", "local_disk", "max_local_disk_size", "remote_url",
          "remote_serde", "LMCACHE_CONFIG_FILE")
 
-#: The engine a spec names → the loaders written (`any` and engines LMCache does not plug into: both).
-LOADERS = {"vllm": ("vllm",), "sglang": ("sglang",)}
+#: The engines LMCache loads into (their catalog records say `lmcache`), by the module that writes each loader.
+LOADERS = {m.ENGINE.id: m for m in (vllm, sglang) if m.ENGINE.lmcache}
+
+
+def _loaders(engine: str) -> tuple[str, ...]:
+    """The loaders written for the spec's `engine`: its own, or (`any`, or an engine LMCache does not plug
+    into) all of them."""
+    return (engine,) if engine in LOADERS else tuple(LOADERS)
 
 
 def _gb_up(x: float) -> float:
@@ -57,8 +64,8 @@ def render(req: EmitRequest) -> Emitted:
     if p.tier.tier == "none":
         return Emitted(BACKEND.id, (), (f"{BACKEND.label}: the plan keeps no second tier (reuse economics, docs/model.md §9): "
                                         "nothing to tier, no lmcache.yaml",))
-    loaders = LOADERS.get(sc.engine, ("vllm", "sglang"))
-    first = vllm.BACKEND if loaders[0] == "vllm" else sglang.BACKEND
+    loaders = _loaders(sc.engine)
+    first = LOADERS[loaders[0]].BACKEND
     tier, tier_changed = common.map_tier(p, BACKEND)
     # Pages are the first loader's: LMCache stores what the engine hands it.
     mapped = attrs.evolve(common.map_choices(p, first), tier=tier, changed=tuple(tier_changed))
@@ -104,11 +111,12 @@ def render(req: EmitRequest) -> Emitted:
     ]
     if p.tier.bytes is not None:
         rows.append(("plan_tier_bytes", p.tier.bytes))
-    if sc.engine == "trtllm":
-        warnings.append("LMCache loads into vLLM and SGLang (docs/engines.md), not TensorRT-LLM: "
+    if sc.engine != "any" and sc.engine not in LOADERS:
+        into = " and ".join(m.ENGINE.name for m in LOADERS.values())
+        warnings.append(f"LMCache loads into {into} (docs/engines.md), not {get_engine(sc.engine).name}: "
                         "loaders for both are written")
     for eng in loaders:
-        mod = vllm if eng == "vllm" else sglang
+        mod = LOADERS[eng]
         loaded = mod.render(req, via_lmcache=True, name=f"lmcache-{eng}.sh",
                             label=f"{mod.BACKEND.label} + {BACKEND.label}")
         files += loaded.files

@@ -10,25 +10,31 @@ Prefix caching (the radix cache) is on by default: `--disable-radix-cache` is
 written only when the plan turns it off. A host tier is SGLang's hierarchical
 cache (`--enable-hierarchical-cache --hicache-size GB`, per rank); an SSD or
 remote tier goes through LMCache (`--enable-lmcache --lmcache-config-file`).
+
+The engine's facts (dtype names, page sizes, defaults, setting names) are its catalog record
+(kvplan.catalog.engines); this module holds the code that writes and reads them.
+`read` reads a `python -m sglang.launch_server --flag ...` line back for `kvplan import --from sglang`.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from fractions import Fraction
 
 from kvplan.base.evidence import derived
+from kvplan.catalog.engines import get_engine
 from kvplan.engines import common
-from kvplan.engines.common import Backend, EmitRequest, Emitted, EmittedFile, Flag
+from kvplan.engines.common import EmitRequest, Emitted, EmittedFile, Flag
+from kvplan.engines.flagparse import (CHUNK, NO_RESERVE, POOL_CAP, REPLICAS, DeploymentReadError, Read, ReadFlag,
+                                      bounded, context_flag, cut, digits_in_range, exp2, kv_flag, model_flag,
+                                      note_flag, parse_flags, plain_tokens, quantization, split_command, store,
+                                      strip_env, tokens_in_range, weights_dtype)
 
-KV_DTYPES = {
-    "bf16": "bfloat16",
-    # SGLang names no float16 KV dtype; `auto` follows the checkpoint's dtype, which is fp16 exactly when
-    # the checkpoint is (a warning says so when the weights are not fp16).
-    "fp16": "auto",
-    "fp8": "fp8_e4m3",
-    "fp4": "nvfp4",
-}
+ENGINE = get_engine("sglang")
+F = ENGINE.flags
+#: kvplan dtype -> SGLang's --kv-cache-dtype name (the catalog record's, kvplan.catalog.engines).
+KV_DTYPES = ENGINE.kv_names
 
 FLAGS = ("--model-path", "--kv-cache-dtype", "--page-size", "--mem-fraction-static", "--tp-size",
          "--context-length", "--max-running-requests", "--disable-radix-cache", "--enable-hierarchical-cache",
@@ -58,12 +64,12 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
     ceiling = 1.0 - sz.reserves / sz.total
     flags: list[Flag] = [
         ("--model-path", common.model_ref(p)),
-        ("--kv-cache-dtype", mapped.dtype_name),
-        ("--page-size", str(mapped.block)),
+        (F.kv_dtype, mapped.dtype_name),
+        (F.block, str(mapped.block)),
         ("--mem-fraction-static", frac_text),
-        ("--tp-size", str(p.tp)),
-        ("--context-length", str(sc.context)),
-        ("--max-running-requests", str(sc.batch)),
+        (F.tp, str(p.tp)),
+        (F.context, str(sc.context)),
+        (F.batch, str(sc.batch)),
     ]
     if p.pp > 1:
         findings.append(f"pipeline parallelism of {p.pp} stages is not written: docs/engines.md names "
@@ -96,9 +102,92 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
     return common.finish(BACKEND, mapped, sz, [EmittedFile(name, text)], rows, notes, findings)
 
 
-BACKEND = Backend(
-    id="sglang", engine="SGLang", version="0.5.23", kv_dtypes=KV_DTYPES, block_sizes=(1, 16, 32, 64, 128),
-    default_block=1, prefix_caching=True, tiers=("host", "ssd", "remote"), eviction=False, flags=FLAGS,
-    source="docs/engines.md § SGLang 0.5.23",
-    build=lambda req: render(req),
+# --------------------------------------------------------------- read back (kvplan import)
+
+SGLANG_IRRELEVANT = frozenset({"--host", "--port", "--served-model-name", "--api-key", "--log-level", "--tokenizer-path",
+                               "--chat-template", "--random-seed", "--revision", "--download-dir", "--tool-call-parser",
+                               "--reasoning-parser", "--load-format"})
+SGLANG_IRRELEVANT_FLAGS = frozenset({"--trust-remote-code", "--log-requests", "--enable-metrics",
+                                     "--disable-cuda-graph", "--skip-server-warmup"})
+_SGLANG_INT = re.compile(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)")
+_SGLANG_MULT = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def sglang_tokens(value: str, flag: str) -> tuple[int, str]:
+    """A token count as SGLang reads it: case-sensitive SI (`128k`, `1M`) and IEC (`128Ki`) suffixes."""
+    text = value.strip()
+    m = _SGLANG_INT.fullmatch(text)
+    hint = "SGLang's suffixes are case-sensitive: k M G T (powers of 1000) or Ki Mi Gi Ti (powers of 1024)"
+    if m is None:
+        if re.fullmatch(r"\d+(\.\d+)?[A-Za-z]+", text):
+            raise DeploymentReadError(f"{flag} '{cut(value)}': SGLang refuses this suffix", help=hint)
+        return plain_tokens(value, flag, "SGLang", hint), ""
+    number, suffix = m.groups()
+    digits_in_range(number, value, flag)
+    if suffix.endswith("i"):
+        if "." in number:
+            raise DeploymentReadError(f"{flag} '{cut(value)}': SGLang refuses a decimal before {suffix}", help=hint)
+        n = int(number) * _SGLANG_MULT[suffix]
+        return tokens_in_range(n, value, flag), f"SGLang reads {suffix} as 2^{exp2(suffix)}: {n:,} tokens"
+    n = int(float(number) * _SGLANG_MULT[suffix])
+    return tokens_in_range(n, value, flag), ""
+
+
+
+
+
+def _sglang_table() -> list[ReadFlag]:
+    tier_sizing = "kvplan sizes the tier from the reuse economics"
+    return [
+        ReadFlag(("--model-path", "--model"), True, model_flag),
+        ReadFlag((F.kv_dtype,), True, kv_flag(ENGINE.kv_reads)),
+        ReadFlag((F.block,), True, store("block_size", bounded("block_size"))),
+        ReadFlag(("--disable-radix-cache",), False, store("prefix_caching", value=False)),
+        ReadFlag((F.context,), True, context_flag(sglang_tokens)),
+        ReadFlag((F.batch,), True, store("batch", bounded("batch"))),
+        ReadFlag((F.tp, "--tp"), True, store("tp", bounded("tp"))),
+        ReadFlag((F.pp, "--pp"), True, store("pp", bounded("pp"))),
+        ReadFlag(("--enable-hierarchical-cache",), False, store("tier", value="host")),
+        ReadFlag(("--enable-lmcache",), False, store("tier", value="host")),
+        ReadFlag(("--lmcache-config-file",), True, note_flag("LMCache settings are read by LMCache, not imported")),
+        ReadFlag(("--hicache-storage-backend",), True,
+              note_flag("a storage tier below host memory; the .kvp pins the host tier only")),
+        ReadFlag(("--hicache-ratio",), True, note_flag(f"host tier size as a multiple of the device pool; {tier_sizing}")),
+        ReadFlag(("--hicache-size",), True, note_flag(f"host tier size in GB; {tier_sizing}")),
+        ReadFlag(("--hicache-write-policy",), True, note_flag("how pages reach the host tier; not modelled")),
+        ReadFlag(("--radix-eviction-policy",), True, note_flag("which cached prefixes leave first; not modelled")),
+        ReadFlag(("--mem-fraction-static",), True, note_flag("weights + KV pool as a fraction of total memory; "
+                                                      + NO_RESERVE)),
+        ReadFlag(("--max-total-tokens",), True, note_flag(POOL_CAP)),
+        ReadFlag(("--attention-backend",), True, note_flag("the attention kernel; see `kvplan emit --target flashinfer`")),
+        ReadFlag(("--dp-size", "--dp"), True, note_flag(REPLICAS)),
+        ReadFlag(("--chunked-prefill-size",), True, note_flag(CHUNK)),
+        ReadFlag(("--dtype",), True, weights_dtype),
+        ReadFlag(("--quantization",), True, quantization),
+    ]
+
+
+def read(text: str, base_dir: str = ".", where: str = "config") -> Read:
+    """A `python -m sglang.launch_server --flag ...` line (or `sglang serve ...`) in kvplan's terms."""
+    words = strip_env(split_command(text))
+    if len(words) >= 3 and words[0].startswith("python") and words[1] == "-m" and words[2].startswith("sglang"):
+        words = words[3:]
+    elif words[:2] == ["sglang", "serve"]:
+        words = words[2:]
+    elif words[:1] == ["sglang.launch_server"]:
+        words = words[1:]
+    r = Read(ENGINE.id)
+
+    def positional(w: str) -> None:
+        r.warn(f"'{w}': SGLang takes the model as --model-path; not imported")
+
+    parse_flags(words, _sglang_table(), r, SGLANG_IRRELEVANT, SGLANG_IRRELEVANT_FLAGS, lambda f: f, positional)
+    r.defaults("SGLang's radix cache is on by default", ENGINE.default_block, f"SGLang's default {F.block} on CUDA",
+               f"{F.kv_dtype} auto (default)")
+    return r
+
+
+
+BACKEND = common.engine_backend(
+    ENGINE, flags=FLAGS, source="docs/engines.md § SGLang 0.5.23", build=lambda req: render(req), read=read,
 )

@@ -12,17 +12,33 @@ KV dtype: `kv_cache_config.dtype` takes auto|fp8|nvfp4. 16-bit KV is `auto`
 (the checkpoint's dtype). INT8 is one of TensorRT-LLM's KV quantization
 algorithms but has no `dtype` value: it is written `auto`, which picks up the
 KV quantization of a checkpoint quantized with INT8 KV, and a warning says so.
+
+The engine's facts (dtype names, page sizes, defaults, setting names) are its catalog record
+(kvplan.catalog.engines); this module holds the code that writes and reads them.
+`read` reads the YAML, or a `trtllm-serve MODEL --config x.yaml` line, back for
+`kvplan import --from trtllm`.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import re
+from typing import Any, Mapping
 
+from kvplan.base import files
+from kvplan.base.errors import Span
 from kvplan.base.evidence import derived
+from kvplan.catalog.engines import get_engine
 from kvplan.engines import common
-from kvplan.engines.common import Backend, EmitRequest, Emitted, EmittedFile
+from kvplan.engines.common import EmitRequest, Emitted, EmittedFile
+from kvplan.engines.flagparse import (CHUNK, FREE_FRACTION, MAXIMUM, POOL_CAP, DeploymentReadError, Read, ReadFlag,
+                                      bounded, context_flag, note_flag, number, parse_flags, plain_tokens,
+                                      read_kv_dtype, split_command, store, strip_env, whole)
 
-KV_DTYPES = {"bf16": "auto", "fp16": "auto", "fp8": "fp8", "int8": "auto", "fp4": "nvfp4"}
+ENGINE = get_engine("trtllm")
+#: kvplan dtype -> kv_cache_config.dtype (the catalog record's, kvplan.catalog.engines).
+KV_DTYPES = ENGINE.kv_names
 
 FLAGS = ("--config", "kv_cache_config", "free_gpu_memory_fraction", "max_tokens", "enable_block_reuse",
          "tokens_per_block", "dtype", "host_cache_size", "max_batch_size", "max_seq_len", "tensor_parallel_size",
@@ -84,9 +100,221 @@ def render(req: EmitRequest) -> Emitted:
                          rows, notes)
 
 
-BACKEND = Backend(
-    id="trtllm", engine="TensorRT-LLM", version="main", kv_dtypes=KV_DTYPES, block_sizes=(8, 16, 32, 64, 128),
-    default_block=32, prefix_caching=True, tiers=("host",), eviction=False, flags=FLAGS,
+# --------------------------------------------------------------- read back (kvplan import)
+
+TRTLLM_QUANT_ALGOS: Mapping[str, str] = {"FP8": "fp8", "INT8": "int8", "NVFP4": "fp4"}
+TRTLLM_IRRELEVANT = frozenset({"--host", "--port", "--backend", "--log_level", "--tokenizer", "--served_model_name",
+                               "--reasoning_parser", "--num_postprocess_workers"})
+TRTLLM_IRRELEVANT_FLAGS = frozenset({"--trust_remote_code"})
+TRTLLM_IRRELEVANT_KEYS = frozenset({"backend", "print_iter_log", "cuda_graph_config", "disable_overlap_scheduler",
+                                    "trust_remote_code", "return_perf_metrics", "stream_interval"})
+
+
+
+def trtllm_tokens(value: str, flag: str) -> tuple[int, str]:
+    """A token count as TensorRT-LLM reads it: plain digits only."""
+    return plain_tokens(value, flag, "TensorRT-LLM", "TensorRT-LLM takes plain digits (click type=int, a pydantic int)"), ""
+
+#: Deeper YAML is not a TensorRT-LLM config (its deepest field is two levels down).
+MAX_YAML_DEPTH = 32
+
+
+def _yaml_load(text: str, where: str) -> Any:
+    """The YAML document in `text`, read safely: no aliases (`*name`, which can expand a small file into a
+    huge one: "billion laughs"), at most MAX_YAML_DEPTH levels of nesting; every error at its line:col."""
+    try:
+        import yaml  # type: ignore[import-untyped]  # PyYAML ships no stubs; only this function uses it
+    except ImportError:
+        raise DeploymentReadError("reading a TensorRT-LLM YAML needs PyYAML", help="pip install PyYAML") from None
+
+    def at(mark: Any) -> Span:
+        return Span(where, mark.line + 1, mark.column + 1, mark.line + 1, mark.column + 2)
+
+    try:  # the event parser is a state machine (no recursion): depth is counted before composing
+        depth = 0
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.AliasEvent):
+                raise DeploymentReadError(f"YAML alias `*{event.anchor}`: kvplan reads no aliases",
+                                          span=at(event.start_mark),
+                                          help="write the value out where the alias stands")
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_YAML_DEPTH:
+                    raise DeploymentReadError(f"the YAML nests deeper than {MAX_YAML_DEPTH} levels",
+                                              span=at(event.start_mark),
+                                              help="a TensorRT-LLM config nests two or three levels")
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+        return yaml.safe_load(text)
+    except yaml.reader.ReaderError as exc:  # a control character: PyYAML gives a character offset
+        before = text[:exc.position]
+        line, col = before.count("\n") + 1, exc.position - (before.rfind("\n") + 1) + 1
+        char = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "\0")
+        raise DeploymentReadError(f"not valid YAML: character U+{char:04X} is not allowed in YAML",
+                                  span=Span(where, line, col, line, col + 1),
+                                  help="remove it; YAML takes printable text, tabs and newlines") from None
+    except ValueError:  # an integer of more than 4,300 digits: Python refuses to convert it
+        raise DeploymentReadError(f"{where}: holds an integer too long to read (more than 4,300 digits)",
+                                  help="no setting takes a number of more than a few digits") from None
+    except RecursionError:  # PyYAML composes nested collections recursively
+        raise DeploymentReadError(f"{where}: nests collections too deeply to read",
+                                  help="a TensorRT-LLM config is a few levels deep") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        span = at(mark) if mark is not None else Span(where, 1, 1, 1, 1)
+        raise DeploymentReadError(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", span=span) from None
+
+
+def _yaml_scalar(v: Any) -> str:
+    return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+
+def _override(r: Read, attr: str, new: tuple[Any, str]) -> None:
+    """Set a value from the YAML; say so when it replaces a different command-line value
+    (trtllm-serve applies the --config file over its flags)."""
+    old = getattr(r, attr)
+    if old is not None and old[1] and old[0] != new[0]:
+        r.note(f"{new[1]} overrides {old[1]} (the --config file wins)")
+    setattr(r, attr, new)
+
+
+def _trtllm_yaml(r: Read, cfg: Mapping[Any, Any], where: str) -> None:
+    """Apply a TensorRT-LLM YAML mapping. Values of the keys kvplan imports are quoted as the reason for
+    a pin; keys it does not know or ignores are named without their value (the file may hold anything)."""
+    for raw_key in sorted(cfg, key=str):
+        val = cfg[raw_key]
+        key = str(raw_key)
+        w = f"{key}: {_yaml_scalar(val)}" if not isinstance(val, (dict, list)) else key
+        if key == "model":
+            r.model_ref = str(val)
+        elif key == "max_batch_size":
+            _override(r, "batch", (whole(str(val), key, MAXIMUM["batch"]), w))
+        elif key == "max_seq_len":
+            _override(r, "context", (trtllm_tokens(str(val), key)[0], w))
+        elif key in ("tensor_parallel_size", "tp_size"):
+            _override(r, "tp", (whole(str(val), key, MAXIMUM["tp"]), w))
+        elif key in ("pipeline_parallel_size", "pp_size"):
+            _override(r, "pp", (whole(str(val), key, MAXIMUM["pp"]), w))
+        elif key == "max_num_tokens":
+            r.note(f"{w}: {CHUNK}")
+        elif key == "kv_cache_config":
+            if not isinstance(val, dict):
+                raise DeploymentReadError(f"{where}: kv_cache_config must be a mapping")
+            _trtllm_kv_cache(r, val)
+        elif key == "quant_config":
+            algo = val.get("kv_cache_quant_algo") if isinstance(val, dict) else None
+            if algo is not None:
+                r.kv_dtype_given = True
+                if str(algo).upper() in TRTLLM_QUANT_ALGOS:
+                    r.kv_dtype = (TRTLLM_QUANT_ALGOS[str(algo).upper()], f"quant_config.kv_cache_quant_algo: {algo}")
+                else:
+                    r.warn(f"quant_config.kv_cache_quant_algo: {algo}: not FP8, INT8 or NVFP4; not pinned")
+            for k in sorted(val) if isinstance(val, dict) else ():
+                if k != "kv_cache_quant_algo":
+                    r.note(f"quant_config.{k}: {val[k]}: weight quantization; set `weights` by hand if it applies")
+        elif key in TRTLLM_IRRELEVANT_KEYS:
+            r.ignored.append(key)
+        else:
+            r.warn(f"{key}: not a TensorRT-LLM setting kvplan knows; not imported (nor its value)")
+
+
+def _trtllm_kv_cache(r: Read, kc: Mapping[Any, Any]) -> None:
+    for raw in sorted(kc, key=str):
+        v = kc[raw]
+        k = str(raw)
+        w = f"kv_cache_config.{k}: {_yaml_scalar(v)}"
+        if k == "dtype":
+            read_kv_dtype(r, ENGINE.kv_reads, str(v), w)
+        elif k == "tokens_per_block":
+            r.block_size = (whole(str(v), w, MAXIMUM["block_size"]), w)
+        elif k == "enable_block_reuse":
+            if not isinstance(v, bool):
+                raise DeploymentReadError(f"{w}: takes true or false")
+            r.prefix_caching = (v, w)
+        elif k == "host_cache_size":
+            if number(v, w) > 0:
+                r.tier = ("host", f"{w} bytes")
+        elif k == "free_gpu_memory_fraction":
+            r.note(f"{w}: {FREE_FRACTION}")
+        elif k == "max_tokens":
+            r.note(f"{w}: {POOL_CAP}")
+        elif k == "max_attention_window":
+            r.note(f"{w}: per-layer attention windows; kvplan takes windows from the model")
+        elif k == "sink_token_length":
+            r.warn(f"{w}: deprecated on the PyTorch backend; not imported")
+        else:
+            r.warn(f"kv_cache_config.{k}: not a kv_cache_config field kvplan knows; not imported (nor its value)")
+
+
+_YAML_HOLDS = "a YAML mapping of TensorRT-LLM settings, such as `max_batch_size: 32`"
+
+
+def read(text: str, base_dir: str = ".", where: str = "config") -> Read:
+    """A YAML config (the `--config` file), or a `trtllm-serve MODEL --config x.yaml ...` line.
+
+    `where` names the text in messages (the file it came from); a `--config` file is read relative to
+    `base_dir`, as kvplan reads every input file (kvplan.base.files: a regular file, bounded, UTF-8).
+    """
+    r = Read(ENGINE.id)
+    stripped = text.lstrip()
+    words = strip_env(split_command(text)) if stripped.startswith(("trtllm-serve", "env ")) or re.match(
+        r"^[A-Za-z_][A-Za-z0-9_]*=\S*\s", stripped) else None
+    if words is None:
+        files.refuse_blank(text, where, what="the TensorRT-LLM config", holds=_YAML_HOLDS)
+        cfg = _yaml_load(text, where)
+        if not isinstance(cfg, dict):
+            raise DeploymentReadError("a TensorRT-LLM config must be a YAML mapping", span=files.start(where),
+                               help="give the --config YAML or a `trtllm-serve MODEL --config x.yaml` line")
+        _trtllm_yaml(r, cfg, where)
+    else:
+        if words[:2] == ["trtllm-serve", "serve"]:
+            words = words[2:]
+        elif words[:1] == ["trtllm-serve"]:
+            words = words[1:]
+        yaml_path: list[str] = []
+
+        def positional(w: str) -> None:
+            if r.model_ref is None:
+                r.model_ref = w
+            else:
+                r.warn(f"'{w}': an extra argument trtllm-serve would not accept; not imported")
+
+        def config(rr: Read, v: str, w: str) -> None:
+            yaml_path.append(v)
+
+        table = [
+            ReadFlag(("--config", "--extra_llm_api_options"), True, config),
+            ReadFlag(("--max_batch_size",), True, store("batch", bounded("batch"))),
+            ReadFlag(("--max_seq_len",), True, context_flag(trtllm_tokens)),
+            ReadFlag(("--tp_size",), True, store("tp", bounded("tp"))),
+            ReadFlag(("--pp_size",), True, store("pp", bounded("pp"))),
+            ReadFlag(("--ep_size",), True, note_flag("expert parallelism is not modelled; devices = tensor × pipeline")),
+            ReadFlag(("--max_num_tokens",), True, note_flag(CHUNK)),
+            ReadFlag(("--kv_cache_free_gpu_memory_fraction", "--free_gpu_memory_fraction"), True, note_flag(FREE_FRACTION)),
+        ]
+        parse_flags(words, table, r, TRTLLM_IRRELEVANT, TRTLLM_IRRELEVANT_FLAGS, lambda f: f, positional)
+        for p in yaml_path:
+            full = os.path.join(base_dir, p)  # an absolute p stays absolute
+            try:
+                yaml_text = files.read_text(full, what="the --config file")
+            except OSError as exc:
+                raise DeploymentReadError(f"cannot read the --config file '{p}': {exc.strerror}",
+                                   help="run from the directory the command line was written for") from None
+            files.refuse_blank(yaml_text, p, what="the --config file", holds=_YAML_HOLDS)
+            cfg = _yaml_load(yaml_text, p)
+            if not isinstance(cfg, dict):
+                raise DeploymentReadError("a TensorRT-LLM config must be a YAML mapping", span=files.start(p))
+            # The YAML overrides the command line, as trtllm-serve applies it.
+            _trtllm_yaml(r, cfg, p)
+    r.defaults("TensorRT-LLM's default enable_block_reuse: true", ENGINE.default_block,
+               "TensorRT-LLM's default tokens_per_block",
+               "kv_cache_config.dtype auto (default)")
+    return r
+
+
+
+BACKEND = common.engine_backend(
+    ENGINE, flags=FLAGS,
     source="docs/engines.md § TensorRT-LLM (tensorrt_llm/llmapi/llm_args.py, main newer than 1.2.1)",
-    build=render,
+    build=render, read=read,
 )

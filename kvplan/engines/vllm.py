@@ -12,27 +12,32 @@ ranks, with `--kv-offloading-backend native`); an SSD or remote tier goes
 through LMCache (`--kv-transfer-config` with LMCacheConnectorV1 and the
 lmcache.yaml written beside the script). `--cpu-offload-gb` offloads weights
 and `--swap-space` is gone in 0.33.0: neither is ever written.
+
+The engine's facts (dtype names, page sizes, defaults, setting names) are its catalog record
+(kvplan.catalog.engines); this module holds the code that writes and reads them.
+`read` reads a `vllm serve MODEL --flag ...` line back into kvplan's terms for `kvplan import --from vllm`.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 
+from kvplan.base import limits
 from kvplan.base.evidence import derived
+from kvplan.catalog.engines import get_engine
 from kvplan.engines import common
-from kvplan.engines.common import Backend, EmitRequest, Emitted, EmittedFile, Flag
+from kvplan.engines.common import EmitRequest, Emitted, EmittedFile, Flag
+from kvplan.engines.flagparse import (CHUNK, NO_RESERVE, REPLICAS, DeploymentReadError, Read, ReadFlag, bounded,
+                                      context_flag, cut, digits_in_range, exp2, json_float, json_int, kv_flag,
+                                      model_flag, note_flag, number, parse_flags, plain_tokens, quantization,
+                                      split_command, store, strip_env, tokens_in_range, warn_flag, weights_dtype)
 
-KV_DTYPES = {
-    # bf16 is written `bfloat16`, not `auto`: auto follows the checkpoint's dtype, which the plan does not
-    # control (an FP8 checkpoint's auto need not be 16-bit); the explicit name is the plan's choice.
-    "bf16": "bfloat16",
-    "fp16": "float16",
-    "fp8": "fp8",                     # = fp8_e4m3
-    "int8": "int8_per_token_head",    # plain `int8` is rejected
-    "int4": "int4_per_token_head",    # plain `int4` is rejected
-    "fp4": "nvfp4",
-}
+ENGINE = get_engine("vllm")
+F = ENGINE.flags
+#: kvplan dtype -> vLLM's --kv-cache-dtype name (the catalog record's, kvplan.catalog.engines).
+KV_DTYPES = ENGINE.kv_names
 
 FLAGS = ("--kv-cache-dtype", "--block-size", "--enable-prefix-caching", "--disable-prefix-caching",
          "--tensor-parallel-size", "--pipeline-parallel-size", "--max-model-len", "--max-num-seqs",
@@ -63,14 +68,14 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh"
                      f"page layout; kvplan writes {mapped.dtype_name}, whose page bytes follow the docs/engines.md formula")
 
     flags: list[Flag] = [
-        ("--kv-cache-dtype", mapped.dtype_name),
-        ("--block-size", str(mapped.block)),
+        (F.kv_dtype, mapped.dtype_name),
+        (F.block, str(mapped.block)),
         ("--enable-prefix-caching" if p.prefix_caching else "--disable-prefix-caching", None),
-        ("--tensor-parallel-size", str(p.tp)),
+        (F.tp, str(p.tp)),
     ]
     if p.pp > 1:
-        flags.append(("--pipeline-parallel-size", str(p.pp)))
-    flags += [("--max-model-len", str(sc.context)), ("--max-num-seqs", str(sc.batch)),
+        flags.append((F.pp, str(p.pp)))
+    flags += [(F.context, str(sc.context)), (F.batch, str(sc.batch)),
               ("--kv-cache-memory-bytes", str(kv_bytes))]
     env: list[tuple[str, str]] = []
     tier_lines: list[str] = []
@@ -100,9 +105,147 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh"
     return common.finish(BACKEND, mapped, sz, [EmittedFile(name, text)], rows, notes)
 
 
-BACKEND = Backend(
-    id="vllm", engine="vLLM", version="0.33.0", kv_dtypes=KV_DTYPES, block_sizes=(16, 32, 64, 128),
-    default_block=16, prefix_caching=True, tiers=("host", "ssd", "remote"), eviction=False, flags=FLAGS,
+# --------------------------------------------------------------- read back (kvplan import)
+
+VLLM_OFFLOAD_CONNECTORS = frozenset({"OffloadingConnector", "LMCacheConnectorV1", "LMCacheMPConnector"})
+VLLM_IRRELEVANT = frozenset({
+    "--host", "--port", "--served-model-name", "--api-key", "--seed", "--uvicorn-log-level", "--tokenizer",
+    "--revision", "--download-dir", "--chat-template", "--max-log-len", "--root-path", "--ssl-keyfile",
+    "--ssl-certfile", "--tool-call-parser", "--reasoning-parser", "--generation-config", "--config-format",
+    "--load-format", "--tokenizer-mode", "--allowed-origins",
+})
+VLLM_IRRELEVANT_FLAGS = frozenset({
+    "--trust-remote-code", "--disable-log-requests", "--disable-log-stats", "--enable-auto-tool-choice",
+    "--enable-log-requests", "--disable-fastapi-docs", "--enforce-eager",
+})
+
+
+_VLLM_INT = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+_VLLM_MULT = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def vllm_tokens(value: str, flag: str) -> tuple[int, str]:
+    """A token count as vLLM reads it, and how it read it: '32k' -> 32000, '32K' -> 32768."""
+    text = value.strip()
+    m = _VLLM_INT.fullmatch(text)
+    hint = "vLLM takes a whole number, or k/m/g/t (powers of 1000) or K/M/G/T (powers of 1024) after one"
+    if m is None:
+        return plain_tokens(value, flag, "vLLM", hint), ""
+    number, suffix = m.groups()
+    digits_in_range(number, value, flag)
+    if suffix.islower():
+        n = int(float(number) * _VLLM_MULT[suffix])
+        return tokens_in_range(n, value, flag), ""
+    if "." in number:
+        raise DeploymentReadError(f"{flag} '{cut(value)}': vLLM refuses a decimal before the binary suffix {suffix}",
+                                  help=f"did the command mean {number}{suffix.lower()}?")
+    n = int(number) * _VLLM_MULT[suffix]
+    return tokens_in_range(n, value, flag), f"vLLM reads {suffix} as 2^{exp2(suffix)}: {n:,} tokens"
+
+
+def _vllm_offload_json(r: Read, value: str, written: str) -> None:
+    deep = limits.json_too_deep(value)
+    if deep is not None:
+        raise DeploymentReadError(f"--kv-transfer-config nests more than {limits.MAX_JSON_DEPTH} levels deep "
+                                  f"(at column {deep + 1})", help="give a flat JSON object, as vLLM documents")
+    try:
+        cfg = json.loads(value, parse_int=json_int, parse_float=json_float)
+    except json.JSONDecodeError as exc:
+        raise DeploymentReadError(f"--kv-transfer-config is not JSON: {exc.msg} at column {exc.colno}",
+                           help='give a JSON object, e.g. \'{"kv_connector":"OffloadingConnector",...}\'') from None
+    if not isinstance(cfg, dict):
+        raise DeploymentReadError("--kv-transfer-config must be a JSON object")
+    conn = str(cfg.get("kv_connector", ""))
+    if conn and "kv_role" not in cfg:
+        r.warn(f"--kv-transfer-config: kv_connector {conn} without kv_role (vLLM requires one: "
+               "kv_producer, kv_consumer or kv_both)")
+    if conn in VLLM_OFFLOAD_CONNECTORS:
+        extra = cfg.get("kv_connector_extra_config") or {}
+        detail = f"kv_connector {conn}"
+        if isinstance(extra, dict) and "cpu_bytes_to_use" in extra:
+            detail += f", cpu_bytes_to_use {extra['cpu_bytes_to_use']}"
+        r.tier = ("host", f"--kv-transfer-config {detail}")
+        if isinstance(extra, dict) and extra.get("secondary_tiers"):
+            r.note(f"--kv-transfer-config secondary_tiers {json.dumps(extra['secondary_tiers'], sort_keys=True)}: "
+                   "a tier below host memory; the .kvp pins the host tier only")
+    elif conn:
+        r.warn(f"--kv-transfer-config kv_connector {conn}: moves KV between instances (disaggregated "
+               "serving), not a tier kvplan plans; not imported")
+    else:
+        r.warn("--kv-transfer-config without kv_connector; not imported")
+
+
+def _vllm_table() -> list[ReadFlag]:
+    def offload_size(r: Read, v: str, w: str) -> None:
+        number(v, "--kv-offloading-size")
+        r.tier = ("host", f"{w} GiB, summed over tensor-parallel ranks")
+
+    def offload_backend(r: Read, v: str, w: str) -> None:
+        if v not in ("native", "lmcache"):
+            r.warn(f"{w}: {ENGINE.label} takes native or lmcache")
+        r.note(f"{w}: host offload through {v}")
+
+    removed = warn_flag(f"removed in {ENGINE.label} (unrecognized there; the server would not start); not imported")
+    return [
+        ReadFlag(("--model",), True, model_flag),
+        ReadFlag((F.kv_dtype,), True, kv_flag(ENGINE.kv_reads)),
+        ReadFlag((F.block,), True, store("block_size", bounded("block_size"))),
+        ReadFlag(("--enable-prefix-caching",), False, store("prefix_caching", value=True)),
+        ReadFlag(("--no-enable-prefix-caching", "--disable-prefix-caching"), False,
+                 store("prefix_caching", value=False)),
+        ReadFlag((F.context,), True, context_flag(vllm_tokens, auto=True)),
+        ReadFlag((F.batch,), True, store("batch", bounded("batch"))),
+        ReadFlag(("-tp", F.tp), True, store("tp", bounded("tp"))),
+        ReadFlag(("-pp", F.pp), True, store("pp", bounded("pp"))),
+        ReadFlag(("-dcp", "--decode-context-parallel-size"), True,
+              note_flag("decode context parallelism shards the KV cache over tensor-parallel ranks; "
+                    "kvplan does not model it")),
+        ReadFlag(("-dp", "--data-parallel-size"), True, note_flag(REPLICAS)),
+        ReadFlag(("--gpu-memory-utilization",), True, note_flag("a fraction of total memory per instance; " + NO_RESERVE)),
+        ReadFlag(("--kv-cache-memory-bytes",), True,
+              note_flag("a fixed KV budget per GPU; the .kvp has no such key (kvplan sizes the cache)")),
+        ReadFlag(("--max-num-batched-tokens",), True, note_flag(CHUNK)),
+        ReadFlag(("--kv-offloading-size",), True, offload_size),
+        ReadFlag(("--kv-offloading-backend",), True, offload_backend),
+        ReadFlag(("--kv-transfer-config",), True, _vllm_offload_json),
+        ReadFlag(("--swap-space",), True, removed),
+        ReadFlag(("--calculate-kv-scales",), False, removed),
+        ReadFlag(("--cpu-offload-gb",), True,
+              warn_flag("offloads model weights to host memory, not the KV cache; no KV tier imported")),
+        ReadFlag(("--dtype",), True, weights_dtype),
+        ReadFlag(("-q", "--quantization"), True, quantization),
+    ]
+
+
+def _vllm_name(flag: str) -> str:
+    # vLLM's parser accepts underscores for dashes (--max_model_len).
+    return flag if not flag.startswith("--") else "--" + flag[2:].replace("_", "-")
+
+
+def read(text: str, base_dir: str = ".", where: str = "config") -> Read:
+    """A `vllm serve MODEL --flag ...` line (or `python -m vllm.entrypoints...`) in kvplan's terms."""
+    words = strip_env(split_command(text))
+    if words[:2] == ["vllm", "serve"]:
+        words = words[2:]
+    elif len(words) >= 3 and words[0].startswith("python") and words[1] == "-m" and words[2].startswith("vllm."):
+        words = words[3:]
+    r = Read(ENGINE.id)
+
+    def positional(w: str) -> None:
+        if r.model_ref is None:
+            r.model_ref = w
+        else:
+            r.warn(f"'{w}': an extra argument vLLM would not accept; not imported")
+
+    parse_flags(words, _vllm_table(), r, VLLM_IRRELEVANT, VLLM_IRRELEVANT_FLAGS, _vllm_name, positional)
+    r.defaults("vLLM's default (V1 engine)", ENGINE.default_block, f"vLLM's default {F.block}",
+               f"{F.kv_dtype} auto (default)")
+    return r
+
+
+
+BACKEND = common.engine_backend(
+    ENGINE, flags=FLAGS,
     source="docs/engines.md § vLLM 0.33.0 (vllm/config/cache.py, vllm/engine/arg_utils.py, vllm/config/kv_transfer.py)",
-    build=lambda req: render(req),
+    build=lambda req: render(req), read=read,
 )

@@ -66,7 +66,7 @@ def check_source(text: str, path: str, allow_paths: Sequence[str] = ()) -> Check
     if len(text) > MAX_FILE_CHARS:
         lines = text.count("\n") + 1
         diag = make(codes.FILE_TOO_LARGE, f"the file has {len(text):,} characters; a spec has at most "
-                    f"{MAX_FILE_CHARS:,}", Span(path, 1, 1, 1, 1),
+                    f"{MAX_FILE_CHARS:,} characters", Span(path, 1, 1, 1, 1),
                     help=f"split it; is it a .kvp file? ({lines:,} lines)")
         return CheckResult(path, text, None, (), (diag,), ())
     if text.startswith("\ufeff"):
@@ -110,8 +110,9 @@ def read_spec(path: str, found_in: Optional[str] = None) -> str:
         data = files.read_bytes(path, limit=MAX_FILE_BYTES, what="the spec")
     except files.InputFileError as exc:
         if exc.reason == "size":
-            raise SpecFileError(codes.FILE_TOO_LARGE, f"the file has more than {MAX_FILE_BYTES:,} bytes; a spec "
-                                f"has at most {MAX_FILE_CHARS:,} characters", span=here,
+            raise SpecFileError(codes.FILE_TOO_LARGE, f"the file has more than {MAX_FILE_CHARS:,} characters "
+                                f"(it was not read past {MAX_FILE_BYTES // 2**20} MiB); a spec has at most "
+                                f"{MAX_FILE_CHARS:,} characters", span=here,
                                 help="is it a .kvp file?") from None
         raise SpecFileError(codes.UNREADABLE_FILE, f"cannot read {path}: {exc.message}", span=here,
                             help=exc.help) from None
@@ -123,7 +124,7 @@ def read_spec(path: str, found_in: Optional[str] = None) -> str:
         raise SpecFileError(codes.NOT_UTF8, exc.message, span=exc.span or here, help=exc.help) from None
     if len(text) > MAX_FILE_CHARS:
         raise SpecFileError(codes.FILE_TOO_LARGE, f"the file has {len(text):,} characters; a spec has at most "
-                            f"{MAX_FILE_CHARS:,}", span=here,
+                            f"{MAX_FILE_CHARS:,} characters", span=here,
                             help=f"split it; is it a .kvp file? ({text.count(chr(10)) + 1:,} lines)")
     return text
 

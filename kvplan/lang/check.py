@@ -21,11 +21,13 @@ import attrs
 
 from kvplan import catalog
 from kvplan.base import codes, files, limits
+from kvplan.base.outputs import folder_name
 from kvplan.base.diagnostics import Diagnostic, Edit, Fix, make
 from kvplan.base.errors import KvplanError, Span
 from kvplan.base.evidence import Value, assumed
 from kvplan.base.units import UNITS, Dim, convert, dims_of_unit, fmt_unit, suggest_unit
 from kvplan.catalog import Device, Dtype, Model, hf
+from kvplan.catalog import engines as engine_catalog
 from kvplan.lang import fixes as fx
 from kvplan.lang.spec import (
     SECTIONS,
@@ -53,7 +55,6 @@ MAX_FILE_SCENARIOS = limits.MAX_FILE_SCENARIOS
 LANGUAGE_VERSION = 1
 
 PLACEMENTS = ("auto", "striped", "pinned", "affinity")
-ENGINES = ("any", "vllm", "sglang", "trtllm")
 BUDGETS = ("lossless", "near-lossless", "moderate", "aggressive")
 EVICTION = ("allowed", "forbidden")
 OBJECTIVES = ("fewest-devices", "fastest", "most-headroom")
@@ -182,7 +183,29 @@ class _Checker:
             found = self._deployment(dep)
             if self._errors() == before:
                 scenarios += found
+        self._folders(scenarios)
         return scenarios
+
+    def _folders(self, scenarios: Sequence[Scenario]) -> None:
+        """Two scenarios whose names give one output folder (`Chat` and `chat`, `straße` and
+        `strasse`): `emit -o`/`report -o` refuse them (kvplan.outputs.folder_names), so lint reports
+        them at the second deployment, with the function those commands use."""
+        taken: dict[str, Scenario] = {}
+        told: set[tuple[str, str]] = set()
+        for s in scenarios:
+            folder = folder_name(s.name)
+            first = taken.setdefault(folder, s)
+            if first.name == s.name or first.deployment == s.deployment:
+                continue
+            if (first.deployment, s.deployment) in told:
+                continue
+            told.add((first.deployment, s.deployment))
+            span = s.spans["deployment"]
+            line = first.spans["deployment"].line
+            self.report(codes.DUPLICATE_NAME,
+                        f"deployment `{s.deployment}` writes the same output folder `{folder}/` as `{first.deployment}` "
+                        f"(line {line}): folder names are case-folded and Unicode-normalized, punctuation becomes '-'",
+                        span, help="rename one of them so that `kvplan emit -o` and `kvplan report -o` can write both")
 
     def _versions(self) -> None:
         first_decl = self.spec.declarations[0].span if self.spec.declarations else None
@@ -571,7 +594,7 @@ class _Checker:
         weights = self._weights(top.get("weights"), spans, notes)
         devices = self._device_count(top.get("devices"), spans, notes)
         placement = self._choice(top.get("placement"), "placement", PLACEMENTS, "auto", where, spans, notes)
-        engine = self._choice(top.get("engine"), "engine", ENGINES, "any", where, spans, notes)
+        engine = self._choice(top.get("engine"), "engine", engine_catalog.engine_ids(), "any", where, spans, notes)
         objective = self._choice(top.get("objective"), "objective", OBJECTIVES, "fewest-devices", where, spans,
                                  notes, why="fewest devices that fit and meet the SLOs; docs/language.md")
 
@@ -650,8 +673,7 @@ class _Checker:
             return catalog.dtype(name)
         except KvplanError:
             # a spelling match that changes the bit count changes the meaning (int3 is not int2)
-            close = [c for c in difflib.get_close_matches(name.lower(), list(catalog.DTYPES), n=3, cutoff=0.5)
-                     if sorted(ch for ch in c if ch.isdigit()) == sorted(ch for ch in name if ch.isdigit())][:1]
+            close = [c for c in (catalog.close_dtype(name),) if c]
             assert e.value is not None
             self.report(codes.UNKNOWN_VALUE, f"unknown {key} dtype `{name}`", e.value.span,
                         help=f"did you mean `{close[0]}`?" if close else f"choose {_or(list(catalog.DTYPES))}",
@@ -1022,12 +1044,24 @@ SYNONYMS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     "regime": {"memory-bound": ("weight-bound", "kv-bound"), "bandwidth-bound": ("weight-bound", "kv-bound"),
                "oom": ("capacity-bound",), "capacity": ("capacity-bound",)},
     "tier": {"cpu": ("host",), "dram": ("host",), "disk": ("ssd",), "nvme": ("ssd",), "off": ("none",)},
-    "engine": {"trt-llm": ("trtllm",), "tensorrt-llm": ("trtllm",), "tensorrt": ("trtllm",), "sg-lang": ("sglang",)},
 }
+#: Word parts that carry a meaning wherever they stand in a word (`lossy-ish`, `lossy_ok`,
+#: `lossier`, `lossful`): any word containing one means those choices, whatever it is spelled like.
+STEMS: Mapping[str, tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]] = {
+    "budget": ((("lossy", "lossier", "lossiest", "lossful"), ("near-lossless", "moderate", "aggressive")),),
+    "eviction": ((("disallow", "forbid", "prohibit", "deny"), ("forbidden",)),),
+}
+
+
+def _synonyms(key: str) -> Mapping[str, tuple[str, ...]]:
+    """SYNONYMS of `key`; an engine's are the aliases in its catalog record (kvplan.catalog.engines)."""
+    if key == "engine":
+        return {a: (e.id,) for e in engine_catalog.ENGINES.values() for a in e.aliases}
+    return SYNONYMS.get(key, {})
 #: Pairs that look alike and mean the opposite.
 OPPOSITES = frozenset({frozenset(p) for p in (("lossy", "lossless"), ("on", "off"), ("true", "false"),
-                                               ("allowed", "forbidden"))})
-_NEGATIONS = ("un", "non-", "non", "no-", "not-", "in")
+                                               ("allowed", "forbidden"), ("enabled", "disabled"))})
+_NEGATIONS = ("un", "non-", "non", "no-", "not-", "dis", "in")
 
 
 def _opposite(a: str, b: str) -> bool:
@@ -1035,6 +1069,14 @@ def _opposite(a: str, b: str) -> bool:
     or the `-y` and `-less` forms of one root (lossy / lossless)."""
     a, b = a.lower(), b.lower()
     if frozenset((a, b)) in OPPOSITES:
+        return True
+    # a word built on one side of a pair (`lossy-ish`, `not-allowed`) and a choice built on the other
+    for pair in OPPOSITES:
+        for x, y in itertools.permutations(sorted(pair)):
+            if len(x) >= 5 and x in a and y not in a and y in b and x not in b:
+                return True
+    if any(a.startswith(n) and b == a[len(n):].strip("-_") or b.startswith(n) and a == b[len(n):].strip("-_")
+           for n in _NEGATIONS):
         return True
     if any(a == n + b or b == n + a for n in _NEGATIONS):
         return True
@@ -1044,7 +1086,10 @@ def _opposite(a: str, b: str) -> bool:
 def _meaning(word: str, key: str, choices: Sequence[str], what: str) -> tuple[str, tuple[str, ...]]:
     """The help for an unknown choice and the choices it may have meant: synonyms first; a
     spelling match only when it does not mean something else."""
-    meant = tuple(c for c in SYNONYMS.get(key, {}).get(word.lower(), ()) if c in choices)
+    meant = tuple(c for c in _synonyms(key).get(word.lower(), ()) if c in choices)
+    if not meant:
+        meant = next((tuple(c for c in means if c in choices) for stems, means in STEMS.get(key, ())
+                      if any(s in word.lower() for s in stems)), ())
     if len(meant) > 1:
         return f"`{word}` is not one {what}: it could be {_or(meant)}", meant
     if meant:
@@ -1069,7 +1114,7 @@ def _unit_names(table: Mapping[str, float]) -> str:
     plain = "" in table
     if not units:
         return "a plain number"
-    return ", ".join(units[:8]) + (" or a plain number" if plain else "")
+    return ", ".join(units[:16]) + (" or a plain number" if plain else "")
 
 
 def _unit_first(word: str, dim: Dim) -> Optional[str]:

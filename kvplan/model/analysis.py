@@ -8,14 +8,16 @@ time bound, the regime and its margins, and the same map for each KV dtype.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Optional, Sequence
 
 import attrs
 import numpy as np
 
 from kvplan.base.evidence import Value, assumed, derived, reported
+from kvplan.base.limits import MAX_DEVICES
 from kvplan.base.units import fmt_unit
 from kvplan.catalog import DTYPES, Device, Dtype, Model
+from kvplan.model import memory
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import kappa, kv_bytes_per_seq
 from kvplan.model.sok import paper_model
@@ -67,24 +69,67 @@ def _scalar(x: object) -> float:
 WEIGHTS_EXCEED = "none (weights alone exceed memory)"
 
 
-def weights_exceed_note(weights: float, capacity: float) -> str:
-    return f"none: the weights alone ({fmt_unit(weights, 'B')}) exceed the memory ({fmt_unit(capacity, 'B')})"
+def distinct_bytes(a: float, b: float) -> tuple[str, str]:
+    """Two byte counts that differ, printed so that they read differently: fmt_unit's four
+    significant digits, or in the larger one's unit with as many decimals (the same for both) as it takes."""
+    fa, fb = fmt_unit(a, "B"), fmt_unit(b, "B")
+    if fa != fb or a == b:
+        return fa, fb
+    unit, scale = next(((u, f) for u, f in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3))
+                        if max(abs(a), abs(b)) >= f), ("B", 1.0))
+    for digits in range(1, 16):  # decimals, the same for both
+        fa, fb = f"{a / scale:.{digits}f} {unit}", f"{b / scale:.{digits}f} {unit}"
+        if fa != fb:
+            break
+    return fa, fb
 
 
-def cap_value(s_cap: float, source: str, weights: float, capacity: float) -> Value:
-    """s_cap as a Value: where the weights alone fill the memory there is no capacity crossover,
-    and no negative number is printed (the raw figure stays in `value` for arithmetic)."""
-    if s_cap > 0 or weights < capacity:
+def weights_exceed_note(weights: float, capacity: float, cfg: "rf.Config | None" = None) -> str:
+    """Why there is no capacity crossover, with the shortfall, never two equal-looking figures joined
+    by "exceed": the weights exceed N·C, fill it exactly, or (with `cfg`) the deployment holds them
+    in total but its most loaded device does not (a pipeline stage with more layers than its memory)."""
+    if weights > capacity:
+        w_text, c_text = distinct_bytes(weights, capacity)
+        return (f"none: the weights alone ({w_text}) exceed the memory ({c_text}) "
+                f"by {fmt_unit(weights - capacity, 'B')}")
+    if weights == capacity:
+        return f"none: the weights alone fill the memory ({fmt_unit(capacity, 'B')}) exactly"
+    if cfg is not None:
+        held = float(memory.weights_per_device(cfg.model, cfg.w_p, cfg.tp, cfg.pp))
+        usable = cfg.device_usable
+        if held >= usable:
+            layers = int(memory.stage_layers(cfg.model, cfg.pp))
+            h_text, u_text = distinct_bytes(held, usable)
+            return (f"none: the most loaded device holds {h_text} of weights ({layers} of "
+                    f"{cfg.model.n_layers} layers, 1/{cfg.tp} of the heads), "
+                    + (f"{fmt_unit(held - usable, 'B')} more than its {u_text}"
+                       if held > usable else f"all of its {fmt_unit(usable, 'B')}"))
+    return f"none: the weights ({fmt_unit(weights, 'B')}) leave no room for KV on the most loaded device"
+
+
+def cap_value(s_cap: float, source: str, weights: float, capacity: float,
+              cfg: "rf.Config | None" = None) -> Value:
+    """s_cap as a Value: where the weights alone fill the memory (all of it, or the most loaded
+    device's) there is no capacity crossover, and no negative number is printed (the raw figure
+    stays in `value` for arithmetic)."""
+    if s_cap > 0 and math.isfinite(s_cap):
         return derived(s_cap, "tokens", source)
-    return attrs.evolve(derived(s_cap, "tokens", f"{source}; {weights_exceed_note(weights, capacity)}"),
+    if s_cap > 0:  # +inf: nothing ever fills the memory (no KV per token)
+        return attrs.evolve(derived(s_cap, "tokens", f"{source}; none: KV never fills the memory"),
+                            absent="none (KV never fills memory)")
+    return attrs.evolve(derived(s_cap, "tokens", f"{source}; {weights_exceed_note(weights, capacity, cfg)}"),
                         absent=WEIGHTS_EXCEED)
 
 
-def over_cap_value(context: float, s_cap: float, weights: float, capacity: float) -> Value:
+def over_cap_value(context: float, s_cap: float, weights: float, capacity: float,
+                   cfg: "rf.Config | None" = None) -> Value:
     """s / s_cap, never an infinite or negative ratio: absent when the weights alone fill the memory."""
-    if s_cap > 0:
+    if s_cap > 0 and math.isfinite(s_cap):
         return derived(context / s_cap, "x", "s / s_cap")
-    return attrs.evolve(derived(float("inf"), "x", f"s / s_cap; {weights_exceed_note(weights, capacity)}"),
+    if s_cap > 0:
+        return attrs.evolve(derived(0.0, "x", "s / s_cap; none: KV never fills the memory"),
+                            absent="none (KV never fills memory)")
+    return attrs.evolve(derived(float("inf"), "x", f"s / s_cap; {weights_exceed_note(weights, capacity, cfg)}"),
                         absent=WEIGHTS_EXCEED)
 
 
@@ -101,14 +146,36 @@ def paper_params_note(model: Model) -> str:
             f"{'lower' if diff > 0 else 'higher'} than here and its s_cap {'higher' if diff > 0 else 'lower'}")
 
 
-def devices_for_weights(model: Model, device: Device, w_p: float) -> int:
-    """The fewest devices whose memory N·C holds the weights P·w_p with room to spare (SPEC §5's
-    s_cap > 0): ceil(P·w_p / C), one more where the weights fill the devices exactly."""
+def devices_for_weights(model: Model, device: Device, w_p: float,
+                        limit: int = MAX_DEVICES) -> Optional[int]:
+    """The fewest devices, at most `limit`, that hold the weights P·w_p with room to spare (SPEC §5's
+    s_cap > 0) in the layout the map draws (widest_tp, the rest pipeline stages): not only N·C > P·w_p
+    but the most loaded device, whose stage holds ⌈L/pp⌉ layers, below its memory C. None where no
+    count up to `limit` does (one layer's share on the widest split already fills a device)."""
     need = rf.weight_bytes_held(model, w_p)
-    if not (math.isfinite(need) and device.memory > 0):
+    c = device.memory
+    if not (math.isfinite(need) and c > 0):
         return 1
-    n = max(1, math.ceil(need / device.memory))
-    return n + 1 if n * device.memory <= need else n
+    widest = widest_tp(model, model.n_q)
+    if need / (model.n_layers * widest) >= c:  # the least any device can hold: one layer, widest split
+        return None
+    n = max(1, math.ceil(need / c))
+    while n <= limit:
+        tp = widest_tp(model, n)
+        if float(memory.kv_room(model, c, 0.0, w_p, tp, n // tp)) > 0:
+            return n
+        n += 1
+    return None
+
+
+def weights_unheld_note(model: Model, device: Device, w_p: float, limit: int = MAX_DEVICES) -> str:
+    """Why no device count up to `limit` holds the weights: the least the most loaded device can hold."""
+    widest = widest_tp(model, model.n_q)
+    least = rf.weight_bytes_held(model, w_p) / (model.n_layers * widest)
+    return (f"no count of {device.id} up to {limit:,} (the device limit) holds the weights "
+            f"P·w_p = {fmt_unit(rf.weight_bytes_held(model, w_p), 'B')}; the most loaded device would hold at "
+            f"least {fmt_unit(least, 'B')} of them (one of {model.n_layers} layers, 1/{widest} of the heads) "
+            f"on {fmt_unit(device.memory, 'B')} of memory")
 
 
 def widest_tp(model: Model, n: int) -> int:
@@ -174,9 +241,9 @@ def regime_map(cfg: rf.Config, batch: int, context: int, *, weights: Dtype, kv: 
         ("capacity", derived(cfg.capacity, "B", "N·C (docs/model.md §5)")),
         ("s_star", derived(sstar, "tokens", f"s*(b) = P·w_p/(b·κ){windows} (docs/model.md §5)")),
         ("s_cap", cap_value(scap, f"s_cap(b) = (N·C − P·w_p)/(b·κ){windows} (docs/model.md §5)", w_held,
-                            cfg.capacity)),
+                            cfg.capacity, cfg)),
         ("context_over_s_star", derived(context / sstar if np.isfinite(sstar) and sstar > 0 else 0.0, "x", "s / s*")),
-        ("context_over_s_cap", over_cap_value(context, scap, w_held, cfg.capacity)),
+        ("context_over_s_cap", over_cap_value(context, scap, w_held, cfg.capacity, cfg)),
         ("flops_per_step", derived(flops, "FLOP", "F = 2·P_active·b + 4·b·s·L·n_q·d_h (docs/model.md §4)")),
         ("intensity", derived(inten, "FLOP/B", "I = F/M (docs/model.md §4)")),
         ("intensity_short_limit", derived(_scalar(short), "FLOP/B",
@@ -215,17 +282,19 @@ def regime_map(cfg: rf.Config, batch: int, context: int, *, weights: Dtype, kv: 
             dtype=name,
             kappa=derived(kappa(m, dt.width), "B", "κ at this width"),
             s_star=derived(ss, "tokens", "s*(b) (docs/model.md §5)"),
-            s_cap=cap_value(sc, "s_cap(b) (docs/model.md §5)", w_held, cfg.capacity),
+            s_cap=cap_value(sc, "s_cap(b) (docs/model.md §5)", w_held, cfg.capacity, c2),
             kv_bytes=derived(_scalar(rf.kv_bytes_stored(c2, batch, context)), "B", "b·B_kv(s)"),
             regime=str(rf.regime(context, ss, sc)),
             step_time=derived(_scalar(tt["step"]), "s", "T_step lower bound"),
             speedup=derived(base_t / _scalar(tt["memory"]), "x", "S(c) = (W+K)/(W+K/c) vs bf16 KV (docs/model.md §6)"),
         ))
-    if w_held >= cfg.capacity:
+    if not scap > 0:
         n_fit = devices_for_weights(m, d, cfg.w_p)
-        notes.append(f"the weights alone ({fmt_unit(w_held, 'B')}) exceed the memory of {cfg.n_devices} × {d.id} "
-                     f"({fmt_unit(cfg.capacity, 'B')}), so there is no capacity crossover; {n_fit} devices are "
-                     f"the fewest that hold them: --devices {n_fit}")
+        why = weights_exceed_note(w_held, cfg.capacity, cfg).removeprefix("none: ")
+        notes.append(f"no capacity crossover on {cfg.n_devices} × {d.id}: {why}; " + (
+            f"{n_fit} devices are the fewest that hold them: --devices {n_fit}"
+            + (f" --tp {widest_tp(m, n_fit)}" if widest_tp(m, n_fit) != n_fit else "") if n_fit is not None
+            else weights_unheld_note(m, d, cfg.w_p)))
     paper = paper_params_note(m)
     if paper:
         notes.append(paper)

@@ -405,7 +405,18 @@ def _rows(block: Block, json_out: bool) -> Iterator[tuple[int, str]]:
 
 
 def total_points(specs: Sequence[SweepSpec]) -> int:
-    return sum(s.points for s in specs)
+    """The points of the whole sweep, refused (before any work) above limits.MAX_SWEEP_POINTS."""
+    total = sum(s.points for s in specs)
+    if total > limits.MAX_SWEEP_POINTS:
+        if len(specs) == 1:
+            s = specs[0]
+            product = (f"{len(s.devices):,} device counts × {len(s.kv_dtypes):,} kv dtypes × {len(s.batch):,} batch sizes"
+                       f" × {len(s.context):,} context lengths")
+        else:
+            product = f"the grids of {len(specs):,} deployments together"
+        raise SweepError(f"the sweep has {total:,} points ({product}), more than {limits.MAX_SWEEP_POINTS:,}, "
+                         "kvplan's limit for one sweep", help="sweep fewer values, or split the sweep into parts")
+    return total
 
 
 def csv_text(specs: Sequence[SweepSpec], chunk: int = CHUNK) -> Iterator[tuple[int, str]]:

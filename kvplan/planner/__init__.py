@@ -12,6 +12,7 @@ evidence and the options turned down.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping, Optional
 
 import attrs
@@ -21,11 +22,11 @@ from kvplan.base.errors import KvplanError
 from kvplan.base.evidence import Value, assumed, derived
 from kvplan.base.units import fmt_unit
 from kvplan.catalog import DTYPE_ORDER, DTYPES, get_link, suggest
-from kvplan.catalog.engines import get_engine
+from kvplan.catalog.engines import concrete, get_engine
 from kvplan.catalog.quality import BUDGETS, admissible
 from kvplan.model import memory
 from kvplan.model import roofline as rf
-from kvplan.model.analysis import cap_value, devices_for_weights, over_cap_value, widest_tp
+from kvplan.model.analysis import cap_value, devices_for_weights, over_cap_value, weights_unheld_note, widest_tp
 from kvplan.model.footprint import KvFactors, fragmentation, kappa, kv_bytes_per_seq, sharing_factor
 from kvplan.model.scenario import DeviceCount, Pin
 from kvplan.model.tiering import DEFAULT_PREFILL_EFFICIENCY, fetch_time, prefill_time
@@ -131,6 +132,7 @@ class _Map0:
     s_star: float
     s_cap: float
     regime: str
+    n_fit: Optional[int]     # the fewest devices that hold the weights; None when no count up to the limit does
 
 
 @attrs.frozen(slots=True)
@@ -140,6 +142,7 @@ class _Filtered:
     feasible: list[int]      # fit, pass every rule and meet the SLOs
     fitting: list[int]       # fit and pass every rule
     yielded: frozenset[str]  # the rules that gave way to capacity (Rule.yields)
+    bound: frozenset[int]    # removed by a binding rule (its rejection's `rule`), whatever else: never the closest plan
 
 
 def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT_MIN_GAIN,
@@ -155,14 +158,14 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
     reserves = memory.Reserves(activation=activation_reserve, runtime=runtime_reserve, fraction=reserve)
     setup = _setup(sc, reserves)
     map0 = _regime_map(sc)                                             # R1
-    space, why, pipeline, engine_gap = _search_space(sc)               # space
+    space, why, pipeline, engine_gap, layout_gap = _search_space(sc)   # space
     ev = search.evaluate(sc.model, sc.device, batch=sc.batch, context=sc.context, w_p=sc.weights.width,
                          sharing=setup.sigma, frag=setup.phi, reserved=setup.reserved, space=space,
                          pipeline=pipeline)                            # evaluate
-    kept = _apply_rules(sc, ev, space, why, rules)                     # rules
-    best = _choose(sc, ev, kept, rules, min_gain)                      # choose
+    kept = _apply_rules(sc, ev, space, why, rules, layout_gap)         # rules
+    best = _choose(sc, ev, kept, min_gain)                             # choose
     knobs = _Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, setup.reserved)
-    p = _outcome(sc, setup, map0, ev, best, space, kept, knobs, engine_gap, suggest)  # tier, maps, unmet
+    p = _outcome(sc, setup, map0, ev, best, space, kept, knobs, (engine_gap, layout_gap), suggest)  # tier, maps, unmet
     baseline_step = dict(p.baseline)["step_time"].value
     return attrs.evolve(p, decisions=build_decisions(p, ev, best, space, why, baseline_step,
                                                      yielded=kept.yielded))  # decisions
@@ -181,17 +184,19 @@ def _regime_map(sc: Any) -> _Map0:
     exceed one device, on the fewest devices that hold them (all tensor-parallel where the heads
     allow): a map at a device count that cannot hold the weights has no capacity crossover."""
     m, d, w_p, b = sc.model, sc.device, sc.weights.width, sc.batch
-    n0 = devices_for_weights(m, d, w_p)
+    n_fit = devices_for_weights(m, d, w_p)
+    n0 = 1 if n_fit is None else n_fit  # no count up to the device limit holds them: one device, said so
     tp0 = widest_tp(m, n0)
     base1 = rf.Config(m, d, n_devices=n0, tp=tp0, w_p=w_p, w_kv=2.0, reserve=0.0)
     s_star0 = _f(rf.s_star(base1, b))
     s_cap0 = _f(rf.s_cap(base1, b))
-    return _Map0(n0, tp0, base1, s_star0, s_cap0, str(rf.regime(sc.context, s_star0, s_cap0)))
+    return _Map0(n0, tp0, base1, s_star0, s_cap0, str(rf.regime(sc.context, s_star0, s_cap0)), n_fit)
 
 
-def _search_space(sc: Any) -> tuple[Space, dict[str, str], bool, Optional[tuple[int, ...]]]:
-    """The candidate space, whether it may use pipeline stages, and the device counts the engine
-    cannot run (no pipeline parallelism and no count that splits the heads), else None."""
+def _search_space(sc: Any) -> tuple[Space, dict[str, str], bool, Optional[tuple[int, ...]], Optional[tuple[int, ...]]]:
+    """The candidate space, whether it may use pipeline stages, the device counts the engine
+    cannot run (no pipeline parallelism and no count that splits the heads), else None, and the
+    counts no tensor × pipeline split of the model takes when none of them does, else None."""
     space, why = _space(sc)
     pipeline, engine_gap = get_engine(sc.engine).pipeline, None
     if not pipeline:  # every device must be a tensor-parallel rank, so the count must split the heads
@@ -201,13 +206,25 @@ def _search_space(sc: Any) -> tuple[Space, dict[str, str], bool, Optional[tuple[
         else:
             pipeline = True
             engine_gap = space.counts
-    return space, why, pipeline, engine_gap
+    # A count no tensor × pipeline split of the model takes (more stages than layers, or heads the
+    # ranks cannot share) is never a valid plan: searched counts without one are dropped, and a
+    # fixed count without one leaves the plan unmet ("layout") rather than planned on a split that
+    # cannot run.
+    layout_gap: Optional[tuple[int, ...]] = None
+    laid = tuple(c for c in space.counts if search.has_layout(sc.model, c))
+    if laid:
+        space = attrs.evolve(space, counts=laid)
+    else:
+        layout_gap, engine_gap = space.counts, None
+    return space, why, pipeline, engine_gap, layout_gap
 
 
-def _apply_rules(sc: Any, ev: Evaluated, space: Space, why: dict[str, str], rules: Mapping[str, Rule]) -> _Filtered:
-    """Ask each rule's filter about each candidate (the first rejection names it), then fit, then
-    the SLOs. When nothing is left, a rule that yields to capacity readmits what it removed that
-    fits and keeps every token. Records each rejection in `ev.reject` and each rule's note in `why`."""
+def _apply_rules(sc: Any, ev: Evaluated, space: Space, why: dict[str, str], rules: Mapping[str, Rule],
+                 layout_gap: Optional[tuple[int, ...]]) -> _Filtered:
+    """Ask each rule's filter about each candidate (the first rejection names it), then fit, which
+    takes precedence as the reason given, then the SLOs; with a layout gap every candidate is
+    rejected for it. When nothing is left, a rule that yields to capacity readmits what it removed
+    that fits and keeps every token. Records each rejection in `ev.reject` and each rule's note in `why`."""
     narrowest = min((DTYPES[x].width for x in space.dtypes), default=2.0)
     view = SearchView(sc, ev, _f(rf.weight_bytes_read(sc.model, sc.batch, sc.weights.width)), narrowest)
     filters = [r for r in rules.values() if r.reject is not None]
@@ -216,34 +233,51 @@ def _apply_rules(sc: Any, ev: Evaluated, space: Space, why: dict[str, str], rule
         if said is not None:
             why[r.id] = said
     ok = np.ones(len(ev), dtype=bool)
+    bound: set[int] = set()  # removed by a rule that binds when nothing fits: never the closest plan
+    binding = {r.id for r in rules.values() if r.yields is None}
     for i in range(len(ev)):
-        rejection = next((x for x in (r.reject(view, i) for r in filters if r.reject is not None) if x is not None),
-                         None)
-        if rejection is None and not ev.fits[i]:
+        if layout_gap is not None:  # no split of the model takes the count: no rule or fit is asked
+            ev.reject[i], ok[i] = Rejection(None, _no_layout(sc.model, int(ev.n[i])), cause="layout"), False
+            continue
+        rejection = _first_rejection(view, filters, i)
+        if rejection is not None and rejection.rule in binding:
+            bound.add(i)
+        if not ev.fits[i]:  # not fitting decides it before any design rule: the reason given is that one
             rejection = Rejection(None, _no_fit(sc.model, ev, i), cause="fit")
         if rejection is not None:
             ev.reject[i], ok[i] = rejection, False
-    yielded: set[str] = set()
-    if not ok.any():
-        # Below s* yet above s_cap with no more devices allowed: R6 cannot shard, so R3 yields to
-        # capacity and the least lossy width that fits is admitted (a capacity decision, not speed).
-        for r in rules.values():
-            if r.yields is None:
-                continue
-            rescued = [i for i in range(len(ev)) if _rejected_by(ev, i, r.id) and ev.fits[i]
-                       and ev.retention[i] >= 1.0]
-            for i in rescued:
-                ok[i], ev.reject[i] = True, None
-            if rescued:
-                yielded.add(r.id)
-                why[r.id] = r.yields
+    yielded = _yield_to_capacity(ev, ok, rules, why) if not ok.any() else frozenset()
     slo_step, slo_thr = sc.slo_step_time, sc.slo_throughput
     meets = np.array([search.slo_violation(ev, i, slo_step, slo_thr) <= 1.0 + 1e-12 for i in range(len(ev))])
     for i in range(len(ev)):
         if ok[i] and not meets[i]:
             ev.reject[i] = Rejection(None, _slo_reason(ev, i, slo_step, slo_thr), cause="slo")
     return _Filtered([i for i in range(len(ev)) if ok[i] and meets[i]], [i for i in range(len(ev)) if ok[i]],
-                     frozenset(yielded))
+                     yielded, frozenset(bound))
+
+
+def _first_rejection(view: SearchView, filters: list[Rule], i: int) -> Optional[Rejection]:
+    """The first rule's rejection of candidate i, in the registry's order; None when every rule lets it stay."""
+    return next((x for x in (r.reject(view, i) for r in filters if r.reject is not None) if x is not None), None)
+
+
+def _yield_to_capacity(ev: Evaluated, ok: Any, rules: Mapping[str, Rule], why: dict[str, str]) -> frozenset[str]:
+    """Nothing is left: each rule that yields to capacity readmits what it removed that fits and
+    keeps every token (into `ok`); the rules that did."""
+    # Below s* yet above s_cap with no more devices allowed: R6 cannot shard, so R3 yields to
+    # capacity and the least lossy width that fits is admitted (a capacity decision, not speed).
+    yielded: set[str] = set()
+    for r in rules.values():
+        if r.yields is None:
+            continue
+        rescued = [i for i in range(len(ev)) if _rejected_by(ev, i, r.id) and ev.fits[i]
+                   and ev.retention[i] >= 1.0]
+        for i in rescued:
+            ok[i], ev.reject[i] = True, None
+        if rescued:
+            yielded.add(r.id)
+            why[r.id] = r.yields
+    return frozenset(yielded)
 
 
 def _rejected_by(ev: Evaluated, i: int, rule: str) -> bool:
@@ -251,7 +285,7 @@ def _rejected_by(ev: Evaluated, i: int, rule: str) -> bool:
     return x is not None and x.rule == rule
 
 
-def _choose(sc: Any, ev: Evaluated, kept: _Filtered, rules: Mapping[str, Rule], min_gain: float) -> int:
+def _choose(sc: Any, ev: Evaluated, kept: _Filtered, min_gain: float) -> int:
     """The chosen candidate by the objective, and why each other one lost (into `ev.reject`)."""
     slo_step, slo_thr = sc.slo_step_time, sc.slo_throughput
     if kept.yielded:
@@ -267,9 +301,8 @@ def _choose(sc: Any, ev: Evaluated, kept: _Filtered, rules: Mapping[str, Rule], 
                                                 *search.objective_order(ev, [i], sc.objective)))
     else:
         # nothing fits: the closest candidate, among those no binding rule removed (a rule that
-        # yields to capacity, R3, does not bind here)
-        binding = {r.id for r in rules.values() if r.yields is None}
-        rule_ok = [i for i in range(len(ev)) if not any(_rejected_by(ev, i, x) for x in binding)] or list(range(len(ev)))
+        # yields to capacity, R3, does not bind here); read from each rejection's rule before fit took over
+        rule_ok = [i for i in range(len(ev)) if i not in kept.bound] or list(range(len(ev)))
         best = min(rule_ok, key=lambda i: (ev.n[i] * (ev.need_dev[i] - ev.usable_dev[i]), ev.lossy[i], i))
     for i in range(len(ev)):
         if i != best and ev.reject[i] is None:
@@ -278,7 +311,8 @@ def _choose(sc: Any, ev: Evaluated, kept: _Filtered, rules: Mapping[str, Rule], 
 
 
 def _outcome(sc: Any, setup: _Setup, map0: _Map0, ev: Evaluated, best: int, space: Space, kept: _Filtered,
-             knobs: _Knobs, engine_gap: Optional[tuple[int, ...]], suggest: bool) -> Plan:
+             knobs: _Knobs, gaps: tuple[Optional[tuple[int, ...]], Optional[tuple[int, ...]]],
+             suggest: bool) -> Plan:
     """The plan of the chosen candidate without its decisions: metrics, what is unmet, the tier,
     the regime map re-evaluated (R8), the byte factors and the assumptions."""
     m, d, w_p = sc.model, sc.device, sc.weights.width
@@ -293,7 +327,7 @@ def _outcome(sc: Any, setup: _Setup, map0: _Map0, ev: Evaluated, best: int, spac
     baseline = _metrics(base, b, s, setup.reserves)
     speed = dict(baseline)["step_time"].value / dict(metrics)["step_time"].value
     metrics.append(("speedup", derived(speed, "x", "baseline step time / plan step time (memory-bound, docs/model.md §6)")))
-    unmet = _unmet(sc, ev, best, space, setup, knobs, engine_gap, suggest)
+    unmet = _unmet(sc, ev, best, space, setup, knobs, gaps, suggest)
     tier = _tier(sc, kv.width, factors, tp, knobs.eta)                 # tier
     s_star1 = _f(rf.s_star(cfg, b))
     s_cap1 = _f(rf.s_cap(cfg, b, setup.block))
@@ -310,11 +344,15 @@ def _outcome(sc: Any, setup: _Setup, map0: _Map0, ev: Evaluated, best: int, spac
 
 
 def _unmet(sc: Any, ev: Evaluated, best: int, space: Space, setup: _Setup, knobs: _Knobs,
-           engine_gap: Optional[tuple[int, ...]], suggest: bool) -> list[Unmet]:
-    """What the chosen candidate misses: fit or the SLOs, and a device count the engine cannot run."""
+           gaps: tuple[Optional[tuple[int, ...]], Optional[tuple[int, ...]]], suggest: bool) -> list[Unmet]:
+    """What the chosen candidate misses: a layout, fit or the SLOs, and a device count the engine
+    cannot run. `gaps` is (engine_gap, layout_gap) from _search_space."""
     m = sc.model
+    engine_gap, layout_gap = gaps
     unmet: list[Unmet] = []
-    if not bool(ev.fits[best]):
+    if layout_gap is not None:
+        unmet.append(_unmet_layout(sc, knobs, layout_gap, suggest))
+    elif not bool(ev.fits[best]):
         unmet.append(_unmet_fit(sc, ev, best, space, setup.sigma, setup.phi, knobs, sc.weights.width, suggest))
     else:
         unmet += _unmet_slo(sc, ev, best, sc.slo_step_time, sc.slo_throughput, knobs, space, suggest)
@@ -329,7 +367,7 @@ def _unmet(sc: Any, ev: Evaluated, best: int, space: Space, setup: _Setup, knobs
             if _replan(sc, knobs, **changes) is not None:
                 gap.append((f"devices = {c} (splits into {c} tensor-parallel ranks)", edits))
                 break
-        for e in ("vllm", "trtllm"):
+        for e in concrete():  # the engines' records say which run pipeline stages
             if get_engine(e).pipeline and _replan(sc, knobs, engine=e) is not None:
                 gap.append((f"engine = {e} (it has pipeline parallelism)", (("engine", "=", e),)))
                 break
@@ -343,20 +381,46 @@ def _unmet(sc: Any, ev: Evaluated, best: int, space: Space, setup: _Setup, knobs
 
 def _map_before(sc: Any, map0: _Map0) -> tuple[tuple[str, Value], ...]:
     """R1's figures: κ, s*, s_cap and where the context sits, on the map's n0 devices."""
-    m, d, s, n0, tp0 = sc.model, sc.device, sc.context, map0.n0, map0.tp0
+    m, d, s, n0 = sc.model, sc.device, sc.context, map0.n0
     w_held = rf.weight_bytes_held(m, sc.weights.width)
-    where0 = "one device" if n0 == 1 else f"N = {n0} (tp {tp0}), the fewest devices that hold the weights"
+    where0 = _where0(map0)
+    unheld = weights_unheld_note(m, d, sc.weights.width) if map0.n_fit is None else ""
     return (
         (("devices", derived(n0, "1", f"the fewest {d.id} whose memory N·C holds the weights P·w_p = "
-                                      f"{fmt_unit(w_held, 'B')}: the map is drawn there")),) if n0 > 1 else ()) + (
+                                      f"{fmt_unit(w_held, 'B')}: the map is drawn there")),) if n0 > 1 else
+        (("devices", attrs.evolve(derived(1, "1", f"none: {unheld}; the map is drawn on one device"),
+                                  absent="none up to the device limit")),) if unheld else ()) + (
         ("kappa", derived(kappa(m, 2.0), "B", "κ at 16-bit (docs/model.md §2)")),
         ("s_star", derived(map0.s_star, "tokens", "s*(b) = P·w_p/(b·κ), 16-bit KV"
                            + (f", {where0}, KV replication per tp rank" if n0 > 1 else "") + " (docs/model.md §5)")),
-        ("s_cap", cap_value(map0.s_cap, f"s_cap(b) = ({'C' if n0 == 1 else 'N·C'} − P·w_p)/(b·κ), {where0}, 16-bit KV "
-                                        "(docs/model.md §5)", w_held, map0.base.capacity)),
+        ("s_cap", cap_value(map0.s_cap, _cap_source(m, map0, where0), w_held, map0.base.capacity, map0.base)),
         ("context_over_s_star", derived(s / map0.s_star if map0.s_star > 0 else 0.0, "x", "s / s*")),
-        ("context_over_s_cap", over_cap_value(s, map0.s_cap, w_held, map0.base.capacity)),
+        ("context_over_s_cap", over_cap_value(s, map0.s_cap, w_held, map0.base.capacity, map0.base)),
     )
+
+
+def _where0(map0: _Map0) -> str:
+    n0, tp0 = map0.n0, map0.tp0
+    return "one device" if n0 == 1 else (f"N = {n0} (tp {tp0} × pp {n0 // tp0}, the layout `kvplan map --devices {n0} "
+                                         f"--tp {tp0}` draws), the fewest devices that hold the weights")
+
+
+def _cap_source(m: Any, map0: _Map0, where0: str) -> str:
+    """The R1 map's s_cap formula as the layout computes it: ρ copies over the tp ranks, and the most
+    loaded device when the pipeline stages split the layers unevenly."""
+    n0, pp0 = map0.n0, map0.n0 // map0.tp0
+    rho0 = map0.base.kv_replication
+    rho_txt = "·ρ" if rho0 != 1 else ""
+    rho_note = f", ρ = {rho0:g} copies of each KV byte over the tp ranks" if rho0 != 1 else ""
+    layers0 = int(memory.stage_layers(m, pp0))
+    if n0 == 1:
+        return "s_cap(b) = (C − P·w_p)/(b·κ), one device, 16-bit KV (docs/model.md §5)"
+    if layers0 * pp0 == m.n_layers:
+        return f"s_cap(b) = (N·C − P·w_p)/(b·κ{rho_txt}), {where0}{rho_note}, 16-bit KV (docs/model.md §5)"
+    # the stages split the layers unevenly: the most loaded device fills first
+    return (f"s_cap(b) = (C − W_d)·L·tp/(⌈L/pp⌉·b·κ{rho_txt}), W_d = P·w_p·⌈L/pp⌉/(L·tp) the weights of the "
+            f"most loaded device ({layers0} of {m.n_layers} layers on one of {pp0} pipeline stages), "
+            f"{where0}{rho_note}, 16-bit KV (docs/model.md §5)")
 
 
 def _map_after(sc: Any, cfg: rf.Config, w_kv: float, factors: KvFactors, s_star1: float, s_cap1: float,
@@ -368,9 +432,9 @@ def _map_after(sc: Any, cfg: rf.Config, w_kv: float, factors: KvFactors, s_star1
         ("kappa", derived(kappa(m, w_kv) * factors.traffic, "B", "κ·r/σ read per token after the plan")),
         ("s_star", derived(s_star1, "tokens", "s* with the plan's width, r and σ (docs/model.md §5, rule R8)")),
         ("s_cap", cap_value(s_cap1, f"s_cap on {n} devices less the reserves, {block}-token pages, "
-                                    "the most loaded device full (R8)", w_held, cfg.capacity)),
+                                    "the most loaded device full (R8)", w_held, cfg.capacity, cfg)),
         ("context_over_s_star", derived(s / s_star1 if s_star1 > 0 else 0.0, "x", "s / s*")),
-        ("context_over_s_cap", over_cap_value(s, s_cap1, w_held, cfg.capacity)),
+        ("context_over_s_cap", over_cap_value(s, s_cap1, w_held, cfg.capacity, cfg)),
     )
 
 
@@ -430,7 +494,12 @@ def _metrics(cfg: rf.Config, b: int, s: int, reserves: memory.Reserves) -> list[
         ("device_need", derived(dev.needed, "B", f"most loaded device: weights + KV on {layers} of "
                                       f"{cfg.model.n_layers} layers, 1/{cfg.tp} of the heads, + reserves "
                                       "(kvplan.memory)")),
-        ("headroom", derived(dev.headroom, "%", "1 − (weights + KV)/(C − reserves), most loaded device")),
+        ("headroom", derived(dev.headroom, "%", "1 − (weights + KV)/(C − reserves), most loaded device")
+         if math.isfinite(dev.headroom) else
+         attrs.evolve(derived(dev.headroom, "%", "1 − (weights + KV)/(C − reserves), most loaded device; none: "
+                                                 f"the reserves ({fmt_unit(dev.reserves, 'B')}) take all of the "
+                                                 f"device's {fmt_unit(dev.total, 'B')}"),
+                      absent="none (reserves exceed device)")),
         ("kv_bytes_read", derived(_f(rf.kv_bytes_read(cfg, b, s)), "B", "KV bytes read per step")),
     ]
 
@@ -455,6 +524,33 @@ def _no_fit(m: Any, ev: Evaluated, i: int) -> str:
         return f"does not fit: needs {fmt_unit(ev.need[i], 'B')} of {fmt_unit(ev.capacity[i], 'B')} usable"
     return (f"does not fit: its most loaded device ({layers} of {m.n_layers} layers on one of {n // tp} "
             f"pipeline stages) needs {fmt_unit(ev.need_dev[i], 'B')} of {fmt_unit(ev.usable_dev[i], 'B')} usable")
+
+
+def _no_layout(m: Any, n: int) -> str:
+    return (f"no layout: {n:,} devices do not split into tensor-parallel ranks of {m.id}'s {m.n_q} query and "
+            f"{m.n_kv} KV heads times pipeline stages of at least one of its {m.n_layers} layers")
+
+
+def _unmet_layout(sc: Any, knobs: _Knobs, counts: tuple[int, ...], suggest: bool) -> Unmet:
+    """A device count with no valid split: the plan is unmet, with the smallest count kvplan searches
+    that splits and meets every constraint (verified by planning it)."""
+    m = sc.model
+    tp_max = search.closest_tp(m, m.n_q)
+    sugg: list[Suggestion] = []
+    if suggest:
+        for c in SUGGESTED_COUNTS:
+            if not search.has_layout(m, c):
+                continue
+            changes, edits = _devices_change(sc, c)
+            p = _replan(sc, knobs, **changes)
+            if p is not None:
+                sugg.append((f"{_say(edits[0])} (the smallest count kvplan searches that splits into tensor parallel "
+                             f"{p.tp} × pipeline {p.pp} and meets every constraint; {p.kv_dtype.id} KV)", edits))
+                break
+    return Unmet("layout", _no_layout(m, max(counts)) + f" (at most tensor parallel {tp_max} × pipeline "
+                 f"{m.n_layers} = {tp_max * m.n_layers:,} devices, and a count those divide)",
+                 derived(float(max(counts)), "1", "devices with no tensor × pipeline split of the model"),
+                 tuple(t for t, _ in sugg), tuple(c for _, c in sugg))
 
 
 def _reserves_exceed(ev: Evaluated, i: int) -> str:
@@ -492,7 +588,7 @@ def _replan(sc: Any, knobs: _Knobs, **changes: Any) -> Optional[Plan]:
     except (KvplanError, ValueError, ArithmeticError):
         return None
     if knobs.fit_only:
-        return None if any(u.constraint in ("fits", "engine") for u in p.unmet) else p
+        return None if any(u.constraint in ("fits", "engine", "layout") for u in p.unmet) else p
     return None if p.unmet else p
 
 

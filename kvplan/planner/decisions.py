@@ -128,7 +128,7 @@ def _regime(inp: _Inputs) -> Decision:
     b = sc.batch
     s = sc.context
     mb = dict(p.map_before)
-    n0 = int(mb["devices"].value) if "devices" in mb else 1  # the R1 map's device count
+    n0 = int(mb["devices"].value) if "devices" in mb and not mb["devices"].absent else 1  # the R1 map's count
     where0 = "one device" if n0 == 1 else f"{n0} × {d.id}, the fewest that hold the weights,"
     return Decision(
         domain="regime", title="Where the deployment sits", choice=p.regime_before, rules=("R1",),
@@ -154,7 +154,7 @@ def _devices(inp: _Inputs) -> Decision:
     r = p.retention
     kv = p.kv_dtype
     pins = sc.pins
-    n0 = int(mb["devices"].value) if "devices" in mb else 1  # the R1 map's device count
+    n0 = int(mb["devices"].value) if "devices" in mb and not mb["devices"].absent else 1  # the R1 map's count
     ev = inp.ev
     baseline_step = inp.baseline_step
     dev_opts = []
@@ -180,8 +180,10 @@ def _devices(inp: _Inputs) -> Decision:
     if more:
         dev_opts.append(Option(f"{', '.join(map(str, more))} × {d.id}", f"more devices than the {n} that suffice"))
     return Decision(
-        domain="devices", title="How many devices", choice=f"{n} × {d.id} (tensor parallel {p.tp}, "
-        f"pipeline {p.pp})", rules=("R6",) if p.regime_before == "capacity-bound" or n0 > 1 else (),
+        domain="devices", title="How many devices", choice=(
+            f"{n} × {d.id}: no valid tensor × pipeline split" if any(u.constraint == "layout" for u in p.unmet)
+            else f"{n} × {d.id} (tensor parallel {p.tp}, pipeline {p.pp})"),
+        rules=("R6",) if p.regime_before == "capacity-bound" or n0 > 1 else (),
         context=(f"memory needed {p.metric('memory_needed').human}, usable {p.metric('memory_usable').human}",
                  f"devices: {sc.devices.mode}" + (f" ≤ {sc.devices.n}" if sc.devices.mode == "max" else
                                                   f" = {sc.devices.n}" if sc.devices.mode == "fixed" else ""),

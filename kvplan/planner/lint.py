@@ -34,7 +34,7 @@ def metric_value(plan: Plan, metric: str) -> Any:
     if metric == "regime":
         return plan.regime_after
     if metric == "fits":
-        return plan.regime_after != "capacity-bound" and not any(u.constraint == "fits" for u in plan.unmet)
+        return plan.regime_after != "capacity-bound" and not any(u.constraint in ("fits", "layout") for u in plan.unmet)
     if metric == "devices":
         return plan.n_devices
     if metric == "kv_bytes":
@@ -95,10 +95,10 @@ def findings(sc: Any, plan: Plan, ctx: Optional[Context] = None,
 
     # KV301-303: what the plan cannot meet
     for u in plan.unmet:
-        if u.constraint == "fits":
-            text, found = _unmet_help(sc, ctx, u, "smallest change that fits: ", "; or ")
-            out.append(make("KV301", u.message, _span(sc, "pin.devices", "devices", "deployment"), help=text,
-                            fixes=found))
+        if u.constraint in ("fits", "layout"):  # no valid split is KV301 as not fitting is
+            lead = "smallest change that fits: " if u.constraint == "fits" else "would meet it: "
+            text, found = _unmet_help(sc, ctx, u, lead, "; or ")
+            out.append(make("KV301", u.message, _span(sc, "pin.devices", "devices", "deployment"), help=text, fixes=found))
         elif u.constraint == "step_time":
             text, found = _unmet_help(sc, ctx, u, "would meet it: ", "; or ")
             out.append(make("KV302", u.message, _span(sc, "slo.step_time", "deployment"), help=text, fixes=found))
@@ -124,21 +124,23 @@ def findings(sc: Any, plan: Plan, ctx: Optional[Context] = None,
     return out
 
 
-def plan_with_findings(sc: Any, ctx: Optional[Context] = None) -> PlanResult:
-    p = plan(sc)
+def plan_with_findings(sc: Any, ctx: Optional[Context] = None, **overrides: float) -> PlanResult:
+    """Plan one scenario (with the planner options given, as `kvplan advise` takes them) and lint it."""
+    kw: dict[str, Any] = dict(overrides)
+    p = plan(sc, **kw)
     return PlanResult(p, tuple(findings(sc, p, ctx)))
 
 
-def check(result: Any) -> list[Diagnostic]:
-    """The lint runner's hook: plan every scenario of a checked file and report its findings.
-    Files with errors from earlier stages are skipped (their scenarios are incomplete)."""
+def check(result: Any, **overrides: float) -> list[Diagnostic]:
+    """The lint runner's hook: plan every scenario of a checked file (with the planner options given)
+    and report its findings. Files with errors from earlier stages are skipped (their scenarios are incomplete)."""
     if any(dg.severity is Severity.ERROR for dg in result.diagnostics):
         return []
     found: dict[tuple[str, str, int, int], tuple[Diagnostic, list[str]]] = {}
     helps: dict[tuple[str, str, int, int], set[Optional[str]]] = {}
     for sc in result.scenarios:
         ctx = (result.source, fx.deployment(result.file, sc.deployment))
-        for dg in plan_with_findings(sc, ctx).findings:
+        for dg in plan_with_findings(sc, ctx, **overrides).findings:
             key = (dg.code, dg.message, dg.span.line if dg.span else 0, dg.span.column if dg.span else 0)
             found.setdefault(key, (dg, []))[1].append(sc.name)
             helps.setdefault(key, set()).add(dg.help)

@@ -16,7 +16,7 @@ from kvplan.model.memory import Reserves
 
 
 #: Why a candidate left the search when no design rule removed it.
-Cause = Literal["rule", "fit", "slo", "objective", "more-devices"]
+Cause = Literal["rule", "fit", "layout", "slo", "objective", "more-devices"]
 
 
 @attrs.frozen(slots=True)
@@ -76,7 +76,7 @@ class Unmet:
 
     `changes[i]` is what `suggestions[i]` says, as data; each was verified by planning it."""
 
-    constraint: str                   # fits | step_time | throughput | engine
+    constraint: str                   # fits | layout | step_time | throughput | engine
     message: str
     shortfall: Value
     suggestions: tuple[str, ...]

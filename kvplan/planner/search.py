@@ -18,6 +18,7 @@ from kvplan.catalog import DTYPES, Model
 from kvplan.catalog.quality import lossiness_rank
 from kvplan.model import memory
 from kvplan.model import roofline as rf
+from kvplan.model.analysis import widest_tp
 from kvplan.model.footprint import kv_bytes_per_seq
 from kvplan.planner.plan import Rejection
 
@@ -39,7 +40,19 @@ def tp_options(model: Model, n: int) -> tuple[int, ...]:
             continue
         if model.kv_kind == "mla" or model.n_kv % t == 0 or t % model.n_kv == 0:
             out.append(t)
-    return tuple(out) or (1,)
+    return tuple(out)
+
+
+def has_layout(model: Model, n: int) -> bool:
+    """Whether n devices split into tensor-parallel ranks the heads take and pipeline stages of at
+    least one layer each: a count without such a split is never a valid plan."""
+    return bool(tp_options(model, n))
+
+
+def closest_tp(model: Model, n: int) -> int:
+    """For a count with no valid split (only evaluated to say how far it is): the widest tensor-parallel
+    size the heads take, so that the pipeline is as short as the heads allow (analysis.widest_tp)."""
+    return widest_tp(model, n)
 
 
 def lossiness(dtype: str, retention: float) -> int:
@@ -92,7 +105,7 @@ def evaluate(model: Model, device: Any, *, batch: int, context: int, w_p: float,
     `reserved` is the bytes per device the reserves keep free (kvplan.model.memory.Reserves.total); a
     candidate fits when its most loaded device does (kvplan.model.memory)."""
     def splits(n: int) -> tuple[int, ...]:
-        opts = tp_options(model, n)
+        opts = tp_options(model, n) or (closest_tp(model, n),)  # no valid split: the planner rejects it
         return opts if pipeline else tuple(t for t in opts if t == n)
 
     grid = [(d, r, n, t, p) for n in space.counts for t in splits(n) for p in space.placements

@@ -51,8 +51,10 @@ def _text_one(p: Plan) -> list[str]:
     mb, ma = dict(p.map_before), dict(p.map_after)
     out = [f"plan for {sc.name}: {sc.model.id} on {sc.device.id}, batch {sc.batch}, context {sc.context:,} tokens",
            "=" * min(WIDTH, 80), ""]
-    n0 = int(mb["devices"].value) if "devices" in mb else 1
-    out.append("regime map (R1, 16-bit KV, one device)" if n0 == 1 else
+    n0 = int(mb["devices"].value) if "devices" in mb and not mb["devices"].absent else 1
+    out.append("regime map (R1, 16-bit KV, one device: no count up to the device limit holds the weights)"
+               if "devices" in mb and mb["devices"].absent else
+               "regime map (R1, 16-bit KV, one device)" if n0 == 1 else
                f"regime map (R1, 16-bit KV, {n0} devices: the fewest {sc.device.id} that hold the weights)")
     out.extend(_pairs(p.map_before, "  "))
     out.append(f"  → {p.regime_before}: context is {mb['context_over_s_star'].human} s* and "

@@ -70,7 +70,7 @@ def _matplotlib() -> tuple[Any, Any, Any]:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:
-        raise PlotError("plotting needs matplotlib: pip install 'kvplan[plot]'") from None
+        raise PlotError("plotting needs matplotlib: pip install matplotlib") from None
     return Figure, FigureCanvasAgg, matplotlib
 
 
@@ -120,6 +120,11 @@ def _dtype_name(w_kv: float, names: Sequence[str]) -> str:
     return f"{w_kv * 8:g}-bit"
 
 
+#: The regime map's context axis ends here: 1,000× the longest context a spec may state (2^30
+#: tokens), so every plannable point is inside and no crossover stretches the axis without bound.
+_Y_TOP = 1e12
+
+
 def _positive(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     return np.where(np.isfinite(x) & (x > 0), x, np.nan)
 
@@ -142,8 +147,11 @@ def regime_map_figure(cfg: rf.Config, batch: int, context: int, kv_dtypes: Seque
         for f in (rf.s_star, rf.s_cap):
             v = _positive(f(c, np.array([1.0, b_max])))
             ends.extend(float(x) for x in v if np.isfinite(x))
-    y_lo = max(1.0, 10 ** math.floor(math.log10(min(ends) / 2)))
-    y_hi = 10 ** math.ceil(math.log10(max(ends) * 2))
+    # floats (a power of ten as a Python int above 2^63 is no number to matplotlib), and bounded: a
+    # crossover far beyond any context (s* of a 10^15-parameter model) is clipped at the axis' top
+    ends = [min(max(x, 1.0), _Y_TOP) for x in ends]
+    y_lo = max(1.0, 10.0 ** math.floor(math.log10(min(ends) / 2)))
+    y_hi = min(_Y_TOP, 10.0 ** math.ceil(math.log10(max(ends) * 2)))
 
     fig, ax = _new_figure(f"{cfg.model.id} on {cfg.n_devices} × {cfg.device.id}, weights "
                              f"{_dtype_name(cfg.w_p, list(DTYPES))}, {cfg.placement} — regimes for {kv_name} KV")

@@ -1,0 +1,333 @@
+"""The shared half of `kvplan import`: reading an engine's command line or settings into kvplan's terms.
+
+    Read            what one configuration says, each value with the flag it came from
+    ReadFlag        one flag an engine module's reader knows, and its handler
+    parse_flags     walk a command line's words through a table of ReadFlags
+    store, context_flag, note_flag, warn_flag, kv_flag, ...   the handlers the engines share
+
+Each engine's own reader (its flag table, its token-count reading, its defaults) sits in its module,
+kvplan/engines/<id>.py, next to the code that writes its configuration; the .kvp writer is
+kvplan/engines/importer.py. Names, versions and defaults come from the engine's catalog record
+(kvplan.catalog.engines), facts from shared/reference/engines.md.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import attrs
+
+from kvplan.base import limits
+from kvplan.base.errors import KvplanError
+from kvplan.catalog.engines import get_engine
+
+
+class DeploymentReadError(KvplanError):
+    """The deployment cannot be read: a malformed flag value, no model, no device."""
+
+
+# ----------------------------------------------------------------- accumulator
+
+@attrs.define
+class Read:
+    """What one engine configuration says, in kvplan's terms, with where each came from."""
+
+    engine: str
+    model_ref: Optional[str] = None
+    batch: Optional[tuple[int, str]] = None
+    context: Optional[tuple[int, str]] = None
+    tp: tuple[int, str] = (1, "")
+    pp: tuple[int, str] = (1, "")
+    kv_dtype: Optional[tuple[str, str]] = None
+    block_size: Optional[tuple[int, str]] = None
+    prefix_caching: Optional[tuple[bool, str]] = None
+    tier: Optional[tuple[str, str]] = None
+    weights: Optional[tuple[str, str]] = None
+    kv_dtype_given: bool = False     # set even when the engine's dtype has no kvplan equivalent
+    warnings: list[str] = attrs.Factory(list)
+    notes: list[str] = attrs.Factory(list)
+    ignored: list[str] = attrs.Factory(list)
+
+    def warn(self, text: str) -> None:
+        self.warnings.append(text)
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    def defaults(self, prefix_caching: str, block: int, block_why: str, kv_why: str) -> None:
+        """Fill what the configuration left to the engine's defaults (engines.md), saying so."""
+        if self.prefix_caching is None:
+            self.prefix_caching = (True, prefix_caching)
+        if self.block_size is None:
+            self.block_size = (block, block_why)
+        if self.kv_dtype is None and not self.kv_dtype_given:
+            self.kv_dtype = ("bf16", kv_why + ": the model's dtype, bf16 assumed")
+
+
+#: The largest value of each whole-number setting: the .kvp key it becomes takes the same range
+#: (kvplan.base.limits), so an imported spec never fails `kvplan lint` on a range.
+MAXIMUM: Mapping[str, int] = {"batch": limits.MAX_BATCH, "context": limits.MAX_TOKENS,
+                              "block_size": limits.MAX_TOKENS, "tp": limits.MAX_DEVICES, "pp": limits.MAX_DEVICES}
+LIMIT_HELP = "kvplan's limit, docs/cli-import.md"
+
+
+def quoted(value: str) -> str:
+    """A flag value for a message, cut when it is too long to repeat whole."""
+    value = str(value)
+    return f"'{value}'" if len(value) <= 40 else f"'{value[:20]}…' ({len(value):,} characters)"
+
+
+def in_range(n: int, flag: str, maximum: int, what: str = "") -> int:
+    if not 1 <= n <= maximum:
+        raise DeploymentReadError(f"{flag} must be {what or 'a whole number'} {limits.between(1, maximum)}, "
+                                  f"got {n:,}", help=LIMIT_HELP)
+    return n
+
+
+def whole(value: str, flag: str, maximum: int = limits.MAX_BATCH) -> int:
+    text = str(value).strip()
+    if not re.fullmatch(r"[+-]?\d+(_\d+)*", text):  # what Python's int() reads, as the engines' parsers do
+        raise DeploymentReadError(f"{flag} takes a whole number, got {quoted(value)}")
+    text = text.replace("_", "")
+    if limits.digits_of(text) > limits.MAX_DIGITS:
+        raise DeploymentReadError(f"{flag} must be a whole number {limits.between(1, maximum)}, got a "
+                                  f"{limits.digits_of(text):,}-digit number", help=LIMIT_HELP)
+    return in_range(int(text), flag, maximum)
+
+
+def bounded(attr: str) -> Callable[[str, str], int]:
+    """whole with the range of the .kvp setting `attr` becomes."""
+    return lambda v, flag: whole(v, flag, MAXIMUM[attr])
+
+
+def number(value: Any, flag: str) -> float:
+    try:
+        x = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise DeploymentReadError(f"{flag} takes a number, got {quoted(value)}") from None
+    if not math.isfinite(x) or x < 0:
+        raise DeploymentReadError(f"{flag} takes a finite number of at least 0, got {quoted(value)}")
+    return x
+
+
+# How each engine reads a token count on its command line (or in its YAML). The three differ, and
+# `128K` is the case in point: vLLM 131,072, SGLang an error, TensorRT-LLM an error; kvplan's own
+# `.kvp` reads it as 128,000 (KV125). The import keeps the engine's reading and writes it so that
+# kvplan reads the same number (tokens_text), with a comment saying how the engine read the flag.
+#
+# vLLM: human_readable_int (vllm/utils/argparse_utils.py; `--max-model-len` takes
+#   human_readable_int_or_auto, which adds `auto` / `-1` = derive from the model config): lower-case
+#   k m g t are powers of 1000, upper-case K M G T powers of 1024; a decimal is allowed only before a
+#   lower-case suffix (and truncated: int(float(number) * mult)); anything else must be a plain int.
+# SGLang: human_readable_int (python/sglang/srt/utils/common.py, the type of --context-length in
+#   python/sglang/srt/args/model_args.py): case-sensitive SI k M G T and IEC Ki Mi Gi Ti; `K` is refused.
+# TensorRT-LLM: trtllm-serve's --max_seq_len is click type=int and the YAML's max_seq_len a pydantic
+#   int: plain digits only.
+PLAIN_INT = re.compile(r"[+-]?\d+(?:_\d+)*")  # what int() takes
+#: The most tokens an imported limit may hold: the spec's own limit (kvplan.base.limits), so that
+#: `kvplan import` never writes a context that `kvplan lint` refuses.
+MAX_TOKENS = limits.MAX_TOKENS
+
+
+def cut(value: str) -> str:
+    """A flag value for a message, cut if it is long (a value is evidence, not a payload)."""
+    return value if len(value) <= 24 else value[:20] + "..."
+
+
+def tokens_in_range(n: int, value: str, flag: str) -> int:
+    if n < 1 or n > MAX_TOKENS:
+        raise DeploymentReadError(f"{flag} must be a token count {limits.between(1, MAX_TOKENS)}, got {n:,}",
+                                  help=LIMIT_HELP)
+    return n
+
+
+def digits_in_range(number: str, value: str, flag: str) -> None:
+    """Refuse a number of more digits than any token count has, before float() makes it infinite."""
+    if limits.digits_of(number.partition(".")[0]) > limits.MAX_DIGITS:
+        raise DeploymentReadError(f"{flag} must be a token count {limits.between(1, MAX_TOKENS)}, got a "
+                                  f"{limits.digits_of(number.partition('.')[0]):,}-digit number", help=LIMIT_HELP)
+
+
+def plain_tokens(value: str, flag: str, engine: str, hint: str) -> int:
+    text = value.strip()
+    if not PLAIN_INT.fullmatch(text):
+        raise DeploymentReadError(f"{flag} '{cut(value)}' is not a token count {engine} reads", help=hint)
+    digits_in_range(text, value, flag)
+    return tokens_in_range(int(text), value, flag)
+
+
+def exp2(suffix: str) -> int:
+    return {"K": 10, "M": 20, "G": 30, "T": 40}[suffix[0].upper()]
+
+
+
+# ------------------------------------------------------------- command lines
+
+def split_command(text: str) -> list[str]:
+    """Shell words of a command line (a file may continue lines with a backslash and hold comments)."""
+    joined = re.sub(r"\\\r?\n", " ", text)
+    try:
+        return shlex.split(joined, comments=True)
+    except ValueError as exc:
+        raise DeploymentReadError(f"cannot split the command line: {exc}",
+                           help="quote it as a shell would, or give a file holding it") from None
+
+
+def strip_env(words: list[str]) -> list[str]:
+    """Drop leading `VAR=value` assignments, `env` and `exec` (a launcher script's last line)."""
+    i = 0
+    while i < len(words) and (re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[i]) or words[i] in ("env", "exec")):
+        i += 1
+    return words[i:]
+
+
+@attrs.frozen(slots=True)
+class ReadFlag:
+    names: tuple[str, ...]
+    takes_value: bool
+    handle: Callable[[Read, str, str], None]   # (read, value, as written)
+
+
+def parse_flags(words: Sequence[str], table: Sequence[ReadFlag], r: Read, irrelevant: frozenset[str],
+                 irrelevant_flags: frozenset[str], normalize: Callable[[str], str],
+                 positional: Callable[[str], None]) -> None:
+    """Walk the words: known flags run their handler, `irrelevant` ones (taking a value) and
+    `irrelevant_flags` (switches) are listed, the rest are warnings."""
+    by_name = {n: f for f in table for n in f.names}
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if not w.startswith("-") or w == "-":
+            positional(w)
+            i += 1
+            continue
+        name, eq, inline = w.partition("=")
+        key = normalize(name)
+        flag = by_name.get(key)
+        takes = flag.takes_value if flag else (key not in irrelevant_flags)
+        value: Optional[str] = inline if eq else None
+        if takes and value is None:
+            nxt = words[i + 1] if i + 1 < len(words) else None
+            if flag is not None and nxt is None:
+                raise DeploymentReadError(f"{name} needs a value")
+            if nxt is not None and (flag is not None or not nxt.startswith("-")):
+                value = nxt
+                i += 1
+        i += 1
+        written = f"{name} {value}" if value is not None and not eq else w
+        if flag is not None:
+            flag.handle(r, value if value is not None else "", written)
+            continue
+        if value is not None and SECRET_FLAG.search(key):  # --api-key sk-...: never copied into the spec
+            written = f"{name}{'=' if eq else ' '}(value not shown)"
+        if key in irrelevant or key in irrelevant_flags:
+            r.ignored.append(written)
+        else:
+            r.warn(f"{written}: not a {get_engine(r.engine).described} flag kvplan knows; not imported")
+
+
+#: Flags whose value is a credential (vLLM's and SGLang's --api-key, a token, a key file): listed by name only.
+SECRET_FLAG = re.compile(r"key|token|secret|passw|credential|auth", re.IGNORECASE)
+
+
+# ------------------------------------------------------------ shared handlers
+
+Handler = Callable[[Read, str, str], None]
+
+NO_RESERVE = "the .kvp has no such key (kvplan keeps an assumed 8% reserve)"
+FREE_FRACTION = "a fraction of FREE memory after weights; " + NO_RESERVE
+CHUNK = "a per-iteration (prefill chunk) token limit; decode planning ignores it"
+POOL_CAP = "a cap on the KV pool in tokens; kvplan sizes the pool"
+REPLICAS = "data-parallel replicas: the .kvp plans one replica"
+
+
+def model_flag(r: Read, v: str, w: str) -> None:
+    r.model_ref = v
+
+
+def store(attr: str, conv: Optional[Callable[[str, str], int]] = None, value: Any = None) -> Handler:
+    """Store (the flag's value converted, or `value`, and the flag as written) in r.<attr>."""
+    def h(r: Read, v: str, w: str) -> None:
+        flag = w.split(" ")[0].split("=")[0]
+        setattr(r, attr, (conv(v, flag) if conv is not None else value, w))
+    return h
+
+
+def context_flag(read: Callable[[str, str], tuple[int, str]], auto: bool = False) -> Handler:
+    """Store the engine's context limit as the engine reads it, saying how when a suffix was binary.
+    `auto`: the engine also takes `auto` / `-1`, deriving the limit from the model config."""
+    def h(r: Read, v: str, w: str) -> None:
+        flag = w.split(" ")[0].split("=")[0]
+        if auto and v.strip().lower() in ("auto", "-1"):
+            r.note(f"{w}: {get_engine(r.engine).name} derives the limit from the model config")
+            return
+        n, how = read(v, flag)
+        r.context = (n, f"{w} ({how})" if how else w)
+    return h
+
+
+def note_flag(why: str) -> Handler:
+    def h(r: Read, v: str, w: str) -> None:
+        r.note(f"{w}: {why}")
+    return h
+
+
+def warn_flag(why: str) -> Handler:
+    def h(r: Read, v: str, w: str) -> None:
+        r.warn(f"{w}: {why}")
+    return h
+
+
+def kv_flag(table: Mapping[str, tuple[Optional[str], str]]) -> Handler:
+    def h(r: Read, v: str, w: str) -> None:
+        read_kv_dtype(r, table, v, w)
+    return h
+
+
+WEIGHT_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}
+
+
+def weights_dtype(r: Read, v: str, w: str) -> None:
+    if v in WEIGHT_DTYPES:
+        r.weights = (WEIGHT_DTYPES[v], w)
+    elif v != "auto":
+        r.warn(f"{w}: unknown weight dtype; weights left at the default")
+
+
+def quantization(r: Read, v: str, w: str) -> None:
+    if v == "fp8":
+        r.weights = ("fp8", w)
+    else:
+        r.warn(f"{w}: weight quantization kvplan does not map; set `weights` by hand")
+
+
+def read_kv_dtype(r: Read, table: Mapping[str, tuple[Optional[str], str]], value: str, written: str) -> None:
+    r.kv_dtype_given = True
+    if value not in table:
+        r.warn(f"{written}: {get_engine(r.engine).described} has no KV cache dtype '{value}'; not pinned")
+        return
+    kv, why = table[value]
+    if kv is None:
+        r.warn(f"{written}: {why}, a width no kvplan dtype has; kv_dtype not pinned")
+        return
+    r.kv_dtype = (kv, written + (f" ({why})" if why else ""))
+    if value == "auto":
+        r.note(f"{written}: the KV cache keeps the model's dtype; kv_dtype = bf16 is assumed")
+
+
+
+def json_int(text: str) -> Any:
+    """An integer of a JSON flag value; one too long for any range stays text (Python refuses to convert
+    more than 4,300 digits)."""
+    return int(text) if limits.digits_of(text) <= limits.MAX_DIGITS else f"{limits.digits_of(text):,}-digit number"
+
+
+def json_float(text: str) -> Any:
+    """A float of a JSON flag value; one beyond a float's range stays as written, not infinity."""
+    x = float(text)
+    return x if math.isfinite(x) else text[:24]
+
+
