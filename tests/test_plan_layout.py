@@ -17,6 +17,7 @@ from kvplan.catalog import get_model
 from kvplan.cli import main
 from kvplan.lang import check_source
 from kvplan.planner import plan
+from kvplan.planner.plan import Rejection
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -235,3 +236,22 @@ def test_lint_and_advise_agree_under_the_same_reserves(tmp_path: Path) -> None:
     assert lint.exit_code == adv.exit_code == 1
     assert "does not fit" in lint.output and "does not fit" in adv.output
     assert run("lint", str(spec)).exit_code == 0 and run("advise", str(spec)).exit_code == 0
+
+
+# 5 ---------------------------------------------------------------- the records behind the reasons
+
+def test_fit_and_layout_rejections_are_typed_records() -> None:
+    # fit takes precedence over a rule's rejection, as a Rejection with no rule and cause "fit";
+    # a count with no split is rejected with cause "layout" (rulemods' typed records, issue 9's order)
+    res = check_source((ROOT / "examples" / "deepseek-v3-mi300x.kvp").read_text(encoding="utf-8"),
+                       "deepseek-v3-mi300x.kvp")
+    sc = next(s for s in res.scenarios if s.name == "deepseek-v3[batch=16]")
+    devices = next(d for d in plan(sc).decisions if d.domain == "devices")
+    tight = [o for o in devices.options if int(o.choice.split(" × ")[0].split(",")[0]) * 192e9 < 671e9]
+    assert len(tight) >= 2
+    for o in tight:
+        assert isinstance(o.reason, Rejection) and o.reason.rule is None and o.reason.cause == "fit", o
+    p = plan(scenario(llama8b("", pin="pin { devices = 2048 }\n    quality { budget = moderate }")))
+    assert any(u.constraint == "layout" for u in p.unmet)
+    opts = [o for d in p.decisions for o in d.options if isinstance(o.reason, Rejection)]
+    assert opts and all(o.reason.cause == "layout" and o.reason.rule is None for o in opts)

@@ -13,7 +13,7 @@ evidence and the options turned down.
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 import attrs
 import numpy as np
@@ -32,7 +32,8 @@ from kvplan.model.scenario import DeviceCount, Pin
 from kvplan.model.tiering import DEFAULT_PREFILL_EFFICIENCY, fetch_time, prefill_time
 from kvplan.planner import search
 from kvplan.planner.decisions import build_decisions
-from kvplan.planner.plan import Change, Decision, Option, Plan, Suggestion, TierPlan, Unmet
+from kvplan.planner.plan import Change, Plan, Rejection, Suggestion, TierPlan, Unmet
+from kvplan.planner.rules import RULES, Rule, SearchView
 from kvplan.planner.search import Evaluated, Space
 
 #: Fraction of each device's memory kept for activations, CUDA graphs and the runtime (assumed:
@@ -109,42 +110,97 @@ def _sharing(sc: Any, prefix_caching: bool) -> float:
     return _f(sharing_factor(n, sc.context, sc.prefix)) if n > 1 else 1.0
 
 
+@attrs.frozen(slots=True)
+class _Setup:
+    """What every step of one plan reads: the reserves, the engine and the lossless domains (R2)."""
+
+    reserves: memory.Reserves
+    reserved: float          # bytes per device the reserves keep free
+    block: int
+    prefix_caching: bool
+    sigma: float
+    phi: float
+
+
+@attrs.frozen(slots=True)
+class _Map0:
+    """R1: the regime map of the uncompressed deployment, on n0 devices (tp0 tensor-parallel)."""
+
+    n0: int
+    tp0: int
+    base: rf.Config
+    s_star: float
+    s_cap: float
+    regime: str
+    n_fit: Optional[int]     # the fewest devices that hold the weights; None when no count up to the limit does
+
+
+@attrs.frozen(slots=True)
+class _Filtered:
+    """The candidates left after the rules, fit and the SLOs."""
+
+    feasible: list[int]      # fit, pass every rule and meet the SLOs
+    fitting: list[int]       # fit and pass every rule
+    yielded: frozenset[str]  # the rules that gave way to capacity (Rule.yields)
+    bound: frozenset[int]    # removed by a binding rule (its rejection's `rule`), whatever else: never the closest plan
+
+
 def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT_MIN_GAIN,
          eta: float = DEFAULT_PREFILL_EFFICIENCY, activation_reserve: Optional[float] = None,
-         runtime_reserve: Optional[float] = None, suggest: bool = True) -> Plan:
+         runtime_reserve: Optional[float] = None, suggest: bool = True,
+         rules: Mapping[str, Rule] = RULES) -> Plan:
     """Plan one scenario. Never raises for a deployment that does not fit: the plan says so.
     The reserves (kvplan.model.memory.Reserves) are the ones every backend's accounting uses for this plan.
     With `suggest`, each unmet constraint carries changes that would meet it, each verified by
-    planning the changed scenario (which is planned with suggest=False)."""
-    m, d = sc.model, sc.device
+    planning the changed scenario (which is planned with suggest=False). `rules` is the registry
+    the search filters by (kvplan.planner.rules.with_rules adds to it)."""
+    rf.check_batch_context(sc.batch, sc.context)
     reserves = memory.Reserves(activation=activation_reserve, runtime=runtime_reserve, fraction=reserve)
-    reserved = reserves.total(d.memory)
-    eng = get_engine(sc.engine)
-    w_p = sc.weights.width
-    b, s = sc.batch, sc.context
-    rf.check_batch_context(b, s)
+    setup = _setup(sc, reserves)
+    map0 = _regime_map(sc)                                             # R1
+    space, why, pipeline, engine_gap, layout_gap = _search_space(sc)   # space
+    ev = search.evaluate(sc.model, sc.device, batch=sc.batch, context=sc.context, w_p=sc.weights.width,
+                         sharing=setup.sigma, frag=setup.phi, reserved=setup.reserved, space=space,
+                         pipeline=pipeline)                            # evaluate
+    kept = _apply_rules(sc, ev, space, why, rules, layout_gap)         # rules
+    best = _choose(sc, ev, kept, min_gain)                             # choose
+    knobs = _Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, setup.reserved)
+    p = _outcome(sc, setup, map0, ev, best, space, kept, knobs, (engine_gap, layout_gap), suggest)  # tier, maps, unmet
+    baseline_step = dict(p.baseline)["step_time"].value
+    return attrs.evolve(p, decisions=build_decisions(p, ev, best, space, why, baseline_step,
+                                                     yielded=kept.yielded))  # decisions
 
+
+def _setup(sc: Any, reserves: memory.Reserves) -> _Setup:
     pin_pc = _pin(sc, "prefix_caching")
     prefix_caching = True if pin_pc is None else bool(pin_pc)
-    block = int(_pin(sc, "block_size") or eng.default_block)
-    sigma = _sharing(sc, prefix_caching)
-    phi = _f(fragmentation(s, block))
+    block = int(_pin(sc, "block_size") or get_engine(sc.engine).default_block)
+    return _Setup(reserves, reserves.total(sc.device.memory), block, prefix_caching,
+                  _sharing(sc, prefix_caching), _f(fragmentation(sc.context, block)))
 
-    # R1: the regime of the uncompressed deployment on one device, or, where the weights alone
-    # exceed one device, on the fewest devices that hold them (all tensor-parallel where the heads
-    # allow): a map at a device count that cannot hold the weights has no capacity crossover.
 
+def _regime_map(sc: Any) -> _Map0:
+    """R1: the regime of the uncompressed deployment on one device, or, where the weights alone
+    exceed one device, on the fewest devices that hold them (all tensor-parallel where the heads
+    allow): a map at a device count that cannot hold the weights has no capacity crossover."""
+    m, d, w_p, b = sc.model, sc.device, sc.weights.width, sc.batch
     n_fit = devices_for_weights(m, d, w_p)
     n0 = 1 if n_fit is None else n_fit  # no count up to the device limit holds them: one device, said so
     tp0 = widest_tp(m, n0)
     base1 = rf.Config(m, d, n_devices=n0, tp=tp0, w_p=w_p, w_kv=2.0, reserve=0.0)
     s_star0 = _f(rf.s_star(base1, b))
     s_cap0 = _f(rf.s_cap(base1, b))
-    regime_before = str(rf.regime(s, s_star0, s_cap0))
+    return _Map0(n0, tp0, base1, s_star0, s_cap0, str(rf.regime(sc.context, s_star0, s_cap0)), n_fit)
+
+
+def _search_space(sc: Any) -> tuple[Space, dict[str, str], bool, Optional[tuple[int, ...]], Optional[tuple[int, ...]]]:
+    """The candidate space, whether it may use pipeline stages, the device counts the engine
+    cannot run (no pipeline parallelism and no count that splits the heads), else None, and the
+    counts no tensor × pipeline split of the model takes when none of them does, else None."""
     space, why = _space(sc)
-    pipeline, engine_gap = eng.pipeline, None
+    pipeline, engine_gap = get_engine(sc.engine).pipeline, None
     if not pipeline:  # every device must be a tensor-parallel rank, so the count must split the heads
-        splittable = tuple(c for c in space.counts if c in search.tp_options(m, c))
+        splittable = tuple(c for c in space.counts if c in search.tp_options(sc.model, c))
         if splittable:
             space = attrs.evolve(space, counts=splittable)
         else:
@@ -155,186 +211,253 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
     # fixed count without one leaves the plan unmet ("layout") rather than planned on a split that
     # cannot run.
     layout_gap: Optional[tuple[int, ...]] = None
-    laid = tuple(c for c in space.counts if search.has_layout(m, c))
+    laid = tuple(c for c in space.counts if search.has_layout(sc.model, c))
     if laid:
         space = attrs.evolve(space, counts=laid)
     else:
         layout_gap, engine_gap = space.counts, None
-    ev = search.evaluate(m, d, batch=b, context=s, w_p=w_p, sharing=sigma, frag=phi, reserved=reserved,
-                         space=space, pipeline=pipeline)
-    pinned_dtype = _pin(sc, "kv_dtype") is not None
-    narrowest = min((DTYPES[x].width for x in space.dtypes), default=2.0)
-    # R3 per layout: with 16-bit KV and the lossless domains on, does this layout read fewer KV
-    # bytes than weight bytes per step (below s*)?
-    w_read = _f(rf.weight_bytes_read(m, b, w_p))
-    below = ev.kv_read / (ev.width / 2.0) / ev.retention < w_read
-    pinned_lossy = pinned_dtype or _pin(sc, "retention") is not None
-    if below.any() and not pinned_lossy:
-        why["R3"] = "below s*: compressing the cache barely helps (R3)"
+    return space, why, pipeline, engine_gap, layout_gap
 
-    # R8 for eviction: with the candidate's width and no eviction, is the layout already below s*?
-    quant_below = ev.kv_read / ev.retention < w_read
+
+def _apply_rules(sc: Any, ev: Evaluated, space: Space, why: dict[str, str], rules: Mapping[str, Rule],
+                 layout_gap: Optional[tuple[int, ...]]) -> _Filtered:
+    """Ask each rule's filter about each candidate (the first rejection names it), then fit, which
+    takes precedence as the reason given, then the SLOs; with a layout gap every candidate is
+    rejected for it. When nothing is left, a rule that yields to capacity readmits what it removed
+    that fits and keeps every token. Records each rejection in `ev.reject` and each rule's note in `why`."""
+    narrowest = min((DTYPES[x].width for x in space.dtypes), default=2.0)
+    view = SearchView(sc, ev, _f(rf.weight_bytes_read(sc.model, sc.batch, sc.weights.width)), narrowest)
+    filters = [r for r in rules.values() if r.reject is not None]
+    for r in rules.values():
+        said = r.note(view) if r.note is not None else None
+        if said is not None:
+            why[r.id] = said
     ok = np.ones(len(ev), dtype=bool)
-    r3 = np.zeros(len(ev), dtype=bool)
-    pinned_r = _pin(sc, "retention") is not None
-    rule_bad = np.zeros(len(ev), dtype=bool)  # breaks R4 or R8 (never the closest plan when nothing fits)
+    bound: set[int] = set()  # removed by a rule that binds when nothing fits: never the closest plan
+    binding = {r.id for r in rules.values() if r.yields is None}
     for i in range(len(ev)):
-        lossy = ev.width[i] < 2.0 or ev.retention[i] < 1.0
-        if layout_gap is not None:
-            ev.reject[i] = _no_layout(m, int(ev.n[i]))
-            ok[i] = False
+        if layout_gap is not None:  # no split of the model takes the count: no rule or fit is asked
+            ev.reject[i], ok[i] = Rejection(None, _no_layout(sc.model, int(ev.n[i])), cause="layout"), False
             continue
-        if lossy and below[i] and not pinned_lossy:
-            ev.reject[i] = (f"R3: below s* on this layout (KV read {fmt_unit(ev.kv_read[i] / (ev.width[i] / 2.0) / ev.retention[i], 'B')}"
-                            f" < weights {fmt_unit(w_read, 'B')} per step at 16-bit)")
-            ok[i], r3[i] = False, True
-        elif ev.retention[i] < 1.0 and ev.width[i] > narrowest and not pinned_dtype and not pinned_r:
-            ev.reject[i] = "R4: quantize to the narrowest admissible width before evicting"
-            ok[i], rule_bad[i] = False, True
-        elif ev.retention[i] < 1.0 and quant_below[i] and not pinned_r:
-            ev.reject[i] = (f"R8: with {ev.dtype[i]} KV the point is already below s* on this layout; "
-                            "evicting would add risk for little speed")
-            ok[i], rule_bad[i] = False, True
+        rejection = _first_rejection(view, filters, i)
+        if rejection is not None and rejection.rule in binding:
+            bound.add(i)
         if not ev.fits[i]:  # not fitting decides it before any design rule: the reason given is that one
-            ev.reject[i] = _no_fit(m, ev, i)
-            ok[i] = False
-    r3_yields = False
-    if not ok.any():
-        # Below s* yet above s_cap with no more devices allowed: R6 cannot shard, so R3 yields to
-        # capacity and the least lossy width that fits is admitted (a capacity decision, not speed).
-        rescued = [i for i in range(len(ev)) if r3[i] and ev.fits[i] and ev.retention[i] >= 1.0]
-        for i in rescued:
-            ok[i], ev.reject[i] = True, ""
-        if rescued:
-            r3_yields = True
-            why["R3"] = "R3 yields to capacity: below s* but nothing uncompressed fits on the allowed devices"
+            rejection = Rejection(None, _no_fit(sc.model, ev, i), cause="fit")
+        if rejection is not None:
+            ev.reject[i], ok[i] = rejection, False
+    yielded = _yield_to_capacity(ev, ok, rules, why) if not ok.any() else frozenset()
     slo_step, slo_thr = sc.slo_step_time, sc.slo_throughput
     meets = np.array([search.slo_violation(ev, i, slo_step, slo_thr) <= 1.0 + 1e-12 for i in range(len(ev))])
     for i in range(len(ev)):
         if ok[i] and not meets[i]:
-            ev.reject[i] = _slo_reason(ev, i, slo_step, slo_thr)
-    feasible_idx = [i for i in range(len(ev)) if ok[i] and meets[i]]
-    fitting_idx = [i for i in range(len(ev)) if ok[i]]
+            ev.reject[i] = Rejection(None, _slo_reason(ev, i, slo_step, slo_thr), cause="slo")
+    return _Filtered([i for i in range(len(ev)) if ok[i] and meets[i]], [i for i in range(len(ev)) if ok[i]],
+                     yielded, frozenset(bound))
 
-    unmet: list[Unmet] = []
-    if r3_yields:
-        pool = feasible_idx or fitting_idx
+
+def _first_rejection(view: SearchView, filters: list[Rule], i: int) -> Optional[Rejection]:
+    """The first rule's rejection of candidate i, in the registry's order; None when every rule lets it stay."""
+    return next((x for x in (r.reject(view, i) for r in filters if r.reject is not None) if x is not None), None)
+
+
+def _yield_to_capacity(ev: Evaluated, ok: Any, rules: Mapping[str, Rule], why: dict[str, str]) -> frozenset[str]:
+    """Nothing is left: each rule that yields to capacity readmits what it removed that fits and
+    keeps every token (into `ok`); the rules that did."""
+    # Below s* yet above s_cap with no more devices allowed: R6 cannot shard, so R3 yields to
+    # capacity and the least lossy width that fits is admitted (a capacity decision, not speed).
+    yielded: set[str] = set()
+    for r in rules.values():
+        if r.yields is None:
+            continue
+        rescued = [i for i in range(len(ev)) if _rejected_by(ev, i, r.id) and ev.fits[i]
+                   and ev.retention[i] >= 1.0]
+        for i in rescued:
+            ok[i], ev.reject[i] = True, None
+        if rescued:
+            yielded.add(r.id)
+            why[r.id] = r.yields
+    return frozenset(yielded)
+
+
+def _rejected_by(ev: Evaluated, i: int, rule: str) -> bool:
+    x = ev.reject[i]
+    return x is not None and x.rule == rule
+
+
+def _choose(sc: Any, ev: Evaluated, kept: _Filtered, min_gain: float) -> int:
+    """The chosen candidate by the objective, and why each other one lost (into `ev.reject`)."""
+    slo_step, slo_thr = sc.slo_step_time, sc.slo_throughput
+    if kept.yielded:
+        pool = kept.feasible or kept.fitting
         best = min(pool, key=lambda i: (search.slo_violation(ev, i, slo_step, slo_thr), ev.lossy[i], ev.n[i],
                                         ev.step[i], i))
-    elif feasible_idx:
-        order = search.objective_order(ev, feasible_idx, sc.objective)
-        best = order[0]
+    elif kept.feasible:
+        best = search.objective_order(ev, kept.feasible, sc.objective)[0]
         if sc.objective != "most-headroom":
-            best = search.relax_to_less_lossy(ev, best, feasible_idx, min_gain)
-    elif fitting_idx:
-        best = min(fitting_idx, key=lambda i: (search.slo_violation(ev, i, slo_step, slo_thr),
-                                               *search.objective_order(ev, [i], sc.objective)))
+            best = search.relax_to_less_lossy(ev, best, kept.feasible, min_gain)
+    elif kept.fitting:
+        best = min(kept.fitting, key=lambda i: (search.slo_violation(ev, i, slo_step, slo_thr),
+                                                *search.objective_order(ev, [i], sc.objective)))
     else:
-        rule_ok = [i for i in range(len(ev)) if not rule_bad[i]] or list(range(len(ev)))
+        # nothing fits: the closest candidate, among those no binding rule removed (a rule that
+        # yields to capacity, R3, does not bind here); read from each rejection's rule before fit took over
+        rule_ok = [i for i in range(len(ev)) if i not in kept.bound] or list(range(len(ev)))
         best = min(rule_ok, key=lambda i: (ev.n[i] * (ev.need_dev[i] - ev.usable_dev[i]), ev.lossy[i], i))
     for i in range(len(ev)):
-        if i != best and not ev.reject[i]:
+        if i != best and ev.reject[i] is None:
             ev.reject[i] = search.compare_reason(ev, i, best, sc.objective)
+    return best
 
+
+def _outcome(sc: Any, setup: _Setup, map0: _Map0, ev: Evaluated, best: int, space: Space, kept: _Filtered,
+             knobs: _Knobs, gaps: tuple[Optional[tuple[int, ...]], Optional[tuple[int, ...]]],
+             suggest: bool) -> Plan:
+    """The plan of the chosen candidate without its decisions: metrics, what is unmet, the tier,
+    the regime map re-evaluated (R8), the byte factors and the assumptions."""
+    m, d, w_p = sc.model, sc.device, sc.weights.width
+    b, s = sc.batch, sc.context
     kv = DTYPES[str(ev.dtype[best])]
-    r = float(ev.retention[best])
-    n = int(ev.n[best])
-    tp = int(ev.tp[best])
-    placement = str(ev.placement[best])
-    factors = KvFactors(retention=r, sharing=sigma, frag=phi)
+    r, n, tp, placement = float(ev.retention[best]), int(ev.n[best]), int(ev.tp[best]), str(ev.placement[best])
+    factors = KvFactors(retention=r, sharing=setup.sigma, frag=setup.phi)
     cfg = rf.Config(m, d, n_devices=n, tp=tp, w_p=w_p, w_kv=kv.width, factors=factors, placement=placement,
-                    reserved=reserved)
-    base = rf.Config(m, d, n_devices=n, tp=tp, w_p=w_p, w_kv=2.0, placement="striped", reserved=reserved)
-
-    metrics = _metrics(cfg, b, s, reserves)
-    baseline = _metrics(base, b, s, reserves)
-    speed = baseline_step = dict(baseline)["step_time"].value
-    speed = speed / dict(metrics)["step_time"].value
+                    reserved=setup.reserved)
+    base = rf.Config(m, d, n_devices=n, tp=tp, w_p=w_p, w_kv=2.0, placement="striped", reserved=setup.reserved)
+    metrics = _metrics(cfg, b, s, setup.reserves)
+    baseline = _metrics(base, b, s, setup.reserves)
+    speed = dict(baseline)["step_time"].value / dict(metrics)["step_time"].value
     metrics.append(("speedup", derived(speed, "x", "baseline step time / plan step time (memory-bound, docs/model.md §6)")))
+    unmet = _unmet(sc, ev, best, space, setup, knobs, gaps, suggest)
+    tier = _tier(sc, kv.width, factors, tp, knobs.eta)                 # tier
+    s_star1 = _f(rf.s_star(cfg, b))
+    s_cap1 = _f(rf.s_cap(cfg, b, setup.block))
+    return Plan(
+        scenario=sc, kv_dtype=kv, retention=r, block_size=setup.block, prefix_caching=setup.prefix_caching,
+        sharing=setup.sigma, placement=placement, n_devices=n, tp=tp, pp=n // tp, tier=tier,
+        regime_before=map0.regime, regime_after=str(rf.regime(s, s_star1, s_cap1)),
+        map_before=_map_before(sc, map0), map_after=_map_after(sc, cfg, kv.width, factors, s_star1, s_cap1, setup.block),
+        metrics=tuple(metrics), baseline=tuple(baseline),
+        byte_factors=_byte_factors(kv.width, r, s, setup), decisions=(), unmet=tuple(unmet),
+        assumptions=_assumptions(sc, knobs, setup.reserves, tier, setup.sigma),
+        candidates_evaluated=len(ev), feasible=bool(kept.feasible), reserves=setup.reserves,
+    )
 
-    knobs = _Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, reserved)
-    fits_best = bool(ev.fits[best])
+
+def _unmet(sc: Any, ev: Evaluated, best: int, space: Space, setup: _Setup, knobs: _Knobs,
+           gaps: tuple[Optional[tuple[int, ...]], Optional[tuple[int, ...]]], suggest: bool) -> list[Unmet]:
+    """What the chosen candidate misses: a layout, fit or the SLOs, and a device count the engine
+    cannot run. `gaps` is (engine_gap, layout_gap) from _search_space."""
+    m = sc.model
+    engine_gap, layout_gap = gaps
+    unmet: list[Unmet] = []
     if layout_gap is not None:
         unmet.append(_unmet_layout(sc, knobs, layout_gap, suggest))
-    elif not fits_best:
-        unmet.append(_unmet_fit(sc, ev, best, space, sigma, phi, knobs, w_p, suggest))
+    elif not bool(ev.fits[best]):
+        unmet.append(_unmet_fit(sc, ev, best, space, setup.sigma, setup.phi, knobs, sc.weights.width, suggest))
     else:
-        for u in _unmet_slo(sc, ev, best, slo_step, slo_thr, knobs, space, suggest):
-            unmet.append(u)
+        unmet += _unmet_slo(sc, ev, best, sc.slo_step_time, sc.slo_throughput, knobs, space, suggest)
+    if engine_gap is None:
+        return unmet
+    gap: list[Suggestion] = []
+    if suggest:
+        near = sorted((c for c in SUGGESTED_COUNTS if c in search.tp_options(m, c)),
+                      key=lambda c: (abs(c - max(engine_gap)), c))
+        for c in near:
+            changes, edits = _devices_change(sc, c)
+            if _replan(sc, knobs, **changes) is not None:
+                gap.append((f"devices = {c} (splits into {c} tensor-parallel ranks)", edits))
+                break
+        for e in concrete():  # the engines' records say which run pipeline stages
+            if get_engine(e).pipeline and _replan(sc, knobs, engine=e) is not None:
+                gap.append((f"engine = {e} (it has pipeline parallelism)", (("engine", "=", e),)))
+                break
+    unmet.append(Unmet(
+        "engine", f"{sc.engine} has no pipeline parallelism, and {', '.join(map(str, engine_gap))} devices cannot all "
+        f"be tensor-parallel ranks of {m.id} ({m.n_q} query heads, {m.n_kv} KV heads)",
+        derived(float(int(ev.n[best])), "1", "devices planned with pipeline stages the engine cannot run"),
+        tuple(t for t, _ in gap), tuple(c for _, c in gap)))
+    return unmet
 
-    if engine_gap is not None:
-        gap: list[Suggestion] = []
-        if suggest:
-            near = sorted((c for c in SUGGESTED_COUNTS if c in search.tp_options(m, c)),
-                          key=lambda c: (abs(c - max(engine_gap)), c))
-            for c in near:
-                changes, edits = _devices_change(sc, c)
-                if _replan(sc, knobs, **changes) is not None:
-                    gap.append((f"devices = {c} (splits into {c} tensor-parallel ranks)", edits))
-                    break
-            for e in concrete():  # the engines' records say which run pipeline stages
-                if get_engine(e).pipeline and _replan(sc, knobs, engine=e) is not None:
-                    gap.append((f"engine = {e} (it has pipeline parallelism)", (("engine", "=", e),)))
-                    break
-        unmet.append(Unmet(
-            "engine", f"{sc.engine} has no pipeline parallelism, and {', '.join(map(str, engine_gap))} devices cannot all "
-            f"be tensor-parallel ranks of {m.id} ({m.n_q} query heads, {m.n_kv} KV heads)",
-            derived(float(n), "1", "devices planned with pipeline stages the engine cannot run"),
-            tuple(t for t, _ in gap), tuple(c for _, c in gap)))
-    tier = _tier(sc, kv.width, factors, tp, eta)
-    s_star1 = _f(rf.s_star(cfg, b))
-    s_cap1 = _f(rf.s_cap(cfg, b, block))
-    regime_after = str(rf.regime(s, s_star1, s_cap1))
 
-    w_held = rf.weight_bytes_held(m, w_p)
-    pp0 = n0 // tp0
-    where0 = "one device" if n0 == 1 else (f"N = {n0} (tp {tp0} × pp {pp0}, the layout `kvplan map --devices {n0} "
-                                          f"--tp {tp0}` draws), the fewest devices that hold the weights")
-    unheld = weights_unheld_note(m, d, w_p) if n_fit is None else ""
-    rho0 = base1.kv_replication
-    rho_txt = f"·ρ" if rho0 != 1 else ""
-    rho_note = f", ρ = {rho0:g} copies of each KV byte over the tp ranks" if rho0 != 1 else ""
-    layers0 = int(memory.stage_layers(m, pp0))
-    if n0 == 1:
-        cap_src = "s_cap(b) = (C − P·w_p)/(b·κ), one device, 16-bit KV (docs/model.md §5)"
-    elif layers0 * pp0 == m.n_layers:
-        cap_src = f"s_cap(b) = (N·C − P·w_p)/(b·κ{rho_txt}), {where0}{rho_note}, 16-bit KV (docs/model.md §5)"
-    else:  # the stages split the layers unevenly: the most loaded device fills first
-        cap_src = (f"s_cap(b) = (C − W_d)·L·tp/(⌈L/pp⌉·b·κ{rho_txt}), W_d = P·w_p·⌈L/pp⌉/(L·tp) the weights of the "
-                   f"most loaded device ({layers0} of {m.n_layers} layers on one of {pp0} pipeline stages), "
-                   f"{where0}{rho_note}, 16-bit KV (docs/model.md §5)")
-    map_before = (
+def _map_before(sc: Any, map0: _Map0) -> tuple[tuple[str, Value], ...]:
+    """R1's figures: κ, s*, s_cap and where the context sits, on the map's n0 devices."""
+    m, d, s, n0 = sc.model, sc.device, sc.context, map0.n0
+    w_held = rf.weight_bytes_held(m, sc.weights.width)
+    where0 = _where0(map0)
+    unheld = weights_unheld_note(m, d, sc.weights.width) if map0.n_fit is None else ""
+    return (
         (("devices", derived(n0, "1", f"the fewest {d.id} whose memory N·C holds the weights P·w_p = "
                                       f"{fmt_unit(w_held, 'B')}: the map is drawn there")),) if n0 > 1 else
         (("devices", attrs.evolve(derived(1, "1", f"none: {unheld}; the map is drawn on one device"),
                                   absent="none up to the device limit")),) if unheld else ()) + (
         ("kappa", derived(kappa(m, 2.0), "B", "κ at 16-bit (docs/model.md §2)")),
-        ("s_star", derived(s_star0, "tokens", "s*(b) = P·w_p/(b·κ), 16-bit KV"
+        ("s_star", derived(map0.s_star, "tokens", "s*(b) = P·w_p/(b·κ), 16-bit KV"
                            + (f", {where0}, KV replication per tp rank" if n0 > 1 else "") + " (docs/model.md §5)")),
-        ("s_cap", cap_value(s_cap0, cap_src, w_held, base1.capacity, base1)),
-        ("context_over_s_star", derived(s / s_star0 if s_star0 > 0 else 0.0, "x", "s / s*")),
-        ("context_over_s_cap", over_cap_value(s, s_cap0, w_held, base1.capacity, base1)),
+        ("s_cap", cap_value(map0.s_cap, _cap_source(m, map0, where0), w_held, map0.base.capacity, map0.base)),
+        ("context_over_s_star", derived(s / map0.s_star if map0.s_star > 0 else 0.0, "x", "s / s*")),
+        ("context_over_s_cap", over_cap_value(s, map0.s_cap, w_held, map0.base.capacity, map0.base)),
     )
-    map_after = (
-        ("kappa", derived(kappa(m, kv.width) * factors.traffic, "B", "κ·r/σ read per token after the plan")),
+
+
+def _where0(map0: _Map0) -> str:
+    n0, tp0 = map0.n0, map0.tp0
+    return "one device" if n0 == 1 else (f"N = {n0} (tp {tp0} × pp {n0 // tp0}, the layout `kvplan map --devices {n0} "
+                                         f"--tp {tp0}` draws), the fewest devices that hold the weights")
+
+
+def _cap_source(m: Any, map0: _Map0, where0: str) -> str:
+    """The R1 map's s_cap formula as the layout computes it: ρ copies over the tp ranks, and the most
+    loaded device when the pipeline stages split the layers unevenly."""
+    n0, pp0 = map0.n0, map0.n0 // map0.tp0
+    rho0 = map0.base.kv_replication
+    rho_txt = "·ρ" if rho0 != 1 else ""
+    rho_note = f", ρ = {rho0:g} copies of each KV byte over the tp ranks" if rho0 != 1 else ""
+    layers0 = int(memory.stage_layers(m, pp0))
+    if n0 == 1:
+        return "s_cap(b) = (C − P·w_p)/(b·κ), one device, 16-bit KV (docs/model.md §5)"
+    if layers0 * pp0 == m.n_layers:
+        return f"s_cap(b) = (N·C − P·w_p)/(b·κ{rho_txt}), {where0}{rho_note}, 16-bit KV (docs/model.md §5)"
+    # the stages split the layers unevenly: the most loaded device fills first
+    return (f"s_cap(b) = (C − W_d)·L·tp/(⌈L/pp⌉·b·κ{rho_txt}), W_d = P·w_p·⌈L/pp⌉/(L·tp) the weights of the "
+            f"most loaded device ({layers0} of {m.n_layers} layers on one of {pp0} pipeline stages), "
+            f"{where0}{rho_note}, 16-bit KV (docs/model.md §5)")
+
+
+def _map_after(sc: Any, cfg: rf.Config, w_kv: float, factors: KvFactors, s_star1: float, s_cap1: float,
+               block: int) -> tuple[tuple[str, Value], ...]:
+    """R8: the map re-evaluated for the chosen plan."""
+    m, s, n = sc.model, sc.context, cfg.n_devices
+    w_held = rf.weight_bytes_held(m, sc.weights.width)
+    return (
+        ("kappa", derived(kappa(m, w_kv) * factors.traffic, "B", "κ·r/σ read per token after the plan")),
         ("s_star", derived(s_star1, "tokens", "s* with the plan's width, r and σ (docs/model.md §5, rule R8)")),
         ("s_cap", cap_value(s_cap1, f"s_cap on {n} devices less the reserves, {block}-token pages, "
                                     "the most loaded device full (R8)", w_held, cfg.capacity, cfg)),
         ("context_over_s_star", derived(s / s_star1 if s_star1 > 0 else 0.0, "x", "s / s*")),
         ("context_over_s_cap", over_cap_value(s, s_cap1, w_held, cfg.capacity, cfg)),
     )
-    byte_factors = (
-        ("quantization", derived(kv.width / 2.0, "x", f"w_q/w_kv = {kv.width:g}/2")),
+
+
+def _byte_factors(w_kv: float, r: float, s: int, setup: _Setup) -> tuple[tuple[str, Value], ...]:
+    phi, sigma, block = setup.phi, setup.sigma, setup.block
+    return (
+        ("quantization", derived(w_kv / 2.0, "x", f"w_q/w_kv = {w_kv:g}/2")),
         ("eviction", derived(r, "x", "retention r")),
         ("paging", derived(1.0 + phi, "x", f"1 + φ, {block}-token pages at {s} tokens")),
         ("prefix_caching", derived(1.0 / sigma, "x", "1/σ")),
-        ("combined", derived(kv.width / 2.0 * r * (1.0 + phi) / sigma, "x", "(w_q/w_kv)·r·(1+φ)/σ (docs/model.md §3)")),
+        ("combined", derived(w_kv / 2.0 * r * (1.0 + phi) / sigma, "x", "(w_q/w_kv)·r·(1+φ)/σ (docs/model.md §3)")),
     )
+
+
+def _assumptions(sc: Any, knobs: _Knobs, reserves: memory.Reserves, tier: TierPlan, sigma: float) -> tuple[Value, ...]:
+    """The spec's defaults, then the planner's assumed defaults and overrides this plan used."""
+    m, d, b = sc.model, sc.device, sc.batch
+    reserve, min_gain, eta = knobs.reserve, knobs.min_gain, knobs.eta
     activation, runtime = reserves.resolve(d.memory)
     assumptions = tuple(sc.assumptions) + (
         assumed(reserve, "1", "memory reserve per device for activations and runtime " + (
             "(default: vLLM's default 0.92 utilization leaves 8%)" if reserve == DEFAULT_RESERVE else "(--reserve)")
-            + ("" if activation_reserve is not None else "; sizes the activation reserve")),
+            + ("" if knobs.activation_reserve is not None else "; sizes the activation reserve")),
         activation, runtime,
         assumed(min_gain, "x", "a lossier option must shorten the step by this factor to be preferred"
                 + (" (default)" if min_gain == DEFAULT_MIN_GAIN else " (--min-gain)")),
@@ -350,16 +473,7 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
     if rf.beta_eff(d, "striped", b)[1]:
         assumptions += (assumed(d.bandwidth, "B/s", f"{d.id} fabric unpublished: striped bandwidth taken "
                                                      "as the aggregate, an upper bound"),)
-
-    p = Plan(
-        scenario=sc, kv_dtype=kv, retention=r, block_size=block, prefix_caching=prefix_caching, sharing=sigma,
-        placement=placement, n_devices=n, tp=tp, pp=n // tp, tier=tier, regime_before=regime_before,
-        regime_after=regime_after, map_before=map_before, map_after=map_after, metrics=tuple(metrics),
-        baseline=tuple(baseline), byte_factors=byte_factors, decisions=(), unmet=tuple(unmet),
-        assumptions=assumptions, candidates_evaluated=len(ev), feasible=bool(feasible_idx), reserves=reserves,
-    )
-
-    return attrs.evolve(p, decisions=build_decisions(p, ev, best, space, why, baseline_step))
+    return assumptions
 
 
 def _metrics(cfg: rf.Config, b: int, s: int, reserves: memory.Reserves) -> list[tuple[str, Value]]:

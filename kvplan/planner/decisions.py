@@ -88,21 +88,49 @@ def _reported(results: Any) -> tuple[tuple[Value, ...], tuple[str, ...]]:
     return values, texts
 
 
+@attrs.frozen(slots=True)
+class _Inputs:
+    """What the decision builders read: the plan so far and the search that chose it."""
+
+    plan: Plan
+    ev: Evaluated
+    best: int
+    space: Space
+    why: dict[str, str]
+    baseline_step: float
+    yielded: frozenset[str]
+
+
 def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[str, str],
-                    baseline_step: float) -> tuple[Decision, ...]:
+                    baseline_step: float, yielded: frozenset[str] = frozenset()) -> tuple[Decision, ...]:
+    """The plan's decision records, one builder each; `yielded` holds the rules that gave way to capacity."""
+    inp = _Inputs(p, ev, best, space, why, baseline_step, yielded)
+    return (_regime(inp), _devices(inp), _quantization(inp), _eviction(inp), _paging(inp), _prefix_caching(inp),
+            _placement(inp), _tiering(inp), _reevaluation(inp))
+
+
+def _rule_of(ev: Evaluated, i: int) -> Optional[str]:
+    x = ev.reject[i]
+    return None if x is None else x.rule
+
+
+def _cause(ev: Evaluated, i: int) -> Optional[str]:
+    x = ev.reject[i]
+    return None if x is None else x.cause
+
+
+def _regime(inp: _Inputs) -> Decision:
+    """R1: where the deployment sits on the regime map."""
+    p = inp.plan
     sc = p.scenario
-    m, d = sc.model, sc.device
-    b, s = sc.batch, sc.context
+    m = sc.model
+    d = sc.device
+    b = sc.batch
+    s = sc.context
     mb = dict(p.map_before)
-    ma = dict(p.map_after)
-    n, r, kv = p.n_devices, p.retention, p.kv_dtype
-    pins = sc.pins
-    out: list[Decision] = []
     n0 = int(mb["devices"].value) if "devices" in mb and not mb["devices"].absent else 1  # the R1 map's count
     where0 = "one device" if n0 == 1 else f"{n0} × {d.id}, the fewest that hold the weights,"
-
-    # R1 ---------------------------------------------------------------- regime
-    out.append(Decision(
+    return Decision(
         domain="regime", title="Where the deployment sits", choice=p.regime_before, rules=("R1",),
         context=(f"{m.id} ({fmt_unit(m.params, '1')} parameters, {sc.weights.id} weights) on {d.id}, "
                  f"batch {b}, context {s:,} tokens",
@@ -113,9 +141,22 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
         numbers=tuple(p.map_before),
         consequences=("below s* compression barely helps (R3); above s* KV bytes become speed (R4); "
                       "above s_cap the deployment must shard or shrink (R6)",),
-    ))
+    )
 
-    # devices (R6 when capacity-bound) ---------------------------------------
+
+def _devices(inp: _Inputs) -> Decision:
+    """How many devices (R6 when capacity-bound or the weights need several)."""
+    p = inp.plan
+    sc = p.scenario
+    d = sc.device
+    mb = dict(p.map_before)
+    n = p.n_devices
+    r = p.retention
+    kv = p.kv_dtype
+    pins = sc.pins
+    n0 = int(mb["devices"].value) if "devices" in mb and not mb["devices"].absent else 1  # the R1 map's count
+    ev = inp.ev
+    baseline_step = inp.baseline_step
     dev_opts = []
     best_per_n: dict[int, int] = {}
     for i in range(len(ev)):  # one line per device count: its best tensor-parallel split
@@ -130,7 +171,7 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
     for i in same_tp:
         dev_opts.append(Option(f"{n} × {d.id} (tp {int(ev.tp[i])}, pp {n // int(ev.tp[i])})",
                                ev.reject[i] or "not preferred", _nums(ev, i, baseline_step)))
-    more = sorted(c for c in best_per_n if c > n and ev.reject[best_per_n[c]].startswith("needs"))
+    more = sorted(c for c in best_per_n if c > n and _cause(ev, best_per_n[c]) == "more-devices")
     for c, i in sorted(best_per_n.items()):
         if c == n or c in more:
             continue
@@ -138,10 +179,11 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
                                _nums(ev, i, baseline_step)))
     if more:
         dev_opts.append(Option(f"{', '.join(map(str, more))} × {d.id}", f"more devices than the {n} that suffice"))
-    out.append(Decision(
+    return Decision(
         domain="devices", title="How many devices", choice=(
             f"{n} × {d.id}: no valid tensor × pipeline split" if any(u.constraint == "layout" for u in p.unmet)
-            else f"{n} × {d.id} (tensor parallel {p.tp}, pipeline {p.pp})"), rules=("R6",) if p.regime_before == "capacity-bound" or n0 > 1 else (),
+            else f"{n} × {d.id} (tensor parallel {p.tp}, pipeline {p.pp})"),
+        rules=("R6",) if p.regime_before == "capacity-bound" or n0 > 1 else (),
         context=(f"memory needed {p.metric('memory_needed').human}, usable {p.metric('memory_usable').human}",
                  f"devices: {sc.devices.mode}" + (f" ≤ {sc.devices.n}" if sc.devices.mode == "max" else
                                                   f" = {sc.devices.n}" if sc.devices.mode == "fixed" else ""),
@@ -151,9 +193,20 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
         numbers=(("memory_needed", p.metric("memory_needed")), ("memory_usable", p.metric("memory_usable")),
                  ("device_need", p.metric("device_need")), ("headroom", p.metric("headroom"))),
         options=tuple(dev_opts), pinned="devices" in pins,
-    ))
+    )
 
-    # R3/R4 quantization --------------------------------------------------------
+
+def _quantization(inp: _Inputs) -> Decision:
+    """R3/R4: the KV cache dtype."""
+    p = inp.plan
+    sc = p.scenario
+    n = p.n_devices
+    kv = p.kv_dtype
+    pins = sc.pins
+    ev = inp.ev
+    space = inp.space
+    why = inp.why
+    baseline_step = inp.baseline_step
 
     q_opts = []
     for dt in DTYPE_ORDER:
@@ -164,13 +217,13 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
             q_opts.append(Option(dt, _why_absent(p, dt, why)))
         else:
             q_opts.append(Option(dt, ev.reject[j] or "not preferred", _nums(ev, j, baseline_step)))
-    r3 = kv.id == "bf16" and any(ev.reject[i].startswith("R3") for i in range(len(ev))
+    r3 = kv.id == "bf16" and any(_rule_of(ev, i) == "R3" for i in range(len(ev))
                                  if ev.n[i] == n and ev.tp[i] == p.tp)
-    yields = why.get("R3", "").startswith("R3 yields")
+    yields = "R3" in inp.yielded
     q_rules = ("R3", "R6") if yields else ("R3",) if r3 else ("R4",) if kv.id != "bf16" else ()
     evidence, evidence_text = _reported(for_choice("quantization", kv_dtype=kv.id))
     s_q = compression_gain(p, 2.0 / kv.width).gain
-    out.append(Decision(
+    return Decision(
         domain="quantization", title="KV cache dtype", choice=kv.id, rules=q_rules,
         context=(f"quality budget '{sc.budget}', engine {sc.engine}",
                  f"admissible here: {', '.join(space.dtypes)}"),
@@ -184,9 +237,20 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
                                                            "layout, prefix sharing as planned (docs/model.md §6)"))),
         evidence=evidence, options=tuple(q_opts), pinned="kv_dtype" in pins,
         consequences=(kv.note,) if kv.note else (), reported_text=evidence_text,
-    ))
+    )
 
-    # R5 eviction --------------------------------------------------------------
+
+def _eviction(inp: _Inputs) -> Decision:
+    """R5: token eviction."""
+    p = inp.plan
+    sc = p.scenario
+    n = p.n_devices
+    r = p.retention
+    kv = p.kv_dtype
+    pins = sc.pins
+    ev = inp.ev
+    space = inp.space
+    baseline_step = inp.baseline_step
     e_opts = []
     for rr in sorted(set(space.retentions) | {1.0}, reverse=True):
         if rr == r:
@@ -199,15 +263,21 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
     elif not get_engine(sc.engine).eviction:
         e_opts.append(Option("r < 1", f"engine {sc.engine} cannot evict tokens inside a request"))
     ev_evidence, ev_text = _reported(for_choice("eviction", retention=r)) if r < 1 else ((), ())
-    out.append(Decision(
+    return Decision(
         domain="eviction", title="Token eviction", choice=f"retention {r:g}", rules=("R5",),
         context=(f"eviction {'allowed' if sc.eviction_allowed else 'forbidden'}, min_retention {sc.min_retention:g}",),
         decision=("We will keep every token." if r >= 1 else f"We will keep {r:.0%} of the tokens (r = {r:g} ≥ 0.5)."),
         numbers=(("retention", derived(r, "x", "r")),), evidence=ev_evidence, options=tuple(e_opts),
         pinned="retention" in pins, reported_text=ev_text,
-    ))
+    )
 
-    # R2 paging ----------------------------------------------------------------
+
+def _paging(inp: _Inputs) -> Decision:
+    """R2: paged KV allocation and its page size."""
+    p = inp.plan
+    sc = p.scenario
+    s = sc.context
+    pins = sc.pins
     eng = get_engine(sc.engine)
     phi_here = float(fragmentation(s, p.block_size))
 
@@ -222,7 +292,7 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
     page_opts = tuple(Option(f"{bs}-token pages", page_reason(bs),
                              (("fragmentation", derived(float(fragmentation(s, bs)), "%", "φ = ceil(s/B)·B/s − 1")),))
                       for bs in eng.block_sizes if bs != p.block_size)
-    out.append(Decision(
+    return Decision(
         domain="paging", title="Paged KV allocation", choice=f"{p.block_size}-token pages", rules=("R2",),
         context=(f"engine {sc.engine} default page: {eng.default_block} tokens",),
         decision=f"We will page the KV cache in {p.block_size}-token blocks.",
@@ -230,10 +300,15 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
                                            "φ = ceil(s/B)·B/s − 1 at this context")),),
         options=page_opts + (Option("contiguous allocation", "reserves the maximum length per sequence (R2)"),),
         pinned="block_size" in pins,
-    ))
+    )
 
-    # R2 prefix caching ----------------------------------------------------------
-    out.append(Decision(
+
+def _prefix_caching(inp: _Inputs) -> Decision:
+    """R2: prefix caching."""
+    p = inp.plan
+    sc = p.scenario
+    pins = sc.pins
+    return Decision(
         domain="prefix-caching", title="Prefix caching", choice="on" if p.prefix_caching else "off", rules=("R2",),
         context=(f"prefix {sc.prefix:,} tokens shared by {sc.fanout} requests",),
         decision=("We will enable prefix caching" + (f"; the shared prefix gives σ = {p.sharing:.3g}."
@@ -242,9 +317,21 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
         numbers=(("sharing", derived(p.sharing, "x", "σ = n·s/(p + n(s − p)) (docs/model.md §3)")),),
         options=(Option("off", "lossless and free: R2 keeps it on"),) if p.prefix_caching else (),
         pinned="prefix_caching" in pins,
-    ))
+    )
 
-    # R7 placement -------------------------------------------------------------
+
+def _placement(inp: _Inputs) -> Decision:
+    """R7: KV page placement."""
+    p = inp.plan
+    sc = p.scenario
+    d = sc.device
+    b = sc.batch
+    n = p.n_devices
+    r = p.retention
+    kv = p.kv_dtype
+    pins = sc.pins
+    ev = inp.ev
+    baseline_step = inp.baseline_step
     pl_nums = []
     for name in rf.PLACEMENTS:
         beta, upper = rf.beta_eff(d, name, b)
@@ -260,7 +347,7 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
                 "R7: pinning every page to one partition streams at β/n_part" if name == "pinned"
                 else f"the spec sets placement = {sc.placement}")
             pl_opts.append(Option(name, reason, _nums(ev, j, baseline_step) if j is not None else ()))
-    out.append(Decision(
+    return Decision(
         domain="placement", title="KV page placement", choice=p.placement, rules=("R7",) if d.partitions > 1 else (),
         context=(f"{d.id}: {d.partitions} memory partition{'s' if d.partitions > 1 else ''}, "
                  f"{fmt_unit(d.partition_bandwidth, 'B/s')} each, fabric "
@@ -268,13 +355,18 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
         decision=(f"We will place pages {p.placement}." if d.partitions > 1 else
                   "One partition: placement does not change the bandwidth."),
         numbers=tuple(pl_nums), options=tuple(pl_opts), pinned="placement" in pins,
-    ))
+    )
 
-    # R6 tiering -----------------------------------------------------------------
+
+def _tiering(inp: _Inputs) -> Decision:
+    """R6: tiering for reuse."""
+    p = inp.plan
+    sc = p.scenario
+    pins = sc.pins
     t = p.tier
     t_nums = tuple((k, v) for k, v in (("prefill_time", t.prefill_time), ("fetch_time", t.fetch_time),
                                        ("tier_bytes", t.bytes)) if v is not None)
-    out.append(Decision(
+    return Decision(
         domain="tiering", title="Tiering for reuse", choice=t.tier, rules=("R6",),
         context=(f"reuse {sc.reuse:.0%} of contexts across sessions",
                  f"host link: {t.link or 'none in the catalog'}"),
@@ -288,10 +380,14 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
                   Option("host tier", "fetching is no faster than recomputing") if t.tier == "none" else
                   Option("recompute (prefill) on reuse", f"the {t.tier} tier is pinned"))),
         pinned="tier" in pins,
-    ))
+    )
 
-    # R8 re-evaluation -----------------------------------------------------------
-    out.append(Decision(
+
+def _reevaluation(inp: _Inputs) -> Decision:
+    """R8: the map after the plan."""
+    p = inp.plan
+    ma = dict(p.map_after)
+    return Decision(
         domain="re-evaluation", title="The map after the plan", choice=p.regime_after, rules=("R8",),
         context=(f"before: {p.regime_before}; combined byte factor {dict(p.byte_factors)['combined'].human}",),
         decision=f"After the plan the point is {p.regime_after}: s* = {ma['s_star'].human}, "
@@ -300,5 +396,4 @@ def build_decisions(p: Plan, ev: Evaluated, best: int, space: Space, why: dict[s
         consequences=(("further KV compression would barely help now (R3)",) if p.regime_after == "weight-bound"
                       else ("the deployment does not fit as planned",) if p.regime_after == "capacity-bound"
                       else ("KV bytes still set the step time: more compression would still be speed",)),
-    ))
-    return tuple(out)
+    )

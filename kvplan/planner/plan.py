@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Optional
+from typing import Any, Literal, Optional, Union
 
 import attrs
 
@@ -15,12 +15,33 @@ from kvplan.model.kernels.flashinfer import plan_kernel
 from kvplan.model.memory import Reserves
 
 
+#: Why a candidate left the search when no design rule removed it.
+Cause = Literal["rule", "fit", "layout", "slo", "objective", "more-devices"]
+
+
+@attrs.frozen(slots=True)
+class Rejection:
+    """Why the search turned a candidate down: the design rule that removed it (None when it does
+    not fit, misses an SLO or loses on the objective), the reason in words, the numbers behind it.
+    Code reads `rule` and `cause`, never the words; renderers format the record."""
+
+    rule: Optional[str]               # R1..R8, or a registered rule's id
+    reason: str
+    numbers: tuple[tuple[str, Value], ...] = ()
+    cause: Cause = "rule"
+
+    def __attrs_post_init__(self) -> None:
+        if (self.rule is None) == (self.cause == "rule"):
+            raise ValueError("a rejection names its rule exactly when its cause is a rule")
+
+
 @attrs.frozen(slots=True)
 class Option:
-    """An option considered for a decision and why it was or was not taken."""
+    """An option considered for a decision and why it was or was not taken (a Rejection when the
+    search turned it down, words when it never reached the search)."""
 
     choice: str
-    reason: str
+    reason: Union[str, Rejection]
     numbers: tuple[tuple[str, Value], ...] = ()
 
 

@@ -20,6 +20,7 @@ from kvplan.model import memory
 from kvplan.model import roofline as rf
 from kvplan.model.analysis import widest_tp
 from kvplan.model.footprint import kv_bytes_per_seq
+from kvplan.planner.plan import Rejection
 
 Array = npt.NDArray[np.float64]
 
@@ -91,7 +92,7 @@ class Evaluated:
     headroom: Array
     fits: npt.NDArray[np.bool_]
     lossy: npt.NDArray[np.int64]
-    reject: list[str]
+    reject: list[Optional[Rejection]]   # None while the candidate stands
 
     def __len__(self) -> int:
         return len(self.width)
@@ -138,7 +139,7 @@ def evaluate(model: Model, device: Any, *, batch: int, context: int, w_p: float,
         need=need, capacity=capacity, need_dev=need_dev, usable_dev=usable, step=step, throughput=batch / step,
         headroom=headroom, fits=need_dev <= usable,
         lossy=np.array([lossiness(g[0], g[1]) for g in grid], dtype=np.int64),
-        reject=[""] * len(grid),
+        reject=[None] * len(grid),
     )
 
 
@@ -179,8 +180,13 @@ def slo_violation(ev: Evaluated, i: int, slo_step: Optional[float], slo_thr: Opt
     return float(v)
 
 
-def compare_reason(ev: Evaluated, i: int, best: int, objective: str) -> str:
+def compare_reason(ev: Evaluated, i: int, best: int, objective: str) -> Rejection:
     """Why a feasible candidate lost to the chosen one, in the objective's terms."""
+    return Rejection(None, _compare_words(ev, i, best, objective), cause=(
+        "more-devices" if ev.n[i] > ev.n[best] and objective == "fewest-devices" else "objective"))
+
+
+def _compare_words(ev: Evaluated, i: int, best: int, objective: str) -> str:
     if ev.n[i] > ev.n[best] and objective == "fewest-devices":
         return f"needs {int(ev.n[i])} devices where {int(ev.n[best])} suffice"
     if ev.step[i] > ev.step[best] * (1 + 1e-9):

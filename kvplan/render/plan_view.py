@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import textwrap
-from typing import Any, Sequence
+from typing import Any, Sequence, Union
 
 from kvplan.base.evidence import Value, to_jsonable
-from kvplan.planner.plan import Decision, Plan
+from kvplan.planner.plan import Decision, Plan, Rejection
 from kvplan.planner.rules import RULES
 from kvplan.render.common import dump_json
 
 WIDTH = 100
+
+
+def reason_text(reason: Union[str, Rejection]) -> str:
+    """Why an option was turned down, in words: a rule's rejection leads with the rule's id."""
+    if isinstance(reason, str):
+        return reason
+    return f"{reason.rule}: {reason.reason}" if reason.rule is not None else reason.reason
 
 
 def _v(v: Value) -> str:
@@ -60,7 +67,7 @@ def _text_one(p: Plan) -> list[str]:
         out.append(f"  {d.domain:<15} {d.choice}{pin}{rules}")
         out.extend(_wrap(d.decision, " " * 18))
         for o in d.options:
-            out.extend(_wrap(f"rejected {o.choice}: {o.reason}", " " * 20, " " * 22))
+            out.extend(_wrap(f"rejected {o.choice}: {reason_text(o.reason)}", " " * 20, " " * 22))
         for e in d.evidence[:2]:
             out.extend(_wrap(f"evidence: {e.human} (reported) — {e.source}", " " * 20, " " * 22))
         hidden = len(d.evidence[2:]) + len(d.reported_text)
@@ -101,7 +108,7 @@ def _decision_json(d: Decision) -> dict[str, Any]:
         "domain": d.domain, "title": d.title, "choice": d.choice, "rules": list(d.rules), "pinned": d.pinned,
         "context": list(d.context), "decision": d.decision, "numbers": dict(d.numbers),
         "evidence": list(d.evidence), "reported_text": list(d.reported_text),
-        "options": [{"choice": o.choice, "reason": o.reason, "numbers": dict(o.numbers)} for o in d.options],
+        "options": [{"choice": o.choice, "reason": reason_text(o.reason), "numbers": dict(o.numbers)} for o in d.options],
         "consequences": list(d.consequences),
     }
 
@@ -168,7 +175,7 @@ def decision_markdown(p: Plan, d: Decision, number: int) -> str:
         out += ["## Options considered", "", f"- **{d.choice}** — chosen"]
         for o in d.options:
             nums = "; ".join(f"{k.replace('_', ' ')} {_md_value(v)}" for k, v in o.numbers)
-            out.append(f"- **{o.choice}** — {o.reason}" + (f" ({nums})" if nums else ""))
+            out.append(f"- **{o.choice}** — {reason_text(o.reason)}" + (f" ({nums})" if nums else ""))
         out.append("")
     if d.consequences:
         out += ["## Consequences", ""] + [f"- {c}" for c in d.consequences] + [""]
