@@ -23,6 +23,9 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvplan.base.errors import KvplanError
+from kvplan.catalog.engines import ENGINES
+from kvplan.cli import main
 from kvplan.engines import TARGETS, Reserves, capacity_line, emit, resolve_targets
 from kvplan.engines import lmcache as lmc
 from kvplan.engines import sglang as sgl
@@ -30,9 +33,6 @@ from kvplan.engines import trtllm as trt
 from kvplan.engines import vllm as vll
 from kvplan.engines.common import HEADER, GiB, fraction_up, nearest_dtype
 from kvplan.engines.digest import check_digests, emitted_dir
-from kvplan.cli import main
-from kvplan.catalog.engines import ENGINES
-from kvplan.base.errors import KvplanError
 from kvplan.lang import check_file, check_source
 from kvplan.planner import plans_for
 from kvplan.planner.plan import Plan

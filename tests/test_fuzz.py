@@ -799,7 +799,7 @@ def test_crafted_command_line_arguments(tmp_path: Path) -> None:
         "sweep": (["--model", "llama-3-8b", "--device", "h100-sxm"], ["--devices", "--batch", "--kv-dtype"]),
         "lint": ([example], ["--select", "--ignore", "--fail-on"]),
     }
-    for n in range(400):
+    for _ in range(400):
         name = rng.choice(sorted(commands))
         base, options = commands[name]
         args = [name, *base]

@@ -20,9 +20,9 @@ from kvplan.base.diagnostics import Diagnostic
 from kvplan.base.errors import KvplanError, Span
 from kvplan.base.evidence import Evidence
 from kvplan.lang import MAX_FILE_CHARS, CheckResult, Choice, check_file, check_source, parse
-from kvplan.model.scenario import Scenario
 from kvplan.lang.spec import Entry, Quantity, WorkloadDecl
 from kvplan.lang.syntax import KvpSyntaxError
+from kvplan.model.scenario import Scenario
 from kvplan.render.diagnostics import concise, full
 
 ROOT = Path(__file__).resolve().parent.parent

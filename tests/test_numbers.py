@@ -340,8 +340,8 @@ def test_map_advise_report_and_emit_agree_for_every_example(spec: str, tmp_path:
     """κ, s*, s_cap, step time, KV bytes and devices: advise's plan against `map` at the same point
     (same devices, tp, KV dtype, placement), through the plan's byte factors r, σ, φ and the reserve,
     each of which advise prints; then the report and the emitted configs against advise."""
-    from kvplan.render.report import slug
     from kvplan.base.units import fmt_unit
+    from kvplan.render.report import slug
 
     path = EXAMPLES / spec
     scenarios = {sc.name: sc for sc in check_source(path.read_text(encoding="utf-8"), str(path)).scenarios}

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from kvplan.cli import main
 from kvplan.lang import check_source
 from kvplan.planner import DEFAULT_RESERVE, plan
-from kvplan.planner.plan import Rejection
 from kvplan.planner.lint import findings
+from kvplan.planner.plan import Rejection
 
 # Llama-3-70B from its config.json: 80 layers, 8 KV heads of 128 → κ = 327,680 B at BF16.
 KAPPA = 2 * 80 * 8 * 128 * 2

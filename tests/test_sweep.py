@@ -14,10 +14,10 @@ from click.testing import CliRunner
 
 from kvplan import catalog
 from kvplan.base import limits
+from kvplan.base.errors import KvplanError
+from kvplan.cli import main
 from kvplan.model import roofline as rf
 from kvplan.model import sweep as sw
-from kvplan.cli import main
-from kvplan.base.errors import KvplanError
 from kvplan.model.footprint import kappa
 
 LLAMA = catalog.get_model("llama-3-70b")

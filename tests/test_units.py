@@ -10,14 +10,14 @@ from typing import Any, Iterator
 
 import pytest
 
-from kvplan.engines import importer
+from kvplan.base import units
 from kvplan.base.errors import KvplanError
+from kvplan.base.units import UNITS, Dim, parse_quantity
+from kvplan.engines import importer
 from kvplan.lang import check_source
 from kvplan.lang.fmt import format_source
 from kvplan.lang.spec import Block, Bound, Entry, ListValue, Quantity
 from kvplan.lang.syntax import parse
-from kvplan.base import units
-from kvplan.base.units import UNITS, Dim, parse_quantity
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -32,7 +32,7 @@ def plan_call(kc: KernelConfig, batch: int) -> str:
            f"# {WORKSPACE_BYTES // 2**20} MiB workspace, as FlashInfer's documentation examples allocate (assumed)",
            f'workspace = torch.empty({WORKSPACE_BYTES // 2**20} * 1024 * 1024, dtype=torch.uint8, device="cuda")',
            f"max_batch = {batch}  # the plan's batch: CUDA-graph buffers are sized for it"]
-    for i, g in enumerate(kc.groups):
+    for g in kc.groups:
         name = "wrapper" if len(kc.groups) == 1 else f"wrapper_{'full' if g.window is None else f'w{g.window}'}"
         what = "full attention" if g.window is None else f"sliding window {g.window:,}"
         fa = f"FlashAttention-3 would pick {g.fa_split.splits} split{'s' * (g.fa_split.splits > 1)}"

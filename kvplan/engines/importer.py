@@ -121,7 +121,7 @@ def read(engine: str, text: str, base_dir: str = ".", where: str = "config") -> 
     return known[engine](text, base_dir, where)
 
 
-def import_deployment(engine: str, text: str, opts: Options = Options(), base_dir: str = ".") -> Imported:
+def import_deployment(engine: str, text: str, opts: Options = Options(), base_dir: str = ".") -> Imported:  # noqa: C901  one branch per engine and import option
     """The .kvp equivalent of one engine deployment."""
 
     if not text.strip():

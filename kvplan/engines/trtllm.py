@@ -32,9 +32,26 @@ from kvplan.base.evidence import derived
 from kvplan.catalog.engines import get_engine
 from kvplan.engines import common
 from kvplan.engines.common import EmitRequest, Emitted, EmittedFile
-from kvplan.engines.flagparse import (CHUNK, FREE_FRACTION, MAXIMUM, POOL_CAP, DeploymentReadError, Read, ReadFlag,
-                                      bounded, context_flag, note_flag, number, parse_flags, plain_tokens,
-                                      read_kv_dtype, split_command, store, strip_env, whole)
+from kvplan.engines.flagparse import (
+    CHUNK,
+    FREE_FRACTION,
+    MAXIMUM,
+    POOL_CAP,
+    DeploymentReadError,
+    Read,
+    ReadFlag,
+    bounded,
+    context_flag,
+    note_flag,
+    number,
+    parse_flags,
+    plain_tokens,
+    read_kv_dtype,
+    split_command,
+    store,
+    strip_env,
+    whole,
+)
 
 ENGINE = get_engine("trtllm")
 #: kvplan dtype -> kv_cache_config.dtype (the catalog record's, kvplan.catalog.engines).
@@ -178,7 +195,7 @@ def _override(r: Read, attr: str, new: tuple[Any, str]) -> None:
     setattr(r, attr, new)
 
 
-def _trtllm_yaml(r: Read, cfg: Mapping[Any, Any], where: str) -> None:
+def _trtllm_yaml(r: Read, cfg: Mapping[Any, Any], where: str) -> None:  # noqa: C901  one branch per TensorRT-LLM YAML key kvplan reads
     """Apply a TensorRT-LLM YAML mapping. Values of the keys kvplan imports are quoted as the reason for
     a pin; keys it does not know or ignores are named without their value (the file may hold anything)."""
     for raw_key in sorted(cfg, key=str):

@@ -29,10 +29,34 @@ from kvplan.base.evidence import derived
 from kvplan.catalog.engines import get_engine
 from kvplan.engines import common
 from kvplan.engines.common import EmitRequest, Emitted, EmittedFile, Flag
-from kvplan.engines.flagparse import (CHUNK, NO_RESERVE, REPLICAS, DeploymentReadError, Read, ReadFlag, bounded,
-                                      context_flag, cut, digits_in_range, exp2, json_float, json_int, kv_flag,
-                                      model_flag, note_flag, number, parse_flags, plain_tokens, quantization,
-                                      split_command, store, strip_env, tokens_in_range, warn_flag, weights_dtype)
+from kvplan.engines.flagparse import (
+    CHUNK,
+    NO_RESERVE,
+    REPLICAS,
+    DeploymentReadError,
+    Read,
+    ReadFlag,
+    bounded,
+    context_flag,
+    cut,
+    digits_in_range,
+    exp2,
+    json_float,
+    json_int,
+    kv_flag,
+    model_flag,
+    note_flag,
+    number,
+    parse_flags,
+    plain_tokens,
+    quantization,
+    split_command,
+    store,
+    strip_env,
+    tokens_in_range,
+    warn_flag,
+    weights_dtype,
+)
 
 ENGINE = get_engine("vllm")
 F = ENGINE.flags

@@ -14,7 +14,6 @@ from kvplan.catalog import Dtype, get_link
 from kvplan.model.kernels.flashinfer import plan_kernel
 from kvplan.model.memory import Reserves
 
-
 #: Why a candidate left the search when no design rule removed it.
 Cause = Literal["rule", "fit", "layout", "slo", "objective", "more-devices"]
 

@@ -148,7 +148,7 @@ def _q_dtype(weights: str) -> tuple[str, bool]:
     return (Q_TORCH[weights], True) if weights in Q_TORCH else ("torch.bfloat16", False)
 
 
-def kernel_config(plan: Any, sm_count: Optional[int] = None) -> KernelConfig:
+def kernel_config(plan: Any, sm_count: Optional[int] = None) -> KernelConfig:  # noqa: C901  one decision per FlashInfer wrapper setting, sharing locals
     """The decode-kernel settings of one rank of `plan`. Never raises for a plan the planner made."""
 
     sc = plan.scenario
