@@ -524,7 +524,8 @@ def test_digest_check_reads_json_headers_and_missing_scenarios(tmp_path: Path) -
     d = tmp_path / "w2.kvplan" / "x"
     d.mkdir(parents=True)
     (d / "k.json").write_text(json.dumps({"_kvplan": {"scenario": "w2-batch32", "plan": "sha256:00"}}))
-    (d / "gone.sh").write_text("#!/bin/sh\n# kvplan 0.1.0 · spec w2.kvp · scenario old · plan sha256:ab · vLLM 0.33.0\n")
+    (d / "gone.sh").write_text("#!/bin/sh\n"
+                               "# kvplan 0.1.0 · spec w2.kvp · scenario old · plan sha256:ab · vLLM 0.33.0\n")
     found = check_digests(check_file(str(spec)))
     assert [f.code for f in found] == ["KV401", "KV401"]
     assert "no longer has" in found[0].message and "sha256:00" in found[1].message

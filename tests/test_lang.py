@@ -375,7 +375,8 @@ def test_every_front_end_code_has_a_rule_page() -> None:
 
 def test_codes_used_by_the_front_end_are_registered() -> None:
     used = set(re.findall(r"codes\.([A-Z_0-9]+)", "".join(
-        p.read_text(encoding="utf-8") for p in [*(ROOT / "kvplan" / "lang").glob("*.py"), *(ROOT / "kvplan").glob("*.py")])))
+        p.read_text(encoding="utf-8")
+        for p in [*(ROOT / "kvplan" / "lang").glob("*.py"), *(ROOT / "kvplan").glob("*.py")])))
     for name in used:
         assert getattr(codes, name) in CODES
 

@@ -27,7 +27,8 @@ def run(*args: str) -> Any:
 
 def _deepseek_with_fp8_pinned(tmp_path: Path) -> Path:
     text = (EXAMPLES / "deepseek-v3-mi300x.kvp").read_text(encoding="utf-8")
-    text = text.replace("    engine    = sglang\n", "    engine    = sglang\n\n    pin {\n        kv_dtype = fp8\n    }\n")
+    text = text.replace("    engine    = sglang\n",
+                        "    engine    = sglang\n\n    pin {\n        kv_dtype = fp8\n    }\n")
     assert "kv_dtype = fp8" in text
     path = tmp_path / "deepseek-fp8.kvp"
     path.write_text(text, encoding="utf-8")

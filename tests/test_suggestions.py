@@ -122,7 +122,8 @@ def check_all_suggestions(text: str, path: str) -> list[str]:
 
 
 def _corpus() -> list[Path]:
-    return sorted(DATA.glob("invalid/*.kvp")) + sorted(DATA.glob("valid/*.kvp")) + sorted((ROOT / "examples").glob("*.kvp"))
+    return (sorted(DATA.glob("invalid/*.kvp")) + sorted(DATA.glob("valid/*.kvp"))
+            + sorted((ROOT / "examples").glob("*.kvp")))
 
 
 @pytest.mark.parametrize("spec", _corpus(), ids=lambda p: f"{p.parent.name}/{p.stem}")

@@ -130,7 +130,8 @@ TRTLLM_IRRELEVANT_KEYS = frozenset({"backend", "print_iter_log", "cuda_graph_con
 
 def trtllm_tokens(value: str, flag: str) -> tuple[int, str]:
     """A token count as TensorRT-LLM reads it: plain digits only."""
-    return plain_tokens(value, flag, "TensorRT-LLM", "TensorRT-LLM takes plain digits (click type=int, a pydantic int)"), ""
+    return plain_tokens(value, flag, "TensorRT-LLM",
+                        "TensorRT-LLM takes plain digits (click type=int, a pydantic int)"), ""
 
 #: Deeper YAML is not a TensorRT-LLM config (its deepest field is two levels down).
 MAX_YAML_DEPTH = 32
@@ -305,9 +306,11 @@ def read(text: str, base_dir: str = ".", where: str = "config") -> Read:
             ReadFlag(("--max_seq_len",), True, context_flag(trtllm_tokens)),
             ReadFlag(("--tp_size",), True, store("tp", bounded("tp"))),
             ReadFlag(("--pp_size",), True, store("pp", bounded("pp"))),
-            ReadFlag(("--ep_size",), True, note_flag("expert parallelism is not modelled; devices = tensor × pipeline")),
+            ReadFlag(("--ep_size",), True,
+                     note_flag("expert parallelism is not modelled; devices = tensor × pipeline")),
             ReadFlag(("--max_num_tokens",), True, note_flag(CHUNK)),
-            ReadFlag(("--kv_cache_free_gpu_memory_fraction", "--free_gpu_memory_fraction"), True, note_flag(FREE_FRACTION)),
+            ReadFlag(("--kv_cache_free_gpu_memory_fraction", "--free_gpu_memory_fraction"), True,
+                     note_flag(FREE_FRACTION)),
         ]
         parse_flags(words, table, r, TRTLLM_IRRELEVANT, TRTLLM_IRRELEVANT_FLAGS, lambda f: f, positional)
         for p in yaml_path:

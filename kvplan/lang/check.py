@@ -203,7 +203,8 @@ class _Checker:
             span = s.spans["deployment"]
             line = first.spans["deployment"].line
             self.report(codes.DUPLICATE_NAME,
-                        f"deployment `{s.deployment}` writes the same output folder `{folder}/` as `{first.deployment}` "
+                        f"deployment `{s.deployment}` writes the same output folder `{folder}/` "
+                        f"as `{first.deployment}` "
                         f"(line {line}): folder names are case-folded and Unicode-normalized, punctuation becomes '-'",
                         span, help="rename one of them so that `kvplan emit -o` and `kvplan report -o` can write both")
 

@@ -48,7 +48,8 @@ class Option:
 class Decision:
     """One MADR-shaped record: context (facts), the decision, evidence, options considered."""
 
-    domain: str                       # regime | quantization | eviction | paging | prefix-caching | tiering | placement | devices
+    #: regime | quantization | eviction | paging | prefix-caching | tiering | placement | devices
+    domain: str
     title: str
     choice: str
     rules: tuple[str, ...]            # R1..R8

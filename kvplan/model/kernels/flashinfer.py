@@ -260,9 +260,9 @@ def kernel_config(plan: Any, sm_count: Optional[int] = None) -> KernelConfig:  #
                                  fa, kvb, kt))
     total = sum(g.kv_bytes.value for g in groups)
     kv_total = derived(total, "B", "KV bytes one rank reads per decode step, summed over its layer groups")
-    k_time = derived(total / beta, "s", "KV bytes one rank reads per step / β_eff (docs/model.md §4, §7): the attention "
-                                        "kernels' memory-bound lower bound" + (", itself a lower bound as β_eff "
-                                                                               "is an upper bound" if upper else ""))
+    k_time = derived(total / beta, "s", "KV bytes one rank reads per step / β_eff (docs/model.md §4, §7): "
+                                        "the attention kernels' memory-bound lower bound"
+                                        + (", itself a lower bound as β_eff is an upper bound" if upper else ""))
     if plan.sharing > 1.0:
         warnings.append(f"the plan shares prefix pages (σ = {plan.sharing:.3g}); the decode wrapper reads them once "
                         "per sequence. FlashInfer's cascade wrappers read a shared prefix once per step; the kernel "
