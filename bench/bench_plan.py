@@ -52,7 +52,8 @@ def main() -> None:
     exe = [sys.executable, "-m", "kvplan"]
     for label, args in (("kvplan --version", exe + ["--version"]),
                         ("kvplan advise examples/deepseek-v3-mi300x.kvp", exe + ["advise", str(SPEC)]),
-                        ("kvplan advise examples/w2-batch32.kvp", exe + ["advise", str(ROOT / "examples" / "w2-batch32.kvp")])):
+                        ("kvplan advise examples/w2-batch32.kvp",
+                         exe + ["advise", str(ROOT / "examples" / "w2-batch32.kvp")])):
         med, best = whole_process(args)
         print(f"  {label:<50} median {med * 1e3:6.0f} ms  min {best * 1e3:6.0f} ms (whole process)")
 

@@ -209,8 +209,10 @@ def _allow_path_option(fn: F) -> F:
 @click.option("--device", "device_id", required=True, metavar="ID", help="Catalog device id (kvplan devices).")
 @click.option("--devices", "n_devices", type=_count(hi=limits.MAX_DEVICES), default=1, show_default=True, metavar="N",
               help="Devices holding the model.")
-@click.option("--tp", type=_count(0, limits.MAX_DEVICES), default=0, metavar="N", help="Tensor-parallel size (default 0: all devices).")
-@click.option("--batch", type=_count(hi=limits.MAX_BATCH), default=1, show_default=True, metavar="N", help="Concurrent sequences.")
+@click.option("--tp", type=_count(0, limits.MAX_DEVICES), default=0, metavar="N",
+              help="Tensor-parallel size (default 0: all devices).")
+@click.option("--batch", type=_count(hi=limits.MAX_BATCH), default=1, show_default=True, metavar="N",
+              help="Concurrent sequences.")
 @click.option("--context", type=_tokens_type(limits.MAX_TOKENS), default="128k", show_default=True, metavar="TOKENS",
               help="Tokens per sequence (128k = 128,000; 128Ki = 131,072).")
 @click.option("--weights", default="bf16", show_default=True, help="Weight dtype.")
@@ -219,7 +221,8 @@ def _allow_path_option(fn: F) -> F:
               show_default=True, help="KV page placement on multi-partition devices.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), metavar="FILE.png|svg",
-              help="Also draw the regime map (context against batch) to this file (needs matplotlib: pip install matplotlib).")
+              help="Also draw the regime map (context against batch) to this file "
+                   "(needs matplotlib: pip install matplotlib).")
 @click.option("--roofline", "roofline_path", type=click.Path(dir_okay=False), metavar="FILE.png|svg",
               help="Also draw the roofline with this point to this file (needs matplotlib: pip install matplotlib).")
 @handles_errors

@@ -23,6 +23,9 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvplan.base.errors import KvplanError
+from kvplan.catalog.engines import ENGINES
+from kvplan.cli import main
 from kvplan.engines import TARGETS, Reserves, capacity_line, emit, resolve_targets
 from kvplan.engines import lmcache as lmc
 from kvplan.engines import sglang as sgl
@@ -30,9 +33,6 @@ from kvplan.engines import trtllm as trt
 from kvplan.engines import vllm as vll
 from kvplan.engines.common import HEADER, GiB, fraction_up, nearest_dtype
 from kvplan.engines.digest import check_digests, emitted_dir
-from kvplan.cli import main
-from kvplan.catalog.engines import ENGINES
-from kvplan.base.errors import KvplanError
 from kvplan.lang import check_file, check_source
 from kvplan.planner import plans_for
 from kvplan.planner.plan import Plan
@@ -524,7 +524,8 @@ def test_digest_check_reads_json_headers_and_missing_scenarios(tmp_path: Path) -
     d = tmp_path / "w2.kvplan" / "x"
     d.mkdir(parents=True)
     (d / "k.json").write_text(json.dumps({"_kvplan": {"scenario": "w2-batch32", "plan": "sha256:00"}}))
-    (d / "gone.sh").write_text("#!/bin/sh\n# kvplan 0.1.0 · spec w2.kvp · scenario old · plan sha256:ab · vLLM 0.33.0\n")
+    (d / "gone.sh").write_text("#!/bin/sh\n"
+                               "# kvplan 0.1.0 · spec w2.kvp · scenario old · plan sha256:ab · vLLM 0.33.0\n")
     found = check_digests(check_file(str(spec)))
     assert [f.code for f in found] == ["KV401", "KV401"]
     assert "no longer has" in found[0].message and "sha256:00" in found[1].message

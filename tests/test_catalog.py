@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from kvplan import catalog
-from kvplan.cli import main
 from kvplan.base.errors import CatalogError
+from kvplan.cli import main
 from kvplan.render import catalog_view
 
 if sys.version_info >= (3, 11):

@@ -93,8 +93,10 @@ def test_tables_golden_and_contract(golden: Callable[[Path, str], None]) -> None
 @pytest.mark.parametrize("args,needle", [
     (["map", "--model", "lama-3-70b", "--device", "b200"], "did you mean 'llama-3-70b'"),
     (["map", "--model", "llama-3-70b", "--device", "b2000"], "did you mean"),
-    (["map", "--model", "llama-3-70b", "--device", "b200", "--batch", "-1"], "--batch must be a whole number from 1 to 2^20, got -1"),
-    (["map", "--model", "llama-3-70b", "--device", "b200", "--context", "0"], "--context must be a whole number of tokens from 1"),
+    (["map", "--model", "llama-3-70b", "--device", "b200", "--batch", "-1"],
+     "--batch must be a whole number from 1 to 2^20, got -1"),
+    (["map", "--model", "llama-3-70b", "--device", "b200", "--context", "0"],
+     "--context must be a whole number of tokens from 1"),
     (["map", "--model", "llama-3-70b", "--device", "b200", "--context", "40 GB"], "--context takes tokens, got bytes"),
     (["map", "--model", "llama-3-70b", "--device", "b200", "--kv-dtype", "int3"], "unknown dtype"),
     (["map", "--device", "b200"], "model"),

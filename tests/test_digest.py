@@ -251,7 +251,8 @@ def advised_pins(p: Any) -> str:
 
 
 SINGLE = ["examples/w1-batch1.kvp", "examples/w2-batch32.kvp", "examples/w3-shared-prefix.kvp",
-          "examples/w4-reuse.kvp", *sorted(f"tests/data/emit/{f.name}" for f in (ROOT / "tests/data/emit").glob("*.kvp"))]
+          "examples/w4-reuse.kvp",
+          *sorted(f"tests/data/emit/{f.name}" for f in (ROOT / "tests/data/emit").glob("*.kvp"))]
 
 
 @pytest.mark.parametrize("example", SINGLE)

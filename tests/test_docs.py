@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from kvplan.cli import main
 from kvplan.base.codes import CODES, Stage
+from kvplan.cli import main
 from kvplan.planner.rules import RULES
 
 ROOT = Path(__file__).resolve().parent.parent

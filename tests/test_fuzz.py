@@ -661,8 +661,8 @@ _ENGINE_LINES = {
                "--pp_size 1"],
 }
 _FLAG_VALUES = ["1", "0", "-1", "4096", "4097", "1048577", "1e9", "9" * 400, "nan", "inf", "1K", "1Ki", "2g", "1.5k",
-                "1_024", "", "[" * 300, '{"kv_connector": ' * 80, '{"kv_connector":"OffloadingConnector","a":' + "9" * 5000
-                + "}", "x" * 5000, "--", "'", "\\"]
+                "1_024", "", "[" * 300, '{"kv_connector": ' * 80,
+                '{"kv_connector":"OffloadingConnector","a":' + "9" * 5000 + "}", "x" * 5000, "--", "'", "\\"]
 
 
 def _mangle(rng: random.Random, line: str) -> str:
@@ -799,7 +799,7 @@ def test_crafted_command_line_arguments(tmp_path: Path) -> None:
         "sweep": (["--model", "llama-3-8b", "--device", "h100-sxm"], ["--devices", "--batch", "--kv-dtype"]),
         "lint": ([example], ["--select", "--ignore", "--fail-on"]),
     }
-    for n in range(400):
+    for _ in range(400):
         name = rng.choice(sorted(commands))
         base, options = commands[name]
         args = [name, *base]

@@ -12,10 +12,10 @@ from typing import Any, Optional
 
 import pytest
 
-from kvplan.catalog import models
 from kvplan.base.errors import ConfigError, KvplanError
-from kvplan.model.footprint import kappa, kv_bytes_per_seq
+from kvplan.catalog import models
 from kvplan.catalog.hf import count_params, load_config, model_from_config, resolve_model
+from kvplan.model.footprint import kappa, kv_bytes_per_seq
 
 HF = Path(__file__).parent / "data" / "hf"
 BF16 = 2

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from kvplan.engines import importer
-from kvplan.cli import main
 from kvplan.base.codes import Severity
+from kvplan.cli import main
+from kvplan.engines import importer
 from kvplan.lang import check_source
 from kvplan.lang.fmt import format_source
 

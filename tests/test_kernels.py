@@ -22,15 +22,20 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvplan.model import roofline as rf
-from kvplan.engines import flashinfer as fi_emit
-from kvplan.model.kernels import flashinfer as fi
-from kvplan.model.kernels.splits import (
-    fa3_decode_tile, fa_num_splits, fa_split, flashinfer_split, num_splits_heuristic, wave_efficiency,
-)
 from kvplan.catalog import DTYPES, Device, get_device, get_model
 from kvplan.cli import main
+from kvplan.engines import flashinfer as fi_emit
+from kvplan.model import roofline as rf
 from kvplan.model.footprint import KvFactors
+from kvplan.model.kernels import flashinfer as fi
+from kvplan.model.kernels.splits import (
+    fa3_decode_tile,
+    fa_num_splits,
+    fa_split,
+    flashinfer_split,
+    num_splits_heuristic,
+    wave_efficiency,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).parent / "data" / "golden" / "emit"

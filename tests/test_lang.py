@@ -20,9 +20,9 @@ from kvplan.base.diagnostics import Diagnostic
 from kvplan.base.errors import KvplanError, Span
 from kvplan.base.evidence import Evidence
 from kvplan.lang import MAX_FILE_CHARS, CheckResult, Choice, check_file, check_source, parse
-from kvplan.model.scenario import Scenario
 from kvplan.lang.spec import Entry, Quantity, WorkloadDecl
 from kvplan.lang.syntax import KvpSyntaxError
+from kvplan.model.scenario import Scenario
 from kvplan.render.diagnostics import concise, full
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -375,7 +375,8 @@ def test_every_front_end_code_has_a_rule_page() -> None:
 
 def test_codes_used_by_the_front_end_are_registered() -> None:
     used = set(re.findall(r"codes\.([A-Z_0-9]+)", "".join(
-        p.read_text(encoding="utf-8") for p in [*(ROOT / "kvplan" / "lang").glob("*.py"), *(ROOT / "kvplan").glob("*.py")])))
+        p.read_text(encoding="utf-8")
+        for p in [*(ROOT / "kvplan" / "lang").glob("*.py"), *(ROOT / "kvplan").glob("*.py")])))
     for name in used:
         assert getattr(codes, name) in CODES
 

@@ -11,12 +11,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from kvplan.lang import lint
-from kvplan.cli import main
 from kvplan.base.codes import Severity
 from kvplan.base.diagnostics import Diagnostic, make
 from kvplan.base.errors import ConfigError, KvplanError, Span
-
+from kvplan.cli import main
+from kvplan.lang import lint
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.kvp"))

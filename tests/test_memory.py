@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from kvplan.engines import emit
 from kvplan.cli import main
+from kvplan.engines import emit
 from kvplan.lang import check_source
 from kvplan.planner import plans_for
 

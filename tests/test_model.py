@@ -10,10 +10,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvplan.model import roofline as rf
 from kvplan.catalog import Device, Model
-from kvplan.model.footprint import (KvFactors, footprint, fragmentation, kappa, kv_bytes_per_seq, sharing_factor,
-                              tokens_for_bytes)
+from kvplan.model import roofline as rf
+from kvplan.model.footprint import (
+    KvFactors,
+    footprint,
+    fragmentation,
+    kappa,
+    kv_bytes_per_seq,
+    sharing_factor,
+    tokens_for_bytes,
+)
 from kvplan.model.tiering import fetch_time, prefill_time
 
 

@@ -27,7 +27,8 @@ def run(*args: str) -> Any:
 
 def _deepseek_with_fp8_pinned(tmp_path: Path) -> Path:
     text = (EXAMPLES / "deepseek-v3-mi300x.kvp").read_text(encoding="utf-8")
-    text = text.replace("    engine    = sglang\n", "    engine    = sglang\n\n    pin {\n        kv_dtype = fp8\n    }\n")
+    text = text.replace("    engine    = sglang\n",
+                        "    engine    = sglang\n\n    pin {\n        kv_dtype = fp8\n    }\n")
     assert "kv_dtype = fp8" in text
     path = tmp_path / "deepseek-fp8.kvp"
     path.write_text(text, encoding="utf-8")
@@ -340,8 +341,8 @@ def test_map_advise_report_and_emit_agree_for_every_example(spec: str, tmp_path:
     """κ, s*, s_cap, step time, KV bytes and devices: advise's plan against `map` at the same point
     (same devices, tp, KV dtype, placement), through the plan's byte factors r, σ, φ and the reserve,
     each of which advise prints; then the report and the emitted configs against advise."""
-    from kvplan.render.report import slug
     from kvplan.base.units import fmt_unit
+    from kvplan.render.report import slug
 
     path = EXAMPLES / spec
     scenarios = {sc.name: sc for sc in check_source(path.read_text(encoding="utf-8"), str(path)).scenarios}

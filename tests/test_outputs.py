@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from kvplan.cli import main
 from kvplan.base.outputs import MAX_NAME, file_name, folder_name
+from kvplan.cli import main
 
 DEPLOYMENT = '''deployment "{name}" {{
     model  = llama-3-8b

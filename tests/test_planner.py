@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from kvplan.cli import main
 from kvplan.lang import check_source
 from kvplan.planner import DEFAULT_RESERVE, plan
-from kvplan.planner.plan import Rejection
 from kvplan.planner.lint import findings
+from kvplan.planner.plan import Rejection
 
 # Llama-3-70B from its config.json: 80 layers, 8 KV heads of 128 → κ = 327,680 B at BF16.
 KAPPA = 2 * 80 * 8 * 128 * 2
@@ -146,7 +146,8 @@ def test_r4_eviction_with_16_bit_kv() -> None:
 
 
 def test_r5_eviction_not_tolerated() -> None:
-    forbidden = spec(WL.format(b=32, s="128k") + "\nquality { budget = moderate }\npin { kv_dtype = int2\n retention = 0.75 }")
+    forbidden = spec(WL.format(b=32, s="128k") + "\nquality { budget = moderate }"
+                     "\npin { kv_dtype = int2\n retention = 0.75 }")
     allowed = spec(WL.format(b=32, s="128k") + "\nquality { budget = moderate\n eviction = allowed }"
                    "\npin { kv_dtype = int2\n retention = 0.75 }")
     assert "KV205" in codes(forbidden)
@@ -167,7 +168,8 @@ def test_r6_tier_standing_in_for_memory() -> None:
 def test_r7_pinned_pages_multi_die() -> None:
     assert "KV207" in codes(spec(WL.format(b=8, s="32k") + "\npin { placement = pinned }"))
     assert "KV207" not in codes(spec(WL.format(b=8, s="32k") + "\npin { placement = striped }"))
-    single = spec(WL.format(b=8, s="32k") + "\npin { placement = pinned }").replace("device = b200", "device = h100-sxm")
+    single = spec(WL.format(b=8, s="32k") + "\npin { placement = pinned }").replace("device = b200",
+                                                                                  "device = h100-sxm")
     assert "KV207" not in codes(single)
     assert plan(scenario(spec(WL.format(b=8, s="32k")))).placement != "pinned"
 
@@ -222,7 +224,8 @@ def test_slo_unmet_reports_by_how_much() -> None:
 
 
 def test_engine_constrains_search() -> None:
-    p = plan(scenario(spec(WL.format(b=32, s="128k") + "\nengine = vllm\nquality { budget = moderate\n eviction = allowed }")))
+    p = plan(scenario(spec(WL.format(b=32, s="128k")
+                           + "\nengine = vllm\nquality { budget = moderate\n eviction = allowed }")))
     assert p.kv_dtype.id != "int2" and p.retention == 1.0
     assert "KV305" in codes(spec(WL.format(b=32, s="128k") + "\nengine = sglang\nquality { budget = moderate }"
                                  "\npin { kv_dtype = int4 }"))

@@ -15,8 +15,8 @@ from click.testing import CliRunner
 from PIL import Image
 
 from kvplan import catalog
-from kvplan.model import roofline as rf
 from kvplan.cli import main
+from kvplan.model import roofline as rf
 from kvplan.render import plot
 
 LLAMA = catalog.get_model("llama-3-70b")

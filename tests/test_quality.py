@@ -17,10 +17,9 @@ from typing import Any, Optional
 import attrs
 import pytest
 
-from kvplan.catalog import quality
-from kvplan.catalog import DTYPES
 from kvplan.base.errors import CatalogError, KvplanError
 from kvplan.base.evidence import Evidence
+from kvplan.catalog import DTYPES, quality
 
 if sys.version_info >= (3, 11):
     import tomllib

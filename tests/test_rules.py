@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
+from test_planner import KAPPA, WL, W, scenario, spec
 
 from kvplan.base.codes import CODES, Code, Severity, Stage
 from kvplan.base.diagnostics import Diagnostic, make
@@ -17,8 +18,6 @@ from kvplan.planner.lint import findings
 from kvplan.planner.plan import Rejection
 from kvplan.planner.rules import RULES, PinView, Rule, SearchView, with_rules
 from kvplan.render.plan_view import reason_text
-
-from test_planner import KAPPA, WL, W, scenario, spec
 
 PLANNER = Path(__file__).resolve().parent.parent / "kvplan" / "planner"
 

@@ -14,10 +14,10 @@ from click.testing import CliRunner
 
 from kvplan import catalog
 from kvplan.base import limits
+from kvplan.base.errors import KvplanError
+from kvplan.cli import main
 from kvplan.model import roofline as rf
 from kvplan.model import sweep as sw
-from kvplan.cli import main
-from kvplan.base.errors import KvplanError
 from kvplan.model.footprint import kappa
 
 LLAMA = catalog.get_model("llama-3-70b")
@@ -325,7 +325,8 @@ def test_file_form_defaults_to_the_specs_values(tmp_path: "object") -> None:
 def test_file_form_lists_override(tmp_path: "object") -> None:
     path = tmp_path / "chat.kvp"  # type: ignore[operator]
     path.write_text(SPEC, encoding="utf-8")
-    r = run("sweep", str(path), "--devices", "8", "--kv-dtype", "int4,int2", "--context", "1k,2k,3k", "--format", "json")
+    r = run("sweep", str(path), "--devices", "8", "--kv-dtype", "int4,int2", "--context", "1k,2k,3k",
+            "--format", "json")
     assert r.exit_code == 0, r.stderr
     doc = json.loads(r.stdout)
     assert [d["name"] for d in doc["deployments"]] == ["chat-70b", "small"]

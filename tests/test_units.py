@@ -10,14 +10,14 @@ from typing import Any, Iterator
 
 import pytest
 
-from kvplan.engines import importer
+from kvplan.base import units
 from kvplan.base.errors import KvplanError
+from kvplan.base.units import UNITS, Dim, parse_quantity
+from kvplan.engines import importer
 from kvplan.lang import check_source
 from kvplan.lang.fmt import format_source
 from kvplan.lang.spec import Block, Bound, Entry, ListValue, Quantity
 from kvplan.lang.syntax import parse
-from kvplan.base import units
-from kvplan.base.units import UNITS, Dim, parse_quantity
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -252,7 +252,8 @@ def _run(*args: str) -> Any:
       "--context", "nan"], "--context takes a whole number of tokens"),
     (["import", "--from", "vllm", "vllm serve x", "--model", "llama-3-8b", "--device", "h100-sxm",
       "--batch", "0"], "--batch must be a whole number from 1"),
-    (["sweep", "--model", "llama-3-8b", "--device", "h100-sxm", "--devices", "99999999999999999999"], "above 4,096, kvplan's limit for devices"),
+    (["sweep", "--model", "llama-3-8b", "--device", "h100-sxm", "--devices", "99999999999999999999"],
+     "above 4,096, kvplan's limit for devices"),
 ])
 def test_a_bad_option_value_is_one_line_and_exit_2(args: list[str], needle: str) -> None:
     r = _run(*args)

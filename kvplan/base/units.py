@@ -71,7 +71,8 @@ _QUANTITY = re.compile(r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*(
 
 def dims_of_unit(unit: str) -> list[Dim]:
     """Every dimension in which `unit` is a known unit (`B` is bytes and a count)."""
-    return [d for d, table in UNITS.items() if unit in table and (unit or d in (Dim.TOKENS, Dim.COUNT, Dim.FRACTION, Dim.NUMBER))]
+    return [d for d, table in UNITS.items()
+            if unit in table and (unit or d in (Dim.TOKENS, Dim.COUNT, Dim.FRACTION, Dim.NUMBER))]
 
 
 def convert(number: float, unit: str, dim: Dim, *, what: str = "value",

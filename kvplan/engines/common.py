@@ -374,7 +374,7 @@ def size(plan: Any, mapped: Mapped, reserves: Optional[Reserves] = None) -> Sizi
 
     sc = plan.scenario
     m = sc.model
-    n, tp, pp = plan.n_devices, plan.tp, plan.pp
+    tp, pp = plan.tp, plan.pp
     repl = replication(plan)
     per_token_plan = m.n_layers * m.kv_elems_per_layer * plan.kv_dtype.width * repl
     plan_kv = plan.metric("kv_bytes").value

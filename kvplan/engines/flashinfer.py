@@ -32,7 +32,7 @@ def plan_call(kc: KernelConfig, batch: int) -> str:
            f"# {WORKSPACE_BYTES // 2**20} MiB workspace, as FlashInfer's documentation examples allocate (assumed)",
            f'workspace = torch.empty({WORKSPACE_BYTES // 2**20} * 1024 * 1024, dtype=torch.uint8, device="cuda")',
            f"max_batch = {batch}  # the plan's batch: CUDA-graph buffers are sized for it"]
-    for i, g in enumerate(kc.groups):
+    for g in kc.groups:
         name = "wrapper" if len(kc.groups) == 1 else f"wrapper_{'full' if g.window is None else f'w{g.window}'}"
         what = "full attention" if g.window is None else f"sliding window {g.window:,}"
         fa = f"FlashAttention-3 would pick {g.fa_split.splits} split{'s' * (g.fa_split.splits > 1)}"
@@ -73,7 +73,8 @@ def plan_call(kc: KernelConfig, batch: int) -> str:
             "    indptr, indices, last_page_len,",
             f"    num_qo_heads={kc.num_qo_heads}, num_kv_heads={kc.num_kv_heads}, head_dim={kc.head_dim}, "
             f"page_size={kc.page_size},",
-            f'    pos_encoding_mode="NONE", window_left={g.window_left}, logits_soft_cap={_py_float(kc.logits_soft_cap)},',
+            f'    pos_encoding_mode="NONE", window_left={g.window_left}, '
+            f'logits_soft_cap={_py_float(kc.logits_soft_cap)},',
             f"    q_data_type={kc.q_data_type}, kv_data_type={kc.kv_data_type}, o_data_type={kc.o_data_type},",
             f"    fixed_split_size={g.fixed_split_size}, disable_split_kv={g.disable_split_kv},",
             ")",

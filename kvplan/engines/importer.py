@@ -121,7 +121,7 @@ def read(engine: str, text: str, base_dir: str = ".", where: str = "config") -> 
     return known[engine](text, base_dir, where)
 
 
-def import_deployment(engine: str, text: str, opts: Options = Options(), base_dir: str = ".") -> Imported:
+def import_deployment(engine: str, text: str, opts: Options = Options(), base_dir: str = ".") -> Imported:  # noqa: C901  one branch per engine and import option
     """The .kvp equivalent of one engine deployment."""
 
     if not text.strip():
@@ -148,7 +148,8 @@ def import_deployment(engine: str, text: str, opts: Options = Options(), base_di
                        f"spec only when allowed (`kvplan lint --allow-path {folder}`, docs/cli-lint.md)")
         model_id = _ident(r.model_ref.rstrip("/").rsplit("/", 1)[-1] if r.model_ref else m.id)
         model_block = (model_id, path.replace(os.sep, "/"))
-        model_why = f"--model-config {opts.model_config}" + (f" (the engine serves {r.model_ref})" if r.model_ref else "")
+        model_why = (f"--model-config {opts.model_config}"
+                     + (f" (the engine serves {r.model_ref})" if r.model_ref else ""))
     else:
         if not r.model_ref:
             raise DeploymentReadError(f"the {get_engine(engine).described} configuration names no model",
@@ -163,7 +164,8 @@ def import_deployment(engine: str, text: str, opts: Options = Options(), base_di
 
     # device
     if not opts.device:
-        raise DeploymentReadError(f"the {get_engine(engine).described} configuration does not say which device it runs on",
+        raise DeploymentReadError(f"the {get_engine(engine).described} configuration does not say which device "
+                                  "it runs on",
                            help="pass --device ID (kvplan devices lists them)")
     dev = get_device(opts.device)
 

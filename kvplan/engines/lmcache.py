@@ -62,8 +62,8 @@ def render(req: EmitRequest) -> Emitted:
     p = req.plan
     sc = p.scenario
     if p.tier.tier == "none":
-        return Emitted(BACKEND.id, (), (f"{BACKEND.label}: the plan keeps no second tier (reuse economics, docs/model.md §9): "
-                                        "nothing to tier, no lmcache.yaml",))
+        return Emitted(BACKEND.id, (), (f"{BACKEND.label}: the plan keeps no second tier "
+                                        "(reuse economics, docs/model.md §9): nothing to tier, no lmcache.yaml",))
     loaders = _loaders(sc.engine)
     first = LOADERS[loaders[0]].BACKEND
     tier, tier_changed = common.map_tier(p, BACKEND)

@@ -26,10 +26,31 @@ from kvplan.base.evidence import derived
 from kvplan.catalog.engines import get_engine
 from kvplan.engines import common
 from kvplan.engines.common import EmitRequest, Emitted, EmittedFile, Flag
-from kvplan.engines.flagparse import (CHUNK, NO_RESERVE, POOL_CAP, REPLICAS, DeploymentReadError, Read, ReadFlag,
-                                      bounded, context_flag, cut, digits_in_range, exp2, kv_flag, model_flag,
-                                      note_flag, parse_flags, plain_tokens, quantization, split_command, store,
-                                      strip_env, tokens_in_range, weights_dtype)
+from kvplan.engines.flagparse import (
+    CHUNK,
+    NO_RESERVE,
+    POOL_CAP,
+    REPLICAS,
+    DeploymentReadError,
+    Read,
+    ReadFlag,
+    bounded,
+    context_flag,
+    cut,
+    digits_in_range,
+    exp2,
+    kv_flag,
+    model_flag,
+    note_flag,
+    parse_flags,
+    plain_tokens,
+    quantization,
+    split_command,
+    store,
+    strip_env,
+    tokens_in_range,
+    weights_dtype,
+)
 
 ENGINE = get_engine("sglang")
 F = ENGINE.flags
@@ -104,9 +125,9 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
 
 # --------------------------------------------------------------- read back (kvplan import)
 
-SGLANG_IRRELEVANT = frozenset({"--host", "--port", "--served-model-name", "--api-key", "--log-level", "--tokenizer-path",
-                               "--chat-template", "--random-seed", "--revision", "--download-dir", "--tool-call-parser",
-                               "--reasoning-parser", "--load-format"})
+SGLANG_IRRELEVANT = frozenset({"--host", "--port", "--served-model-name", "--api-key", "--log-level",
+                               "--tokenizer-path", "--chat-template", "--random-seed", "--revision", "--download-dir",
+                               "--tool-call-parser", "--reasoning-parser", "--load-format"})
 SGLANG_IRRELEVANT_FLAGS = frozenset({"--trust-remote-code", "--log-requests", "--enable-metrics",
                                      "--disable-cuda-graph", "--skip-server-warmup"})
 _SGLANG_INT = re.compile(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)")
@@ -152,14 +173,16 @@ def _sglang_table() -> list[ReadFlag]:
         ReadFlag(("--lmcache-config-file",), True, note_flag("LMCache settings are read by LMCache, not imported")),
         ReadFlag(("--hicache-storage-backend",), True,
               note_flag("a storage tier below host memory; the .kvp pins the host tier only")),
-        ReadFlag(("--hicache-ratio",), True, note_flag(f"host tier size as a multiple of the device pool; {tier_sizing}")),
+        ReadFlag(("--hicache-ratio",), True,
+                 note_flag(f"host tier size as a multiple of the device pool; {tier_sizing}")),
         ReadFlag(("--hicache-size",), True, note_flag(f"host tier size in GB; {tier_sizing}")),
         ReadFlag(("--hicache-write-policy",), True, note_flag("how pages reach the host tier; not modelled")),
         ReadFlag(("--radix-eviction-policy",), True, note_flag("which cached prefixes leave first; not modelled")),
         ReadFlag(("--mem-fraction-static",), True, note_flag("weights + KV pool as a fraction of total memory; "
                                                       + NO_RESERVE)),
         ReadFlag(("--max-total-tokens",), True, note_flag(POOL_CAP)),
-        ReadFlag(("--attention-backend",), True, note_flag("the attention kernel; see `kvplan emit --target flashinfer`")),
+        ReadFlag(("--attention-backend",), True,
+                 note_flag("the attention kernel; see `kvplan emit --target flashinfer`")),
         ReadFlag(("--dp-size", "--dp"), True, note_flag(REPLICAS)),
         ReadFlag(("--chunked-prefill-size",), True, note_flag(CHUNK)),
         ReadFlag(("--dtype",), True, weights_dtype),

@@ -32,9 +32,26 @@ from kvplan.base.evidence import derived
 from kvplan.catalog.engines import get_engine
 from kvplan.engines import common
 from kvplan.engines.common import EmitRequest, Emitted, EmittedFile
-from kvplan.engines.flagparse import (CHUNK, FREE_FRACTION, MAXIMUM, POOL_CAP, DeploymentReadError, Read, ReadFlag,
-                                      bounded, context_flag, note_flag, number, parse_flags, plain_tokens,
-                                      read_kv_dtype, split_command, store, strip_env, whole)
+from kvplan.engines.flagparse import (
+    CHUNK,
+    FREE_FRACTION,
+    MAXIMUM,
+    POOL_CAP,
+    DeploymentReadError,
+    Read,
+    ReadFlag,
+    bounded,
+    context_flag,
+    note_flag,
+    number,
+    parse_flags,
+    plain_tokens,
+    read_kv_dtype,
+    split_command,
+    store,
+    strip_env,
+    whole,
+)
 
 ENGINE = get_engine("trtllm")
 #: kvplan dtype -> kv_cache_config.dtype (the catalog record's, kvplan.catalog.engines).
@@ -113,7 +130,8 @@ TRTLLM_IRRELEVANT_KEYS = frozenset({"backend", "print_iter_log", "cuda_graph_con
 
 def trtllm_tokens(value: str, flag: str) -> tuple[int, str]:
     """A token count as TensorRT-LLM reads it: plain digits only."""
-    return plain_tokens(value, flag, "TensorRT-LLM", "TensorRT-LLM takes plain digits (click type=int, a pydantic int)"), ""
+    return plain_tokens(value, flag, "TensorRT-LLM",
+                        "TensorRT-LLM takes plain digits (click type=int, a pydantic int)"), ""
 
 #: Deeper YAML is not a TensorRT-LLM config (its deepest field is two levels down).
 MAX_YAML_DEPTH = 32
@@ -178,7 +196,7 @@ def _override(r: Read, attr: str, new: tuple[Any, str]) -> None:
     setattr(r, attr, new)
 
 
-def _trtllm_yaml(r: Read, cfg: Mapping[Any, Any], where: str) -> None:
+def _trtllm_yaml(r: Read, cfg: Mapping[Any, Any], where: str) -> None:  # noqa: C901  one branch per TensorRT-LLM YAML key kvplan reads
     """Apply a TensorRT-LLM YAML mapping. Values of the keys kvplan imports are quoted as the reason for
     a pin; keys it does not know or ignores are named without their value (the file may hold anything)."""
     for raw_key in sorted(cfg, key=str):
@@ -288,9 +306,11 @@ def read(text: str, base_dir: str = ".", where: str = "config") -> Read:
             ReadFlag(("--max_seq_len",), True, context_flag(trtllm_tokens)),
             ReadFlag(("--tp_size",), True, store("tp", bounded("tp"))),
             ReadFlag(("--pp_size",), True, store("pp", bounded("pp"))),
-            ReadFlag(("--ep_size",), True, note_flag("expert parallelism is not modelled; devices = tensor × pipeline")),
+            ReadFlag(("--ep_size",), True,
+                     note_flag("expert parallelism is not modelled; devices = tensor × pipeline")),
             ReadFlag(("--max_num_tokens",), True, note_flag(CHUNK)),
-            ReadFlag(("--kv_cache_free_gpu_memory_fraction", "--free_gpu_memory_fraction"), True, note_flag(FREE_FRACTION)),
+            ReadFlag(("--kv_cache_free_gpu_memory_fraction", "--free_gpu_memory_fraction"), True,
+                     note_flag(FREE_FRACTION)),
         ]
         parse_flags(words, table, r, TRTLLM_IRRELEVANT, TRTLLM_IRRELEVANT_FLAGS, lambda f: f, positional)
         for p in yaml_path:

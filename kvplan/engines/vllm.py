@@ -29,10 +29,34 @@ from kvplan.base.evidence import derived
 from kvplan.catalog.engines import get_engine
 from kvplan.engines import common
 from kvplan.engines.common import EmitRequest, Emitted, EmittedFile, Flag
-from kvplan.engines.flagparse import (CHUNK, NO_RESERVE, REPLICAS, DeploymentReadError, Read, ReadFlag, bounded,
-                                      context_flag, cut, digits_in_range, exp2, json_float, json_int, kv_flag,
-                                      model_flag, note_flag, number, parse_flags, plain_tokens, quantization,
-                                      split_command, store, strip_env, tokens_in_range, warn_flag, weights_dtype)
+from kvplan.engines.flagparse import (
+    CHUNK,
+    NO_RESERVE,
+    REPLICAS,
+    DeploymentReadError,
+    Read,
+    ReadFlag,
+    bounded,
+    context_flag,
+    cut,
+    digits_in_range,
+    exp2,
+    json_float,
+    json_int,
+    kv_flag,
+    model_flag,
+    note_flag,
+    number,
+    parse_flags,
+    plain_tokens,
+    quantization,
+    split_command,
+    store,
+    strip_env,
+    tokens_in_range,
+    warn_flag,
+    weights_dtype,
+)
 
 ENGINE = get_engine("vllm")
 F = ENGINE.flags
@@ -65,7 +89,8 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh"
     util_text = f"{util:.4f}"
     if sc.model.kv_kind == "mla" and mapped.dtype.id in ("fp8", "fp4"):
         notes.append(f"docs/engines.md also lists {'fp8' if mapped.dtype.id == 'fp8' else 'nvfp4'}_ds_mla without its "
-                     f"page layout; kvplan writes {mapped.dtype_name}, whose page bytes follow the docs/engines.md formula")
+                     f"page layout; kvplan writes {mapped.dtype_name}, "
+                     "whose page bytes follow the docs/engines.md formula")
 
     flags: list[Flag] = [
         (F.kv_dtype, mapped.dtype_name),
@@ -101,7 +126,8 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh"
     how = (f"--kv-cache-memory-bytes {kv_bytes} // {common.fmt_int(sz.block_bytes)} B per block "
            f"× {sz.block} tokens (docs/engines.md)")
     rows = common.capacity(sz, engine_tokens, how) + (
-        ("gpu_memory_utilization_equivalent", derived(util, "1", "(weights + KV pool + reserves) / memory, rounded up to 0.0001")),)
+        ("gpu_memory_utilization_equivalent",
+         derived(util, "1", "(weights + KV pool + reserves) / memory, rounded up to 0.0001")),)
     return common.finish(BACKEND, mapped, sz, [EmittedFile(name, text)], rows, notes)
 
 
@@ -201,7 +227,8 @@ def _vllm_table() -> list[ReadFlag]:
               note_flag("decode context parallelism shards the KV cache over tensor-parallel ranks; "
                     "kvplan does not model it")),
         ReadFlag(("-dp", "--data-parallel-size"), True, note_flag(REPLICAS)),
-        ReadFlag(("--gpu-memory-utilization",), True, note_flag("a fraction of total memory per instance; " + NO_RESERVE)),
+        ReadFlag(("--gpu-memory-utilization",), True,
+                 note_flag("a fraction of total memory per instance; " + NO_RESERVE)),
         ReadFlag(("--kv-cache-memory-bytes",), True,
               note_flag("a fixed KV budget per GPU; the .kvp has no such key (kvplan sizes the cache)")),
         ReadFlag(("--max-num-batched-tokens",), True, note_flag(CHUNK)),

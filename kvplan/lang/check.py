@@ -21,10 +21,10 @@ import attrs
 
 from kvplan import catalog
 from kvplan.base import codes, files, limits
-from kvplan.base.outputs import folder_name
 from kvplan.base.diagnostics import Diagnostic, Edit, Fix, make
 from kvplan.base.errors import KvplanError, Span
 from kvplan.base.evidence import Value, assumed
+from kvplan.base.outputs import folder_name
 from kvplan.base.units import UNITS, Dim, convert, dims_of_unit, fmt_unit, suggest_unit
 from kvplan.catalog import Device, Dtype, Model, hf
 from kvplan.catalog import engines as engine_catalog
@@ -203,7 +203,8 @@ class _Checker:
             span = s.spans["deployment"]
             line = first.spans["deployment"].line
             self.report(codes.DUPLICATE_NAME,
-                        f"deployment `{s.deployment}` writes the same output folder `{folder}/` as `{first.deployment}` "
+                        f"deployment `{s.deployment}` writes the same output folder `{folder}/` "
+                        f"as `{first.deployment}` "
                         f"(line {line}): folder names are case-folded and Unicode-normalized, punctuation becomes '-'",
                         span, help="rename one of them so that `kvplan emit -o` and `kvplan report -o` can write both")
 
@@ -332,7 +333,7 @@ class _Checker:
         else:
             try:
                 value = convert(node.number, node.unit, dim, what=what)
-            except KvplanError as exc:
+            except KvplanError:
                 wrong = [d for d in dims_of_unit(node.unit) if d is not dim]
                 slip = suggest_unit(node.unit, table)
                 if slip is not None and slip.casefold() == node.unit.casefold():  # `1K` for a count, `50 MS`
@@ -903,7 +904,7 @@ class _Checker:
 
     # -------------------------------------------------------------- workload
 
-    def _workload(self, block: Block, dep_name: str, notes: list[Value]
+    def _workload(self, block: Block, dep_name: str, notes: list[Value]  # noqa: C901  one check per workload field, in the order its diagnostics are reported
                   ) -> Optional[list[tuple[str, dict[str, float], dict[str, Span]]]]:
         """(scenario name, values, spans) per combination of the workload's lists."""
         entries = self._section(block, "workload")

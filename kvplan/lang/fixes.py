@@ -170,7 +170,7 @@ def _pos(source: str, off: int) -> tuple[int, int]:
     return line, off - (before.rfind("\n") + 1) + 1
 
 
-def syntax_fix(code: str, span: Span, help: str, source: str) -> Optional[Fix]:
+def syntax_fix(code: str, span: Span, help: str, source: str) -> Optional[Fix]:  # noqa: C901  one case per syntax error help, mirroring syntax.explain
     """The edit a syntax error's help describes, where it names one (the explainer in
     kvplan.lang.syntax words the help; this reads the same situation from the text)."""
 

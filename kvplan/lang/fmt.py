@@ -2,11 +2,12 @@
 
 Layout: four spaces per level; `key = value` and `key <= value` with one space
 around the operator, and the operators of consecutive settings in one column (as
-`terraform fmt` does), their trailing comments lined up after the longest; `name {` ... `}` with every item on its own line; exactly
-one blank line between top-level declarations, and elsewhere at most one where
-the source had one (never right after `{` or before `}`). Numbers keep the digits
-the user wrote, and a value is printed exactly as written: `128K` stays `128K`,
-`50ms` stays `50ms`, `128 k` stays `128 k`. The layout never touches a value's
+`terraform fmt` does), their trailing comments lined up after the longest;
+`name {` ... `}` with every item on its own line; exactly one blank line between
+top-level declarations, and elsewhere at most one where the source had one (never
+right after `{` or before `}`). Numbers keep the digits the user wrote, and a
+value is printed exactly as written: `128K` stays `128K`, `50ms` stays `50ms`,
+`128 k` stays `128 k`. The layout never touches a value's
 text, so it can never change what a value means (a space or a case change is not
 always harmless: `128K` and `128 k` read alike, but vLLM reads `128K` as 131,072).
 Lists stay on one line unless a comment sits inside them, then one element per line.

@@ -407,7 +407,7 @@ def not_kvp(text: str, path: str) -> Optional[KvpSyntaxError]:
     return None
 
 
-def explain(exc: UnexpectedInput, text: str, path: str) -> KvpSyntaxError:
+def explain(exc: UnexpectedInput, text: str, path: str) -> KvpSyntaxError:  # noqa: C901  one case per lark error situation, in priority order
     """Name a lark syntax error in the user's terms, with the span to point at."""
     if isinstance(exc, UnexpectedCharacters):
         return _bad_character(exc, text, path)

@@ -230,11 +230,14 @@ def regime_map(cfg: rf.Config, batch: int, context: int, *, weights: Dtype, kv: 
     windows = "" if m.all_full else " (windows applied per layer)"
 
     results = [
-        ("kappa", derived(k, "B", f"κ = {'L·(d_c+d_r)·w_kv' if m.kv_kind == 'mla' else '2·L·n_kv·d_h·w_kv'} (docs/model.md §2), per token")),
-        ("kv_bytes_per_sequence", derived(_scalar(kv_bytes_per_seq(m, context, cfg.w_kv)), "B", f"B_kv(s) = κ·s{windows} (docs/model.md §2)")),
+        ("kappa", derived(k, "B", f"κ = {'L·(d_c+d_r)·w_kv' if m.kv_kind == 'mla' else '2·L·n_kv·d_h·w_kv'} "
+                                  "(docs/model.md §2), per token")),
+        ("kv_bytes_per_sequence", derived(_scalar(kv_bytes_per_seq(m, context, cfg.w_kv)), "B",
+                                          f"B_kv(s) = κ·s{windows} (docs/model.md §2)")),
         ("weight_bytes", derived(w_held, "B", "P·w_p (docs/model.md §4)")),
         ("weight_bytes_read", derived(w_read, "B", "weights read per step" + (
-            ": non-routed + E(1−(1−k/E)^b) routed experts, uniform routing assumed (docs/model.md §4)" if m.is_moe else " = P·w_p (docs/model.md §4)"))),
+            ": non-routed + E(1−(1−k/E)^b) routed experts, uniform routing assumed (docs/model.md §4)"
+            if m.is_moe else " = P·w_p (docs/model.md §4)"))),
         ("kv_bytes_read", derived(kv_read, "B", "b·B_kv(s)·r/σ per step (docs/model.md §4)")),
         ("kv_bytes_stored", derived(kv_held, "B", "b·B_kv(s)·r(1+φ)/σ (docs/model.md §3)")),
         ("memory_needed", derived(w_held + kv_held, "B", "P·w_p + b·B_kv(s)")),

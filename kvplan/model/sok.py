@@ -80,7 +80,8 @@ def paper_inputs() -> list[tuple[str, Value]]:
         ("weights_bytes", derived(140e9, "B", "P·w_p at BF16")),
         ("b200_memory", reported(b200.memory, "B", "paper Tab. 3")),
         ("b200_bandwidth", reported(b200.bandwidth, "B/s", "paper Tab. 3")),
-        ("b200_compute", reported(b200.compute, "FLOP/s", "ml-engineering accelerator tables (docs/catalog.md): 2,250 TFLOP/s dense BF16")),
+        ("b200_compute", reported(b200.compute, "FLOP/s",
+                                  "ml-engineering accelerator tables (docs/catalog.md): 2,250 TFLOP/s dense BF16")),
         ("b200_fabric", reported(b200.fabric or 0.0, "B/s", "NV-HBI, paper Tab. 3")),
         ("prefill_efficiency", assumed(DEFAULT_PREFILL_EFFICIENCY, "1", "docs/model.md §9 default η")),
         ("pcie5_bandwidth", assumed(PCIE5_PAPER, "B/s", "paper §2.5: PCIe Gen5 x16 ~64 GB/s")),
@@ -116,7 +117,8 @@ def table3() -> Table:
         rows.append((d.id, reported(d.memory, "B", d.source), reported(d.bandwidth, "B/s", d.source),
                      reported(d.compute, "FLOP/s", d.source), derived(d.ridge, "FLOP/B", "π/β"),
                      str(d.partitions), derived(d.partition_bandwidth, "B/s", "β/n_part"),
-                     derived(_f(striped), "B/s", "striped β_eff" + (", upper bound (fabric unpublished)" if upper else ""))))
+                     derived(_f(striped), "B/s",
+                             "striped β_eff" + (", upper bound (fabric unpublished)" if upper else ""))))
     return Table("3", "Devices: capacity, bandwidth, compute, ridge and placement bandwidth",
                  ("device", "C", "β", "π (BF16 dense)", "ridge", "partitions", "β/n_part", "β_eff striped"),
                  tuple(rows), ("MI300X striped bandwidth is an upper bound: its fabric bandwidth is unpublished",))
@@ -178,7 +180,8 @@ def table7() -> Table:
     rows: list[tuple[Cell, ...]] = [
         ("quantization", "KIVI-2 (2402.02750)", derived(8.0, "x", "16 bit / 2 bit"),
          derived(seq / 8, "B", "B_kv(128k)/8"), *_speedups(8.0),
-         reported(42.43, "1", "KIVI-2 LongBench avg on Mistral-7B-Instruct-v0.2 vs 43.54 full (jy-yuan/KIVI docs/long_bench.md)")),
+         reported(42.43, "1", "KIVI-2 LongBench avg on Mistral-7B-Instruct-v0.2 vs 43.54 full "
+                              "(jy-yuan/KIVI docs/long_bench.md)")),
         ("eviction", "H2O, 20% heavy hitters (2306.14048)", derived(5.0, "x", "1/r, r = 0.2"),
          derived(seq * 0.2, "B", "B_kv(128k)·r"), *_speedups(5.0),
          "gap: per-task quality numbers not retrieved (docs/quality-evidence.md)"),
@@ -192,12 +195,14 @@ def table7() -> Table:
         ("tiering", "host DRAM over PCIe Gen5 + 4× codec (CacheGen)", "n/a (bytes move between tiers)",
          derived(seq / CODEC_RATIO, "B", "B_kv(128k)/codec on the link"), "1x: never read inside a step",
          "1x: never read inside a step", "1x: never read inside a step",
-         reported(4.3, "x", "CacheGen KV size reduction 3.5–4.3× with negligible quality impact (2310.07240 abstract)")),
+         reported(4.3, "x",
+                  "CacheGen KV size reduction 3.5–4.3× with negligible quality impact (2310.07240 abstract)")),
     ]
     return Table("7", "Comparison matrix: one representative per domain (Llama-3-70B, B200, 128k)",
                  ("domain", "representative", "byte factor", "footprint / sequence", "S at W1", "S at W2",
                   "S at W3", "quality (as reported)"), tuple(rows),
-                 ("byte factors multiply; quality costs do not (docs/model.md §3) — a combination must be validated jointly",
+                 ("byte factors multiply; quality costs do not (docs/model.md §3) — "
+                  "a combination must be validated jointly",
                   "reported values from different papers are not comparable"))
 
 

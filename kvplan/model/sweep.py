@@ -258,8 +258,10 @@ COLUMNS: tuple[Column, ...] = (
     Column("kv_dtype", "string", source="input: --kv-dtype"),
     Column("batch", "integer", "1", "assumed", "input: --batch"),
     Column("context", "integer", "tokens", "assumed", "input: --context"),
-    Column("kappa_bytes", "number", "B", "derived", "κ = 2·L·n_kv·d_h·w_kv per token (L·(d_c+d_r)·w_kv for MLA) (docs/model.md §2)"),
-    Column("kv_bytes", "number", "B", "derived", "b·B_kv(s), windows applied, × KV replication over tp ranks (docs/model.md §3)"),
+    Column("kappa_bytes", "number", "B", "derived",
+           "κ = 2·L·n_kv·d_h·w_kv per token (L·(d_c+d_r)·w_kv for MLA) (docs/model.md §2)"),
+    Column("kv_bytes", "number", "B", "derived",
+           "b·B_kv(s), windows applied, × KV replication over tp ranks (docs/model.md §3)"),
     Column("weight_bytes", "number", "B", "derived", "P·w_p, every parameter held (docs/model.md §4)"),
     Column("memory_bytes", "number", "B", "derived", "weight_bytes + kv_bytes"),
     Column("fits", "boolean", source="memory_bytes ≤ N·C (docs/model.md §5)"),
@@ -267,7 +269,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("s_cap_tokens", "number", "tokens", "derived",
            "s_cap(b) = (N·C − P·w_p)/(b·κ); none (empty in CSV, null in JSON) where the weights alone "
            "exceed N·C (docs/model.md §5)"),
-    Column("regime", "string", source="weight-bound below s*, capacity-bound above s_cap, KV-bound between (docs/model.md §6)"),
+    Column("regime", "string",
+           source="weight-bound below s*, capacity-bound above s_cap, KV-bound between (docs/model.md §6)"),
     Column("step_time_s", "number", "s", "derived", "T_step ≥ max(M/β_eff, F/π) over tp ranks (docs/model.md §4, §7)"),
     Column("throughput_tok_s", "number", "tok/s", "derived", "b / T_step"),
     Column("speedup_vs_bf16", "number", "x", "derived",
@@ -384,8 +387,8 @@ def _rows(block: Block, json_out: bool) -> Iterator[tuple[int, str]]:
     ctx = np.array([str(s) for s in spec.context], dtype=object)
     fits_t = np.array(["true", "false"], dtype=object)
     regimes = np.array([_string(r, json_out) for r in rf.REGIMES], dtype=object)
-    middle = sep.join(["%s", "%s", _scalar_text(block.kappa, json_out), "%s", _scalar_text(block.weight_bytes, json_out),
-                       "%s", "%s", "%s", "%s", "%s", "%s", "%s"])
+    middle = sep.join(["%s", "%s", _scalar_text(block.kappa, json_out), "%s",
+                       _scalar_text(block.weight_bytes, json_out), "%s", "%s", "%s", "%s", "%s", "%s", "%s"])
     row = ("    [" + middle + "],\n") if json_out else (middle + "\n")
     n = len(block.b_index)
     for i0 in range(0, n, FORMAT_ROWS):
@@ -410,8 +413,8 @@ def total_points(specs: Sequence[SweepSpec]) -> int:
     if total > limits.MAX_SWEEP_POINTS:
         if len(specs) == 1:
             s = specs[0]
-            product = (f"{len(s.devices):,} device counts × {len(s.kv_dtypes):,} kv dtypes × {len(s.batch):,} batch sizes"
-                       f" × {len(s.context):,} context lengths")
+            product = (f"{len(s.devices):,} device counts × {len(s.kv_dtypes):,} kv dtypes"
+                       f" × {len(s.batch):,} batch sizes × {len(s.context):,} context lengths")
         else:
             product = f"the grids of {len(specs):,} deployments together"
         raise SweepError(f"the sweep has {total:,} points ({product}), more than {limits.MAX_SWEEP_POINTS:,}, "

@@ -92,7 +92,8 @@ def _space(sc: Any) -> tuple[Space, dict[str, str]]:
         counts = (sc.devices.n,)
     else:
         cap = sc.devices.n
-        counts = tuple(sorted({c for c in search.AUTO_DEVICE_COUNTS if c <= cap} | ({cap} if sc.devices.mode == "max" else set())))
+        counts = tuple(sorted({c for c in search.AUTO_DEVICE_COUNTS if c <= cap}
+                              | ({cap} if sc.devices.mode == "max" else set())))
     pin_pl = _pin(sc, "placement") or (sc.placement if sc.placement != "auto" else None)
     if sc.device.partitions == 1:
         placements: tuple[str, ...] = ("striped",)
@@ -326,7 +327,8 @@ def _outcome(sc: Any, setup: _Setup, map0: _Map0, ev: Evaluated, best: int, spac
     metrics = _metrics(cfg, b, s, setup.reserves)
     baseline = _metrics(base, b, s, setup.reserves)
     speed = dict(baseline)["step_time"].value / dict(metrics)["step_time"].value
-    metrics.append(("speedup", derived(speed, "x", "baseline step time / plan step time (memory-bound, docs/model.md §6)")))
+    metrics.append(("speedup", derived(speed, "x",
+                                       "baseline step time / plan step time (memory-bound, docs/model.md §6)")))
     unmet = _unmet(sc, ev, best, space, setup, knobs, gaps, suggest)
     tier = _tier(sc, kv.width, factors, tp, knobs.eta)                 # tier
     s_star1 = _f(rf.s_star(cfg, b))
@@ -335,7 +337,8 @@ def _outcome(sc: Any, setup: _Setup, map0: _Map0, ev: Evaluated, best: int, spac
         scenario=sc, kv_dtype=kv, retention=r, block_size=setup.block, prefix_caching=setup.prefix_caching,
         sharing=setup.sigma, placement=placement, n_devices=n, tp=tp, pp=n // tp, tier=tier,
         regime_before=map0.regime, regime_after=str(rf.regime(s, s_star1, s_cap1)),
-        map_before=_map_before(sc, map0), map_after=_map_after(sc, cfg, kv.width, factors, s_star1, s_cap1, setup.block),
+        map_before=_map_before(sc, map0),
+        map_after=_map_after(sc, cfg, kv.width, factors, s_star1, s_cap1, setup.block),
         metrics=tuple(metrics), baseline=tuple(baseline),
         byte_factors=_byte_factors(kv.width, r, s, setup), decisions=(), unmet=tuple(unmet),
         assumptions=_assumptions(sc, knobs, setup.reserves, tier, setup.sigma),
@@ -466,7 +469,8 @@ def _assumptions(sc: Any, knobs: _Knobs, reserves: memory.Reserves, tier: TierPl
         assumptions += (assumed(1.0, "1", "uniform expert routing for weight traffic (docs/model.md §4)"),)
     if tier.prefill_time is not None:
         assumptions += (assumed(eta, "1", "prefill efficiency η: recompute runs at η·π "
-                                + ("(docs/model.md §9 default)" if eta == DEFAULT_PREFILL_EFFICIENCY else "(--prefill-efficiency)")),)
+                                + ("(docs/model.md §9 default)" if eta == DEFAULT_PREFILL_EFFICIENCY
+                                   else "(--prefill-efficiency)")),)
     if sigma > 1.0:
         assumptions += (assumed(1.0, "1", "shared prefix pages read once per step (cascade attention); "
                                           "without it σ saves capacity only"),)
@@ -708,7 +712,8 @@ def _unmet_fit(sc: Any, ev: Evaluated, best: int, space: Space, sigma: float, ph
         if not sugg and (sc.slo_step_time is not None or sc.slo_throughput is not None):
             # nothing fits and meets the SLOs: say what fits, and that the SLO stays missed
             sugg = [(t + "; the SLO is still missed", c)
-                    for t, c in _fit_suggestions(sc, ev, best, space, sigma, phi, attrs.evolve(knobs, fit_only=True), w_p)]
+                    for t, c in _fit_suggestions(sc, ev, best, space, sigma, phi,
+                                                 attrs.evolve(knobs, fit_only=True), w_p)]
         if not sugg:
             sugg = [("no single change kvplan can verify fits: more devices, narrower weights or a smaller "
                      "workload", ())]
@@ -807,7 +812,8 @@ def _tier(sc: Any, w_kv: float, factors: KvFactors, tp: int, eta: float) -> Tier
         return TierPlan("none" if pin is None else str(pin), None, None, pre, None)
     per_seq = _f(kv_bytes_per_seq(m, sc.context, w_kv)) * factors.capacity
     t_fetch = _f(fetch_time(m, sc.context, w_kv, link.bandwidth)) * factors.retention
-    fetch = derived(t_fetch, "s", f"B_kv(s)·r/({link.name} {fmt_unit(link.bandwidth, 'B/s')} per direction) (docs/model.md §9)")
+    fetch = derived(t_fetch, "s",
+                    f"B_kv(s)·r/({link.name} {fmt_unit(link.bandwidth, 'B/s')} per direction) (docs/model.md §9)")
     size = derived(sc.reuse * sc.batch * per_seq, "B", "reuse × batch × KV bytes per sequence")
     tier = "host" if t_fetch < t_pre else "none"
     if pin is not None:

@@ -311,8 +311,9 @@ def _prefix_caching(inp: _Inputs) -> Decision:
     return Decision(
         domain="prefix-caching", title="Prefix caching", choice="on" if p.prefix_caching else "off", rules=("R2",),
         context=(f"prefix {sc.prefix:,} tokens shared by {sc.fanout} requests",),
-        decision=("We will enable prefix caching" + (f"; the shared prefix gives σ = {p.sharing:.3g}."
-                                                     if p.sharing > 1 else "; this workload declares no shared prefix, so σ = 1 until one appears.")
+        decision=("We will enable prefix caching"
+                  + (f"; the shared prefix gives σ = {p.sharing:.3g}." if p.sharing > 1
+                     else "; this workload declares no shared prefix, so σ = 1 until one appears.")
                   if p.prefix_caching else "Prefix caching stays off as pinned (breaks R2)."),
         numbers=(("sharing", derived(p.sharing, "x", "σ = n·s/(p + n(s − p)) (docs/model.md §3)")),),
         options=(Option("off", "lossless and free: R2 keeps it on"),) if p.prefix_caching else (),
@@ -373,7 +374,8 @@ def _tiering(inp: _Inputs) -> Decision:
         decision=("We will keep no second tier." if t.tier == "none" else
                   f"We will keep reused contexts in the {t.tier} tier between sessions, never read inside a step."),
         numbers=t_nums,
-        options=(Option("read KV from a remote tier inside a step", "R6: a link ~50× below HBM would set the step time"),
+        options=(Option("read KV from a remote tier inside a step",
+                        "R6: a link ~50× below HBM would set the step time"),
                  (Option("recompute (prefill) on reuse", "slower than fetching over the host link")
                   if t.tier == "host" else
                   Option("host tier", "no context comes back (reuse = 0)") if sc.reuse <= 0 else

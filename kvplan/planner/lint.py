@@ -62,8 +62,7 @@ def _unmet_help(sc: Any, ctx: Optional[Context], u: Any, lead: str, sep: str) ->
     return lead + sep.join(u.suggestions), found
 
 
-def findings(sc: Any, plan: Plan, ctx: Optional[Context] = None,
-             rules: Mapping[str, Rule] = RULES) -> list[Diagnostic]:
+def findings(sc: Any, plan: Plan, ctx: Optional[Context] = None, rules: Mapping[str, Rule] = RULES) -> list[Diagnostic]:
     """The findings of one planned scenario: each rule's on the pinned choices, then what the
     engine does not admit, what the plan cannot meet and the expectations it breaks. With `ctx`
     (the file's text and the deployment's tree) every suggestion that names a change carries it as a Fix."""
@@ -98,7 +97,8 @@ def findings(sc: Any, plan: Plan, ctx: Optional[Context] = None,
         if u.constraint in ("fits", "layout"):  # no valid split is KV301 as not fitting is
             lead = "smallest change that fits: " if u.constraint == "fits" else "would meet it: "
             text, found = _unmet_help(sc, ctx, u, lead, "; or ")
-            out.append(make("KV301", u.message, _span(sc, "pin.devices", "devices", "deployment"), help=text, fixes=found))
+            out.append(make("KV301", u.message, _span(sc, "pin.devices", "devices", "deployment"),
+                            help=text, fixes=found))
         elif u.constraint == "step_time":
             text, found = _unmet_help(sc, ctx, u, "would meet it: ", "; or ")
             out.append(make("KV302", u.message, _span(sc, "slo.step_time", "deployment"), help=text, fixes=found))

@@ -14,7 +14,6 @@ from kvplan.catalog import Dtype, get_link
 from kvplan.model.kernels.flashinfer import plan_kernel
 from kvplan.model.memory import Reserves
 
-
 #: Why a candidate left the search when no design rule removed it.
 Cause = Literal["rule", "fit", "layout", "slo", "objective", "more-devices"]
 
@@ -49,7 +48,8 @@ class Option:
 class Decision:
     """One MADR-shaped record: context (facts), the decision, evidence, options considered."""
 
-    domain: str                       # regime | quantization | eviction | paging | prefix-caching | tiering | placement | devices
+    #: regime | quantization | eviction | paging | prefix-caching | tiering | placement | devices
+    domain: str
     title: str
     choice: str
     rules: tuple[str, ...]            # R1..R8

@@ -33,7 +33,8 @@ EVICTION_RETENTIONS = (0.75, 0.5)
 def tp_options(model: Model, n: int) -> tuple[int, ...]:
     """Tensor-parallel sizes for n devices, largest first: each divides n and the query heads,
     and divides the KV heads or is a multiple of them; the rest of the devices become pipeline
-    stages, no more than the model has layers. (MLA replicates its latent on every rank, so smaller tp can be what fits.)"""
+    stages, no more than the model has layers. (MLA replicates its latent on every rank, so smaller tp
+    can be what fits.)"""
     out = []
     for t in range(n, 0, -1):
         if n % t or model.n_q % t or n // t > model.n_layers:  # a pipeline stage holds at least one layer

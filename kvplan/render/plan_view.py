@@ -108,7 +108,8 @@ def _decision_json(d: Decision) -> dict[str, Any]:
         "domain": d.domain, "title": d.title, "choice": d.choice, "rules": list(d.rules), "pinned": d.pinned,
         "context": list(d.context), "decision": d.decision, "numbers": dict(d.numbers),
         "evidence": list(d.evidence), "reported_text": list(d.reported_text),
-        "options": [{"choice": o.choice, "reason": reason_text(o.reason), "numbers": dict(o.numbers)} for o in d.options],
+        "options": [{"choice": o.choice, "reason": reason_text(o.reason), "numbers": dict(o.numbers)}
+                    for o in d.options],
         "consequences": list(d.consequences),
     }
 

@@ -37,7 +37,8 @@ def write(plans: Sequence[Plan], out_dir: str, spec_path: str) -> list[str]:
             tree.write((where, image[0]), image[1])
         index = plan_view.index_markdown(p)
         spec_name = Path(spec_path).name
-        lines = [index.rstrip("\n"), "", f"Spec: `{spec_name}`. Regenerate with `kvplan report {spec_name} -o <dir>`.", ""]
+        lines = [index.rstrip("\n"), "",
+                 f"Spec: `{spec_name}`. Regenerate with `kvplan report {spec_name} -o <dir>`.", ""]
         if image:
             lines += ["## Regime map", "", f"![regime map]({image[0]})", ""]
         lines += ["## Decision records", ""]

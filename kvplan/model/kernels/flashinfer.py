@@ -148,7 +148,7 @@ def _q_dtype(weights: str) -> tuple[str, bool]:
     return (Q_TORCH[weights], True) if weights in Q_TORCH else ("torch.bfloat16", False)
 
 
-def kernel_config(plan: Any, sm_count: Optional[int] = None) -> KernelConfig:
+def kernel_config(plan: Any, sm_count: Optional[int] = None) -> KernelConfig:  # noqa: C901  one decision per FlashInfer wrapper setting, sharing locals
     """The decode-kernel settings of one rank of `plan`. Never raises for a plan the planner made."""
 
     sc = plan.scenario
@@ -260,9 +260,9 @@ def kernel_config(plan: Any, sm_count: Optional[int] = None) -> KernelConfig:
                                  fa, kvb, kt))
     total = sum(g.kv_bytes.value for g in groups)
     kv_total = derived(total, "B", "KV bytes one rank reads per decode step, summed over its layer groups")
-    k_time = derived(total / beta, "s", "KV bytes one rank reads per step / β_eff (docs/model.md §4, §7): the attention "
-                                        "kernels' memory-bound lower bound" + (", itself a lower bound as β_eff "
-                                                                               "is an upper bound" if upper else ""))
+    k_time = derived(total / beta, "s", "KV bytes one rank reads per step / β_eff (docs/model.md §4, §7): "
+                                        "the attention kernels' memory-bound lower bound"
+                                        + (", itself a lower bound as β_eff is an upper bound" if upper else ""))
     if plan.sharing > 1.0:
         warnings.append(f"the plan shares prefix pages (σ = {plan.sharing:.3g}); the decode wrapper reads them once "
                         "per sequence. FlashInfer's cascade wrappers read a shared prefix once per step; the kernel "

@@ -18,7 +18,8 @@ def lint(v: PinView) -> list[Diagnostic]:
     ev_ok = admissible(sc.budget, sc.eviction_allowed).eviction
     if r_val < 0.5:
         return [make("KV205", f"retention {r_val:g} is below 0.5", pin_r.span,
-                     help="keep r ≥ 0.5 (R5): remove the retention pin" + (", or write `retention = 0.5`" if ev_ok else ""),
+                     help="keep r ≥ 0.5 (R5): remove the retention pin"
+                          + (", or write `retention = 0.5`" if ev_ok else ""),
                      fixes=[fx.remove_setting(v.source, v.dep, "pin.retention"),
                             fx.set_setting(v.source, v.dep, "pin.retention", "0.5") if ev_ok else None])]
     if ev_ok:
@@ -26,7 +27,8 @@ def lint(v: PinView) -> list[Diagnostic]:
     return [make("KV205", f"retention {r_val:g} is pinned but this workload does not tolerate eviction "
                  f"(budget '{sc.budget}', eviction {'allowed' if sc.eviction_allowed else 'forbidden'})",
                  pin_r.span, help="set quality.eviction = allowed, or remove the retention pin (R5)",
-                 fixes=[fx.set_setting(v.source, v.dep, "quality.eviction", "allowed") if sc.budget != "lossless" else None,
+                 fixes=[fx.set_setting(v.source, v.dep, "quality.eviction", "allowed")
+                        if sc.budget != "lossless" else None,
                         fx.remove_setting(v.source, v.dep, "pin.retention")])]
 
 

@@ -25,7 +25,8 @@ def reject(v: SearchView, i: int) -> Optional[Rejection]:
         return None
     return RULE.rejection(f"with {ev.dtype[i]} KV the point is already below s* on this layout; "
                           "evicting would add risk for little speed",
-                          (("kv_bytes_read", derived(k, "B", f"KV bytes read per step at {ev.dtype[i]}, every token kept")),
+                          (("kv_bytes_read",
+                            derived(k, "B", f"KV bytes read per step at {ev.dtype[i]}, every token kept")),
                            ("weight_bytes_read", derived(v.weights_read, "B", "weight bytes read per step"))))
 
 
