@@ -163,7 +163,6 @@ def exp2(suffix: str) -> int:
     return {"K": 10, "M": 20, "G": 30, "T": 40}[suffix[0].upper()]
 
 
-
 # ------------------------------------------------------------- command lines
 
 def split_command(text: str) -> list[str]:
@@ -316,7 +315,6 @@ def read_kv_dtype(r: Read, table: Mapping[str, tuple[Optional[str], str]], value
     r.kv_dtype = (kv, written + (f" ({why})" if why else ""))
     if value == "auto":
         r.note(f"{written}: the KV cache keeps the model's dtype; kv_dtype = bf16 is assumed")
-
 
 
 def json_int(text: str) -> Any:

@@ -154,9 +154,6 @@ def sglang_tokens(value: str, flag: str) -> tuple[int, str]:
     return tokens_in_range(n, value, flag), ""
 
 
-
-
-
 def _sglang_table() -> list[ReadFlag]:
     tier_sizing = "kvplan sizes the tier from the reuse economics"
     return [
@@ -208,7 +205,6 @@ def read(text: str, base_dir: str = ".", where: str = "config") -> Read:
     r.defaults("SGLang's radix cache is on by default", ENGINE.default_block, f"SGLang's default {F.block} on CUDA",
                f"{F.kv_dtype} auto (default)")
     return r
-
 
 
 BACKEND = common.engine_backend(

@@ -127,7 +127,6 @@ TRTLLM_IRRELEVANT_KEYS = frozenset({"backend", "print_iter_log", "cuda_graph_con
                                     "trust_remote_code", "return_perf_metrics", "stream_interval"})
 
 
-
 def trtllm_tokens(value: str, flag: str) -> tuple[int, str]:
     """A token count as TensorRT-LLM reads it: plain digits only."""
     return plain_tokens(value, flag, "TensorRT-LLM",
@@ -330,7 +329,6 @@ def read(text: str, base_dir: str = ".", where: str = "config") -> Read:
                "TensorRT-LLM's default tokens_per_block",
                "kv_cache_config.dtype auto (default)")
     return r
-
 
 
 BACKEND = common.engine_backend(

@@ -270,7 +270,6 @@ def read(text: str, base_dir: str = ".", where: str = "config") -> Read:
     return r
 
 
-
 BACKEND = common.engine_backend(
     ENGINE, flags=FLAGS,
     source="docs/engines.md § vLLM 0.33.0 (vllm/config/cache.py, vllm/engine/arg_utils.py, vllm/config/kv_transfer.py)",
