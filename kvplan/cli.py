@@ -231,9 +231,9 @@ def map_cmd(model_id: str | None, model_config: str | None, device_id: str, n_de
             plot_path: str | None, roofline_path: str | None) -> None:
     """The regime map at one point: κ, s*, s_cap, β_eff, intensity, step time, regime, by KV dtype."""
     from kvplan import catalog
-    from kvplan.catalog.hf import resolve_model
+    from kvplan.catalog.hf_config import resolve_model
     from kvplan.model import roofline as rf
-    from kvplan.model.analysis import regime_map
+    from kvplan.model.regime import regime_map
     from kvplan.render import map_view
 
     model = resolve_model(model_id, model_config)
@@ -244,7 +244,7 @@ def map_cmd(model_id: str | None, model_config: str | None, device_id: str, n_de
     cfg = rf.Config(model, device, n_devices=n_devices, tp=tp, w_p=w.width, w_kv=kv.width, placement=placement)
     rm = regime_map(cfg, b, s, weights=w, kv=kv)
     if plot_path or roofline_path:
-        from kvplan.model.analysis import DEFAULT_KV_DTYPES
+        from kvplan.model.regime import DEFAULT_KV_DTYPES
         from kvplan.render import plot
 
         if plot_path:
@@ -296,7 +296,7 @@ def sweep_cmd(spec_file: str | None, model_id: str | None, model_config: str | N
                                         placement=placement, **lists)
     else:
         from kvplan import catalog
-        from kvplan.catalog.hf import resolve_model
+        from kvplan.catalog.hf_config import resolve_model
 
         if device_id is None:
             raise KvplanError("missing --device", help="name a catalog device (kvplan devices), or give a .kvp FILE")
@@ -330,16 +330,16 @@ def sweep_cmd(spec_file: str | None, model_id: str | None, model_config: str | N
 @handles_errors
 def tables_cmd(fmt: str) -> None:
     """Regenerate the derived parts of the paper's Tables 1, 3, 4, 5, 7 and the W4 economics."""
-    from kvplan.model import sok
+    from kvplan.model import paper
     from kvplan.render import tables_view
 
-    tables, inputs = sok.all_tables(), sok.paper_inputs()
+    tables, inputs = paper.all_tables(), paper.paper_inputs()
     render = {"text": tables_view.text, "markdown": tables_view.markdown, "json": tables_view.json_text}[fmt]
     click.echo(render(tables, inputs), nl=False)
 
 
 def _reserve_options(fn: F) -> F:
-    """--activation-reserve, --runtime-reserve: the per-device reserves of kvplan.memory, one memory model
+    """--activation-reserve, --runtime-reserve: the per-device reserves of kvplan.model.memory, one memory model
     for every command that plans (advise, report, lint, emit)."""
     fn = click.option("--runtime-reserve", type=_bytes_type(), default=None, metavar="BYTES",
                       help="Runtime memory per GPU (CUDA context, communication buffers); 0 is allowed  "

@@ -138,7 +138,7 @@ def test_a_dependency_deprecation_is_not_a_kvplan_bug(monkeypatch: pytest.Monkey
     """At the declared minimums matplotlib 3.8 calls pyparsing's `parseString`, which the newest
     pyparsing deprecates: that warning (raised from a dependency's module) must neither fail a run
     nor print, while a RuntimeWarning or a warning from kvplan's own code still fails it."""
-    import kvplan.catalog.hf as hf_mod
+    import kvplan.catalog.hf_config as hf_mod
 
     def warn_as(category: type[Warning], module: str) -> Callable[..., Any]:
         real = hf_mod.resolve_model

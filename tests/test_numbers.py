@@ -309,7 +309,7 @@ def test_tables_and_map_each_say_why_their_p_differs() -> None:
 
 def _map_json(sc: Any, n: int, tp: int, kv: str, placement: str) -> dict[str, Any]:
     """`kvplan map --format json` at the plan's point; a spec's own model or device block goes through
-    the same code (kvplan.model.analysis.regime_map) since the CLI takes catalog ids only."""
+    the same code (kvplan.model.regime.regime_map) since the CLI takes catalog ids only."""
     try:
         catalog.get_model(sc.model.id)
         catalog.get_device(sc.device.id)
@@ -323,7 +323,7 @@ def _map_json(sc: Any, n: int, tp: int, kv: str, placement: str) -> dict[str, An
         assert r.exit_code == 0, r.output
         return json.loads(r.stdout)  # type: ignore[no-any-return]
     from kvplan.model import roofline as rf
-    from kvplan.model.analysis import regime_map
+    from kvplan.model.regime import regime_map
     from kvplan.render import map_view
 
     cfg = rf.Config(sc.model, sc.device, n_devices=n, tp=tp, w_p=sc.weights.width, w_kv=catalog.dtype(kv).width,
@@ -426,7 +426,7 @@ def test_emit_stderr_capacity_line_counts_sequences_as_planned() -> None:
 def test_widest_tp_is_the_searchs_first_option_and_bounded() -> None:
     import time
 
-    from kvplan.model.analysis import widest_tp
+    from kvplan.model.regime import widest_tp
     from kvplan.planner.search import tp_options
 
     for mid in ("deepseek-v3", "llama-3-70b", "llama-3-8b"):
@@ -565,7 +565,7 @@ def test_map_prints_no_negative_crossover_where_a_pipeline_stage_overflows() -> 
 
 
 def test_weights_exceed_note_never_joins_two_equal_figures_with_exceed() -> None:
-    from kvplan.model.analysis import weights_exceed_note
+    from kvplan.model.regime import weights_exceed_note
 
     close = weights_exceed_note(16.0605e9, 16.0601e9)  # 16.06 GB and 16.06 GB at four digits
     assert "(16.061 GB) exceed the memory (16.060 GB) by 400 KB" in close, close

@@ -172,7 +172,7 @@ def test_figures_at_the_corners_of_the_ranges_have_finite_bounded_axes(
         context: int) -> None:
     import attrs
 
-    from kvplan.catalog.hf import resolve_model
+    from kvplan.catalog.hf_config import resolve_model
 
     # the examples' 4-layer config, κ = 2 KB: s* of 10^15 parameters at b = 1 is about 10^12 tokens
     tiny = resolve_model(None, str(Path(__file__).resolve().parent.parent / "examples/models/tiny/config.json"))

@@ -1,7 +1,7 @@
 """The range of every number kvplan reads, checked once where it is read.
 
 The .kvp checker (kvplan.lang.check), `kvplan import` (kvplan.engines.importer) and the
-config.json reader (kvplan.catalog.hf) refuse a number outside its range with a located
+config.json reader (kvplan.catalog.hf_config) refuse a number outside its range with a located
 error that names the range. Everything after that edge works with finite,
 bounded numbers: no loop runs past the largest count, no product of inputs
 overflows a float64 (or, for token counts, an int64), and no integer reaches
@@ -49,7 +49,7 @@ MAX_FILE_SCENARIOS = 10_000
 #: 12 s and 1.7 GB of CSV per 10^7 points: the limit is about 2 minutes and 17 GB).
 MAX_SWEEP_POINTS = 10**8
 
-#: config.json sizes (kvplan.catalog.hf): layers, heads, widths (hidden, intermediate, head, vocab,
+#: config.json sizes (kvplan.catalog.hf_config): layers, heads, widths (hidden, intermediate, head, vocab,
 #: low-rank), experts.
 MAX_LAYERS = 1024
 MAX_HEADS = 2**16

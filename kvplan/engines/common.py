@@ -432,9 +432,9 @@ def capacity(sizing: Sizing, engine_tokens: float, how: str) -> tuple[tuple[str,
         ("kv_pool_per_gpu", derived(sizing.pool, "B", f"{fmt_int(sizing.blocks)} blocks × "
                                                       f"{fmt_int(sizing.block_bytes)} B per block")),
         ("plan_kv_per_gpu", derived(sizing.plan_kv_per_gpu, "B", "plan KV bytes · ⌈L/pp⌉/(L·tp), the most "
-                                                                 "loaded GPU (kvplan.memory)")),
+                                                                 "loaded GPU (kvplan.model.memory)")),
         ("weights_per_gpu", derived(sizing.weights, "B", "weight bytes · ⌈L/pp⌉/(L·tp), the most loaded GPU "
-                                                         "(kvplan.memory)")),
+                                                         "(kvplan.model.memory)")),
         ("activation_reserve", sizing.activation),
         ("runtime_reserve", sizing.runtime),
         ("memory_needed_per_gpu", derived(sizing.needed, "B", "weights + KV pool + reserves")),

@@ -27,7 +27,7 @@ import attrs
 from kvplan.base import files, limits
 from kvplan.catalog import Model, aliases, get_device, get_model, models, suggest
 from kvplan.catalog.engines import get_engine
-from kvplan.catalog.hf import load_config
+from kvplan.catalog.hf_config import load_config
 from kvplan.engines import TARGETS
 from kvplan.engines.flagparse import LIMIT_HELP, MAX_TOKENS, DeploymentReadError, Read, in_range, split_command
 from kvplan.engines.sglang import sglang_tokens

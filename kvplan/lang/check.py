@@ -26,7 +26,7 @@ from kvplan.base.errors import KvplanError, Span
 from kvplan.base.evidence import Value, assumed
 from kvplan.base.outputs import folder_name
 from kvplan.base.units import UNITS, Dim, convert, dims_of_unit, fmt_unit, suggest_unit
-from kvplan.catalog import Device, Dtype, Model, hf
+from kvplan.catalog import Device, Dtype, Model, hf_config
 from kvplan.catalog import engines as engine_catalog
 from kvplan.lang import fixes as fx
 from kvplan.lang.spec import (
@@ -450,7 +450,7 @@ class _Checker:
                              "(docs/cli-lint.md)")
             return None
         try:
-            model: Model = hf.load_config(path)
+            model: Model = hf_config.load_config(path)
         except ImportError:
             self.report(codes.CONFIG_ERROR, f"cannot read `{node.value}`: this kvplan has no config reader",
                         node.span)

@@ -26,8 +26,8 @@ from kvplan.catalog.engines import concrete, get_engine
 from kvplan.catalog.quality import BUDGETS, admissible
 from kvplan.model import memory
 from kvplan.model import roofline as rf
-from kvplan.model.analysis import cap_value, devices_for_weights, over_cap_value, weights_unheld_note, widest_tp
 from kvplan.model.footprint import KvFactors, fragmentation, kappa, kv_bytes_per_seq, sharing_factor
+from kvplan.model.regime import cap_value, devices_for_weights, over_cap_value, weights_unheld_note, widest_tp
 from kvplan.model.scenario import DeviceCount, Pin
 from kvplan.model.tiering import DEFAULT_PREFILL_EFFICIENCY, fetch_time, prefill_time
 from kvplan.planner import search
@@ -497,7 +497,7 @@ def _metrics(cfg: rf.Config, b: int, s: int, reserves: memory.Reserves) -> list[
         ("memory_usable", derived(cfg.capacity, "B", "N·(C − reserves)")),
         ("device_need", derived(dev.needed, "B", f"most loaded device: weights + KV on {layers} of "
                                       f"{cfg.model.n_layers} layers, 1/{cfg.tp} of the heads, + reserves "
-                                      "(kvplan.memory)")),
+                                      "(kvplan.model.memory)")),
         ("headroom", derived(dev.headroom, "%", "1 − (weights + KV)/(C − reserves), most loaded device")
          if math.isfinite(dev.headroom) else
          attrs.evolve(derived(dev.headroom, "%", "1 − (weights + KV)/(C − reserves), most loaded device; none: "
@@ -723,7 +723,7 @@ def _unmet_fit(sc: Any, ev: Evaluated, best: int, space: Space, sigma: float, ph
         short = float(ev.need_dev[best] - ev.usable_dev[best])
         return Unmet("fits", _reserves_exceed(ev, best) + f"; each {sc.device.id} would need "
                      f"{fmt_unit(short, 'B')} more for this plan",
-                     derived(short, "B", "memory needed − usable, per device (kvplan.memory)"),
+                     derived(short, "B", "memory needed − usable, per device (kvplan.model.memory)"),
                      tuple(t for t, _ in sugg), tuple(c for _, c in sugg))
     if layers * (n // tp) != sc.model.n_layers:
         short = float(ev.need_dev[best] - ev.usable_dev[best])
@@ -731,7 +731,7 @@ def _unmet_fit(sc: Any, ev: Evaluated, best: int, space: Space, sigma: float, ph
                      f"{n // tp} pipeline stages) needs {fmt_unit(ev.need_dev[best], 'B')}, "
                      f"{fmt_unit(ev.usable_dev[best], 'B')} usable on each {sc.device.id}; short by "
                      f"{fmt_unit(short, 'B')}",
-                     derived(short, "B", "memory needed − usable, most loaded device (kvplan.memory)"),
+                     derived(short, "B", "memory needed − usable, most loaded device (kvplan.model.memory)"),
                      tuple(t for t, _ in sugg), tuple(c for _, c in sugg))
     return Unmet("fits", f"does not fit: needs {fmt_unit(ev.need[best], 'B')}, {fmt_unit(ev.capacity[best], 'B')} "
                  f"usable on {int(ev.n[best])} × {sc.device.id}; short by {fmt_unit(short, 'B')}",

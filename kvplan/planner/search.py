@@ -18,8 +18,8 @@ from kvplan.catalog import DTYPES, Model
 from kvplan.catalog.quality import lossiness_rank
 from kvplan.model import memory
 from kvplan.model import roofline as rf
-from kvplan.model.analysis import widest_tp
 from kvplan.model.footprint import kv_bytes_per_seq
+from kvplan.model.regime import widest_tp
 from kvplan.planner.plan import Rejection
 
 Array = npt.NDArray[np.float64]
@@ -52,7 +52,7 @@ def has_layout(model: Model, n: int) -> bool:
 
 def closest_tp(model: Model, n: int) -> int:
     """For a count with no valid split (only evaluated to say how far it is): the widest tensor-parallel
-    size the heads take, so that the pipeline is as short as the heads allow (analysis.widest_tp)."""
+    size the heads take, so that the pipeline is as short as the heads allow (regime.widest_tp)."""
     return widest_tp(model, n)
 
 

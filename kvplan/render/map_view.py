@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.base.units import fmt_unit
-from kvplan.model.analysis import RegimeMap
+from kvplan.model.regime import RegimeMap
 from kvplan.render.common import clip, dump_json, table
 
 #: Text lines are at most this wide; a long source is cut at a word boundary, with "…".

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 from kvplan import catalog
 from kvplan.base.evidence import Value
-from kvplan.model.sok import Cell, Table, paper_model
+from kvplan.model.paper import Cell, Table, paper_model
 from kvplan.render.common import dump_json, table
 
 _MARK = {"derived": "d", "reported": "r", "assumed": "a"}

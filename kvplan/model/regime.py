@@ -20,7 +20,7 @@ from kvplan.catalog import DTYPES, Device, Dtype, Model
 from kvplan.model import memory
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import kappa, kv_bytes_per_seq
-from kvplan.model.sok import paper_model
+from kvplan.model.paper import paper_model
 
 DEFAULT_KV_DTYPES = ("bf16", "fp8", "int4", "int2")
 
