@@ -315,67 +315,88 @@ class _Checker:
         """A quantity in base units, dimension-, integer- and range-checked; None after reporting.
         `op` is how the key is written (`step_time <= ...` in slo), so that examples are valid."""
         what = what or key
-        example = _EXAMPLES.get(dim, "1")
         if not isinstance(node, Quantity):
-            shown = f"`{node.name}`" if isinstance(node, Ident) else f'the string "{node.value}"'
-            help = f"write a number, e.g. `{key} {op} {example}`"
-            fix = fx.replace(node.span, example, f"{key} {op} {example}")
-            first = _unit_first(node.name, dim) if isinstance(node, Ident) else None
-            if first:
-                help = f"the number comes first: `{first}`"
-                fix = fx.replace(node.span, first)
-            self.report(codes.WRONG_KIND, f"{what} takes {_dim_words(dim)}, got {shown}", node.span, help=help,
-                        fixes=[fix])
+            self._not_a_quantity(node, key, dim, what, op)
             return None
-        table = table if table is not None else UNITS[dim]
+        value = self._in_base_units(node, key, dim, table if table is not None else UNITS[dim], what, op)
+        if value is None or not self._in_range(node, value, key, dim, integer=integer, lo=lo, hi=hi,
+                                               lo_open=lo_open, what=what, why=why, op=op):
+            return None
+        if dim is Dim.TOKENS and node.unit == "K":
+            self._ambiguous_k(node, what)
+        return value
+
+    def _not_a_quantity(self, node: Union[Ident, String], key: str, dim: Dim, what: str, op: str) -> None:
+        """Report a name or a string where a number was wanted (with the fix `50ms` → `50 ms`)."""
+        example = _EXAMPLES.get(dim, "1")
+        shown = f"`{node.name}`" if isinstance(node, Ident) else f'the string "{node.value}"'
+        help = f"write a number, e.g. `{key} {op} {example}`"
+        fix = fx.replace(node.span, example, f"{key} {op} {example}")
+        first = _unit_first(node.name, dim) if isinstance(node, Ident) else None
+        if first:
+            help = f"the number comes first: `{first}`"
+            fix = fx.replace(node.span, first)
+        self.report(codes.WRONG_KIND, f"{what} takes {_dim_words(dim)}, got {shown}", node.span, help=help,
+                    fixes=[fix])
+
+    def _in_base_units(self, node: Quantity, key: str, dim: Dim, table: Mapping[str, float], what: str,
+                       op: str) -> Optional[float]:
+        """The quantity converted by its unit (`table` first, then every unit of `dim`); None after reporting."""
         if node.unit in table:
-            value = node.number * table[node.unit]
+            return node.number * table[node.unit]
+        try:
+            value = convert(node.number, node.unit, dim, what=what)
+        except KvplanError:
+            self._bad_unit(node, key, dim, table, what, op)
+            return None
+        if dim in (Dim.COUNT,) and node.unit in ("B", "T"):  # convert() accepted a parameter count unit
+            self.report(codes.UNKNOWN_UNIT, f"`{node.unit}` counts parameters, not {what}", node.unit_span,
+                        help=f"use {_unit_names(table)}")
+            return None
+        return value
+
+    def _bad_unit(self, node: Quantity, key: str, dim: Dim, table: Mapping[str, float], what: str, op: str) -> None:
+        """Report a unit that does not convert: a case slip, a missing unit, another dimension, or unknown."""
+        example = _EXAMPLES.get(dim, "1")
+        wrong = [d for d in dims_of_unit(node.unit) if d is not dim]
+        slip = suggest_unit(node.unit, table)
+        if slip is not None and slip.casefold() == node.unit.casefold():  # `1K` for a count, `50 MS`
+            self.report(codes.UNKNOWN_UNIT, f"unknown unit `{node.unit}` for {what}", node.unit_span,
+                        help=f"did you mean `{slip}`?", fixes=[fx.replace(node.unit_span, slip)])
+        elif not node.unit:  # a bare number where a unit is needed: it has no dimension yet
+            self.report(codes.WRONG_DIMENSION, f"{what} takes {dim.value}, got a plain number {node.text}",
+                        node.span, help=f"add its unit, e.g. `{key} {op} {example}`",
+                        fixes=[fx.replace(node.span, example, f"{key} {op} {example}")])
+        elif wrong:
+            self.report(codes.WRONG_DIMENSION, f"{what} takes {dim.value}, got {wrong[0].value}", node.span,
+                        help=f"write {_dim_words(dim)}, e.g. `{key} {op} {example}`",
+                        fixes=[fx.replace(node.span, example, f"{key} {op} {example}")])
         else:
-            try:
-                value = convert(node.number, node.unit, dim, what=what)
-            except KvplanError:
-                wrong = [d for d in dims_of_unit(node.unit) if d is not dim]
-                slip = suggest_unit(node.unit, table)
-                if slip is not None and slip.casefold() == node.unit.casefold():  # `1K` for a count, `50 MS`
-                    self.report(codes.UNKNOWN_UNIT, f"unknown unit `{node.unit}` for {what}", node.unit_span,
-                                help=f"did you mean `{slip}`?", fixes=[fx.replace(node.unit_span, slip)])
-                elif not node.unit:  # a bare number where a unit is needed: it has no dimension yet
-                    self.report(codes.WRONG_DIMENSION, f"{what} takes {dim.value}, got a plain number {node.text}",
-                                node.span, help=f"add its unit, e.g. `{key} {op} {example}`",
-                                fixes=[fx.replace(node.span, example, f"{key} {op} {example}")])
-                elif wrong:
-                    self.report(codes.WRONG_DIMENSION, f"{what} takes {dim.value}, got {wrong[0].value}", node.span,
-                                help=f"write {_dim_words(dim)}, e.g. `{key} {op} {example}`",
-                                fixes=[fx.replace(node.span, example, f"{key} {op} {example}")])
-                else:
-                    close = suggest_unit(node.unit, table)
-                    hint = f"did you mean `{close}`?" if close else f"use {_unit_names(table)}"
-                    self.report(codes.UNKNOWN_UNIT, f"unknown unit `{node.unit}` for {what}", node.unit_span,
-                                help=hint, fixes=[_did_you_mean(node.unit_span, hint)])
-                return None
-            if dim in (Dim.COUNT,) and node.unit in ("B", "T"):  # convert() accepted a parameter count unit
-                self.report(codes.UNKNOWN_UNIT, f"`{node.unit}` counts parameters, not {what}", node.unit_span,
-                            help=f"use {_unit_names(table)}")
-                return None
+            close = suggest_unit(node.unit, table)
+            hint = f"did you mean `{close}`?" if close else f"use {_unit_names(table)}"
+            self.report(codes.UNKNOWN_UNIT, f"unknown unit `{node.unit}` for {what}", node.unit_span,
+                        help=hint, fixes=[_did_you_mean(node.unit_span, hint)])
+
+    def _in_range(self, node: Quantity, value: float, key: str, dim: Dim, *, integer: bool, lo: Optional[float],
+                  hi: Optional[float], lo_open: bool, what: str, why: str, op: str) -> bool:
+        """Whether `value` is finite, whole where `integer`, and within the bounds; reports when not."""
         written = _shown(node.text)
         bounds = f"{what} must be {_range_words(lo, hi, lo_open, dim, node.unit)}" + (f" ({why})" if why else "")
         if not math.isfinite(value):
             self.report(codes.OUT_OF_RANGE, f"{what} = {written} is not a finite number", node.span,
                         help=bounds if lo is not None or hi is not None else None)
-            return None
+            return False
         if integer and value != int(value):
             whole = str(max(1, round(value)))
             self.report(codes.NOT_AN_INTEGER, f"{what} must be a whole number, got {written}", node.span,
                         help=f"e.g. `{key} {op} {whole}`", fixes=[fx.replace(node.span, whole, f"{key} {op} {whole}")])
-            return None
+            return False
         low_bad = lo is not None and (value <= lo if lo_open else value < lo)
         high_bad = hi is not None and value > hi
         if low_bad or high_bad:
             self.report(codes.OUT_OF_RANGE, f"{what} = {written} is out of range", node.span, help=bounds)
-            return None
-        if dim is Dim.TOKENS and node.unit == "K":
-            self._ambiguous_k(node, what)
-        return value
+            return False
+        return True
 
     def _ambiguous_k(self, node: Quantity, what: str) -> None:
         """`128K`: 128,000 tokens here, 131,072 to vLLM (human_readable_int reads K as 2^10)."""
