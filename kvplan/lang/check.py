@@ -581,31 +581,11 @@ class _Checker:
     # ----------------------------------------------------------- deployments
 
     def _deployment(self, dep: DeploymentDecl) -> list[Scenario]:
+        """The deployment's scenarios: its sections and settings checked, then one per workload combination."""
         where = f'deployment "{dep.name}"'
         self.hinted = set()
-        sections: dict[str, Block] = {}
-        for block in dep.blocks:
-            if block.name not in SECTIONS:
-                close = difflib.get_close_matches(block.name, list(SECTIONS), n=1, cutoff=0.6)
-                self.hinted.update(close)
-                help = f"did you mean `{close[0]}`?" if close else self._block_help(block.name, DEPLOYMENT_KEYS)
-                if block.name in DEPLOYMENT_KEYS:
-                    help = self._block_help(block.name, DEPLOYMENT_KEYS)
-                self.report(codes.UNKNOWN_BLOCK, f"unknown block `{block.name}` in {where}", block.name_span,
-                            help=help, fixes=[fx.replace(block.name_span, close[0])]
-                            if close and block.name not in DEPLOYMENT_KEYS else [])
-            elif block.name in sections:
-                self.report(codes.DUPLICATE_KEY, f"a second `{block.name}` block in {where}", block.name_span,
-                            help=f"the first is at line {sections[block.name].span.line}; merge them")
-            else:
-                sections[block.name] = block
-        top_entries = [e for e in dep.entries if e.key not in SECTIONS]
-        for e in dep.entries:
-            if e.key in SECTIONS:
-                self.report(codes.UNKNOWN_KEY, f"`{e.key}` is a block, not a setting", e.key_span,
-                            help=f"write `{e.key} {{ ... }}`")
-        top = self._entries(top_entries, where, DEPLOYMENT_KEYS,
-                            {f"the `{k}` block": v for k, v in SECTION_KEYS.items()})
+        sections = self._sections(dep, where)
+        top = self._top_settings(dep, where)
         spans: dict[str, Span] = {"deployment": dep.name_span}
         notes: list[Value] = []
 
@@ -630,11 +610,7 @@ class _Checker:
         expects = self._expects(sections.get("expect"))
         workload = sections.get("workload")
         if workload is None:
-            if "workload" in self.hinted:
-                return []
-            self.report(codes.MISSING_KEY, f"{where} has no workload", dep.name_span,
-                        help="add a workload block with `batch = 32` and `context = 128k`, one setting per line",
-                        fixes=[fx.add_block(self.spec_source, dep, "workload", ("batch = 32", "context = 128k"))])
+            self._missing_workload(dep, where)
             return []
         combos = self._workload(workload, dep.name, notes)
         if None in (model, device, weights, devices, placement, engine, objective, quality, slo, combos):
@@ -654,6 +630,44 @@ class _Checker:
                 assumptions=tuple(notes) + model.assumptions + device.assumptions,
             ))
         return out
+
+    def _sections(self, dep: DeploymentDecl, where: str) -> dict[str, Block]:
+        """The deployment's blocks by name; an unknown or a second block of a name is reported."""
+        sections: dict[str, Block] = {}
+        for block in dep.blocks:
+            if block.name not in SECTIONS:
+                close = difflib.get_close_matches(block.name, list(SECTIONS), n=1, cutoff=0.6)
+                self.hinted.update(close)
+                help = f"did you mean `{close[0]}`?" if close else self._block_help(block.name, DEPLOYMENT_KEYS)
+                if block.name in DEPLOYMENT_KEYS:
+                    help = self._block_help(block.name, DEPLOYMENT_KEYS)
+                self.report(codes.UNKNOWN_BLOCK, f"unknown block `{block.name}` in {where}", block.name_span,
+                            help=help, fixes=[fx.replace(block.name_span, close[0])]
+                            if close and block.name not in DEPLOYMENT_KEYS else [])
+            elif block.name in sections:
+                self.report(codes.DUPLICATE_KEY, f"a second `{block.name}` block in {where}", block.name_span,
+                            help=f"the first is at line {sections[block.name].span.line}; merge them")
+            else:
+                sections[block.name] = block
+        return sections
+
+    def _top_settings(self, dep: DeploymentDecl, where: str) -> dict[str, Entry]:
+        """The deployment's own settings by key; a section written as a setting is reported."""
+        top_entries = [e for e in dep.entries if e.key not in SECTIONS]
+        for e in dep.entries:
+            if e.key in SECTIONS:
+                self.report(codes.UNKNOWN_KEY, f"`{e.key}` is a block, not a setting", e.key_span,
+                            help=f"write `{e.key} {{ ... }}`")
+        return self._entries(top_entries, where, DEPLOYMENT_KEYS,
+                             {f"the `{k}` block": v for k, v in SECTION_KEYS.items()})
+
+    def _missing_workload(self, dep: DeploymentDecl, where: str) -> None:
+        """Report a deployment without a workload, unless a misspelt block was already taken for one."""
+        if "workload" in self.hinted:
+            return
+        self.report(codes.MISSING_KEY, f"{where} has no workload", dep.name_span,
+                    help="add a workload block with `batch = 32` and `context = 128k`, one setting per line",
+                    fixes=[fx.add_block(self.spec_source, dep, "workload", ("batch = 32", "context = 128k"))])
 
     def _resolve(self, e: Optional[Entry], dep: DeploymentDecl, spans: dict[str, Span], key: str,
                  local: Mapping[str, Optional[_W]], table: Mapping[str, _X], get: Callable[[str], _X],
