@@ -90,6 +90,17 @@ _EXPECT_MAX = {"speedup": limits.MAX_SPEEDUP, "step_time": limits.MAX_STEP_TIME,
 #: Why a range ends where it does, for the help line.
 _LIMIT = "kvplan's limit, docs/language.md"
 _COMPARISONS = ("==", "<=", ">=", "<", ">")
+#: Each workload key: (dim, unit table, integer, low, high).
+_WORKLOAD_FIELDS: Mapping[str, tuple[Dim, Optional[Mapping[str, float]], bool, float, Optional[float]]] = {
+    "batch": (Dim.COUNT, _COUNT, True, 1, limits.MAX_BATCH),
+    "context": (Dim.TOKENS, None, True, 1, limits.MAX_TOKENS),
+    "prefix": (Dim.TOKENS, None, True, 0, limits.MAX_TOKENS),
+    "fanout": (Dim.COUNT, _COUNT, True, 1, limits.MAX_BATCH),
+    "reuse": (Dim.FRACTION, None, False, 0, 1),
+}
+#: The workload keys that may be left out: (value, unit, why), noted as an assumption.
+_WORKLOAD_DEFAULTS = {"prefix": (0.0, "tokens", "no shared prefix"), "fanout": (1.0, "1", "no sharing"),
+                      "reuse": (0.0, "1", "no context comes back")}
 
 _W = TypeVar("_W")  # what a deployment holds: _Model or _Device
 _X = TypeVar("_X")  # what the catalog holds: Model or Device
@@ -102,6 +113,10 @@ class _Element:
     value: float
     text: str
     span: Span
+
+
+#: One workload combination: (scenario name, values, spans).
+_Combo = tuple[str, dict[str, float], dict[str, Span]]
 
 
 @attrs.frozen(slots=True)
@@ -939,22 +954,33 @@ class _Checker:
 
     # -------------------------------------------------------------- workload
 
-    def _workload(self, block: Block, dep_name: str, notes: list[Value]  # noqa: C901  one check per workload field, in the order its diagnostics are reported
-                  ) -> Optional[list[tuple[str, dict[str, float], dict[str, Span]]]]:
+    def _workload(self, block: Block, dep_name: str, notes: list[Value]) -> Optional[list[_Combo]]:
         """(scenario name, values, spans) per combination of the workload's lists."""
         entries = self._section(block, "workload")
-        spec: dict[str, tuple[Dim, Optional[Mapping[str, float]], bool, float, Optional[float]]] = {
-            # key: (dim, unit table, integer, low, high)
-            "batch": (Dim.COUNT, _COUNT, True, 1, limits.MAX_BATCH),
-            "context": (Dim.TOKENS, None, True, 1, limits.MAX_TOKENS),
-            "prefix": (Dim.TOKENS, None, True, 0, limits.MAX_TOKENS),
-            "fanout": (Dim.COUNT, _COUNT, True, 1, limits.MAX_BATCH),
-            "reuse": (Dim.FRACTION, None, False, 0, 1),
-        }
-        defaults = {"prefix": (0.0, "tokens", "no shared prefix"), "fanout": (1.0, "1", "no sharing"),
-                    "reuse": (0.0, "1", "no context comes back")}
+        ok = self._has_required(entries, block)
         values: dict[str, list[_Element]] = {}
-        listed: list[str] = []
+        for key, e in entries.items():
+            elems = self._workload_values(key, e)
+            if elems is None:
+                ok = False
+            else:
+                values[key] = elems
+        for key, (value, unit, why) in _WORKLOAD_DEFAULTS.items():
+            if key not in entries:
+                notes.append(assumed(value, unit, f"default: workload.{key} = {value:g} ({why})"))
+                values[key] = [_Element(value, f"{value:g}", block.name_span)]
+        if not ok:
+            return None
+        # every entry was a `key = value`: those whose value is a list expand into scenarios
+        listed = [key for key, e in entries.items() if isinstance(e.value, ListValue)]
+        total = math.prod(len(values[k]) for k in listed)
+        if not self._within_caps(total, block):
+            return None
+        self.expanded += total
+        return self._combinations(values, listed, entries, block, dep_name)
+
+    def _has_required(self, entries: Mapping[str, Entry], block: Block) -> bool:
+        """Whether batch and context are there; a missing one is reported (unless a misspelt key stands for it)."""
         ok = True
         for key in ("batch", "context"):
             if key not in entries and key in self.hinted:
@@ -964,54 +990,54 @@ class _Checker:
                 self.report(codes.MISSING_KEY, f"workload has no {key}", block.name_span,
                             help=f"add `{key} = {example}`", fixes=[self._set_in(block, key, example)])
                 ok = False
-        for key, e in entries.items():
-            v = self._assignment(e, "workload")
-            if v is None or isinstance(v, Bound):
-                if isinstance(v, Bound):
-                    self.report(codes.WRONG_KIND, f"`{key}` takes a value, not a bound", v.span)
+        return ok
+
+    def _workload_values(self, key: str, e: Entry) -> Optional[list[_Element]]:
+        """The values of one workload key (one, or a list's elements), each checked; None after reporting."""
+        v = self._assignment(e, "workload")
+        if v is None or isinstance(v, Bound):
+            if isinstance(v, Bound):
+                self.report(codes.WRONG_KIND, f"`{key}` takes a value, not a bound", v.span)
+            return None
+        if isinstance(v, ListValue) and not v.items:
+            self.report(codes.WRONG_KIND, f"`{key}` is an empty list: no scenario to plan", v.span,
+                        help=f"give at least one value: `{key} = [1, 8, 32]`")
+            return None
+        nodes: Sequence[Scalar] = v.items if isinstance(v, ListValue) else (v,)
+        dim, table, integer, lo, hi = _WORKLOAD_FIELDS[key]
+        elems = []
+        ok = True
+        for node in nodes:  # every element is checked, so that each bad one is reported
+            value = self._number(node, key, dim, table, integer=integer, lo=lo, hi=hi,
+                                 why=_LIMIT if key != "reuse" else "")
+            if value is None:
                 ok = False
                 continue
-            nodes: Sequence[Scalar] = v.items if isinstance(v, ListValue) else (v,)
-            if isinstance(v, ListValue):
-                listed.append(key)
-                if not v.items:
-                    self.report(codes.WRONG_KIND, f"`{key}` is an empty list: no scenario to plan", v.span,
-                                help=f"give at least one value: `{key} = [1, 8, 32]`")
-                    ok = False
-                    continue
-            dim, table, integer, lo, hi = spec[key]
-            elems = []
-            for node in nodes:
-                value = self._number(node, key, dim, table, integer=integer, lo=lo, hi=hi,
-                                     why=_LIMIT if key != "reuse" else "")
-                if value is None:
-                    ok = False
-                    continue
-                elems.append(_Element(value, node.text.replace(" ", "") if isinstance(node, Quantity) else "",
-                                      node.span if isinstance(v, ListValue) else e.span))
-            values[key] = elems
-        for key, (value, unit, why) in defaults.items():
-            if key not in entries:
-                notes.append(assumed(value, unit, f"default: workload.{key} = {value:g} ({why})"))
-                values[key] = [_Element(value, f"{value:g}", block.name_span)]
-        if not ok:
-            return None
-        total = math.prod(len(values[k]) for k in listed)
+            elems.append(_Element(value, node.text.replace(" ", "") if isinstance(node, Quantity) else "",
+                                  node.span if isinstance(v, ListValue) else e.span))
+        return elems if ok else None
+
+    def _within_caps(self, total: int, block: Block) -> bool:
+        """Whether `total` more scenarios fit the cap per deployment and the cap per file; reports when not."""
         if total > MAX_SCENARIOS:
             self.report(codes.TOO_MANY_SCENARIOS, f"workload lists expand into {total} scenarios", block.name_span,
                         help=f"at most {MAX_SCENARIOS}: split the deployment or shorten the lists")
-            return None
+            return False
         # A cap per file too: lint plans every scenario, and many deployments of 1,000 would run for minutes.
         if self.over_file_cap:
-            return None
+            return False
         if self.expanded + total > MAX_FILE_SCENARIOS:
             self.over_file_cap = True
             self.report(codes.TOO_MANY_SCENARIOS, f"with this deployment the file expands into more than "
                         f"{MAX_FILE_SCENARIOS:,} scenarios ({self.expanded:,} before it, {total:,} here); "
                         "it and the deployments after it are not planned", block.name_span,
                         help=f"a file expands into at most {MAX_FILE_SCENARIOS:,}: split it into several files")
-            return None
-        self.expanded += total
+            return False
+        return True
+
+    def _combinations(self, values: Mapping[str, list[_Element]], listed: Sequence[str],
+                      entries: Mapping[str, Entry], block: Block, dep_name: str) -> Optional[list[_Combo]]:
+        """Every combination of the listed values, each checked for consistency; None if any is not."""
         keys = list(values)
         combos = []
         failed = False
