@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import enum
 import math
-from typing import Any
+from typing import Any, Union
 
 import attrs
 
+from kvplan.base.json_types import JSONObject
 from kvplan.base.units import fmt_unit
 
 
@@ -30,8 +31,8 @@ class Value:
     #: instead of `value`, and null in JSON (the source says why). `value` keeps the raw figure.
     absent: str = ""
 
-    def to_json(self) -> dict[str, Any]:
-        v: Any = self.value
+    def to_json(self) -> JSONObject:
+        v: Union[float, str, None] = self.value
         if self.absent:
             v = None
         elif isinstance(v, float):
@@ -66,7 +67,7 @@ def reported(value: float, unit: str, source: str) -> Value:
     return Value(float(value), unit, Evidence.REPORTED, source)
 
 
-def to_jsonable(obj: Any) -> Any:
+def to_jsonable(obj: object) -> Any:  # Any: callers splat a mapping's result into their own dicts
     """Values become contract objects; tuples of pairs become dicts; the rest passes through."""
     if isinstance(obj, Value):
         return obj.to_json()

@@ -24,7 +24,7 @@ import hashlib
 import os
 import stat
 import unicodedata
-from typing import Any, Optional, Sequence
+from typing import Mapping, Optional, Protocol, Sequence
 
 from kvplan.base.errors import KvplanError, Span
 
@@ -88,7 +88,24 @@ def folder_names(names: Sequence[tuple[str, Optional[Span]]], out_dir: str) -> d
     return out
 
 
-def scenario_folders(plans: Sequence[Any], out_dir: Optional[str]) -> dict[str, str]:
+class _Named(Protocol):
+    """What the folders are named from: a scenario's name and the span of its deployment."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def spans(self) -> Mapping[str, Span]: ...
+
+
+class _HasScenario(Protocol):
+    """A plan, as far as folder naming needs it (the planner's Plan is a layer above)."""
+
+    @property
+    def scenario(self) -> _Named: ...
+
+
+def scenario_folders(plans: Sequence[_HasScenario], out_dir: Optional[str]) -> dict[str, str]:
     """Each plan's scenario name → its folder under `out_dir`; with `out_dir` (files will be
     written) two scenarios sharing a folder are refused, and an empty `out_dir` is."""
     if out_dir is None:

@@ -12,11 +12,12 @@ import difflib
 import functools
 import sys
 from importlib import resources
-from typing import Any, Mapping, Optional, Sequence
+from typing import Mapping, Optional, Sequence, TypeVar, Union
 
 import attrs
 
 from kvplan.base.errors import CatalogError
+from kvplan.base.json_types import ConfigValue
 from kvplan.base.units import Dim, parse_quantity
 
 if sys.version_info >= (3, 11):
@@ -193,7 +194,7 @@ class Device:
 
 # ------------------------------------------------------------------ loading
 
-def suggest(name: str, known: Mapping[str, Any] | Sequence[str]) -> str:
+def suggest(name: str, known: Mapping[str, object] | Sequence[str]) -> str:
     keys = list(known)
     close = difflib.get_close_matches(name.lower(), keys, n=1, cutoff=0.5)
     if close:
@@ -201,19 +202,70 @@ def suggest(name: str, known: Mapping[str, Any] | Sequence[str]) -> str:
     return "known: " + ", ".join(sorted(keys)[:12]) + (", ..." if len(keys) > 12 else "")
 
 
-def _load_toml(name: str) -> dict[str, Any]:
+#: One entry of a catalog file: its table, as the TOML reader returns it.
+CatalogEntry = Mapping[str, ConfigValue]
+
+
+def _load_toml(name: str) -> dict[str, CatalogEntry]:
+    """The entries of one shipped catalog file, by id; each top-level value must be a table."""
     with resources.files("kvplan.catalog").joinpath(name).open("rb") as fh:
-        return tomllib.load(fh)
+        data: dict[str, ConfigValue] = tomllib.load(fh)
+    out: dict[str, CatalogEntry] = {}
+    for cid, entry in data.items():
+        if not isinstance(entry, dict):
+            raise CatalogError(f"{name}: `{cid}` is not a table", help=f"write it as `[{cid}]` with its keys")
+        out[cid] = entry
+    return out
 
 
-def _q(entry: Mapping[str, Any], key: str, dim: Dim, where: str) -> float:
+def _wrong(where: str, key: str, raw: ConfigValue, want: str) -> CatalogError:
+    return CatalogError(f"{where}.{key} is {raw!r}: expected {want}", help="fix the shipped catalog entry")
+
+
+def _text(entry: CatalogEntry, key: str, where: str, default: Optional[str] = None) -> str:
+    """A string field; `default` where the key is absent (None: the key is required)."""
+    raw = entry[key] if default is None else entry.get(key, default)
+    if not isinstance(raw, str):
+        raise _wrong(where, key, raw, "a string")
+    return raw
+
+
+def _opt_text(entry: CatalogEntry, key: str, where: str) -> Optional[str]:
+    return _text(entry, key, where) if key in entry else None
+
+
+def _int(entry: CatalogEntry, key: str, where: str, default: Optional[int] = None) -> int:
+    """An integer field, read as int() reads it; `default` where the key is absent (None: required)."""
+    raw = entry[key] if default is None else entry.get(key, default)
+    if not isinstance(raw, (int, float, str)):
+        raise _wrong(where, key, raw, "an integer")
+    return int(raw)
+
+
+def _float(entry: CatalogEntry, key: str, where: str) -> float:
+    """A number field read as float() reads it (a string that is no number raises ValueError)."""
+    raw = entry[key]
+    if not isinstance(raw, (int, float, str)):
+        raise _wrong(where, key, raw, "a number")
+    return float(raw)
+
+
+def _opt_number(entry: CatalogEntry, key: str, where: str) -> Optional[Union[int, float]]:
+    """A number field as written (an integer stays one), or None where the key is absent."""
+    raw = entry.get(key)
+    if raw is not None and (isinstance(raw, bool) or not isinstance(raw, (int, float))):
+        raise _wrong(where, key, raw, "a number")
+    return raw
+
+
+def _q(entry: CatalogEntry, key: str, dim: Dim, where: str) -> float:
     raw = entry[key]
     if isinstance(raw, (int, float)):
         return float(raw)
     return parse_quantity(str(raw), dim, what=f"{where}.{key}")
 
 
-def _opt_q(entry: Mapping[str, Any], key: str, dim: Dim, where: str) -> Optional[float]:
+def _opt_q(entry: CatalogEntry, key: str, dim: Dim, where: str) -> Optional[float]:
     return _q(entry, key, dim, where) if key in entry else None
 
 
@@ -221,8 +273,8 @@ def _opt_q(entry: Mapping[str, Any], key: str, dim: Dim, where: str) -> Optional
 def links() -> Mapping[str, Link]:
     out = {}
     for lid, e in _load_toml("links.toml").items():
-        out[lid] = Link(id=lid, name=e["name"], bandwidth=_q(e, "bandwidth", Dim.BANDWIDTH, lid),
-                        source=e.get("source", ""), note=e.get("note", ""))
+        out[lid] = Link(id=lid, name=_text(e, "name", lid), bandwidth=_q(e, "bandwidth", Dim.BANDWIDTH, lid),
+                        source=_text(e, "source", lid, ""), note=_text(e, "note", lid, ""))
     return out
 
 
@@ -231,43 +283,61 @@ def devices() -> Mapping[str, Device]:
     out = {}
     for did, e in _load_toml("devices.toml").items():
         out[did] = Device(
-            id=did, name=e["name"],
+            id=did, name=_text(e, "name", did),
             memory=_q(e, "memory", Dim.BYTES, did),
             bandwidth=_q(e, "bandwidth", Dim.BANDWIDTH, did),
             compute=_q(e, "compute", Dim.COMPUTE, did),
             compute_fp8=_opt_q(e, "compute_fp8", Dim.COMPUTE, did),
-            partitions=int(e.get("partitions", 1)),
+            partitions=_int(e, "partitions", did, 1),
             fabric=_opt_q(e, "fabric", Dim.BANDWIDTH, did),
-            sm_count=e.get("sm_count"),
-            host_link=e.get("host_link"), scaleup_link=e.get("scaleup_link"),
-            source=e.get("source", ""), confidence=e.get("confidence", "V"), note=e.get("note", ""),
+            sm_count=_int(e, "sm_count", did) if "sm_count" in e else None,
+            host_link=_opt_text(e, "host_link", did), scaleup_link=_opt_text(e, "scaleup_link", did),
+            source=_text(e, "source", did, ""), confidence=_text(e, "confidence", did, "V"),
+            note=_text(e, "note", did, ""),
             fp4=bool(e.get("fp4", False)),
         )
     return out
 
 
-def model_from_entry(mid: str, e: Mapping[str, Any]) -> Model:
-    n_layers = int(e["layers"])
+def model_from_entry(mid: str, e: CatalogEntry) -> Model:
+    n_layers = _int(e, "layers", mid)
     windows: list[Optional[int]]
     if "layer_windows" in e:
-        windows = [None if int(w) == 0 else int(w) for w in e["layer_windows"]]
+        windows = [None if w == 0 else w for w in _int_list(e, "layer_windows", mid)]
     elif "window" in e:
-        windows = [int(e["window"])] * n_layers
+        windows = [_int(e, "window", mid)] * n_layers
     else:
         windows = [None] * n_layers
     params = _q(e, "params", Dim.COUNT, mid)
     return Model(
-        id=mid, name=e["name"], n_layers=n_layers, n_q=int(e["q_heads"]),
-        n_kv=int(e.get("kv_heads", e["q_heads"])), head_dim=int(e["head_dim"]),
+        id=mid, name=_text(e, "name", mid), n_layers=n_layers, n_q=_int(e, "q_heads", mid),
+        n_kv=_int(e, "kv_heads", mid) if "kv_heads" in e else _int(e, "q_heads", mid),
+        head_dim=_int(e, "head_dim", mid),
         params=params, params_active=_opt_q(e, "params_active", Dim.COUNT, mid) or params,
-        windows=tuple(windows), kv_kind=e.get("kv_kind", "gqa"),
-        mla_kv_rank=int(e.get("mla_kv_rank", 0)), mla_rope_dim=int(e.get("mla_rope_dim", 0)),
-        v_head_dim=int(e.get("v_head_dim", 0)),
-        n_experts=int(e.get("experts", 0)), experts_per_token=int(e.get("experts_per_token", 0)),
+        windows=tuple(windows), kv_kind=_text(e, "kv_kind", mid, "gqa"),
+        mla_kv_rank=_int(e, "mla_kv_rank", mid, 0), mla_rope_dim=_int(e, "mla_rope_dim", mid, 0),
+        v_head_dim=_int(e, "v_head_dim", mid, 0),
+        n_experts=_int(e, "experts", mid, 0), experts_per_token=_int(e, "experts_per_token", mid, 0),
         params_routed=_opt_q(e, "params_routed", Dim.COUNT, mid) or 0.0,
-        soft_cap=e.get("soft_cap"), max_context=e.get("max_context"), hf_id=e.get("hf_id", ""),
-        source=e.get("source", ""), confidence=e.get("confidence", "V"), note=e.get("note", ""),
+        soft_cap=_opt_number(e, "soft_cap", mid), max_context=_opt_max_context(e, mid),
+        hf_id=_text(e, "hf_id", mid, ""),
+        source=_text(e, "source", mid, ""), confidence=_text(e, "confidence", mid, "V"),
+        note=_text(e, "note", mid, ""),
     )
+
+
+def _int_list(entry: CatalogEntry, key: str, where: str) -> list[int]:
+    raw = entry[key]
+    if not isinstance(raw, list):
+        raise _wrong(where, key, raw, "a list of integers")
+    return [_int({key: w}, key, where) for w in raw]
+
+
+def _opt_max_context(entry: CatalogEntry, where: str) -> Optional[int]:
+    raw = _opt_number(entry, "max_context", where)
+    if raw is not None and not isinstance(raw, int):
+        raise _wrong(where, "max_context", raw, "an integer")
+    return raw
 
 
 @functools.cache
@@ -284,10 +354,20 @@ def aliases(kind: str) -> Mapping[str, str]:
     if kind not in _CATALOG_FILES:
         return {}
     return {str(a).lower(): cid for cid, e in _load_toml(_CATALOG_FILES[kind]).items()
-            for a in e.get("aliases", ())}
+            for a in _aliases_of(e, cid)}
 
 
-def _lookup(kind: str, name: str, table: Mapping[str, Any]) -> Any:
+def _aliases_of(entry: CatalogEntry, where: str) -> list[ConfigValue]:
+    raw = entry.get("aliases", [])
+    if not isinstance(raw, list):
+        raise _wrong(where, "aliases", raw, "a list of names")
+    return raw
+
+
+_Entry = TypeVar("_Entry")
+
+
+def _lookup(kind: str, name: str, table: Mapping[str, _Entry]) -> _Entry:
     if name in table:
         return table[name]
     low = name.lower()
@@ -301,12 +381,12 @@ def _lookup(kind: str, name: str, table: Mapping[str, Any]) -> Any:
 
 
 def get_model(name: str) -> Model:
-    return _lookup("model", name, models())  # type: ignore[no-any-return]
+    return _lookup("model", name, models())
 
 
 def get_device(name: str) -> Device:
-    return _lookup("device", name, devices())  # type: ignore[no-any-return]
+    return _lookup("device", name, devices())
 
 
 def get_link(name: str) -> Link:
-    return _lookup("link", name, links())  # type: ignore[no-any-return]
+    return _lookup("link", name, links())

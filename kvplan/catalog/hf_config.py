@@ -25,10 +25,11 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import Any, Mapping, NoReturn, Optional, Sequence
+from typing import Mapping, NoReturn, Optional, Sequence, Union
 
 from kvplan.base import files, limits
 from kvplan.base.errors import ConfigError, KvplanError, Span
+from kvplan.base.json_types import JSONScalar
 from kvplan.catalog import Model, get_model
 
 # model_types whose layer layout the parameter count below reproduces exactly.
@@ -89,11 +90,15 @@ class _Huge:
         return f"{self.text[:24]} (beyond a float's range)"
 
 
-def _json_int(text: str) -> Any:
+#: A value of a parsed config.json: JSON, with a number beyond every range kept as a `_Huge`.
+HFConfigValue = Union[JSONScalar, _Huge, list["HFConfigValue"], dict[str, "HFConfigValue"]]
+
+
+def _json_int(text: str) -> Union[int, _Huge]:
     return int(text) if limits.digits_of(text) <= limits.MAX_DIGITS else _Huge(text)
 
 
-def _json_float(text: str) -> Any:
+def _json_float(text: str) -> Union[float, _Huge]:
     x = float(text)
     return x if math.isfinite(x) else _Huge(text)
 
@@ -102,11 +107,11 @@ class _Constant(Exception):
     """NaN, Infinity or -Infinity: Python's json module reads them; JSON has no such values."""
 
 
-def _json_constant(name: str) -> Any:
+def _json_constant(name: str) -> NoReturn:
     raise _Constant(name)
 
 
-def _show(value: Any) -> str:
+def _show(value: HFConfigValue) -> str:
     """A config value for a message: JSON as written, a huge integer by its digits, cut when long."""
     text = str(value) if isinstance(value, _Huge) else json.dumps(value, default=str)
     return text if len(text) <= 60 else text[:40] + f"… ({len(text):,} characters)"
@@ -117,7 +122,7 @@ def _show(value: Any) -> str:
 class _Config:
     """A config mapping plus where it came from, so that every error names file and key."""
 
-    def __init__(self, data: Mapping[str, Any], where: str, text: Optional[str] = None) -> None:
+    def __init__(self, data: Mapping[str, HFConfigValue], where: str, text: Optional[str] = None) -> None:
         self.data = data
         self.where = where
         self.text = text
@@ -184,7 +189,7 @@ class _Config:
         return float(raw)
 
 
-def _kind(raw: Any) -> str:
+def _kind(raw: HFConfigValue) -> str:
     """What a JSON value is, for a message: a number or true/false as written, else only its type.
 
     A string's text is never repeated: the file may be anyone's (a spec in a pull request can name
@@ -208,8 +213,8 @@ class _DuplicateKey(Exception):
         self.key = key
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _no_duplicates(pairs: list[tuple[str, HFConfigValue]]) -> dict[str, HFConfigValue]:
+    out: dict[str, HFConfigValue] = {}
     for k, v in pairs:
         if k in out:
             raise _DuplicateKey(k)
@@ -446,7 +451,7 @@ def _count(c: _Config, n_layers: int, n_q: int, n_kv: int, d_h: int) -> tuple[in
     return total, active, routed
 
 
-def count_params(config: Mapping[str, Any]) -> tuple[float, float, float]:
+def count_params(config: Mapping[str, HFConfigValue]) -> tuple[float, float, float]:
     """(parameters held in memory, parameters read per token at batch 1, routed-expert parameters)."""
     c = _Config(config, "<config>")
     n_layers, n_q, n_kv, d_h = _core(c)
@@ -520,7 +525,7 @@ def _build(c: _Config, mid: str, source: str, params: Optional[float]) -> Model:
     )
 
 
-def model_from_config(config: Mapping[str, Any], *, id: str, source: str = "",  # noqa: A002 - the public name callers use
+def model_from_config(config: Mapping[str, HFConfigValue], *, id: str, source: str = "",  # noqa: A002 - the public name callers use
                       params: Optional[float] = None) -> Model:
     """A Model from an already-parsed config.json mapping; `params` overrides the counted total.
 

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Mapping, Optional
+from typing import Mapping, Optional
 
 import attrs
 
 from kvplan.base.errors import CatalogError, KvplanError
 from kvplan.base.evidence import Value, reported
-from kvplan.catalog import DTYPES, _load_toml, dtype
+from kvplan.catalog import DTYPES, CatalogEntry, _float, _int, _load_toml, _opt_text, _text, dtype
 
 DOMAINS = ("quantization", "eviction", "tiering")
 
@@ -34,7 +34,7 @@ _KNOWN_KEYS = frozenset({*_TEXT_KEYS, "arxiv", "domain", "kv_dtype", "bits", "re
                          "value", "unit", "verified", "gap", "note"})
 
 
-def _check_retention(instance: Any, attribute: "attrs.Attribute[Any]", value: Optional[float]) -> None:
+def _check_retention(instance: object, attribute: "attrs.Attribute[Optional[float]]", value: Optional[float]) -> None:
     if value is not None and not 0.0 < value <= 1.0:
         raise ValueError(f"{attribute.name} must be in (0, 1], got {value}")
 
@@ -98,7 +98,7 @@ class QualityResult:
         return reported(self.value, self.unit, self.citation)
 
 
-def _result(rid: str, e: Mapping[str, Any]) -> QualityResult:
+def _result(rid: str, e: CatalogEntry) -> QualityResult:
     unknown = set(e) - _KNOWN_KEYS
     missing = [k for k in (*_TEXT_KEYS, "domain", "verified", "gap") if k not in e]
     if unknown or missing:
@@ -106,13 +106,14 @@ def _result(rid: str, e: Mapping[str, Any]) -> QualityResult:
             f"unknown keys {sorted(unknown)}" if unknown else "",
             f"missing keys {missing}" if missing else "")))
         raise CatalogError(f"quality.toml [{rid}]: {what}", help="see the key list at the top of quality.toml")
+    where = f"quality.toml [{rid}]"
     try:
         return QualityResult(
-            id=rid, arxiv=str(e.get("arxiv", "")), domain=e["domain"],
-            kv_dtype=e.get("kv_dtype"), bits=e.get("bits"),
-            retention=None if "retention" not in e else float(e["retention"]),
+            id=rid, arxiv=str(e.get("arxiv", "")), domain=_text(e, "domain", where),
+            kv_dtype=_opt_text(e, "kv_dtype", where), bits=_int(e, "bits", where) if "bits" in e else None,
+            retention=None if "retention" not in e else _float(e, "retention", where),
             variant=str(e.get("variant", "")),
-            value=None if "value" not in e else float(e["value"]), value_text=str(e.get("value", "")),
+            value=None if "value" not in e else _float(e, "value", where), value_text=str(e.get("value", "")),
             unit=str(e.get("unit", "")),
             verified=bool(e["verified"]), gap=bool(e["gap"]), note=str(e.get("note", "")),
             **{k: str(e[k]) for k in _TEXT_KEYS},

@@ -90,6 +90,17 @@ _EXPECT_MAX = {"speedup": limits.MAX_SPEEDUP, "step_time": limits.MAX_STEP_TIME,
 #: Why a range ends where it does, for the help line.
 _LIMIT = "kvplan's limit, docs/language.md"
 _COMPARISONS = ("==", "<=", ">=", "<", ">")
+#: Each workload key: (dim, unit table, integer, low, high).
+_WORKLOAD_FIELDS: Mapping[str, tuple[Dim, Optional[Mapping[str, float]], bool, float, Optional[float]]] = {
+    "batch": (Dim.COUNT, _COUNT, True, 1, limits.MAX_BATCH),
+    "context": (Dim.TOKENS, None, True, 1, limits.MAX_TOKENS),
+    "prefix": (Dim.TOKENS, None, True, 0, limits.MAX_TOKENS),
+    "fanout": (Dim.COUNT, _COUNT, True, 1, limits.MAX_BATCH),
+    "reuse": (Dim.FRACTION, None, False, 0, 1),
+}
+#: The workload keys that may be left out: (value, unit, why), noted as an assumption.
+_WORKLOAD_DEFAULTS = {"prefix": (0.0, "tokens", "no shared prefix"), "fanout": (1.0, "1", "no sharing"),
+                      "reuse": (0.0, "1", "no context comes back")}
 
 _W = TypeVar("_W")  # what a deployment holds: _Model or _Device
 _X = TypeVar("_X")  # what the catalog holds: Model or Device
@@ -102,6 +113,10 @@ class _Element:
     value: float
     text: str
     span: Span
+
+
+#: One workload combination: (scenario name, values, spans).
+_Combo = tuple[str, dict[str, float], dict[str, Span]]
 
 
 @attrs.frozen(slots=True)
@@ -315,67 +330,88 @@ class _Checker:
         """A quantity in base units, dimension-, integer- and range-checked; None after reporting.
         `op` is how the key is written (`step_time <= ...` in slo), so that examples are valid."""
         what = what or key
-        example = _EXAMPLES.get(dim, "1")
         if not isinstance(node, Quantity):
-            shown = f"`{node.name}`" if isinstance(node, Ident) else f'the string "{node.value}"'
-            help = f"write a number, e.g. `{key} {op} {example}`"
-            fix = fx.replace(node.span, example, f"{key} {op} {example}")
-            first = _unit_first(node.name, dim) if isinstance(node, Ident) else None
-            if first:
-                help = f"the number comes first: `{first}`"
-                fix = fx.replace(node.span, first)
-            self.report(codes.WRONG_KIND, f"{what} takes {_dim_words(dim)}, got {shown}", node.span, help=help,
-                        fixes=[fix])
+            self._not_a_quantity(node, key, dim, what, op)
             return None
-        table = table if table is not None else UNITS[dim]
+        value = self._in_base_units(node, key, dim, table if table is not None else UNITS[dim], what, op)
+        if value is None or not self._in_range(node, value, key, dim, integer=integer, lo=lo, hi=hi,
+                                               lo_open=lo_open, what=what, why=why, op=op):
+            return None
+        if dim is Dim.TOKENS and node.unit == "K":
+            self._ambiguous_k(node, what)
+        return value
+
+    def _not_a_quantity(self, node: Union[Ident, String], key: str, dim: Dim, what: str, op: str) -> None:
+        """Report a name or a string where a number was wanted (with the fix `50ms` → `50 ms`)."""
+        example = _EXAMPLES.get(dim, "1")
+        shown = f"`{node.name}`" if isinstance(node, Ident) else f'the string "{node.value}"'
+        help = f"write a number, e.g. `{key} {op} {example}`"
+        fix = fx.replace(node.span, example, f"{key} {op} {example}")
+        first = _unit_first(node.name, dim) if isinstance(node, Ident) else None
+        if first:
+            help = f"the number comes first: `{first}`"
+            fix = fx.replace(node.span, first)
+        self.report(codes.WRONG_KIND, f"{what} takes {_dim_words(dim)}, got {shown}", node.span, help=help,
+                    fixes=[fix])
+
+    def _in_base_units(self, node: Quantity, key: str, dim: Dim, table: Mapping[str, float], what: str,
+                       op: str) -> Optional[float]:
+        """The quantity converted by its unit (`table` first, then every unit of `dim`); None after reporting."""
         if node.unit in table:
-            value = node.number * table[node.unit]
+            return node.number * table[node.unit]
+        try:
+            value = convert(node.number, node.unit, dim, what=what)
+        except KvplanError:
+            self._bad_unit(node, key, dim, table, what, op)
+            return None
+        if dim in (Dim.COUNT,) and node.unit in ("B", "T"):  # convert() accepted a parameter count unit
+            self.report(codes.UNKNOWN_UNIT, f"`{node.unit}` counts parameters, not {what}", node.unit_span,
+                        help=f"use {_unit_names(table)}")
+            return None
+        return value
+
+    def _bad_unit(self, node: Quantity, key: str, dim: Dim, table: Mapping[str, float], what: str, op: str) -> None:
+        """Report a unit that does not convert: a case slip, a missing unit, another dimension, or unknown."""
+        example = _EXAMPLES.get(dim, "1")
+        wrong = [d for d in dims_of_unit(node.unit) if d is not dim]
+        slip = suggest_unit(node.unit, table)
+        if slip is not None and slip.casefold() == node.unit.casefold():  # `1K` for a count, `50 MS`
+            self.report(codes.UNKNOWN_UNIT, f"unknown unit `{node.unit}` for {what}", node.unit_span,
+                        help=f"did you mean `{slip}`?", fixes=[fx.replace(node.unit_span, slip)])
+        elif not node.unit:  # a bare number where a unit is needed: it has no dimension yet
+            self.report(codes.WRONG_DIMENSION, f"{what} takes {dim.value}, got a plain number {node.text}",
+                        node.span, help=f"add its unit, e.g. `{key} {op} {example}`",
+                        fixes=[fx.replace(node.span, example, f"{key} {op} {example}")])
+        elif wrong:
+            self.report(codes.WRONG_DIMENSION, f"{what} takes {dim.value}, got {wrong[0].value}", node.span,
+                        help=f"write {_dim_words(dim)}, e.g. `{key} {op} {example}`",
+                        fixes=[fx.replace(node.span, example, f"{key} {op} {example}")])
         else:
-            try:
-                value = convert(node.number, node.unit, dim, what=what)
-            except KvplanError:
-                wrong = [d for d in dims_of_unit(node.unit) if d is not dim]
-                slip = suggest_unit(node.unit, table)
-                if slip is not None and slip.casefold() == node.unit.casefold():  # `1K` for a count, `50 MS`
-                    self.report(codes.UNKNOWN_UNIT, f"unknown unit `{node.unit}` for {what}", node.unit_span,
-                                help=f"did you mean `{slip}`?", fixes=[fx.replace(node.unit_span, slip)])
-                elif not node.unit:  # a bare number where a unit is needed: it has no dimension yet
-                    self.report(codes.WRONG_DIMENSION, f"{what} takes {dim.value}, got a plain number {node.text}",
-                                node.span, help=f"add its unit, e.g. `{key} {op} {example}`",
-                                fixes=[fx.replace(node.span, example, f"{key} {op} {example}")])
-                elif wrong:
-                    self.report(codes.WRONG_DIMENSION, f"{what} takes {dim.value}, got {wrong[0].value}", node.span,
-                                help=f"write {_dim_words(dim)}, e.g. `{key} {op} {example}`",
-                                fixes=[fx.replace(node.span, example, f"{key} {op} {example}")])
-                else:
-                    close = suggest_unit(node.unit, table)
-                    hint = f"did you mean `{close}`?" if close else f"use {_unit_names(table)}"
-                    self.report(codes.UNKNOWN_UNIT, f"unknown unit `{node.unit}` for {what}", node.unit_span,
-                                help=hint, fixes=[_did_you_mean(node.unit_span, hint)])
-                return None
-            if dim in (Dim.COUNT,) and node.unit in ("B", "T"):  # convert() accepted a parameter count unit
-                self.report(codes.UNKNOWN_UNIT, f"`{node.unit}` counts parameters, not {what}", node.unit_span,
-                            help=f"use {_unit_names(table)}")
-                return None
+            close = suggest_unit(node.unit, table)
+            hint = f"did you mean `{close}`?" if close else f"use {_unit_names(table)}"
+            self.report(codes.UNKNOWN_UNIT, f"unknown unit `{node.unit}` for {what}", node.unit_span,
+                        help=hint, fixes=[_did_you_mean(node.unit_span, hint)])
+
+    def _in_range(self, node: Quantity, value: float, key: str, dim: Dim, *, integer: bool, lo: Optional[float],
+                  hi: Optional[float], lo_open: bool, what: str, why: str, op: str) -> bool:
+        """Whether `value` is finite, whole where `integer`, and within the bounds; reports when not."""
         written = _shown(node.text)
         bounds = f"{what} must be {_range_words(lo, hi, lo_open, dim, node.unit)}" + (f" ({why})" if why else "")
         if not math.isfinite(value):
             self.report(codes.OUT_OF_RANGE, f"{what} = {written} is not a finite number", node.span,
                         help=bounds if lo is not None or hi is not None else None)
-            return None
+            return False
         if integer and value != int(value):
             whole = str(max(1, round(value)))
             self.report(codes.NOT_AN_INTEGER, f"{what} must be a whole number, got {written}", node.span,
                         help=f"e.g. `{key} {op} {whole}`", fixes=[fx.replace(node.span, whole, f"{key} {op} {whole}")])
-            return None
+            return False
         low_bad = lo is not None and (value <= lo if lo_open else value < lo)
         high_bad = hi is not None and value > hi
         if low_bad or high_bad:
             self.report(codes.OUT_OF_RANGE, f"{what} = {written} is out of range", node.span, help=bounds)
-            return None
-        if dim is Dim.TOKENS and node.unit == "K":
-            self._ambiguous_k(node, what)
-        return value
+            return False
+        return True
 
     def _ambiguous_k(self, node: Quantity, what: str) -> None:
         """`128K`: 128,000 tokens here, 131,072 to vLLM (human_readable_int reads K as 2^10)."""
@@ -560,31 +596,11 @@ class _Checker:
     # ----------------------------------------------------------- deployments
 
     def _deployment(self, dep: DeploymentDecl) -> list[Scenario]:
+        """The deployment's scenarios: its sections and settings checked, then one per workload combination."""
         where = f'deployment "{dep.name}"'
         self.hinted = set()
-        sections: dict[str, Block] = {}
-        for block in dep.blocks:
-            if block.name not in SECTIONS:
-                close = difflib.get_close_matches(block.name, list(SECTIONS), n=1, cutoff=0.6)
-                self.hinted.update(close)
-                help = f"did you mean `{close[0]}`?" if close else self._block_help(block.name, DEPLOYMENT_KEYS)
-                if block.name in DEPLOYMENT_KEYS:
-                    help = self._block_help(block.name, DEPLOYMENT_KEYS)
-                self.report(codes.UNKNOWN_BLOCK, f"unknown block `{block.name}` in {where}", block.name_span,
-                            help=help, fixes=[fx.replace(block.name_span, close[0])]
-                            if close and block.name not in DEPLOYMENT_KEYS else [])
-            elif block.name in sections:
-                self.report(codes.DUPLICATE_KEY, f"a second `{block.name}` block in {where}", block.name_span,
-                            help=f"the first is at line {sections[block.name].span.line}; merge them")
-            else:
-                sections[block.name] = block
-        top_entries = [e for e in dep.entries if e.key not in SECTIONS]
-        for e in dep.entries:
-            if e.key in SECTIONS:
-                self.report(codes.UNKNOWN_KEY, f"`{e.key}` is a block, not a setting", e.key_span,
-                            help=f"write `{e.key} {{ ... }}`")
-        top = self._entries(top_entries, where, DEPLOYMENT_KEYS,
-                            {f"the `{k}` block": v for k, v in SECTION_KEYS.items()})
+        sections = self._sections(dep, where)
+        top = self._top_settings(dep, where)
         spans: dict[str, Span] = {"deployment": dep.name_span}
         notes: list[Value] = []
 
@@ -609,11 +625,7 @@ class _Checker:
         expects = self._expects(sections.get("expect"))
         workload = sections.get("workload")
         if workload is None:
-            if "workload" in self.hinted:
-                return []
-            self.report(codes.MISSING_KEY, f"{where} has no workload", dep.name_span,
-                        help="add a workload block with `batch = 32` and `context = 128k`, one setting per line",
-                        fixes=[fx.add_block(self.spec_source, dep, "workload", ("batch = 32", "context = 128k"))])
+            self._missing_workload(dep, where)
             return []
         combos = self._workload(workload, dep.name, notes)
         if None in (model, device, weights, devices, placement, engine, objective, quality, slo, combos):
@@ -633,6 +645,44 @@ class _Checker:
                 assumptions=tuple(notes) + model.assumptions + device.assumptions,
             ))
         return out
+
+    def _sections(self, dep: DeploymentDecl, where: str) -> dict[str, Block]:
+        """The deployment's blocks by name; an unknown or a second block of a name is reported."""
+        sections: dict[str, Block] = {}
+        for block in dep.blocks:
+            if block.name not in SECTIONS:
+                close = difflib.get_close_matches(block.name, list(SECTIONS), n=1, cutoff=0.6)
+                self.hinted.update(close)
+                help = f"did you mean `{close[0]}`?" if close else self._block_help(block.name, DEPLOYMENT_KEYS)
+                if block.name in DEPLOYMENT_KEYS:
+                    help = self._block_help(block.name, DEPLOYMENT_KEYS)
+                self.report(codes.UNKNOWN_BLOCK, f"unknown block `{block.name}` in {where}", block.name_span,
+                            help=help, fixes=[fx.replace(block.name_span, close[0])]
+                            if close and block.name not in DEPLOYMENT_KEYS else [])
+            elif block.name in sections:
+                self.report(codes.DUPLICATE_KEY, f"a second `{block.name}` block in {where}", block.name_span,
+                            help=f"the first is at line {sections[block.name].span.line}; merge them")
+            else:
+                sections[block.name] = block
+        return sections
+
+    def _top_settings(self, dep: DeploymentDecl, where: str) -> dict[str, Entry]:
+        """The deployment's own settings by key; a section written as a setting is reported."""
+        top_entries = [e for e in dep.entries if e.key not in SECTIONS]
+        for e in dep.entries:
+            if e.key in SECTIONS:
+                self.report(codes.UNKNOWN_KEY, f"`{e.key}` is a block, not a setting", e.key_span,
+                            help=f"write `{e.key} {{ ... }}`")
+        return self._entries(top_entries, where, DEPLOYMENT_KEYS,
+                             {f"the `{k}` block": v for k, v in SECTION_KEYS.items()})
+
+    def _missing_workload(self, dep: DeploymentDecl, where: str) -> None:
+        """Report a deployment without a workload, unless a misspelt block was already taken for one."""
+        if "workload" in self.hinted:
+            return
+        self.report(codes.MISSING_KEY, f"{where} has no workload", dep.name_span,
+                    help="add a workload block with `batch = 32` and `context = 128k`, one setting per line",
+                    fixes=[fx.add_block(self.spec_source, dep, "workload", ("batch = 32", "context = 128k"))])
 
     def _resolve(self, e: Optional[Entry], dep: DeploymentDecl, spans: dict[str, Span], key: str,
                  local: Mapping[str, Optional[_W]], table: Mapping[str, _X], get: Callable[[str], _X],
@@ -904,22 +954,33 @@ class _Checker:
 
     # -------------------------------------------------------------- workload
 
-    def _workload(self, block: Block, dep_name: str, notes: list[Value]  # noqa: C901  one check per workload field, in the order its diagnostics are reported
-                  ) -> Optional[list[tuple[str, dict[str, float], dict[str, Span]]]]:
+    def _workload(self, block: Block, dep_name: str, notes: list[Value]) -> Optional[list[_Combo]]:
         """(scenario name, values, spans) per combination of the workload's lists."""
         entries = self._section(block, "workload")
-        spec: dict[str, tuple[Dim, Optional[Mapping[str, float]], bool, float, Optional[float]]] = {
-            # key: (dim, unit table, integer, low, high)
-            "batch": (Dim.COUNT, _COUNT, True, 1, limits.MAX_BATCH),
-            "context": (Dim.TOKENS, None, True, 1, limits.MAX_TOKENS),
-            "prefix": (Dim.TOKENS, None, True, 0, limits.MAX_TOKENS),
-            "fanout": (Dim.COUNT, _COUNT, True, 1, limits.MAX_BATCH),
-            "reuse": (Dim.FRACTION, None, False, 0, 1),
-        }
-        defaults = {"prefix": (0.0, "tokens", "no shared prefix"), "fanout": (1.0, "1", "no sharing"),
-                    "reuse": (0.0, "1", "no context comes back")}
+        ok = self._has_required(entries, block)
         values: dict[str, list[_Element]] = {}
-        listed: list[str] = []
+        for key, e in entries.items():
+            elems = self._workload_values(key, e)
+            if elems is None:
+                ok = False
+            else:
+                values[key] = elems
+        for key, (value, unit, why) in _WORKLOAD_DEFAULTS.items():
+            if key not in entries:
+                notes.append(assumed(value, unit, f"default: workload.{key} = {value:g} ({why})"))
+                values[key] = [_Element(value, f"{value:g}", block.name_span)]
+        if not ok:
+            return None
+        # every entry was a `key = value`: those whose value is a list expand into scenarios
+        listed = [key for key, e in entries.items() if isinstance(e.value, ListValue)]
+        total = math.prod(len(values[k]) for k in listed)
+        if not self._within_caps(total, block):
+            return None
+        self.expanded += total
+        return self._combinations(values, listed, entries, block, dep_name)
+
+    def _has_required(self, entries: Mapping[str, Entry], block: Block) -> bool:
+        """Whether batch and context are there; a missing one is reported (unless a misspelt key stands for it)."""
         ok = True
         for key in ("batch", "context"):
             if key not in entries and key in self.hinted:
@@ -929,54 +990,54 @@ class _Checker:
                 self.report(codes.MISSING_KEY, f"workload has no {key}", block.name_span,
                             help=f"add `{key} = {example}`", fixes=[self._set_in(block, key, example)])
                 ok = False
-        for key, e in entries.items():
-            v = self._assignment(e, "workload")
-            if v is None or isinstance(v, Bound):
-                if isinstance(v, Bound):
-                    self.report(codes.WRONG_KIND, f"`{key}` takes a value, not a bound", v.span)
+        return ok
+
+    def _workload_values(self, key: str, e: Entry) -> Optional[list[_Element]]:
+        """The values of one workload key (one, or a list's elements), each checked; None after reporting."""
+        v = self._assignment(e, "workload")
+        if v is None or isinstance(v, Bound):
+            if isinstance(v, Bound):
+                self.report(codes.WRONG_KIND, f"`{key}` takes a value, not a bound", v.span)
+            return None
+        if isinstance(v, ListValue) and not v.items:
+            self.report(codes.WRONG_KIND, f"`{key}` is an empty list: no scenario to plan", v.span,
+                        help=f"give at least one value: `{key} = [1, 8, 32]`")
+            return None
+        nodes: Sequence[Scalar] = v.items if isinstance(v, ListValue) else (v,)
+        dim, table, integer, lo, hi = _WORKLOAD_FIELDS[key]
+        elems = []
+        ok = True
+        for node in nodes:  # every element is checked, so that each bad one is reported
+            value = self._number(node, key, dim, table, integer=integer, lo=lo, hi=hi,
+                                 why=_LIMIT if key != "reuse" else "")
+            if value is None:
                 ok = False
                 continue
-            nodes: Sequence[Scalar] = v.items if isinstance(v, ListValue) else (v,)
-            if isinstance(v, ListValue):
-                listed.append(key)
-                if not v.items:
-                    self.report(codes.WRONG_KIND, f"`{key}` is an empty list: no scenario to plan", v.span,
-                                help=f"give at least one value: `{key} = [1, 8, 32]`")
-                    ok = False
-                    continue
-            dim, table, integer, lo, hi = spec[key]
-            elems = []
-            for node in nodes:
-                value = self._number(node, key, dim, table, integer=integer, lo=lo, hi=hi,
-                                     why=_LIMIT if key != "reuse" else "")
-                if value is None:
-                    ok = False
-                    continue
-                elems.append(_Element(value, node.text.replace(" ", "") if isinstance(node, Quantity) else "",
-                                      node.span if isinstance(v, ListValue) else e.span))
-            values[key] = elems
-        for key, (value, unit, why) in defaults.items():
-            if key not in entries:
-                notes.append(assumed(value, unit, f"default: workload.{key} = {value:g} ({why})"))
-                values[key] = [_Element(value, f"{value:g}", block.name_span)]
-        if not ok:
-            return None
-        total = math.prod(len(values[k]) for k in listed)
+            elems.append(_Element(value, node.text.replace(" ", "") if isinstance(node, Quantity) else "",
+                                  node.span if isinstance(v, ListValue) else e.span))
+        return elems if ok else None
+
+    def _within_caps(self, total: int, block: Block) -> bool:
+        """Whether `total` more scenarios fit the cap per deployment and the cap per file; reports when not."""
         if total > MAX_SCENARIOS:
             self.report(codes.TOO_MANY_SCENARIOS, f"workload lists expand into {total} scenarios", block.name_span,
                         help=f"at most {MAX_SCENARIOS}: split the deployment or shorten the lists")
-            return None
+            return False
         # A cap per file too: lint plans every scenario, and many deployments of 1,000 would run for minutes.
         if self.over_file_cap:
-            return None
+            return False
         if self.expanded + total > MAX_FILE_SCENARIOS:
             self.over_file_cap = True
             self.report(codes.TOO_MANY_SCENARIOS, f"with this deployment the file expands into more than "
                         f"{MAX_FILE_SCENARIOS:,} scenarios ({self.expanded:,} before it, {total:,} here); "
                         "it and the deployments after it are not planned", block.name_span,
                         help=f"a file expands into at most {MAX_FILE_SCENARIOS:,}: split it into several files")
-            return None
-        self.expanded += total
+            return False
+        return True
+
+    def _combinations(self, values: Mapping[str, list[_Element]], listed: Sequence[str],
+                      entries: Mapping[str, Entry], block: Block, dep_name: str) -> Optional[list[_Combo]]:
+        """Every combination of the listed values, each checked for consistency; None if any is not."""
         keys = list(values)
         combos = []
         failed = False

@@ -14,7 +14,9 @@ or where it would go; they never guess at text they have not parsed.
 from __future__ import annotations
 
 import re
-from typing import Optional, Sequence, Union
+from typing import Callable, Optional, Sequence, Union
+
+import attrs
 
 from kvplan.base.diagnostics import Edit, Fix
 from kvplan.base.errors import Span
@@ -170,88 +172,139 @@ def _pos(source: str, off: int) -> tuple[int, int]:
     return line, off - (before.rfind("\n") + 1) + 1
 
 
-def syntax_fix(code: str, span: Span, help: str, source: str) -> Optional[Fix]:  # noqa: C901  one case per syntax error help, mirroring syntax.explain
+@attrs.frozen(slots=True)
+class _Site:
+    """Where a syntax error points: its span and help, the file's text, and the span's offsets in it."""
+
+    span: Span
+    help: str
+    source: str
+    start: int
+    end: int
+
+    @property
+    def here(self) -> str:
+        return self.source[self.start:self.end]
+
+
+def syntax_fix(code: str, span: Span, help: str, source: str) -> Optional[Fix]:
     """The edit a syntax error's help describes, where it names one (the explainer in
     kvplan.lang.syntax words the help; this reads the same situation from the text)."""
 
-    if not source:
+    if not source or code not in _SYNTAX_FIXES:
         return None
-    start = offset(source, span.line, span.column)
-    end = offset(source, span.end_line, span.end_column)
-    here = source[start:end]
-    m = re.fullmatch(r"write `(.+?) = (.+?)`", help)
-    if code == "KV006" and here == ":":
-        return replace(span, " =", help)
-    if code == "KV006" and m:
-        return Fix(help, (Edit(_at(span, span.line, span.column), "= "),))
-    if code == "KV007":
-        back = start
-        while back > 0 and source[back - 1] in " \t":
-            back -= 1
-        line, col = _pos(source, back)
-        return Fix("add `,` between the elements", (Edit(_at(span, line, col), ","),))
-    if code == "KV003" and here in LOOKALIKES:
+    site = _Site(span, help, source, offset(source, span.line, span.column),
+                 offset(source, span.end_line, span.end_column))
+    return _SYNTAX_FIXES[code](site)
+
+
+def _missing_equals(s: _Site) -> Optional[Fix]:  # KV006
+    if s.here == ":":
+        return replace(s.span, " =", s.help)
+    if re.fullmatch(r"write `(.+?) = (.+?)`", s.help):
+        return Fix(s.help, (Edit(_at(s.span, s.span.line, s.span.column), "= "),))
+    return None
+
+
+def _missing_comma(s: _Site) -> Optional[Fix]:  # KV007
+    back = s.start
+    while back > 0 and s.source[back - 1] in " \t":
+        back -= 1
+    line, col = _pos(s.source, back)
+    return Fix("add `,` between the elements", (Edit(_at(s.span, line, col), ","),))
+
+
+def _syntax_error(s: _Site) -> Optional[Fix]:  # KV003: a look-alike character, or `{` on the next line
+    span, source = s.span, s.source
+    if s.here in LOOKALIKES:
         edits = tuple(Edit(Span(span.file, *_pos(source, i), *_pos(source, i + 1)), LOOKALIKES[ch])
                       for i, ch in enumerate(source) if ch in LOOKALIKES)
         return Fix("write plain ASCII", edits)
-    if code == "KV003" and help.startswith("open the block on the line of its name"):
-        brace = source.find("{", start)
-        if brace < 0 or source[start:brace].strip():
+    if s.help.startswith("open the block on the line of its name"):
+        brace = source.find("{", s.start)
+        if brace < 0 or source[s.start:brace].strip():
             return None
         return Fix("open the block on the line of its name",
                    (Edit(Span(span.file, span.line, span.column, *_pos(source, brace + 1)), " {"),))
-    if code == "KV004":
-        close = "]" if here == "[" else "}"
-        m2 = re.fullmatch(r"add `[}\]]` before `(\w+)`", help)
-        if m2:  # at the start of the line where the next declaration begins
-            nxt = re.compile(rf"^[ \t]*{re.escape(m2.group(1))}\b", re.M).search(source, end)
-            if nxt is None:
-                return None
-            line, _ = _pos(source, nxt.start())
-            return Fix(help, (Edit(_at(span, line, 1), close + "\n"),))
-        if close == "]":  # after the last element: the end of the `[`'s line, before any comment
-            eol = source.find("\n", start)
-            eol = len(source) if eol < 0 else eol
-            text = source[start:eol]
-            cut = text.find("#")
-            stop = start + len((text if cut < 0 else text[:cut]).rstrip())
-            return Fix(help, (Edit(_at(span, *_pos(source, stop)), "]"),))
-        tail = "" if source.endswith("\n") else "\n"
-        return Fix(help, (Edit(_at(span, *_pos(source, len(source))), tail + "}\n"),))
-    if code == "KV005":
-        return Fix("close the string", (Edit(_at(span, span.end_line, span.end_column), '"'),))
-    if code == "KV009":
-        # `batch =` with the value on the next line: join them
-        eol = source.find("\n", end)
-        if eol < 0:
-            return None
-        line_end = source.find("\n", eol + 1)
-        line_end = len(source) if line_end < 0 else line_end
-        value = source[eol + 1:line_end].strip()
-        line_start = source.rfind("\n", 0, start) + 1
-        km = re.search(r"(\w+)\s*=?\s*$", source[line_start:end])
-        key = km.group(1) if km else ""
-        example = re.search(r"e\.g\. `(\w+) = ([^`]+)`", help)
-        if not re.fullmatch(r"[0-9][0-9.]*\s*[A-Za-z%/]*", value):
-            if example and example.group(1) == key:  # no value anywhere: the example's
-                return Fix(f"{key} = {example.group(2)}",
-                           (Edit(_at(span, *_pos(source, end)), f" {example.group(2)}"),))
-            return None
-        return Fix(f"write the value on the same line: `{key} = {value}`",
-                   (Edit(Span(span.file, *_pos(source, end), *_pos(source, line_end)), f" {value}"),))
-    if code == "KV010":
-        line_start = source.rfind("\n", 0, start) + 1
-        indent = source[line_start:start][:len(source[line_start:start]) - len(source[line_start:start].lstrip())]
-        back = start
-        while back > line_start and source[back - 1] in " \t":
-            back -= 1
-        return Fix("one setting per line", (Edit(Span(span.file, *_pos(source, back), span.line, span.column),
-                                                 "\n" + indent),))
-    if code == "KV011" and re.fullmatch(r"[\w.-]+", here):
-        return replace(span, f'"{here}"', f'write `"{here}"`')
-    if code == "KV012":
-        m3 = re.fullmatch(r"did you mean `(\w+)`\?", help)
-        return replace(span, m3.group(1)) if m3 else None
-    if code == "KV013" and here == "}":
-        return Fix("remove the `}`", (Edit(span, ""),))
     return None
+
+
+def _unclosed_block(s: _Site) -> Optional[Fix]:  # KV004
+    span, source, help = s.span, s.source, s.help
+    close = "]" if s.here == "[" else "}"
+    m2 = re.fullmatch(r"add `[}\]]` before `(\w+)`", help)
+    if m2:  # at the start of the line where the next declaration begins
+        nxt = re.compile(rf"^[ \t]*{re.escape(m2.group(1))}\b", re.M).search(source, s.end)
+        if nxt is None:
+            return None
+        line, _ = _pos(source, nxt.start())
+        return Fix(help, (Edit(_at(span, line, 1), close + "\n"),))
+    if close == "]":  # after the last element: the end of the `[`'s line, before any comment
+        eol = source.find("\n", s.start)
+        eol = len(source) if eol < 0 else eol
+        text = source[s.start:eol]
+        cut = text.find("#")
+        stop = s.start + len((text if cut < 0 else text[:cut]).rstrip())
+        return Fix(help, (Edit(_at(span, *_pos(source, stop)), "]"),))
+    tail = "" if source.endswith("\n") else "\n"
+    return Fix(help, (Edit(_at(span, *_pos(source, len(source))), tail + "}\n"),))
+
+
+def _unclosed_string(s: _Site) -> Optional[Fix]:  # KV005
+    return Fix("close the string", (Edit(_at(s.span, s.span.end_line, s.span.end_column), '"'),))
+
+
+def _missing_value(s: _Site) -> Optional[Fix]:  # KV009
+    # `batch =` with the value on the next line: join them
+    span, source, start, end = s.span, s.source, s.start, s.end
+    eol = source.find("\n", end)
+    if eol < 0:
+        return None
+    line_end = source.find("\n", eol + 1)
+    line_end = len(source) if line_end < 0 else line_end
+    value = source[eol + 1:line_end].strip()
+    line_start = source.rfind("\n", 0, start) + 1
+    km = re.search(r"(\w+)\s*=?\s*$", source[line_start:end])
+    key = km.group(1) if km else ""
+    example = re.search(r"e\.g\. `(\w+) = ([^`]+)`", s.help)
+    if not re.fullmatch(r"[0-9][0-9.]*\s*[A-Za-z%/]*", value):
+        if example and example.group(1) == key:  # no value anywhere: the example's
+            return Fix(f"{key} = {example.group(2)}",
+                       (Edit(_at(span, *_pos(source, end)), f" {example.group(2)}"),))
+        return None
+    return Fix(f"write the value on the same line: `{key} = {value}`",
+               (Edit(Span(span.file, *_pos(source, end), *_pos(source, line_end)), f" {value}"),))
+
+
+def _one_setting_per_line(s: _Site) -> Optional[Fix]:  # KV010
+    span, source, start = s.span, s.source, s.start
+    line_start = source.rfind("\n", 0, start) + 1
+    indent = source[line_start:start][:len(source[line_start:start]) - len(source[line_start:start].lstrip())]
+    back = start
+    while back > line_start and source[back - 1] in " \t":
+        back -= 1
+    return Fix("one setting per line", (Edit(Span(span.file, *_pos(source, back), span.line, span.column),
+                                             "\n" + indent),))
+
+
+def _unquoted_name(s: _Site) -> Optional[Fix]:  # KV011
+    if re.fullmatch(r"[\w.-]+", s.here):
+        return replace(s.span, f'"{s.here}"', f'write `"{s.here}"`')
+    return None
+
+
+def _unknown_declaration(s: _Site) -> Optional[Fix]:  # KV012
+    m3 = re.fullmatch(r"did you mean `(\w+)`\?", s.help)
+    return replace(s.span, m3.group(1)) if m3 else None
+
+
+def _unmatched_brace(s: _Site) -> Optional[Fix]:  # KV013
+    return Fix("remove the `}`", (Edit(s.span, ""),)) if s.here == "}" else None
+
+
+#: The fix for each syntax error code whose help can name one, as syntax.explain words it.
+_SYNTAX_FIXES: dict[str, Callable[[_Site], Optional[Fix]]] = {
+    "KV003": _syntax_error, "KV004": _unclosed_block, "KV005": _unclosed_string, "KV006": _missing_equals,
+    "KV007": _missing_comma, "KV009": _missing_value, "KV010": _one_setting_per_line, "KV011": _unquoted_name,
+    "KV012": _unknown_declaration, "KV013": _unmatched_brace,
+}

@@ -368,7 +368,7 @@ class FileReport:
     source: str
     diagnostics: tuple[Diagnostic, ...]
     suppressed: int = 0
-    result: Any = None       # the CheckResult, for callers that want the scenarios
+    result: Optional[CheckResult] = None  # for callers that want the scenarios
 
 
 @attrs.frozen(slots=True)

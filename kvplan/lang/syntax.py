@@ -16,10 +16,11 @@ import hashlib
 import json
 import re
 from importlib import resources
-from typing import Any, Optional, Sequence, Union
+from typing import Optional, Sequence, Union
 
 from lark import Lark, Token, Transformer_NonRecursive, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
+from lark.tree import Meta
 
 from kvplan.base import codes
 from kvplan.base.errors import KvplanError, Span
@@ -41,6 +42,7 @@ from kvplan.lang.spec import (
     Scalar,
     SpecFile,
     String,
+    ValueNode,
     Version,
 )
 
@@ -74,17 +76,19 @@ def grammar_text() -> str:
 
 
 #: The options the parser is built with; tools/build_parser.py builds kvp_parser.json with the same.
-_OPTIONS: dict[str, Any] = {"parser": "lalr", "lexer": "contextual", "propagate_positions": True}
+_OPTIONS: dict[str, Union[str, bool]] = {"parser": "lalr", "lexer": "contextual", "propagate_positions": True}
 
 
-def _int_keys(pairs: list[tuple[str, Any]]) -> dict[Any, Any]:
-    """JSON object hook: lark's int-keyed mappings (states, tokens, memo) were written with digit keys."""
+def _int_keys(pairs: list[tuple[str, object]]) -> Union[dict[int, object], dict[str, object]]:
+    """JSON object hook: lark's int-keyed mappings (states, tokens, memo) were written with digit keys.
+
+    The values are lark's own table format, opaque here: they are handed back to lark as they are."""
     if pairs and all(k.isdigit() for k, _ in pairs):
         return {int(k): v for k, v in pairs}
     return dict(pairs)
 
 
-def _shipped_tables(grammar: str) -> Optional[dict[str, Any]]:
+def _shipped_tables(grammar: str) -> Optional[dict[str, object]]:
     """The prebuilt tables in kvplan/grammar/kvp_parser.json, or None if missing or built from another grammar."""
     try:
         text = resources.files("kvplan.grammar").joinpath("kvp_parser.json").read_text(encoding="utf-8")
@@ -203,10 +207,17 @@ def _token_span(path: str, tok: Token, text: Optional[str] = None) -> Span:
 
 _ESCAPE = re.compile(r"\\(.)")
 
+#: The children of a named rule (a declaration, a section): its name and its body's items.
+_Named = tuple[Token, tuple[Item, ...]]
+
 
 @v_args(meta=True)
-class _ToSpec(Transformer_NonRecursive):  # type: ignore[type-arg]  # lark's generics are not worth pinning here
-    """Lark tree → kvplan.lang.spec nodes. Non-recursive: deep nesting must not exhaust the stack."""
+class _ToSpec(Transformer_NonRecursive[Token, SpecFile]):
+    """Lark tree → kvplan.lang.spec nodes. Non-recursive: deep nesting must not exhaust the stack.
+
+    Each method gets its rule's children already transformed. A rule whose children have a fixed
+    shape in the grammar (kvp.lark) annotates them as that tuple; lark passes a list of that shape.
+    """
 
     def __init__(self, path: str, text: str, comments: tuple[Comment, ...]) -> None:
         super().__init__()
@@ -214,7 +225,7 @@ class _ToSpec(Transformer_NonRecursive):  # type: ignore[type-arg]  # lark's gen
         self.text = text
         self.comments = comments
 
-    def _span(self, meta: Any) -> Span:
+    def _span(self, meta: Meta) -> Span:
         if getattr(meta, "empty", True):
             return Span(self.path, 1, 1, 1, 1)
         return Span(self.path, meta.line, meta.column, meta.end_line, meta.end_column)
@@ -222,70 +233,70 @@ class _ToSpec(Transformer_NonRecursive):  # type: ignore[type-arg]  # lark's gen
     def _tspan(self, tok: Token) -> Span:
         return _token_span(self.path, tok)
 
-    def start(self, meta: Any, children: list[Any]) -> SpecFile:
+    def start(self, meta: Meta, children: list[Union[Version, Declaration]]) -> SpecFile:
         versions = tuple(c for c in children if isinstance(c, Version))
         decls = tuple(c for c in children if isinstance(c, Declaration))
         return SpecFile(self.path, versions, decls, self.comments, self._span(meta))
 
-    def version(self, meta: Any, children: list[Token]) -> Version:
+    def version(self, meta: Meta, children: list[Token]) -> Version:
         (number,) = children
         return Version(Quantity(float(number), "", str(number), self._tspan(number)), self._span(meta))
 
-    def _declaration(self, cls: type[Declaration], meta: Any, children: list[Any]) -> Declaration:
+    def _declaration(self, cls: type[Declaration], meta: Meta, children: _Named) -> Declaration:
         name, items = children
         return cls(_unquote(name), self._tspan(name), items, self._span(meta))
 
-    def deployment(self, meta: Any, children: list[Any]) -> Declaration:
+    def deployment(self, meta: Meta, children: _Named) -> Declaration:
         return self._declaration(DeploymentDecl, meta, children)
 
-    def model_block(self, meta: Any, children: list[Any]) -> Declaration:
+    def model_block(self, meta: Meta, children: _Named) -> Declaration:
         return self._declaration(ModelDecl, meta, children)
 
-    def device_block(self, meta: Any, children: list[Any]) -> Declaration:
+    def device_block(self, meta: Meta, children: _Named) -> Declaration:
         return self._declaration(DeviceDecl, meta, children)
 
-    def unknown_declaration(self, meta: Any, children: list[Any]) -> Declaration:
+    def unknown_declaration(self, meta: Meta, children: tuple[Token, Token, tuple[Item, ...]]) -> Declaration:
         word = children[0]
         close = difflib.get_close_matches(str(word), DECLARATIONS, n=1, cutoff=0.5)
         hint = f"did you mean `{close[0]}`?" if close else "a file declares `deployment`, `model` and `device` blocks"
         raise KvpSyntaxError(codes.UNKNOWN_DECLARATION, f"unknown declaration `{word}`",
                              span=self._tspan(word), help=hint)
 
-    def body(self, meta: Any, children: list[Item]) -> tuple[Item, ...]:
+    def body(self, meta: Meta, children: list[Item]) -> tuple[Item, ...]:
         return tuple(children)
 
-    def assignment(self, meta: Any, children: list[Any]) -> Entry:
+    def assignment(self, meta: Meta, children: tuple[Token, ValueNode]) -> Entry:
         key, value = children
         return Entry(str(key), "=", value, self._span(meta), self._tspan(key))
 
-    def constraint(self, meta: Any, children: list[Any]) -> Entry:
+    def constraint(self, meta: Meta, children: tuple[Token, Token, Scalar]) -> Entry:
         key, op, value = children
         return Entry(str(key), str(op), value, self._span(meta), self._tspan(key))
 
-    def flag(self, meta: Any, children: list[Token]) -> Entry:
+    def flag(self, meta: Meta, children: list[Token]) -> Entry:
         (key,) = children
         return Entry(str(key), "", None, self._span(meta), self._tspan(key))
 
-    def block(self, meta: Any, children: list[Any]) -> Block:
+    def block(self, meta: Meta, children: _Named) -> Block:
         name, items = children
         cls = SECTIONS.get(str(name), Block)
         return cls(str(name), items, self._span(meta), self._tspan(name))
 
-    def quantity(self, meta: Any, children: list[Token]) -> Quantity:
+    def quantity(self, meta: Meta, children: list[Token]) -> Quantity:
         number = children[0]
         unit = str(children[1]) if len(children) > 1 else ""
         return Quantity(float(number), unit, self.text[meta.start_pos:meta.end_pos], self._span(meta))
 
-    def ident(self, meta: Any, children: list[Token]) -> Ident:
+    def ident(self, meta: Meta, children: list[Token]) -> Ident:
         return Ident(str(children[0]), self._span(meta))
 
-    def string(self, meta: Any, children: list[Token]) -> String:
+    def string(self, meta: Meta, children: list[Token]) -> String:
         return String(_unquote(children[0]), self._span(meta))
 
-    def list(self, meta: Any, children: Sequence[Scalar]) -> ListValue:
+    def list(self, meta: Meta, children: Sequence[Scalar]) -> ListValue:
         return ListValue(tuple(children), self._span(meta))
 
-    def bound(self, meta: Any, children: Sequence[Any]) -> Bound:
+    def bound(self, meta: Meta, children: tuple[Token, Quantity]) -> Bound:
         op, limit = children
         return Bound(str(op), limit, self._span(meta))
 
@@ -407,8 +418,13 @@ def not_kvp(text: str, path: str) -> Optional[KvpSyntaxError]:
     return None
 
 
-def explain(exc: UnexpectedInput, text: str, path: str) -> KvpSyntaxError:  # noqa: C901  one case per lark error situation, in priority order
-    """Name a lark syntax error in the user's terms, with the span to point at."""
+def explain(exc: UnexpectedInput, text: str, path: str) -> KvpSyntaxError:
+    """Name a lark syntax error in the user's terms, with the span to point at.
+
+    The cases are tried in priority order: a bad character; the file ending early; a structural
+    mistake seen in the tokens around the failure (an unclosed block, a misplaced unit, two
+    settings on a line); then the example mistake that fails in the same parser state.
+    """
     if isinstance(exc, UnexpectedCharacters):
         return _bad_character(exc, text, path)
     assert isinstance(exc, UnexpectedToken), exc  # LALR raises nothing else
@@ -421,6 +437,15 @@ def explain(exc: UnexpectedInput, text: str, path: str) -> KvpSyntaxError:  # no
             return _unclosed(path, opened)
         return KvpSyntaxError(codes.SYNTAX_ERROR, f"the file ends early: expected {_choices(expected)}", span=here)
     prev = _previous_token(exc)
+    return (_structural(exc, path, here, expected, prev) or _by_example(exc, path, here, prev)
+            or KvpSyntaxError(codes.SYNTAX_ERROR, f"expected {_choices(expected)}, found {_describe(tok)}",
+                              span=here))
+
+
+def _structural(exc: UnexpectedToken, path: str, here: Span, expected: list[str],
+                prev: Optional[Token]) -> Optional[KvpSyntaxError]:
+    """A mistake the failing token and the one before it show (explain's third step), or None."""
+    tok = exc.token
     # A declaration keyword inside a block: the block before it was never closed.
     if tok.type == "STRING" and prev is not None and prev.type == "NAME" and str(prev) in DECLARATIONS:
         opened = _open_brace(exc)
@@ -440,6 +465,12 @@ def explain(exc: UnexpectedInput, text: str, path: str) -> KvpSyntaxError:  # no
         opened = _open_brace(exc)
         if opened is not None and opened.type == "LSQB":
             return _unclosed(path, opened)
+    return None
+
+
+def _by_example(exc: UnexpectedToken, path: str, here: Span, prev: Optional[Token]) -> Optional[KvpSyntaxError]:
+    """The message for the example mistake that fails in the same parser state (explain's last step), or None."""
+    tok = exc.token
     label = _match_example(exc)
     found = _describe(tok)
     key = _last_key(exc)
@@ -467,7 +498,7 @@ def explain(exc: UnexpectedInput, text: str, path: str) -> KvpSyntaxError:  # no
                               help='names are strings: `deployment "chat" {`')
     if label == codes.UNMATCHED_BRACE:
         return KvpSyntaxError(label, "this `}` closes no block", span=here, help="remove it, or open its block")
-    return KvpSyntaxError(codes.SYNTAX_ERROR, f"expected {_choices(expected)}, found {found}", span=here)
+    return None
 
 
 def _bad_character(exc: UnexpectedCharacters, text: str, path: str) -> KvpSyntaxError:
@@ -508,7 +539,7 @@ def _open_brace(exc: UnexpectedToken) -> Optional[Token]:
     return None
 
 
-def _stack(exc: UnexpectedToken) -> list[Any]:
+def _stack(exc: UnexpectedToken) -> list[Union[Token, Tree[Token]]]:
     ip = exc.interactive_parser
     return list(ip.parser_state.value_stack if ip is not None else getattr(exc.state, "value_stack", []))
 
@@ -534,9 +565,9 @@ def _previous_token(exc: UnexpectedToken) -> Optional[Token]:
     return None
 
 
-def _last_token(value: Union[Token, Tree[Any]]) -> Optional[Token]:
+def _last_token(value: Union[Token, Tree[Token]]) -> Optional[Token]:
     """The rightmost token under `value`: a walk with a stack, since a tree may nest thousands deep."""
-    todo: list[Any] = [value]
+    todo: list[Union[Token, Tree[Token]]] = [value]
     while todo:
         node = todo.pop()
         if isinstance(node, Token):
