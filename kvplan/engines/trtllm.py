@@ -289,6 +289,51 @@ def _trtllm_kv_cache(r: Read, kc: Mapping[YAMLScalar, YAMLValue]) -> None:
 _YAML_HOLDS = "a YAML mapping of TensorRT-LLM settings, such as `max_batch_size: 32`"
 
 
+def _read_command(r: Read, words: list[str], base_dir: str) -> None:
+    """A `trtllm-serve [serve] MODEL --config x.yaml ...` line: its flags, then each --config file over them."""
+    if words[:2] == ["trtllm-serve", "serve"]:
+        words = words[2:]
+    elif words[:1] == ["trtllm-serve"]:
+        words = words[1:]
+    yaml_path: list[str] = []
+
+    def positional(w: str) -> None:
+        if r.model_ref is None:
+            r.model_ref = w
+        else:
+            r.warn(f"'{w}': an extra argument trtllm-serve would not accept; not imported")
+
+    def config(rr: Read, v: str, w: str) -> None:
+        yaml_path.append(v)
+
+    table = [
+        ReadFlag(("--config", "--extra_llm_api_options"), True, config),
+        ReadFlag(("--max_batch_size",), True, store("batch", bounded("batch"))),
+        ReadFlag(("--max_seq_len",), True, context_flag(trtllm_tokens)),
+        ReadFlag(("--tp_size",), True, store("tp", bounded("tp"))),
+        ReadFlag(("--pp_size",), True, store("pp", bounded("pp"))),
+        ReadFlag(("--ep_size",), True,
+                 note_flag("expert parallelism is not modelled; devices = tensor × pipeline")),
+        ReadFlag(("--max_num_tokens",), True, note_flag(CHUNK)),
+        ReadFlag(("--kv_cache_free_gpu_memory_fraction", "--free_gpu_memory_fraction"), True,
+                 note_flag(FREE_FRACTION)),
+    ]
+    parse_flags(words, table, r, TRTLLM_IRRELEVANT, TRTLLM_IRRELEVANT_FLAGS, lambda f: f, positional)
+    for p in yaml_path:
+        full = os.path.join(base_dir, p)  # an absolute p stays absolute
+        try:
+            yaml_text = files.read_text(full, what="the --config file")
+        except OSError as exc:
+            raise DeploymentReadError(f"cannot read the --config file '{p}': {exc.strerror}",
+                               help="run from the directory the command line was written for") from None
+        files.refuse_blank(yaml_text, p, what="the --config file", holds=_YAML_HOLDS)
+        cfg = _yaml_load(yaml_text, p)
+        if not isinstance(cfg, dict):
+            raise DeploymentReadError("a TensorRT-LLM config must be a YAML mapping", span=files.start(p))
+        # The YAML overrides the command line, as trtllm-serve applies it.
+        _trtllm_yaml(r, cfg, p)
+
+
 def read(text: str, base_dir: str = ".", where: str = "config") -> Read:
     """A YAML config (the `--config` file), or a `trtllm-serve MODEL --config x.yaml ...` line.
 
@@ -307,47 +352,7 @@ def read(text: str, base_dir: str = ".", where: str = "config") -> Read:
                                help="give the --config YAML or a `trtllm-serve MODEL --config x.yaml` line")
         _trtllm_yaml(r, cfg, where)
     else:
-        if words[:2] == ["trtllm-serve", "serve"]:
-            words = words[2:]
-        elif words[:1] == ["trtllm-serve"]:
-            words = words[1:]
-        yaml_path: list[str] = []
-
-        def positional(w: str) -> None:
-            if r.model_ref is None:
-                r.model_ref = w
-            else:
-                r.warn(f"'{w}': an extra argument trtllm-serve would not accept; not imported")
-
-        def config(rr: Read, v: str, w: str) -> None:
-            yaml_path.append(v)
-
-        table = [
-            ReadFlag(("--config", "--extra_llm_api_options"), True, config),
-            ReadFlag(("--max_batch_size",), True, store("batch", bounded("batch"))),
-            ReadFlag(("--max_seq_len",), True, context_flag(trtllm_tokens)),
-            ReadFlag(("--tp_size",), True, store("tp", bounded("tp"))),
-            ReadFlag(("--pp_size",), True, store("pp", bounded("pp"))),
-            ReadFlag(("--ep_size",), True,
-                     note_flag("expert parallelism is not modelled; devices = tensor × pipeline")),
-            ReadFlag(("--max_num_tokens",), True, note_flag(CHUNK)),
-            ReadFlag(("--kv_cache_free_gpu_memory_fraction", "--free_gpu_memory_fraction"), True,
-                     note_flag(FREE_FRACTION)),
-        ]
-        parse_flags(words, table, r, TRTLLM_IRRELEVANT, TRTLLM_IRRELEVANT_FLAGS, lambda f: f, positional)
-        for p in yaml_path:
-            full = os.path.join(base_dir, p)  # an absolute p stays absolute
-            try:
-                yaml_text = files.read_text(full, what="the --config file")
-            except OSError as exc:
-                raise DeploymentReadError(f"cannot read the --config file '{p}': {exc.strerror}",
-                                   help="run from the directory the command line was written for") from None
-            files.refuse_blank(yaml_text, p, what="the --config file", holds=_YAML_HOLDS)
-            cfg = _yaml_load(yaml_text, p)
-            if not isinstance(cfg, dict):
-                raise DeploymentReadError("a TensorRT-LLM config must be a YAML mapping", span=files.start(p))
-            # The YAML overrides the command line, as trtllm-serve applies it.
-            _trtllm_yaml(r, cfg, p)
+        _read_command(r, words, base_dir)
     r.defaults("TensorRT-LLM's default enable_block_reuse: true", ENGINE.default_block,
                "TensorRT-LLM's default tokens_per_block",
                "kv_cache_config.dtype auto (default)")
