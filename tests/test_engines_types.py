@@ -78,3 +78,36 @@ def test_a_host_cache_size_that_is_no_number_says_so(value: str, written: str) -
         trtllm.read(f"kv_cache_config:\n  host_cache_size: {value}\n", where="t.yaml")
     what = "a finite number of at least 0" if value == "-1" else "a number"
     assert err.value.message == f"kv_cache_config.host_cache_size: {written} takes {what}, got '{written}'"
+
+
+# ------------------------------------------------------------------ long functions (issue 10 build 3)
+
+#: A function this long needs a comment saying why (on its `def` line or the line above it).
+MAX_LINES = 60
+
+
+def _long_functions(text: str, name: str) -> list[str]:
+    lines = text.splitlines()
+    found = []
+    for node in ast.walk(ast.parse(text, name)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            length = (node.end_lineno or node.lineno) - node.lineno + 1
+            said = "#" in lines[node.lineno - 1] or lines[node.lineno - 2].lstrip().startswith("#")
+            if length > MAX_LINES and not said:
+                found.append(f"{name}:{node.lineno}: {node.name} is {length} lines")
+    return found
+
+
+def test_no_long_function_without_a_reason() -> None:
+    paths = [p for name in TYPED for p in ([PACKAGE / name] if name.endswith(".py")
+                                           else sorted((PACKAGE / name).rglob("*.py")))]
+    found = [hit for p in paths
+             for hit in _long_functions(p.read_text(encoding="utf-8"), str(p.relative_to(PACKAGE.parent)))]
+    assert found == [], f"functions over {MAX_LINES} lines with no comment saying why:\n" + "\n".join(found)
+
+
+def test_the_length_check_counts_lines_and_sees_the_reason() -> None:
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_LINES))
+    assert _long_functions(f"\n\ndef f() -> None:\n{body}", "p.py") == [f"p.py:3: f is {MAX_LINES + 1} lines"]
+    assert _long_functions(f"\n# a flat table\ndef f() -> None:\n{body}", "p.py") == []
+    assert _long_functions(f"\n\ndef f() -> None:\n{body[:-len('    x59 = 59')-1]}", "p.py") == []
