@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import math
 import sys
-from typing import Any, Callable, Mapping, Optional, TypeVar
+from typing import IO, TYPE_CHECKING, Any, Callable, Mapping, NoReturn, Optional, ParamSpec, TypeVar
 
 import click
 
@@ -17,21 +17,28 @@ from kvplan.base import limits
 from kvplan.base.errors import KvplanError
 from kvplan.base.units import MAX_EXACT, UNITS, Dim, parse_quantity, split_quantity
 
+if TYPE_CHECKING:  # the commands import these when they run (start-up stays small); here they are types only
+    from kvplan.base.diagnostics import Diagnostic
+    from kvplan.lang import CheckResult
+    from kvplan.lang.lint import Check
+
 F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     click.echo(f"kvplan: error: {message}", err=True)
     sys.exit(EXIT_ERROR)
 
 
-def handles_errors(fn: F) -> F:
+def handles_errors(fn: Callable[P, R]) -> Callable[P, R]:
     """Turn a user error into one line on stderr and exit 2; a traceback only with --debug."""
 
     @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
         except BrokenPipeError:  # `kvplan advise x.kvp | head`: the reader is done, so are we
@@ -51,7 +58,7 @@ def handles_errors(fn: F) -> F:
                 raise
             _fail(f"internal error: {type(exc).__name__}: {exc} (a kvplan bug; rerun with --debug and report it)")
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 # ------------------------------------------------------------------ option values
@@ -61,7 +68,7 @@ class OptionValueError(click.ClickException):
 
     exit_code = EXIT_ERROR
 
-    def show(self, file: Any = None) -> None:
+    def show(self, file: Optional[IO[str]] = None) -> None:
         click.echo(f"kvplan: error: {self.format_message()}", err=True)
 
 
@@ -83,7 +90,7 @@ class Number(click.ParamType):  # type: ignore[type-arg, unused-ignore]
         self.units = {"": 1.0, **(units if units is not None else UNITS[dim])}
         self.range_words, self.example = range_words, example
 
-    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
+    def convert(self, value: object, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
         if not isinstance(value, str):           # a default, already converted
             return value
         flag = param.opts[0] if param is not None and param.opts else "value"
@@ -367,14 +374,14 @@ def _planner_options(fn: F) -> F:
 _LINT_FORMATS = ["concise", "full", "json", "github", "sarif"]
 
 
-def _lint_checks(overrides: dict[str, float] | None = None) -> tuple[Any, ...]:
+def _lint_checks(overrides: dict[str, float] | None = None) -> tuple[Check, ...]:
     """Extra per-file checks for `kvplan lint`: each takes a CheckResult, returns Diagnostics.
 
     The planner's KV2xx/KV3xx rules: it plans every scenario of a file that checks clean, with the
     planner options given (the same as advise's).
     """
 
-    def planner_check(result: Any) -> Any:
+    def planner_check(result: CheckResult) -> list[Diagnostic]:
         from kvplan.planner.lint import check  # numpy and the planner load only if a file checks clean
 
         return check(result, **(overrides or {}))
@@ -382,7 +389,7 @@ def _lint_checks(overrides: dict[str, float] | None = None) -> tuple[Any, ...]:
     return (planner_check,)
 
 
-def _digest_check(result: Any) -> Any:
+def _digest_check(result: CheckResult) -> list[Diagnostic]:
     from kvplan.engines.digest import check_digests
 
     return check_digests(result)
@@ -470,7 +477,7 @@ def fmt_cmd(paths: tuple[str, ...], check: bool, diff: bool) -> None:
     sys.exit(EXIT_ERROR if broken else EXIT_FINDINGS if dry and changed else EXIT_CLEAN)
 
 
-def _checked(path: str, allow_paths: tuple[str, ...] = ()) -> Any:
+def _checked(path: str, allow_paths: tuple[str, ...] = ()) -> CheckResult:
     """Check a spec; on errors print them (concise) to stderr and exit 2: there is nothing to plan.
 
     Its config paths may name the spec's folder, the --allow-path folders and [tool.kvplan] allow-paths.

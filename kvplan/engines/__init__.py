@@ -14,12 +14,14 @@ also has its record in kvplan.catalog.engines (docs/architecture.md, "Where to a
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 from kvplan.base.errors import KvplanError
+from kvplan.base.evidence import Value
 from kvplan.catalog import suggest
 from kvplan.engines import flashinfer, lmcache, sglang, trtllm, vllm
 from kvplan.engines.common import Backend, EmitRequest, Emitted, EmittedFile, Reserves
+from kvplan.planner.plan import Plan
 
 __all__ = ["Backend", "Emitted", "EmittedFile", "EmitRequest", "Reserves", "TARGETS", "capacity_line",
            "default_targets", "emit"]
@@ -52,7 +54,7 @@ def resolve_targets(names: str | None, engine: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def emit(plan: Any, target: str, *, spec: str = "", reserves: Optional[Reserves] = None) -> Emitted:
+def emit(plan: Plan, target: str, *, spec: str = "", reserves: Optional[Reserves] = None) -> Emitted:
     """The files `target` takes for `plan`, with warnings and the KV capacity they give. The memory
     accounting uses the reserves the plan was made with unless `reserves` is given."""
 
@@ -67,7 +69,7 @@ def capacity_line(out: Emitted) -> str:
     rows = dict(out.capacity)
     if "kv_tokens" in rows:
         kv, seqs, pk, ps = rows["kv_tokens"], rows["kv_sequences"], rows["plan_kv_tokens"], rows["plan_sequences"]
-        def count(v: Any) -> str:
+        def count(v: Value) -> str:
             return f"{v.value:,.0f} sequence{'' if v.value == 1 else 's'}"
 
         line = (f"KV capacity {kv.human} = {count(seqs)} as planned ({kv.evidence.value}); plan {pk.human} = "

@@ -27,7 +27,7 @@ import math
 import re
 import shlex
 from fractions import Fraction
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 import attrs
 
@@ -42,6 +42,7 @@ from kvplan.model import memory
 from kvplan.model.footprint import fragmentation
 from kvplan.model.memory import DEFAULT_RUNTIME_RESERVE, GiB, Reserves
 from kvplan.model.roofline import Config
+from kvplan.planner.plan import Plan
 
 __all__ = ["DEFAULT_RUNTIME_RESERVE", "GiB", "Reserves"]  # re-exported: the memory model's names
 
@@ -129,7 +130,7 @@ def engine_backend(engine: EngineRecord, *, flags: tuple[str, ...], source: str,
 
 @attrs.frozen(slots=True)
 class EmitRequest:
-    plan: Any                 # kvplan.planner.plan.Plan
+    plan: Plan
     spec: str = ""            # the spec path as the user gave it
     reserves: Optional[Reserves] = None  # None: the reserves the plan was made with
 
@@ -146,18 +147,18 @@ def header(req: EmitRequest, label: str, comment: str = "#") -> str:
             f"plan {p.digest} · {extra}{label}")
 
 
-def overrides(plan: Any) -> dict[str, float]:
+def overrides(plan: Plan) -> dict[str, float]:
     """The planner overrides the plan was made with that `lint --check-digest` must plan with again."""
     r = plan.reserves
     given = {"activation_reserve": r.activation, "runtime_reserve": r.runtime}
     return {k: float(v) for k, v in given.items() if v is not None}
 
 
-def json_header(req: EmitRequest, backend: Backend) -> dict[str, Any]:
+def json_header(req: EmitRequest, backend: Backend) -> dict[str, object]:
     """The `_kvplan` key a JSON artifact carries instead of a comment."""
 
     p = req.plan
-    head: dict[str, Any] = {"version": __version__, "spec": req.spec or "-", "scenario": p.scenario.name,
+    head: dict[str, object] = {"version": __version__, "spec": req.spec or "-", "scenario": p.scenario.name,
                             "plan": p.digest, "engine": backend.engine, "engine_version": backend.version}
     if overrides(p):
         head["overrides"] = overrides(p)
@@ -169,13 +170,13 @@ def slug(text: str) -> str:
     return folder_name(text)
 
 
-def model_ref(plan: Any) -> str:
+def model_ref(plan: Plan) -> str:
     """What the engine loads: the Hugging Face id, else the model's name (replace it with a path)."""
     m: Model = plan.scenario.model
     return m.hf_id or m.id
 
 
-def model_notes(plan: Any, backend: Backend) -> list[str]:
+def model_notes(plan: Plan, backend: Backend) -> list[str]:
     """Warnings about the model that hold for every target."""
     m = plan.scenario.model
     notes = []
@@ -219,7 +220,7 @@ def nearest_block(wanted: int, supported: Sequence[int]) -> int:
     return min(supported, key=lambda b: (abs(b - wanted), -b))
 
 
-def map_choices(plan: Any, backend: Backend) -> Mapped:
+def map_choices(plan: Plan, backend: Backend) -> Mapped:
     """Map every plan choice onto the target; never change one silently."""
     changed: list[str] = []
     eng = backend.label
@@ -249,7 +250,7 @@ def map_choices(plan: Any, backend: Backend) -> Mapped:
     return Mapped(dt, backend.kv_dtypes[dt.id], block, retention, tier, tuple(changed))
 
 
-def map_tier(plan: Any, backend: Backend) -> tuple[str, list[str]]:
+def map_tier(plan: Plan, backend: Backend) -> tuple[str, list[str]]:
     """The plan's second tier on the target, or the nearest it holds, with the change named."""
     tier = plan.tier.tier
     eng = backend.label
@@ -295,7 +296,7 @@ def kv_layout(model: Model, tp: int, pp: int, dtype_bytes: float) -> KvLayout:
     return KvLayout(layers, heads, model.head_dim, model.v_head_dim or model.head_dim, dtype_bytes)
 
 
-def replication(plan: Any) -> float:
+def replication(plan: Plan) -> float:
     """Copies of each KV byte across TP ranks (kvplan.model.roofline.Config.kv_replication)."""
 
     sc = plan.scenario
@@ -368,7 +369,7 @@ class Sizing:
         return ceil_div(self.tier_tokens, self.block) * self.block_bytes
 
 
-def size(plan: Any, mapped: Mapped, reserves: Optional[Reserves] = None) -> Sizing:
+def size(plan: Plan, mapped: Mapped, reserves: Optional[Reserves] = None) -> Sizing:
     """The per-GPU memory of the plan under the target's dtype, block size and retention, for its
     most loaded GPU (kvplan.model.memory); `reserves` None takes the plan's own."""
 
@@ -547,7 +548,7 @@ def shell_script(head: Sequence[str], program: Sequence[str], flags: Sequence[Fl
     return "\n".join(lines) + "\n"
 
 
-def yaml_scalar(v: Any) -> str:
+def yaml_scalar(v: object) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if v is None:
@@ -563,12 +564,12 @@ def yaml_scalar(v: Any) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def yaml_text(head: Sequence[str], body: Mapping[str, Any], notes: Mapping[str, str] = {}) -> str:
+def yaml_text(head: Sequence[str], body: Mapping[str, object], notes: Mapping[str, str] = {}) -> str:
     """A small YAML writer for mappings of scalars and nested mappings (no PyYAML at run time);
     `notes` puts a trailing comment on a key ("kv_cache_config.max_tokens")."""
     lines = list(head)
 
-    def walk(d: Mapping[str, Any], indent: int, path: str) -> None:
+    def walk(d: Mapping[str, object], indent: int, path: str) -> None:
         for k, v in d.items():
             key = f"{path}{k}"
             note = f"  # {notes[key]}" if key in notes else ""

@@ -24,13 +24,16 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from kvplan.base.codes import STALE_CONFIG
 from kvplan.base.diagnostics import Diagnostic, make
 from kvplan.base.errors import Span
 from kvplan.engines.common import HEADER, HEADER_OVERRIDES
+from kvplan.lang import CheckResult
+from kvplan.model.scenario import Scenario
 from kvplan.planner import plans_for
+from kvplan.planner.plan import Plan
 
 #: How far into a file the header may sit (a shell script has its shebang first).
 HEADER_LINES = 3
@@ -106,13 +109,13 @@ def _files(root: Path) -> list[Path]:
     return out
 
 
-def _span(result: Any, sc: Any) -> Span:
+def _span(result: CheckResult, sc: Optional[Scenario]) -> Span:
     if sc is not None and "deployment" in sc.spans:
-        return sc.spans["deployment"]  # type: ignore[no-any-return]
+        return sc.spans["deployment"]
     return Span(str(result.path), 1, 1, 1, 1)
 
 
-def check_digests(result: Any) -> list[Diagnostic]:
+def check_digests(result: CheckResult) -> list[Diagnostic]:
     """KV401 for each emitted file whose plan digest differs from the spec's plan now."""
     root = emitted_dir(str(result.path))
     if not root.is_dir():
@@ -121,9 +124,9 @@ def check_digests(result: Any) -> list[Diagnostic]:
     if not found:
         return []
 
-    by_overrides: dict[str, dict[str, Any]] = {}
+    by_overrides: dict[str, dict[str, Plan]] = {}
 
-    def plans(over_text: str) -> Optional[dict[str, Any]]:
+    def plans(over_text: str) -> Optional[dict[str, Plan]]:
         over = parse_overrides(over_text)
         if over is None:
             return None

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 import shlex
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence, Union
 
 import attrs
 
@@ -74,10 +74,10 @@ MAXIMUM: Mapping[str, int] = {"batch": limits.MAX_BATCH, "context": limits.MAX_T
 LIMIT_HELP = "kvplan's limit, docs/cli-import.md"
 
 
-def quoted(value: str) -> str:
-    """A flag value for a message, cut when it is too long to repeat whole."""
-    value = str(value)
-    return f"'{value}'" if len(value) <= 40 else f"'{value[:20]}…' ({len(value):,} characters)"
+def quoted(value: object) -> str:
+    """A flag value (or a value read from YAML) for a message, cut when it is too long to repeat whole."""
+    text = str(value)
+    return f"'{text}'" if len(text) <= 40 else f"'{text[:20]}…' ({len(text):,} characters)"
 
 
 def in_range(n: int, flag: str, maximum: int, what: str = "") -> int:
@@ -103,8 +103,12 @@ def bounded(attr: str) -> Callable[[str, str], int]:
     return lambda v, flag: whole(v, flag, MAXIMUM[attr])
 
 
-def number(value: Any, flag: str) -> float:
+def number(value: object, flag: str) -> float:
+    """A flag's value, or a value from YAML (str, int, float, bool, bytes, a date, a list, a mapping, null),
+    as a finite number of at least 0."""
     try:
+        if not isinstance(value, (str, bytes, int, float)):  # what float() takes of what YAML gives
+            raise TypeError(type(value).__name__)
         x = float(value)
     except (TypeError, ValueError, OverflowError):
         raise DeploymentReadError(f"{flag} takes a number, got {quoted(value)}") from None
@@ -247,7 +251,8 @@ def model_flag(r: Read, v: str, w: str) -> None:
     r.model_ref = v
 
 
-def store(attr: str, conv: Optional[Callable[[str, str], int]] = None, value: Any = None) -> Handler:
+def store(attr: str, conv: Optional[Callable[[str, str], int]] = None,
+          value: Union[bool, str, None] = None) -> Handler:
     """Store (the flag's value converted, or `value`, and the flag as written) in r.<attr>."""
     def h(r: Read, v: str, w: str) -> None:
         flag = w.split(" ")[0].split("=")[0]
@@ -317,13 +322,13 @@ def read_kv_dtype(r: Read, table: Mapping[str, tuple[Optional[str], str]], value
         r.note(f"{written}: the KV cache keeps the model's dtype; kv_dtype = bf16 is assumed")
 
 
-def json_int(text: str) -> Any:
+def json_int(text: str) -> Union[int, str]:
     """An integer of a JSON flag value; one too long for any range stays text (Python refuses to convert
     more than 4,300 digits)."""
     return int(text) if limits.digits_of(text) <= limits.MAX_DIGITS else f"{limits.digits_of(text):,}-digit number"
 
 
-def json_float(text: str) -> Any:
+def json_float(text: str) -> Union[float, str]:
     """A float of a JSON flag value; one beyond a float's range stays as written, not infinity."""
     x = float(text)
     return x if math.isfinite(x) else text[:24]

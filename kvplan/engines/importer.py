@@ -121,23 +121,27 @@ def read(engine: str, text: str, base_dir: str = ".", where: str = "config") -> 
     return known[engine](text, base_dir, where)
 
 
-def import_deployment(engine: str, text: str, opts: Options = Options(), base_dir: str = ".") -> Imported:  # noqa: C901  one branch per engine and import option
-    """The .kvp equivalent of one engine deployment."""
+@attrs.frozen(slots=True)
+class _ModelChoice:
+    """The model the spec names, why, and its `model` block when it comes from a config.json."""
 
-    if not text.strip():
-        raise DeploymentReadError("nothing to import: the command line or file is empty")
-    r = read(engine, text, base_dir, opts.source_path or "config")
+    model: Model
+    id: str
+    why: str
+    block: Optional[tuple[str, str]] = None   # (block name, config.json path relative to the spec)
 
-    # model
-    model_block: Optional[tuple[str, str]] = None
+
+def _model(engine: str, r: Read, opts: Options) -> _ModelChoice:
+    """--model, else --model-config, else the model the engine serves, if the catalog has it."""
     if opts.model and opts.model_config:
         raise DeploymentReadError("give --model or --model-config, not both")
     if opts.model:
         m = get_model(opts.model)
-        model_id, model_why = m.id, f"--model {opts.model}"
+        why = f"--model {opts.model}"
         if r.model_ref:
-            model_why += f" (the engine serves {r.model_ref})"
-    elif opts.model_config:
+            why += f" (the engine serves {r.model_ref})"
+        return _ModelChoice(m, m.id, why)
+    if opts.model_config:
         m = load_config(opts.model_config)   # fails here, not at lint time, if the config is unreadable
         path = opts.model_config
         if opts.out_dir is not None:
@@ -147,29 +151,23 @@ def import_deployment(engine: str, text: str, opts: Options = Options(), base_di
                 r.warn(f"--model-config {opts.model_config} is outside the spec's folder: kvplan reads it from the "
                        f"spec only when allowed (`kvplan lint --allow-path {folder}`, docs/cli-lint.md)")
         model_id = _ident(r.model_ref.rstrip("/").rsplit("/", 1)[-1] if r.model_ref else m.id)
-        model_block = (model_id, path.replace(os.sep, "/"))
-        model_why = (f"--model-config {opts.model_config}"
-                     + (f" (the engine serves {r.model_ref})" if r.model_ref else ""))
-    else:
-        if not r.model_ref:
-            raise DeploymentReadError(f"the {get_engine(engine).described} configuration names no model",
-                               help="pass --model ID (kvplan models) or --model-config PATH")
-        found = match_model(r.model_ref)
-        if found is None:
-            raise DeploymentReadError(f"model '{r.model_ref}' is not in the catalog",
-                               help="pass --model ID (kvplan models lists them) or --model-config PATH "
-                                    "(its Hugging Face config.json)")
-        m, model_why = found
-        model_id = m.id
+        why = (f"--model-config {opts.model_config}"
+               + (f" (the engine serves {r.model_ref})" if r.model_ref else ""))
+        return _ModelChoice(m, model_id, why, (model_id, path.replace(os.sep, "/")))
+    if not r.model_ref:
+        raise DeploymentReadError(f"the {get_engine(engine).described} configuration names no model",
+                           help="pass --model ID (kvplan models) or --model-config PATH")
+    found = match_model(r.model_ref)
+    if found is None:
+        raise DeploymentReadError(f"model '{r.model_ref}' is not in the catalog",
+                           help="pass --model ID (kvplan models lists them) or --model-config PATH "
+                                "(its Hugging Face config.json)")
+    m, why = found
+    return _ModelChoice(m, m.id, why)
 
-    # device
-    if not opts.device:
-        raise DeploymentReadError(f"the {get_engine(engine).described} configuration does not say which device "
-                                  "it runs on",
-                           help="pass --device ID (kvplan devices lists them)")
-    dev = get_device(opts.device)
 
-    # workload
+def _workload(engine: str, r: Read, opts: Options, m: Model) -> tuple[tuple[int, str], tuple[int, str]]:
+    """(batch, why) and (context, why): the command line's, else the engine's, else (context) the model's."""
     if opts.batch is not None:
         batch = (opts.batch, f"--batch {opts.batch}" + (f" (the engine says {r.batch[1]})" if r.batch else ""))
     elif r.batch is not None:
@@ -193,7 +191,11 @@ def import_deployment(engine: str, text: str, opts: Options = Options(), base_di
     if opts.context is not None:
         in_range(opts.context, "--context", limits.MAX_TOKENS, "a token count")
     in_range(context[0], "the context", limits.MAX_TOKENS, "a token count")
+    return batch, context
 
+
+def _devices(r: Read, m: Model) -> tuple[int, str]:
+    """The device count tensor × pipeline parallel gives, and why; refused when no plan can split it so."""
     devices = r.tp[0] * r.pp[0]
     if devices > limits.MAX_DEVICES:
         raise DeploymentReadError(f"tensor parallel {r.tp[0]:,} × pipeline parallel {r.pp[0]:,} is {devices:,} "
@@ -205,11 +207,14 @@ def import_deployment(engine: str, text: str, opts: Options = Options(), base_di
             "divide or be a multiple of the KV heads, and pipeline parallel must be at most the layers",
             help=f"check -tp/-pp against the model; the nearest split it takes is tensor parallel "
                  f"{closest_tp(m, r.tp[0])} × pipeline parallel {min(r.pp[0], m.n_layers)}")
-    dev_why = f"tensor parallel {r.tp[0]} × pipeline parallel {r.pp[0]}"
     if r.pp[0] > 1:
         r.note(f"pipeline parallel {r.pp[0]}: kvplan chooses the tensor-parallel size from the device count, "
                f"so `kvplan emit` may not give back tp {r.tp[0]} × pp {r.pp[0]}")
+    return devices, f"tensor parallel {r.tp[0]} × pipeline parallel {r.pp[0]}"
 
+
+def _pins(r: Read, devices: int, dev_why: str) -> list[tuple[str, str, str]]:
+    """(key, value, why) of each pin: the engine's KV choices, then the device count."""
     pins: list[tuple[str, str, str]] = []
     if r.kv_dtype is not None:
         pins.append(("kv_dtype", r.kv_dtype[0], r.kv_dtype[1]))
@@ -220,10 +225,28 @@ def import_deployment(engine: str, text: str, opts: Options = Options(), base_di
     if r.tier is not None:
         pins.append(("tier", r.tier[0], r.tier[1]))
     pins.append(("devices", str(devices), dev_why))
+    return pins
 
-    text_out = _render(engine, opts, r, model_id, model_why, model_block, dev.id, batch, context, pins)
+
+def import_deployment(engine: str, text: str, opts: Options = Options(), base_dir: str = ".") -> Imported:
+    """The .kvp equivalent of one engine deployment: read → model → device → workload → devices → pins."""
+
+    if not text.strip():
+        raise DeploymentReadError("nothing to import: the command line or file is empty")
+    r = read(engine, text, base_dir, opts.source_path or "config")
+    model = _model(engine, r, opts)
+    if not opts.device:
+        raise DeploymentReadError(f"the {get_engine(engine).described} configuration does not say which device "
+                                  "it runs on",
+                           help="pass --device ID (kvplan devices lists them)")
+    dev = get_device(opts.device)
+    batch, context = _workload(engine, r, opts, model.model)
+    devices, dev_why = _devices(r, model.model)
+    pins = _pins(r, devices, dev_why)
+
+    text_out = _render(engine, opts, r, model.id, model.why, model.block, dev.id, batch, context, pins)
     warnings = tuple(r.warnings)
-    return Imported(text=text_out, warnings=warnings, model=model_id, device=dev.id,
+    return Imported(text=text_out, warnings=warnings, model=model.id, device=dev.id,
                     pins=tuple((k, v) for k, v, _ in pins))
 
 

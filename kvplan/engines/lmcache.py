@@ -58,18 +58,20 @@ def _lossy_transport_admitted(budget: str) -> bool:
     return any(d not in ("bf16", "fp16", "fp32") for d in admissible(budget, False).kv_dtypes)
 
 
-def render(req: EmitRequest) -> Emitted:
-    p = req.plan
-    sc = p.scenario
-    if p.tier.tier == "none":
-        return Emitted(BACKEND.id, (), (f"{BACKEND.label}: the plan keeps no second tier "
-                                        "(reuse economics, docs/model.md §9): nothing to tier, no lmcache.yaml",))
-    loaders = _loaders(sc.engine)
-    first = LOADERS[loaders[0]].BACKEND
-    tier, tier_changed = common.map_tier(p, BACKEND)
-    # Pages are the first loader's: LMCache stores what the engine hands it.
-    mapped = attrs.evolve(common.map_choices(p, first), tier=tier, changed=tuple(tier_changed))
-    sz = common.size(p, mapped, req.reserves)
+@attrs.frozen(slots=True)
+class _Config:
+    """lmcache.yaml: its comment lines, its settings with their trailing notes, and what to say about it."""
+
+    comments: tuple[str, ...]
+    body: dict[str, object]
+    keynotes: dict[str, str]
+    notes: tuple[str, ...]
+    findings: tuple[str, ...]
+
+
+def _config(req: EmitRequest, mapped: common.Mapped, sz: common.Sizing) -> _Config:
+    """The settings of the plan's tier: local CPU (host), a disk (ssd) or a store to name (remote)."""
+    sc = req.plan.scenario
     notes: list[str] = []
     findings: list[str] = []
     per_gpu = sz.tier_bytes_per_gpu()
@@ -100,13 +102,28 @@ def render(req: EmitRequest) -> Emitted:
                                     "chose no transport codec")
     else:
         keynotes["remote_serde"] = f"lossless: budget {sc.budget} admits no lossy transport (cachegen)"
-    files = [EmittedFile("lmcache.yaml", common.yaml_text(comments, body, keynotes))]
-    warnings = list(notes)
-    loaded_warnings: list[str] = []
-    loaded_findings: list[str] = []
+    return _Config(tuple(comments), body, keynotes, tuple(notes), tuple(findings))
+
+
+def render(req: EmitRequest) -> Emitted:
+    """lmcache.yaml for the plan's second tier, and a launcher of each engine that loads it."""
+    p = req.plan
+    sc = p.scenario
+    if p.tier.tier == "none":
+        return Emitted(BACKEND.id, (), (f"{BACKEND.label}: the plan keeps no second tier "
+                                        "(reuse economics, docs/model.md §9): nothing to tier, no lmcache.yaml",))
+    loaders = _loaders(sc.engine)
+    first = LOADERS[loaders[0]].BACKEND
+    tier, tier_changed = common.map_tier(p, BACKEND)
+    # Pages are the first loader's: LMCache stores what the engine hands it.
+    mapped = attrs.evolve(common.map_choices(p, first), tier=tier, changed=tuple(tier_changed))
+    sz = common.size(p, mapped, req.reserves)
+    cfg = _config(req, mapped, sz)
+    files = [EmittedFile("lmcache.yaml", common.yaml_text(cfg.comments, cfg.body, cfg.keynotes))]
+    warnings = list(cfg.notes)
     rows: list[tuple[str, Value]] = [
-        ("tier_bytes_per_worker", derived(per_gpu, "B", "plan tier bytes × replication / devices, "
-                                                               "whole blocks")),
+        ("tier_bytes_per_worker", derived(sz.tier_bytes_per_gpu(), "B", "plan tier bytes × replication / devices, "
+                                                                        "whole blocks")),
         ("tier_tokens", derived(sz.tier_tokens, "tokens", "plan tier bytes / bytes per token")),
     ]
     if p.tier.bytes is not None:
@@ -115,6 +132,8 @@ def render(req: EmitRequest) -> Emitted:
         into = " and ".join(m.ENGINE.name for m in LOADERS.values())
         warnings.append(f"LMCache loads into {into} (docs/engines.md), not {get_engine(sc.engine).name}: "
                         "loaders for both are written")
+    loaded_warnings: list[str] = []
+    loaded_findings: list[str] = []
     for eng in loaders:
         mod = LOADERS[eng]
         loaded = mod.render(req, via_lmcache=True, name=f"lmcache-{eng}.sh",
@@ -123,7 +142,7 @@ def render(req: EmitRequest) -> Emitted:
         loaded_warnings += [w for w in loaded.warnings if w not in loaded.findings]
         loaded_findings += loaded.findings
         rows += [(f"{eng}.{k}", v) for k, v in loaded.capacity]
-    out = common.finish(BACKEND, mapped, None, files, rows, warnings, findings)
+    out = common.finish(BACKEND, mapped, None, files, rows, warnings, cfg.findings)
     return attrs.evolve(out, warnings=out.findings + tuple(loaded_findings) + out.warnings[len(out.findings):]
                         + tuple(loaded_warnings), findings=out.findings + tuple(loaded_findings))
 

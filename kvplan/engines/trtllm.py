@@ -21,10 +21,11 @@ The engine's facts (dtype names, page sizes, defaults, setting names) are its ca
 
 from __future__ import annotations
 
+import datetime
 import math
 import os
 import re
-from typing import Any, Mapping
+from typing import Mapping, Protocol, Union
 
 from kvplan.base import files
 from kvplan.base.errors import Span
@@ -135,8 +136,23 @@ def trtllm_tokens(value: str, flag: str) -> tuple[int, str]:
 #: Deeper YAML is not a TensorRT-LLM config (its deepest field is two levels down).
 MAX_YAML_DEPTH = 32
 
+#: What PyYAML's safe_load makes of a scalar: text, bytes (!!binary), numbers, booleans, null, dates and times
+#: (a datetime is a date). A mapping's keys are scalars too: YAML keys need not be strings (`1: x`, `true: y`).
+YAMLScalar = Union[str, bytes, int, float, bool, None, datetime.date]
+#: A YAML document as safe_load returns it: scalars, lists, the (key, value) pairs of !!omap and !!pairs,
+#: sets (!!set) and mappings, nested.
+YAMLValue = Union[YAMLScalar, list["YAMLValue"], tuple["YAMLValue", "YAMLValue"], set[YAMLScalar],
+                  dict[YAMLScalar, "YAMLValue"]]
 
-def _yaml_load(text: str, where: str) -> Any:
+
+class _Mark(Protocol):
+    """Where PyYAML saw something (yaml.Mark; PyYAML ships no type hints): 0-based line and column."""
+
+    line: int
+    column: int
+
+
+def _yaml_load(text: str, where: str) -> YAMLValue:
     """The YAML document in `text`, read safely: no aliases (`*name`, which can expand a small file into a
     huge one: "billion laughs"), at most MAX_YAML_DEPTH levels of nesting; every error at its line:col."""
     try:
@@ -144,7 +160,7 @@ def _yaml_load(text: str, where: str) -> Any:
     except ImportError:
         raise DeploymentReadError("reading a TensorRT-LLM YAML needs PyYAML", help="pip install PyYAML") from None
 
-    def at(mark: Any) -> Span:
+    def at(mark: _Mark) -> Span:
         return Span(where, mark.line + 1, mark.column + 1, mark.line + 1, mark.column + 2)
 
     try:  # the event parser is a state machine (no recursion): depth is counted before composing
@@ -162,7 +178,8 @@ def _yaml_load(text: str, where: str) -> Any:
                                               help="a TensorRT-LLM config nests two or three levels")
             elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 depth -= 1
-        return yaml.safe_load(text)
+        document: YAMLValue = yaml.safe_load(text)
+        return document
     except yaml.reader.ReaderError as exc:  # a control character: PyYAML gives a character offset
         before = text[:exc.position]
         line, col = before.count("\n") + 1, exc.position - (before.rfind("\n") + 1) + 1
@@ -182,11 +199,11 @@ def _yaml_load(text: str, where: str) -> Any:
         raise DeploymentReadError(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", span=span) from None
 
 
-def _yaml_scalar(v: Any) -> str:
+def _yaml_scalar(v: YAMLValue) -> str:
     return ("true" if v else "false") if isinstance(v, bool) else str(v)
 
 
-def _override(r: Read, attr: str, new: tuple[Any, str]) -> None:
+def _override(r: Read, attr: str, new: tuple[int, str]) -> None:
     """Set a value from the YAML; say so when it replaces a different command-line value
     (trtllm-serve applies the --config file over its flags)."""
     old = getattr(r, attr)
@@ -195,7 +212,7 @@ def _override(r: Read, attr: str, new: tuple[Any, str]) -> None:
     setattr(r, attr, new)
 
 
-def _trtllm_yaml(r: Read, cfg: Mapping[Any, Any], where: str) -> None:  # noqa: C901  one branch per TensorRT-LLM YAML key kvplan reads
+def _trtllm_yaml(r: Read, cfg: Mapping[YAMLScalar, YAMLValue], where: str) -> None:  # noqa: C901  one branch per TensorRT-LLM YAML key kvplan reads
     """Apply a TensorRT-LLM YAML mapping. Values of the keys kvplan imports are quoted as the reason for
     a pin; keys it does not know or ignores are named without their value (the file may hold anything)."""
     for raw_key in sorted(cfg, key=str):
@@ -219,23 +236,29 @@ def _trtllm_yaml(r: Read, cfg: Mapping[Any, Any], where: str) -> None:  # noqa: 
                 raise DeploymentReadError(f"{where}: kv_cache_config must be a mapping")
             _trtllm_kv_cache(r, val)
         elif key == "quant_config":
-            algo = val.get("kv_cache_quant_algo") if isinstance(val, dict) else None
-            if algo is not None:
-                r.kv_dtype_given = True
-                if str(algo).upper() in TRTLLM_QUANT_ALGOS:
-                    r.kv_dtype = (TRTLLM_QUANT_ALGOS[str(algo).upper()], f"quant_config.kv_cache_quant_algo: {algo}")
-                else:
-                    r.warn(f"quant_config.kv_cache_quant_algo: {algo}: not FP8, INT8 or NVFP4; not pinned")
-            for k in sorted(val) if isinstance(val, dict) else ():
-                if k != "kv_cache_quant_algo":
-                    r.note(f"quant_config.{k}: {val[k]}: weight quantization; set `weights` by hand if it applies")
+            _trtllm_quant(r, val if isinstance(val, dict) else {})
         elif key in TRTLLM_IRRELEVANT_KEYS:
             r.ignored.append(key)
         else:
             r.warn(f"{key}: not a TensorRT-LLM setting kvplan knows; not imported (nor its value)")
 
 
-def _trtllm_kv_cache(r: Read, kc: Mapping[Any, Any]) -> None:
+def _trtllm_quant(r: Read, qc: Mapping[YAMLScalar, YAMLValue]) -> None:
+    """quant_config: the KV quantization pins kv_dtype; the other keys are weight quantization, named."""
+    algo = qc.get("kv_cache_quant_algo")
+    if algo is not None:
+        text = str(algo)
+        r.kv_dtype_given = True
+        if text.upper() in TRTLLM_QUANT_ALGOS:
+            r.kv_dtype = (TRTLLM_QUANT_ALGOS[text.upper()], f"quant_config.kv_cache_quant_algo: {text}")
+        else:
+            r.warn(f"quant_config.kv_cache_quant_algo: {text}: not FP8, INT8 or NVFP4; not pinned")
+    for k in sorted(qc, key=str):  # YAML keys need not be strings, nor of one type
+        if k != "kv_cache_quant_algo":
+            r.note(f"quant_config.{str(k)}: {str(qc[k])}: weight quantization; set `weights` by hand if it applies")
+
+
+def _trtllm_kv_cache(r: Read, kc: Mapping[YAMLScalar, YAMLValue]) -> None:
     for raw in sorted(kc, key=str):
         v = kc[raw]
         k = str(raw)
@@ -266,6 +289,51 @@ def _trtllm_kv_cache(r: Read, kc: Mapping[Any, Any]) -> None:
 _YAML_HOLDS = "a YAML mapping of TensorRT-LLM settings, such as `max_batch_size: 32`"
 
 
+def _read_command(r: Read, words: list[str], base_dir: str) -> None:
+    """A `trtllm-serve [serve] MODEL --config x.yaml ...` line: its flags, then each --config file over them."""
+    if words[:2] == ["trtllm-serve", "serve"]:
+        words = words[2:]
+    elif words[:1] == ["trtllm-serve"]:
+        words = words[1:]
+    yaml_path: list[str] = []
+
+    def positional(w: str) -> None:
+        if r.model_ref is None:
+            r.model_ref = w
+        else:
+            r.warn(f"'{w}': an extra argument trtllm-serve would not accept; not imported")
+
+    def config(rr: Read, v: str, w: str) -> None:
+        yaml_path.append(v)
+
+    table = [
+        ReadFlag(("--config", "--extra_llm_api_options"), True, config),
+        ReadFlag(("--max_batch_size",), True, store("batch", bounded("batch"))),
+        ReadFlag(("--max_seq_len",), True, context_flag(trtllm_tokens)),
+        ReadFlag(("--tp_size",), True, store("tp", bounded("tp"))),
+        ReadFlag(("--pp_size",), True, store("pp", bounded("pp"))),
+        ReadFlag(("--ep_size",), True,
+                 note_flag("expert parallelism is not modelled; devices = tensor × pipeline")),
+        ReadFlag(("--max_num_tokens",), True, note_flag(CHUNK)),
+        ReadFlag(("--kv_cache_free_gpu_memory_fraction", "--free_gpu_memory_fraction"), True,
+                 note_flag(FREE_FRACTION)),
+    ]
+    parse_flags(words, table, r, TRTLLM_IRRELEVANT, TRTLLM_IRRELEVANT_FLAGS, lambda f: f, positional)
+    for p in yaml_path:
+        full = os.path.join(base_dir, p)  # an absolute p stays absolute
+        try:
+            yaml_text = files.read_text(full, what="the --config file")
+        except OSError as exc:
+            raise DeploymentReadError(f"cannot read the --config file '{p}': {exc.strerror}",
+                               help="run from the directory the command line was written for") from None
+        files.refuse_blank(yaml_text, p, what="the --config file", holds=_YAML_HOLDS)
+        cfg = _yaml_load(yaml_text, p)
+        if not isinstance(cfg, dict):
+            raise DeploymentReadError("a TensorRT-LLM config must be a YAML mapping", span=files.start(p))
+        # The YAML overrides the command line, as trtllm-serve applies it.
+        _trtllm_yaml(r, cfg, p)
+
+
 def read(text: str, base_dir: str = ".", where: str = "config") -> Read:
     """A YAML config (the `--config` file), or a `trtllm-serve MODEL --config x.yaml ...` line.
 
@@ -284,47 +352,7 @@ def read(text: str, base_dir: str = ".", where: str = "config") -> Read:
                                help="give the --config YAML or a `trtllm-serve MODEL --config x.yaml` line")
         _trtllm_yaml(r, cfg, where)
     else:
-        if words[:2] == ["trtllm-serve", "serve"]:
-            words = words[2:]
-        elif words[:1] == ["trtllm-serve"]:
-            words = words[1:]
-        yaml_path: list[str] = []
-
-        def positional(w: str) -> None:
-            if r.model_ref is None:
-                r.model_ref = w
-            else:
-                r.warn(f"'{w}': an extra argument trtllm-serve would not accept; not imported")
-
-        def config(rr: Read, v: str, w: str) -> None:
-            yaml_path.append(v)
-
-        table = [
-            ReadFlag(("--config", "--extra_llm_api_options"), True, config),
-            ReadFlag(("--max_batch_size",), True, store("batch", bounded("batch"))),
-            ReadFlag(("--max_seq_len",), True, context_flag(trtllm_tokens)),
-            ReadFlag(("--tp_size",), True, store("tp", bounded("tp"))),
-            ReadFlag(("--pp_size",), True, store("pp", bounded("pp"))),
-            ReadFlag(("--ep_size",), True,
-                     note_flag("expert parallelism is not modelled; devices = tensor × pipeline")),
-            ReadFlag(("--max_num_tokens",), True, note_flag(CHUNK)),
-            ReadFlag(("--kv_cache_free_gpu_memory_fraction", "--free_gpu_memory_fraction"), True,
-                     note_flag(FREE_FRACTION)),
-        ]
-        parse_flags(words, table, r, TRTLLM_IRRELEVANT, TRTLLM_IRRELEVANT_FLAGS, lambda f: f, positional)
-        for p in yaml_path:
-            full = os.path.join(base_dir, p)  # an absolute p stays absolute
-            try:
-                yaml_text = files.read_text(full, what="the --config file")
-            except OSError as exc:
-                raise DeploymentReadError(f"cannot read the --config file '{p}': {exc.strerror}",
-                                   help="run from the directory the command line was written for") from None
-            files.refuse_blank(yaml_text, p, what="the --config file", holds=_YAML_HOLDS)
-            cfg = _yaml_load(yaml_text, p)
-            if not isinstance(cfg, dict):
-                raise DeploymentReadError("a TensorRT-LLM config must be a YAML mapping", span=files.start(p))
-            # The YAML overrides the command line, as trtllm-serve applies it.
-            _trtllm_yaml(r, cfg, p)
+        _read_command(r, words, base_dir)
     r.defaults("TensorRT-LLM's default enable_block_reuse: true", ENGINE.default_block,
                "TensorRT-LLM's default tokens_per_block",
                "kv_cache_config.dtype auto (default)")

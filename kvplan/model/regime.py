@@ -210,26 +210,20 @@ def model_inputs(model: Model, device: Device, n_devices: int, batch: int, conte
     ]
 
 
-def regime_map(cfg: rf.Config, batch: int, context: int, *, weights: Dtype, kv: Dtype,
-               kv_dtypes: Sequence[str] = DEFAULT_KV_DTYPES) -> RegimeMap:
-    """Evaluate the map at (batch, context) for `cfg`, and for each of `kv_dtypes`."""
-    rf.check_batch_context(batch, context)
+def _results(cfg: rf.Config, batch: int, context: int, w_held: float, sstar: float,
+             scap: float) -> list[tuple[str, Value]]:
+    """The map's figures at (batch, context): bytes, the crossovers, intensity, step time, rates."""
     m, d = cfg.model, cfg.device
     k = kappa(m, cfg.w_kv)
     w_read = _scalar(rf.weight_bytes_read(m, batch, cfg.w_p))
-    w_held = rf.weight_bytes_held(m, cfg.w_p)
     kv_read = _scalar(rf.kv_bytes_read(cfg, batch, context))
     kv_held = _scalar(rf.kv_bytes_stored(cfg, batch, context))
-    sstar = _scalar(rf.s_star(cfg, batch))
-    scap = _scalar(rf.s_cap(cfg, batch))
     t = {key: _scalar(v) for key, v in rf.step_time(cfg, batch, context).items()}
     flops = _scalar(rf.decode_flops(m, batch, context))
     inten = _scalar(rf.intensity(cfg, batch, context))
     short, long = rf.intensity_limits(m, batch, cfg.w_p, cfg.w_kv)
-    reg = str(rf.regime(context, sstar, scap))
     windows = "" if m.all_full else " (windows applied per layer)"
-
-    results = [
+    return [
         ("kappa", derived(k, "B", f"κ = {'L·(d_c+d_r)·w_kv' if m.kv_kind == 'mla' else '2·L·n_kv·d_h·w_kv'} "
                                   "(docs/model.md §2), per token")),
         ("kv_bytes_per_sequence", derived(_scalar(kv_bytes_per_seq(m, context, cfg.w_kv)), "B",
@@ -261,6 +255,9 @@ def regime_map(cfg: rf.Config, batch: int, context: int, *, weights: Dtype, kv: 
         ("ceiling_rate", derived(_scalar(rf.ceiling_rate(cfg, batch)), "tokens/s", "R_∞ = β_eff/κ (docs/model.md §7)")),
     ]
 
+
+def _bandwidth(d: Device, batch: int) -> tuple[list[tuple[str, Value]], list[str]]:
+    """β_eff under each placement, and a note for each that is an upper bound."""
     bandwidth = []
     notes = []
     for placement in rf.PLACEMENTS:
@@ -271,7 +268,12 @@ def regime_map(cfg: rf.Config, batch: int, context: int, *, weights: Dtype, kv: 
             src += "; fabric bandwidth unpublished: upper bound"
             notes.append(f"striped bandwidth on {d.id} is an upper bound: die-to-die fabric bandwidth is unpublished")
         bandwidth.append((placement, derived(_scalar(beta), "B/s", src)))
+    return bandwidth, notes
 
+
+def _dtype_rows(cfg: rf.Config, batch: int, context: int, kv_dtypes: Sequence[str], w_held: float) -> list[DtypeRow]:
+    """The map again at each KV width of `kv_dtypes`, with its speed-up over bf16 KV."""
+    m = cfg.model
     rows = []
     base_cfg = attrs.evolve(cfg, w_kv=DTYPES["bf16"].width)
     base_t = _scalar(rf.step_time(base_cfg, batch, context)["memory"])
@@ -291,13 +293,34 @@ def regime_map(cfg: rf.Config, batch: int, context: int, *, weights: Dtype, kv: 
             step_time=derived(_scalar(tt["step"]), "s", "T_step lower bound"),
             speedup=derived(base_t / _scalar(tt["memory"]), "x", "S(c) = (W+K)/(W+K/c) vs bf16 KV (docs/model.md §6)"),
         ))
+    return rows
+
+
+def _no_crossover_note(cfg: rf.Config, w_held: float) -> str:
+    """Why the weights leave no room for KV, and the fewest devices that hold them."""
+    m, d = cfg.model, cfg.device
+    n_fit = devices_for_weights(m, d, cfg.w_p)
+    why = weights_exceed_note(w_held, cfg.capacity, cfg).removeprefix("none: ")
+    return f"no capacity crossover on {cfg.n_devices} × {d.id}: {why}; " + (
+        f"{n_fit} devices are the fewest that hold them: --devices {n_fit}"
+        + (f" --tp {widest_tp(m, n_fit)}" if widest_tp(m, n_fit) != n_fit else "") if n_fit is not None
+        else weights_unheld_note(m, d, cfg.w_p))
+
+
+def regime_map(cfg: rf.Config, batch: int, context: int, *, weights: Dtype, kv: Dtype,
+               kv_dtypes: Sequence[str] = DEFAULT_KV_DTYPES) -> RegimeMap:
+    """Evaluate the map at (batch, context) for `cfg`, and for each of `kv_dtypes`: the figures, the
+    bandwidth of each placement, the rows per KV width, the notes."""
+    rf.check_batch_context(batch, context)
+    m, d = cfg.model, cfg.device
+    w_held = rf.weight_bytes_held(m, cfg.w_p)
+    sstar = _scalar(rf.s_star(cfg, batch))
+    scap = _scalar(rf.s_cap(cfg, batch))
+    results = _results(cfg, batch, context, w_held, sstar, scap)
+    bandwidth, notes = _bandwidth(d, batch)
+    rows = _dtype_rows(cfg, batch, context, kv_dtypes, w_held)
     if not scap > 0:
-        n_fit = devices_for_weights(m, d, cfg.w_p)
-        why = weights_exceed_note(w_held, cfg.capacity, cfg).removeprefix("none: ")
-        notes.append(f"no capacity crossover on {cfg.n_devices} × {d.id}: {why}; " + (
-            f"{n_fit} devices are the fewest that hold them: --devices {n_fit}"
-            + (f" --tp {widest_tp(m, n_fit)}" if widest_tp(m, n_fit) != n_fit else "") if n_fit is not None
-            else weights_unheld_note(m, d, cfg.w_p)))
+        notes.append(_no_crossover_note(cfg, w_held))
     paper = paper_params_note(m)
     if paper:
         notes.append(paper)
@@ -305,5 +328,6 @@ def regime_map(cfg: rf.Config, batch: int, context: int, *, weights: Dtype, kv: 
         model=m, device=d, n_devices=cfg.n_devices, tp=cfg.tp, weights=weights, kv=kv, batch=batch,
         context=context, placement=cfg.placement,
         inputs=tuple(model_inputs(m, d, cfg.n_devices, batch, context, weights, kv)),
-        results=tuple(results), bandwidth=tuple(bandwidth), regime=reg, notes=tuple(notes), dtypes=tuple(rows),
+        results=tuple(results), bandwidth=tuple(bandwidth), regime=str(rf.regime(context, sstar, scap)),
+        notes=tuple(notes), dtypes=tuple(rows),
     )

@@ -6,7 +6,7 @@ KV bytes, ridge points and per-partition bandwidth are `derived` from them.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 from kvplan import catalog
 from kvplan.base.evidence import Value, derived, reported
@@ -88,9 +88,9 @@ def models(items: Sequence[Model], fmt: str) -> str:
     return table(head, rows, right=(1, 2, 3, 5)) + "\n" + MODELS_LEGEND
 
 
-def _model_json(m: Model) -> dict[str, Any]:
+def _model_json(m: Model) -> dict[str, object]:
     rep = m.source or "catalog"
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "id": m.id, "name": m.name, "hf_id": m.hf_id, "aliases": _aliases("model", m.id),
         "layers": m.n_layers, "q_heads": m.n_q, "kv_heads": m.n_kv, "head_dim": m.head_dim,
         "kv_kind": m.kv_kind, "attention": attention_kind(m),
@@ -160,7 +160,7 @@ def _opt(x: Optional[float], unit: str, source: str) -> Optional[Value]:
     return None if x is None else _rep(x, unit, source)
 
 
-def _device_json(d: Device) -> dict[str, Any]:
+def _device_json(d: Device) -> dict[str, object]:
     rep = d.source or "catalog"
     fabric_status = "not_applicable" if d.partitions == 1 else (
         "unpublished" if d.fabric is None else "published")
@@ -182,7 +182,7 @@ def _device_json(d: Device) -> dict[str, Any]:
     }
 
 
-def _link_json(link: Link) -> dict[str, Any]:
+def _link_json(link: Link) -> dict[str, object]:
     return {"id": link.id, "name": link.name,
             "bandwidth_per_direction": _rep(link.bandwidth, "B/s", link.source or "catalog"),
             "source": link.source, "note": link.note}

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from typing import Sequence
 
 from kvplan.base.evidence import to_jsonable
 
 FORMAT_VERSION = "1"
 
 
-def dump_json(payload: dict[str, Any]) -> str:
-    """Deterministic JSON with the format version first."""
+def dump_json(payload: dict[str, object]) -> str:
+    """Deterministic JSON with the format version first. `payload` holds JSON values, Values (written as
+    their contract objects) and tuples (as arrays): what kvplan.base.evidence.to_jsonable takes."""
     body = {"format_version": FORMAT_VERSION, **to_jsonable(payload)}
     return json.dumps(body, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from kvplan.base.units import fmt_unit
 from kvplan.model.regime import RegimeMap
 from kvplan.render.common import clip, dump_json, table
@@ -86,7 +84,7 @@ def text(rm: RegimeMap) -> str:
     return "\n".join(lines) + "\n"
 
 
-def payload(rm: RegimeMap) -> dict[str, Any]:
+def payload(rm: RegimeMap) -> dict[str, object]:
     return {
         "kind": "regime_map",
         "model": rm.model.id,

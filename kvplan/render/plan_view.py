@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import textwrap
-from typing import Any, Sequence, Union
+from typing import Sequence, Union
 
 from kvplan.base.evidence import Value, to_jsonable
 from kvplan.planner.plan import Decision, Plan, Rejection
@@ -103,7 +103,7 @@ def _text_one(p: Plan) -> list[str]:
     return out
 
 
-def _decision_json(d: Decision) -> dict[str, Any]:
+def _decision_json(d: Decision) -> dict[str, object]:
     return {
         "domain": d.domain, "title": d.title, "choice": d.choice, "rules": list(d.rules), "pinned": d.pinned,
         "context": list(d.context), "decision": d.decision, "numbers": dict(d.numbers),
@@ -114,7 +114,7 @@ def _decision_json(d: Decision) -> dict[str, Any]:
     }
 
 
-def plan_payload(p: Plan) -> dict[str, Any]:
+def plan_payload(p: Plan) -> dict[str, object]:
     sc = p.scenario
     return {
         "scenario": sc.name, "deployment": sc.deployment, "model": sc.model.id, "device": sc.device.id,
@@ -134,8 +134,8 @@ def plan_payload(p: Plan) -> dict[str, Any]:
     }
 
 
-def json_text(plans: Sequence[Plan], extra: dict[str, Any] | None = None) -> str:
-    body: dict[str, Any] = {"kind": "plan", "plans": [plan_payload(p) for p in plans]}
+def json_text(plans: Sequence[Plan], extra: dict[str, object] | None = None) -> str:
+    body: dict[str, object] = {"kind": "plan", "plans": [plan_payload(p) for p in plans]}
     if extra:
         body.update(to_jsonable(extra))
     return dump_json(body)

@@ -13,7 +13,8 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from types import ModuleType
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence, Union
 
 import attrs
 import numpy as np
@@ -23,11 +24,19 @@ from kvplan.base.errors import KvplanError
 from kvplan.catalog import DTYPES
 from kvplan.model import roofline as rf
 
+if TYPE_CHECKING:  # matplotlib is optional and loaded by the drawing functions only; these are its types
+    from matplotlib.artist import Artist
+    from matplotlib.axes import Axes
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
 #: Fill colours of the three regimes (ColorBrewer "Paired", light tones).
 REGION_COLORS = {"weight-bound": "#a6cee3", "kv-bound": "#fdbf6f", "capacity-bound": "#fb9a99"}
 _S_STAR_COLOR = "#1f4e79"
 _S_CAP_COLOR = "#7f0000"
-_LINESTYLES: tuple[Any, ...] = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)), (0, (8, 3)))
+#: matplotlib linestyles: a named one, or (offset, (on, off, ...)) dash lengths in points.
+_LINESTYLES: tuple[Union[str, tuple[int, tuple[int, ...]]], ...] = (
+    "-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)), (0, (8, 3)))
 _SIZE_IN = (10.0, 5.5)
 _DPI = 100
 _MARGINS = {"left": 0.09, "right": 0.64, "bottom": 0.11, "top": 0.91}  # fixed: pixel positions are stable
@@ -63,7 +72,7 @@ class PlotInfo:
         return int(left + fx * (right - left)), int(bottom - fy * (bottom - top))
 
 
-def _matplotlib() -> tuple[Any, Any, Any]:
+def _matplotlib() -> tuple[type[Figure], type[FigureCanvasAgg], ModuleType]:
     """(Figure, FigureCanvasAgg, matplotlib) or the one-line error the CLI prints."""
     try:
         import matplotlib
@@ -88,7 +97,7 @@ def _tokens_label(x: float, _pos: object = None) -> str:
     return f"{x:g}"
 
 
-def _new_figure(title: str) -> tuple[Any, Any]:
+def _new_figure(title: str) -> tuple[Figure, Axes]:
     Figure, FigureCanvasAgg, _ = _matplotlib()
     fig = Figure(figsize=_SIZE_IN, dpi=_DPI)
     FigureCanvasAgg(fig)
@@ -98,7 +107,7 @@ def _new_figure(title: str) -> tuple[Any, Any]:
     return fig, ax
 
 
-def _save(fig: Any, ax: Any, path: PathLike, colors: Sequence[tuple[str, str]] = ()) -> PlotInfo:
+def _save(fig: Figure, ax: Axes, path: PathLike, colors: Sequence[tuple[str, str]] = ()) -> PlotInfo:
     """Save deterministically and report the axes' pixel box."""
     _, _, matplotlib = _matplotlib()
     fmt = _format(path)
@@ -108,9 +117,10 @@ def _save(fig: Any, ax: Any, path: PathLike, colors: Sequence[tuple[str, str]] =
         metadata = {"Date": None} if fmt == "svg" else {"Software": None}
         fig.savefig(os.fspath(path), format=fmt, dpi=_DPI, metadata=metadata)
     width, height = (int(round(v)) for v in fig.canvas.get_width_height())
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
     return PlotInfo(path=os.fspath(path), width=width, height=height,
                     axes_box=(box.x0, height - box.y1, box.x1, height - box.y0),
-                    xlim=tuple(ax.get_xlim()), ylim=tuple(ax.get_ylim()), colors=tuple(colors))
+                    xlim=(x0, x1), ylim=(y0, y1), colors=tuple(colors))
 
 
 def _dtype_name(w_kv: float, names: Sequence[str]) -> str:
@@ -129,6 +139,55 @@ def _positive(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     return np.where(np.isfinite(x) & (x > 0), x, np.nan)
 
 
+def _regime_y_range(cfg: rf.Config, cfgs: Sequence[rf.Config], context: int, b_max: float) -> tuple[float, float]:
+    """The context axis: from the deployment's context and every curve's ends, padded to powers of ten."""
+    ends = [float(context)]
+    for c in [cfg, *cfgs]:
+        for f in (rf.s_star, rf.s_cap):
+            v = _positive(f(c, np.array([1.0, b_max])))
+            ends.extend(float(x) for x in v if np.isfinite(x))
+    # floats (a power of ten as a Python int above 2^63 is no number to matplotlib), and bounded: a
+    # crossover far beyond any context (s* of a 10^15-parameter model) is clipped at the axis' top
+    ends = [min(max(x, 1.0), _Y_TOP) for x in ends]
+    y_lo = max(1.0, 10.0 ** math.floor(math.log10(min(ends) / 2)))
+    y_hi = min(_Y_TOP, 10.0 ** math.ceil(math.log10(max(ends) * 2)))
+    return y_lo, y_hi
+
+
+def _fill_regimes(ax: Axes, cfg: rf.Config, b: npt.NDArray[np.float64], y_lo: float, y_hi: float) -> None:
+    """The three regimes of the deployment's KV width, filled between s*(b) and s_cap(b)."""
+    ss = np.clip(np.nan_to_num(rf.s_star(cfg, b), nan=y_hi, posinf=y_hi), y_lo, y_hi)
+    sc_raw = rf.s_cap(cfg, b)
+    sc = np.clip(np.where(sc_raw > 0, np.nan_to_num(sc_raw, posinf=y_hi), y_lo), y_lo, y_hi)
+    ax.fill_between(b, y_lo, np.minimum(ss, sc), color=REGION_COLORS["weight-bound"], linewidth=0,
+                    antialiased=False, zorder=1)
+    ax.fill_between(b, ss, sc, where=sc > ss, color=REGION_COLORS["kv-bound"], linewidth=0, antialiased=False,
+                    zorder=1)
+    ax.fill_between(b, sc, y_hi, color=REGION_COLORS["capacity-bound"], linewidth=0, antialiased=False, zorder=1)
+    ax.grid(True, which="major", color="white", linewidth=0.6, alpha=0.7, zorder=1.5)
+
+
+def _regime_curves(ax: Axes, cfgs: Mapping[str, rf.Config], kv_name: str, b: npt.NDArray[np.float64],
+                   batch: int, context: int) -> list[Artist]:
+    """The legend's patches, then s*(b) and s_cap(b) of each dtype and the deployment's point."""
+    from matplotlib.patches import Patch
+
+    handles: list[Artist] = [
+        Patch(facecolor=REGION_COLORS["weight-bound"], label="weight-bound (s < s*)"),
+        Patch(facecolor=REGION_COLORS["kv-bound"], label="KV-bound (s* < s < s_cap)"),
+        Patch(facecolor=REGION_COLORS["capacity-bound"], label="capacity-bound (s > s_cap)")]
+    for i, (name, c) in enumerate(cfgs.items()):
+        style = _LINESTYLES[i % len(_LINESTYLES)]
+        lw = 2.2 if name == kv_name else 1.3
+        handles += ax.plot(b, _positive(rf.s_star(c, b)), color=_S_STAR_COLOR, linestyle=style, linewidth=lw,
+                           label=f"s*(b)  {name}", zorder=3)
+        handles += ax.plot(b, _positive(rf.s_cap(c, b)), color=_S_CAP_COLOR, linestyle=style, linewidth=lw,
+                           label=f"s_cap(b)  {name}", zorder=3)
+    handles += ax.plot([batch], [context], marker="*", markersize=15, color="black", linestyle="none",
+                       label=f"deployment: b = {batch}, s = {_tokens_label(context)}", zorder=4)
+    return handles
+
+
 def regime_map_figure(cfg: rf.Config, batch: int, context: int, kv_dtypes: Sequence[str], path: PathLike,
                       *, kv_name: Optional[str] = None) -> PlotInfo:
     """Context (log y) against batch (log x): the three regimes filled for the deployment's KV
@@ -141,17 +200,7 @@ def regime_map_figure(cfg: rf.Config, batch: int, context: int, kv_dtypes: Seque
     cfgs = {n: attrs.evolve(cfg, w_kv=DTYPES[n].width) for n in names}
     b_max = float(2 ** math.ceil(math.log2(max(256, 8 * batch))))
     b = np.geomspace(1.0, b_max, 512, dtype=np.float64)
-
-    ends = [float(context)]
-    for c in [cfg, *cfgs.values()]:
-        for f in (rf.s_star, rf.s_cap):
-            v = _positive(f(c, np.array([1.0, b_max])))
-            ends.extend(float(x) for x in v if np.isfinite(x))
-    # floats (a power of ten as a Python int above 2^63 is no number to matplotlib), and bounded: a
-    # crossover far beyond any context (s* of a 10^15-parameter model) is clipped at the axis' top
-    ends = [min(max(x, 1.0), _Y_TOP) for x in ends]
-    y_lo = max(1.0, 10.0 ** math.floor(math.log10(min(ends) / 2)))
-    y_hi = min(_Y_TOP, 10.0 ** math.ceil(math.log10(max(ends) * 2)))
+    y_lo, y_hi = _regime_y_range(cfg, list(cfgs.values()), context, b_max)
 
     fig, ax = _new_figure(f"{cfg.model.id} on {cfg.n_devices} × {cfg.device.id}, weights "
                              f"{_dtype_name(cfg.w_p, list(DTYPES))}, {cfg.placement} — regimes for {kv_name} KV")
@@ -159,31 +208,11 @@ def regime_map_figure(cfg: rf.Config, batch: int, context: int, kv_dtypes: Seque
     ax.set_yscale("log")
     ax.set_xlim(1.0, b_max)
     ax.set_ylim(y_lo, y_hi)
+    _fill_regimes(ax, cfg, b, y_lo, y_hi)
+    handles = _regime_curves(ax, cfgs, kv_name, b, batch, context)
 
-    ss = np.clip(np.nan_to_num(rf.s_star(cfg, b), nan=y_hi, posinf=y_hi), y_lo, y_hi)
-    sc_raw = rf.s_cap(cfg, b)
-    sc = np.clip(np.where(sc_raw > 0, np.nan_to_num(sc_raw, posinf=y_hi), y_lo), y_lo, y_hi)
-    kw = {"linewidth": 0, "antialiased": False, "zorder": 1}
-    ax.fill_between(b, y_lo, np.minimum(ss, sc), color=REGION_COLORS["weight-bound"], **kw)
-    ax.fill_between(b, ss, sc, where=sc > ss, color=REGION_COLORS["kv-bound"], **kw)
-    ax.fill_between(b, sc, y_hi, color=REGION_COLORS["capacity-bound"], **kw)
-    ax.grid(True, which="major", color="white", linewidth=0.6, alpha=0.7, zorder=1.5)
-
-    from matplotlib.patches import Patch
     from matplotlib.ticker import FuncFormatter
 
-    handles = [Patch(facecolor=REGION_COLORS["weight-bound"], label="weight-bound (s < s*)"),
-               Patch(facecolor=REGION_COLORS["kv-bound"], label="KV-bound (s* < s < s_cap)"),
-               Patch(facecolor=REGION_COLORS["capacity-bound"], label="capacity-bound (s > s_cap)")]
-    for i, (name, c) in enumerate(cfgs.items()):
-        style = _LINESTYLES[i % len(_LINESTYLES)]
-        lw = 2.2 if name == kv_name else 1.3
-        handles += ax.plot(b, _positive(rf.s_star(c, b)), color=_S_STAR_COLOR, linestyle=style, linewidth=lw,
-                           label=f"s*(b)  {name}", zorder=3)
-        handles += ax.plot(b, _positive(rf.s_cap(c, b)), color=_S_CAP_COLOR, linestyle=style, linewidth=lw,
-                           label=f"s_cap(b)  {name}", zorder=3)
-    handles += ax.plot([batch], [context], marker="*", markersize=15, color="black", linestyle="none",
-                       label=f"deployment: b = {batch}, s = {_tokens_label(context)}", zorder=4)
     ax.set_xlabel("batch (concurrent sequences)")
     ax.set_ylabel("context (tokens per sequence)")
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _p: f"{x:g}"))

@@ -3,7 +3,7 @@ evidence class: [d] derived, [r] reported (footnoted with its citation), [a] ass
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 from kvplan import catalog
 from kvplan.base.evidence import Value
@@ -88,8 +88,8 @@ def markdown(tables: Sequence[Table], inputs: Sequence[tuple[str, Value]]) -> st
     return "\n".join(out) + "\n"
 
 
-def payload(tables: Sequence[Table], inputs: Sequence[tuple[str, Value]]) -> dict[str, Any]:
-    def cell(c: Cell) -> Any:
+def payload(tables: Sequence[Table], inputs: Sequence[tuple[str, Value]]) -> dict[str, object]:
+    def cell(c: Cell) -> object:
         return c.to_json() if isinstance(c, Value) else {"text": c}
 
     return {

@@ -25,13 +25,15 @@ is the KV bytes one rank reads per step over the plan's effective bandwidth
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from typing import Optional, Protocol
 
 import attrs
 
 from kvplan.base.evidence import Value, assumed, derived, reported
+from kvplan.catalog import Device, Dtype, Model
 from kvplan.model import roofline as rf
 from kvplan.model.kernels.splits import SplitChoice, fa3_decode_tile, fa_split, flashinfer_split
+from kvplan.model.scenario import Scenario
 
 VERSION = "0.7.4"
 LABEL = f"FlashInfer {VERSION}"
@@ -62,6 +64,28 @@ NOT_CUDA = {"mi300x": "AMD Instinct", "mi325x": "AMD Instinct", "mi355x": "AMD I
 #: e4m3/e5m2). The other widths have no decode-wrapper dtype; the nearest supported is fp8.
 KV_TORCH = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp8": "torch.float8_e4m3fn"}
 Q_TORCH = {"bf16": "torch.bfloat16", "fp16": "torch.float16"}
+
+
+class KernelPlan(Protocol):
+    """What the kernel settings are derived from: a plan's scenario and choices (kvplan.planner.plan.Plan
+    has them; this module sits below the planner, so it names what it reads instead of importing it)."""
+
+    @property
+    def scenario(self) -> Scenario: ...
+    @property
+    def kv_dtype(self) -> Dtype: ...
+    @property
+    def block_size(self) -> int: ...
+    @property
+    def retention(self) -> float: ...
+    @property
+    def sharing(self) -> float: ...
+    @property
+    def placement(self) -> str: ...
+    @property
+    def tp(self) -> int: ...
+    @property
+    def pp(self) -> int: ...
 
 
 @attrs.frozen(slots=True)
@@ -119,7 +143,7 @@ class KernelConfig:
     warnings: tuple[str, ...]
 
 
-def _arch(device: Any) -> str:
+def _arch(device: Device) -> str:
     if device.id in ARCH:
         return ARCH[device.id]
     if device.id in NOT_CUDA:
@@ -148,17 +172,18 @@ def _q_dtype(weights: str) -> tuple[str, bool]:
     return (Q_TORCH[weights], True) if weights in Q_TORCH else ("torch.bfloat16", False)
 
 
-def kernel_config(plan: Any, sm_count: Optional[int] = None) -> KernelConfig:  # noqa: C901  one decision per FlashInfer wrapper setting, sharing locals
-    """The decode-kernel settings of one rank of `plan`. Never raises for a plan the planner made."""
+@attrs.frozen(slots=True)
+class _Heads:
+    """Heads on one rank: query heads split; KV heads split up to n_kv, then replicated."""
 
-    sc = plan.scenario
-    m, dev = sc.model, sc.device
-    b, s = int(sc.batch), int(sc.context)
-    tp, pp = int(plan.tp), int(plan.pp)
-    mla = m.kv_kind == "mla"
-    warnings: list[str] = []
+    n_qo: int
+    n_kv: int
+    copies: int                 # ranks holding each KV head
+    group: int                  # query heads per KV head
 
-    # heads per rank: query heads split; KV heads split up to n_kv, then replicated
+
+def _heads(m: Model, tp: int, mla: bool) -> tuple[_Heads, list[str]]:
+    warnings = []
     if m.n_q % tp:
         warnings.append(f"{m.n_q} query heads do not split evenly over tensor parallel {tp}; "
                         f"ranks hold up to {math.ceil(m.n_q / tp)}")
@@ -175,70 +200,90 @@ def kernel_config(plan: Any, sm_count: Optional[int] = None) -> KernelConfig:  #
                         f"held by {copies} ranks (replicated), each rank reads it")
     if n_qo % n_kv:
         warnings.append(f"num_qo_heads {n_qo} is not a multiple of num_kv_heads {n_kv}, which plan() requires")
-    group = max(1, n_qo // n_kv)
+    return _Heads(n_qo, n_kv, copies, max(1, n_qo // n_kv)), warnings
 
-    # dtypes
-    kv_id = plan.kv_dtype.id
+
+@attrs.frozen(slots=True)
+class _Dtypes:
+    """The torch dtypes the kernel takes, and the KV width it reads."""
+
+    kv_id: str
+    supported: bool             # FlashInfer's decode wrapper takes the plan's KV dtype
+    kv_torch: str
+    kv_width: float             # bytes per element the emitted kernel reads
+    q_torch: str
+
+
+def _dtypes(kv: Dtype, weights: Dtype, mla: bool) -> tuple[_Dtypes, list[str]]:
+    warnings = []
+    kv_id = kv.id
     supported = kv_id in KV_TORCH
     kv_torch = KV_TORCH.get(kv_id, "torch.float8_e4m3fn")
-    kv_width = plan.kv_dtype.width if supported else 1.0   # what the emitted kernel reads
+    kv_width = kv.width if supported else 1.0   # what the emitted kernel reads
     if not supported:
         warnings.append(f"kv_dtype {kv_id}: FlashInfer's decode wrapper takes 16-bit or fp8 (e4m3/e5m2) KV; "
                         f"{kv_id} is not supported, the nearest it takes is fp8 (torch.float8_e4m3fn), "
-                        f"{1.0 / plan.kv_dtype.width:g}x the plan's KV bytes")
+                        f"{1.0 / kv.width:g}x the plan's KV bytes")
     if mla and kv_id == "fp8":
         warnings.append("fp8 KV with the MLA wrapper: docs/engines.md documents fp8 KV for the decode wrapper only; "
                         "check that your FlashInfer build accepts it for MLA")
-    q_torch, q_known = _q_dtype(sc.weights.id)
+    q_torch, q_known = _q_dtype(weights.id)
     if not q_known:
-        warnings.append(f"weights {sc.weights.id}: queries and outputs assumed bf16 (activations stay 16-bit)")
+        warnings.append(f"weights {weights.id}: queries and outputs assumed bf16 (activations stay 16-bit)")
+    return _Dtypes(kv_id, supported, kv_torch, kv_width, q_torch), warnings
 
-    arch = _arch(dev)
+
+def _arch_warnings(dev: Device, arch: str) -> list[str]:
     if arch == "not-cuda":
-        warnings.append(f"{dev.id} is an {NOT_CUDA[dev.id]} device; FlashInfer is a CUDA library. Use the "
-                        "engine's own attention backend there; the shapes and split sizes still describe the work")
-    elif arch == "unknown":
-        warnings.append(f"{dev.id}: GPU generation unknown; backend left to FlashInfer (auto)")
+        return [f"{dev.id} is an {NOT_CUDA[dev.id]} device; FlashInfer is a CUDA library. Use the "
+                "engine's own attention backend there; the shapes and split sizes still describe the work"]
+    if arch == "unknown":
+        return [f"{dev.id}: GPU generation unknown; backend left to FlashInfer (auto)"]
+    return []
 
+
+def _tensor_cores(mla: bool, group: int) -> tuple[bool, str]:
     if mla:
-        tc, tc_why = False, "not a decode-wrapper setting: the MLA wrapper has its own kernels"
-    elif group >= TENSOR_CORE_MIN_GROUP:
-        tc, tc_why = True, (f"GQA group {group} ≥ {TENSOR_CORE_MIN_GROUP}: the prefill (tensor-core) kernels "
-                            "pay off (docs/engines.md)")
-    else:
-        tc, tc_why = False, f"GQA group {group} < {TENSOR_CORE_MIN_GROUP}: the CUDA-core decode kernel"
-    backend, backend_why = _backend(arch, kv_id, mla, tc)
-    if not mla and not tc and backend in ("fa2", "fa3"):
-        backend_why += "; the decode wrapper uses it on its tensor-core path only"
+        return False, "not a decode-wrapper setting: the MLA wrapper has its own kernels"
+    if group >= TENSOR_CORE_MIN_GROUP:
+        return True, (f"GQA group {group} ≥ {TENSOR_CORE_MIN_GROUP}: the prefill (tensor-core) kernels "
+                      "pay off (docs/engines.md)")
+    return False, f"GQA group {group} < {TENSOR_CORE_MIN_GROUP}: the CUDA-core decode kernel"
 
-    # SMs
+
+def _sms(dev: Device, sm_count: Optional[int]) -> tuple[Value, list[str]]:
     if sm_count is not None:
-        sms = assumed(sm_count, "SMs", "given by the caller")
-    elif dev.sm_count:
+        return assumed(sm_count, "SMs", "given by the caller"), []
+    if dev.sm_count:
         unit = "CUs" if dev.id in NOT_CUDA and NOT_CUDA[dev.id] == "AMD Instinct" else "SMs"
-        sms = reported(dev.sm_count, unit, f"device catalog: {dev.id} sm_count")
-    else:
-        sms = assumed(DEFAULT_SM_COUNT, "SMs", f"{dev.id} has no sm_count: the H100 SXM's {DEFAULT_SM_COUNT} SMs "
-                                               "assumed (set sm_count in the device block)")
-        warnings.append(f"{dev.id} has no SM count; split sizes assume {DEFAULT_SM_COUNT} SMs")
-    n_sms = int(sms.value)
+        return reported(dev.sm_count, unit, f"device catalog: {dev.id} sm_count"), []
+    sms = assumed(DEFAULT_SM_COUNT, "SMs", f"{dev.id} has no sm_count: the H100 SXM's {DEFAULT_SM_COUNT} SMs "
+                                           "assumed (set sm_count in the device block)")
+    return sms, [f"{dev.id} has no SM count; split sizes assume {DEFAULT_SM_COUNT} SMs"]
 
-    # bandwidth
-    beta_arr, upper = rf.beta_eff(dev, plan.placement, b)
-    beta = float(beta_arr)
-    beta_v = derived(beta, "B/s", f"β_eff, {plan.placement} placement on {dev.id} (docs/model.md §7)"
-                     + ("; an upper bound: fabric bandwidth unpublished" if upper else ""))
 
-    # per layer group
+def _head_dims(m: Model) -> tuple[int, int]:
+    """head_dim and head_dim_v as the wrapper's plan() takes them: MLA's are the latent widths."""
+    if m.kv_kind == "mla":
+        return m.mla_kv_rank + m.mla_rope_dim, m.mla_kv_rank
+    return m.head_dim, m.v_head_dim or m.head_dim
+
+
+def _layer_groups(plan: KernelPlan, heads: _Heads, dt: _Dtypes, n_sms: int, beta: float) -> list[LayerGroup]:
+    """One LayerGroup per window of the model: its split, FlashAttention-3's, its KV bytes and time."""
+    sc = plan.scenario
+    m = sc.model
+    b, s, pp = int(sc.batch), int(sc.context), int(plan.pp)
+    mla = m.kv_kind == "mla"
+    n_kv, kv_id = heads.n_kv, dt.kv_id
+    head_dim, head_dim_v = _head_dims(m)
     if mla:
-        head_dim, head_dim_v = m.mla_kv_rank + m.mla_rope_dim, m.mla_kv_rank
-        per_token_layer = (m.mla_kv_rank + m.mla_rope_dim) * kv_width
+        per_token_layer = (m.mla_kv_rank + m.mla_rope_dim) * dt.kv_width
         tile_m, tile_n = fa3_decode_tile(m.mla_rope_dim, m.mla_kv_rank, 1 if kv_id == "fp8" else 2)
-        fa_heads, fa_qper, fa_d, fa_dv = 1, n_qo, m.mla_rope_dim, m.mla_kv_rank
+        fa_heads, fa_qper, fa_d, fa_dv = 1, heads.n_qo, m.mla_rope_dim, m.mla_kv_rank
     else:
-        head_dim, head_dim_v = m.head_dim, m.v_head_dim or m.head_dim
-        per_token_layer = n_kv * (head_dim + head_dim_v) * kv_width
-        fa_heads, fa_qper, fa_d, fa_dv = n_kv, group, head_dim, head_dim_v
+        per_token_layer = n_kv * (head_dim + head_dim_v) * dt.kv_width
+        fa_heads, fa_qper, fa_d, fa_dv = n_kv, heads.group, head_dim, head_dim_v
     groups = []
     for window, n_layers in m.window_groups:
         wl = -1 if window is None else int(window) - 1
@@ -258,6 +303,38 @@ def kernel_config(plan: Any, sm_count: Optional[int] = None) -> KernelConfig:  #
                                          f"({beta / 1e12:.4g} TB/s)")
         groups.append(LayerGroup(window, n_layers, wl, read, choice.n_blocks, choice, size, choice.splits == 1,
                                  fa, kvb, kt))
+    return groups
+
+
+def kernel_config(plan: KernelPlan, sm_count: Optional[int] = None) -> KernelConfig:
+    """The decode-kernel settings of one rank of `plan`. Never raises for a plan the planner made.
+
+    The steps: heads per rank → dtypes → GPU generation, tensor cores and backend → SMs → bandwidth →
+    per layer group (splits, KV bytes, time) → totals; the warnings in that order."""
+
+    sc = plan.scenario
+    m, dev = sc.model, sc.device
+    b = int(sc.batch)
+    tp, pp = int(plan.tp), int(plan.pp)
+    mla = m.kv_kind == "mla"
+
+    heads, warnings = _heads(m, tp, mla)
+    dt, dtype_warnings = _dtypes(plan.kv_dtype, sc.weights, mla)
+    arch = _arch(dev)
+    warnings += dtype_warnings + _arch_warnings(dev, arch)
+    tc, tc_why = _tensor_cores(mla, heads.group)
+    backend, backend_why = _backend(arch, dt.kv_id, mla, tc)
+    if not mla and not tc and backend in ("fa2", "fa3"):
+        backend_why += "; the decode wrapper uses it on its tensor-core path only"
+    sms, sm_warnings = _sms(dev, sm_count)
+    warnings += sm_warnings
+
+    beta_arr, upper = rf.beta_eff(dev, plan.placement, b)
+    beta = float(beta_arr)
+    beta_v = derived(beta, "B/s", f"β_eff, {plan.placement} placement on {dev.id} (docs/model.md §7)"
+                     + ("; an upper bound: fabric bandwidth unpublished" if upper else ""))
+
+    groups = _layer_groups(plan, heads, dt, int(sms.value), beta)
     total = sum(g.kv_bytes.value for g in groups)
     kv_total = derived(total, "B", "KV bytes one rank reads per decode step, summed over its layer groups")
     k_time = derived(total / beta, "s", "KV bytes one rank reads per step / β_eff (docs/model.md §4, §7): "
@@ -270,14 +347,15 @@ def kernel_config(plan: Any, sm_count: Optional[int] = None) -> KernelConfig:  #
     if len(groups) > 1:
         warnings.append(f"{len(groups)} layer groups with different windows: one wrapper and one plan() per group")
 
+    head_dim, head_dim_v = _head_dims(m)
     return KernelConfig(
         wrapper="flashinfer.mla.BatchMLAPagedAttentionWrapper" if mla
         else "flashinfer.BatchDecodeWithPagedKVCacheWrapper",
         mla=mla, arch=arch, backend=backend, backend_reason=backend_why, kv_layout="NHD",
-        page_size=int(plan.block_size), tp=tp, pp=pp, num_qo_heads=n_qo, num_kv_heads=n_kv, kv_head_copies=copies,
-        group=group, head_dim=head_dim, head_dim_v=head_dim_v,
+        page_size=int(plan.block_size), tp=tp, pp=pp, num_qo_heads=heads.n_qo, num_kv_heads=heads.n_kv,
+        kv_head_copies=heads.copies, group=heads.group, head_dim=head_dim, head_dim_v=head_dim_v,
         kv_lora_rank=m.mla_kv_rank if mla else 0, rope_dim=m.mla_rope_dim if mla else 0,
-        q_data_type=q_torch, kv_data_type=kv_torch, o_data_type=q_torch, kv_dtype_supported=supported,
+        q_data_type=dt.q_torch, kv_data_type=dt.kv_torch, o_data_type=dt.q_torch, kv_dtype_supported=dt.supported,
         use_tensor_cores=tc, tensor_core_reason=tc_why, use_cuda_graph=True, cuda_graph_batch=b,
         logits_soft_cap=m.soft_cap, sm_count=sms, beta_eff=beta_v, groups=tuple(groups), kv_bytes=kv_total,
         kernel_time=k_time, warnings=tuple(warnings),
@@ -286,12 +364,12 @@ def kernel_config(plan: Any, sm_count: Optional[int] = None) -> KernelConfig:  #
 
 # ------------------------------------------------------------------ renderers
 
-def _split_json(c: SplitChoice) -> dict[str, Any]:
+def _split_json(c: SplitChoice) -> dict[str, object]:
     return {"splits": c.splits, "blocks": c.blocks, "kv_blocks": c.n_blocks, "sms": c.sms,
             "wave_efficiency": round(c.efficiency, 6), "reason": c.reason}
 
 
-def kernel_payload(kc: KernelConfig) -> dict[str, Any]:
+def kernel_payload(kc: KernelConfig) -> dict[str, object]:
     """The plan JSON's `kernel` key (snake_case; quantities as contract objects)."""
     return {
         "target": "flashinfer", "version": VERSION, "per": "tensor-parallel rank",
@@ -319,6 +397,6 @@ def kernel_payload(kc: KernelConfig) -> dict[str, Any]:
     }
 
 
-def plan_kernel(plan: Any) -> dict[str, Any]:
+def plan_kernel(plan: KernelPlan) -> dict[str, object]:
     """The decode-kernel settings of a plan as the plan JSON's `kernel` key."""
     return kernel_payload(kernel_config(plan))
