@@ -13,10 +13,10 @@ import pytest
 from click.testing import CliRunner
 
 from kvplan.cli import main
+from tests.paths import DATA, ROOT
 from tests.test_cli_core import check_contract
 
-ROOT = Path(__file__).resolve().parent.parent
-GOLDEN = Path(__file__).parent / "data" / "golden" / "advise"
+GOLDEN = DATA / "golden" / "advise"
 EXAMPLES = ["w2-batch32", "deepseek-v3-mi300x", "llama-3.1-8b-h100-custom"]
 
 

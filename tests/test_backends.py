@@ -36,9 +36,8 @@ from kvplan.engines.digest import check_digests, emitted_dir
 from kvplan.lang import check_file, check_source
 from kvplan.planner import plans_for
 from kvplan.planner.plan import Plan
+from tests.paths import DATA, ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(__file__).parent / "data"
 GOLDEN = DATA / "golden" / "emit"
 ENGINES_MD = (DATA / "reference" / "engines.md").read_text(encoding="utf-8")
 EXAMPLES = ["w2-batch32", "deepseek-v3-mi300x", "llama-3.1-8b-h100-custom"]

@@ -17,8 +17,8 @@ import pytest
 from click.testing import CliRunner
 
 from kvplan.cli import main
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.kvp"))
 DOCS = sorted((ROOT / "docs").rglob("*.md"))
 

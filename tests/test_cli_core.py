@@ -10,9 +10,10 @@ import pytest
 from click.testing import CliRunner
 
 from kvplan.cli import main
+from tests.paths import DATA
 
-GOLDEN = Path(__file__).parent / "data" / "golden"
-HF = Path(__file__).parent / "data" / "hf"
+GOLDEN = DATA / "golden"
+HF = DATA / "hf"
 
 
 def run(*args: str) -> Any:

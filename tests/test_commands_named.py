@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from kvplan.cli import main
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = set(main.commands)  # type: ignore[attr-defined]
 SOURCES = sorted([*(ROOT / "docs").rglob("*.md"), *(ROOT / "examples").glob("*.kvp"), ROOT / "README.md"])
 

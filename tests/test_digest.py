@@ -22,8 +22,7 @@ from kvplan.cli import main
 from kvplan.lang import check_source
 from kvplan.planner import plans_for
 from kvplan.render.plan_view import json_text
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
 
 # ------------------------------------------------------------------ a spec with every field written out
 

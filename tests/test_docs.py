@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from kvplan.base.codes import CODES, Stage
 from kvplan.cli import main
 from kvplan.planner.rules import RULES
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 RULE_DIR = ROOT / "docs" / "rules"
 CODE_SECTIONS = ("## What it finds", "## Why it matters", "## Example", "## Instead")
 RULE_SECTIONS = ("## What the rule says", "## Why", "## How the planner applies it", "## Lint code", "## Example",

@@ -17,8 +17,7 @@ from kvplan.cli import main
 from kvplan.lang import check_source
 from kvplan.lang.fmt import format_source
 from kvplan.lang.syntax import KvpSyntaxError, parse
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
 
 # The complete file of LANGUAGE.md, aligned the way people write it by hand.
 LANGUAGE_EXAMPLE = '''\

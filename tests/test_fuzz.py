@@ -33,8 +33,8 @@ from kvplan.base import limits
 from kvplan.cli import main
 from kvplan.lang import check_source
 from kvplan.lang.fmt import format_source
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 HF = ROOT / "tests" / "data" / "hf"
 LLAMA_8B = json.loads((HF / "meta-llama--Meta-Llama-3.1-8B.json").read_text(encoding="utf-8"))
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from lark import Lark, Tree
 
 from kvplan.lang import syntax
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 # A copy of ../shared/LANGUAGE.md, so the tests run from any checkout; the test below notices a
 # copy that has fallen behind whenever shared/ sits beside the repository (as in CI).
 LANGUAGE_MD = ROOT / "tests" / "data" / "reference" / "LANGUAGE.md"

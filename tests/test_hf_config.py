@@ -16,8 +16,9 @@ from kvplan.base.errors import ConfigError, KvplanError
 from kvplan.catalog import models
 from kvplan.catalog.hf_config import count_params, load_config, model_from_config, resolve_model
 from kvplan.model.footprint import kappa, kv_bytes_per_seq
+from tests.paths import DATA
 
-HF = Path(__file__).parent / "data" / "hf"
+HF = DATA / "hf"
 BF16 = 2
 
 

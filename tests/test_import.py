@@ -19,8 +19,8 @@ from kvplan.cli import main
 from kvplan.engines import importer
 from kvplan.lang import check_source
 from kvplan.lang.fmt import format_source
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 HF = ROOT / "tests" / "data" / "hf"
 
 ROUND_TRIP = ("vllm serve meta-llama/Meta-Llama-3.1-70B --kv-cache-dtype fp8 --block-size 16 --enable-prefix-caching "

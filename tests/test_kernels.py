@@ -36,9 +36,9 @@ from kvplan.model.kernels.splits import (
     num_splits_heuristic,
     wave_efficiency,
 )
+from tests.paths import DATA, ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
-GOLDEN = Path(__file__).parent / "data" / "golden" / "emit"
+GOLDEN = DATA / "golden" / "emit"
 
 # (batch, KV heads, context, SMs, expected splits) — arithmetic per case in the comment.
 SPLIT_CASES = [

@@ -24,9 +24,8 @@ from kvplan.lang.spec import Entry, Quantity, WorkloadDecl
 from kvplan.lang.syntax import KvpSyntaxError
 from kvplan.model.scenario import Scenario
 from kvplan.render.diagnostics import concise, full
+from tests.paths import DATA, ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "tests" / "data"
 EXAMPLES = sorted((ROOT / "examples").glob("*.kvp"))
 VALID = sorted((DATA / "valid").glob("*.kvp"))
 INVALID = sorted((DATA / "invalid").glob("*.kvp"))

@@ -13,7 +13,9 @@ from typing import Iterator, Optional
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "kvplan"
+from tests.paths import ROOT
+
+PACKAGE = ROOT / "kvplan"
 
 #: Bottom to top. A module's layer is its package under kvplan/ (kvplan.grammar holds the
 #: language's grammar, so it is lang; kvplan/__init__.py holds only the version).

@@ -16,8 +16,8 @@ from kvplan.base.diagnostics import Diagnostic, make
 from kvplan.base.errors import ConfigError, KvplanError, Span
 from kvplan.cli import main
 from kvplan.lang import lint
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.kvp"))
 INVALID = sorted((ROOT / "tests" / "data" / "invalid").glob("*.kvp"))
 

@@ -14,9 +14,9 @@ from kvplan.cli import main
 from kvplan.engines import emit
 from kvplan.lang import check_source
 from kvplan.planner import plans_for
+from tests.paths import ROOT
 
 GiB = 2**30
-ROOT = Path(__file__).resolve().parent.parent
 W2 = str(ROOT / "examples" / "w2-batch32.kvp")
 
 # qwen3-8b (catalog): 36 layers, 8 KV heads of 128, 8,190,735,360 parameters; b200-hgx: 180 GB

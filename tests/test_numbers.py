@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from kvplan import catalog
 from kvplan.cli import main
 from kvplan.lang import check_source
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 
 

@@ -24,13 +24,13 @@ import yaml
 from click.testing import CliRunner
 
 from kvplan.cli import main
+from tests.paths import ROOT
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "w2-batch32.kvp"
 VERSION = re.search(r'__version__ = "([^"]+)"', (ROOT / "kvplan" / "__init__.py").read_text(encoding="utf-8"))
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))

@@ -18,8 +18,7 @@ from kvplan.cli import main
 from kvplan.lang import check_source
 from kvplan.planner import plan
 from kvplan.planner.plan import Rejection
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.paths import ROOT
 
 
 def run(*args: str) -> Any:

@@ -18,6 +18,7 @@ from kvplan import catalog
 from kvplan.cli import main
 from kvplan.model import roofline as rf
 from kvplan.render import plot
+from tests.paths import ROOT
 
 LLAMA = catalog.get_model("llama-3-70b")
 B200 = catalog.get_device("b200")
@@ -175,7 +176,7 @@ def test_figures_at_the_corners_of_the_ranges_have_finite_bounded_axes(
     from kvplan.catalog.hf_config import resolve_model
 
     # the examples' 4-layer config, κ = 2 KB: s* of 10^15 parameters at b = 1 is about 10^12 tokens
-    tiny = resolve_model(None, str(Path(__file__).resolve().parent.parent / "examples/models/tiny/config.json"))
+    tiny = resolve_model(None, str(ROOT / "examples/models/tiny/config.json"))
     model = attrs.evolve(tiny, params=params, params_active=params)
     device = attrs.evolve(B200, memory=memory, bandwidth=bandwidth, compute=compute)
     cfg = rf.Config(model, device, n_devices=1)
@@ -193,7 +194,7 @@ _WRONG_DIST = re.compile(r"kvplan\[")
 
 
 def test_install_hints_name_an_installable_distribution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    root = Path(__file__).resolve().parent.parent
+    root = ROOT
     texts = {str(f.relative_to(root)): f.read_text(encoding="utf-8")
              for pattern in ("docs/**/*.md", "README.md", "kvplan/**/*.py")
              for f in sorted(root.glob(pattern))}

@@ -10,7 +10,6 @@ import importlib.util
 import re
 import sys
 from importlib import resources
-from pathlib import Path
 from types import ModuleType
 from typing import Any, Optional
 
@@ -20,14 +19,14 @@ import pytest
 from kvplan.base.errors import CatalogError, KvplanError
 from kvplan.base.evidence import Evidence
 from kvplan.catalog import DTYPES, quality
+from tests.paths import DATA, ROOT
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-ROOT = Path(__file__).resolve().parent.parent
-REFERENCE = Path(__file__).resolve().parent / "data" / "reference" / "quality.md"
+REFERENCE = DATA / "reference" / "quality.md"
 ENTRIES = quality.load()
 BY_ID = {r.id: r for r in ENTRIES}
 

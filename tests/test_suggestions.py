@@ -22,9 +22,7 @@ from kvplan.base.diagnostics import Diagnostic, Fix
 from kvplan.lang import check_source
 from kvplan.lang import fixes as fx
 from kvplan.planner import lint as planner_lint
-
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "tests" / "data"
+from tests.paths import DATA, ROOT
 
 #: Helps that name no edit of this file: KV002 asks to re-save the file as UTF-8.
 NO_FIX = ("KV002",)

@@ -23,8 +23,8 @@ import pytest
 from click.testing import CliRunner
 
 from kvplan.cli import main
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 #: Transcripts of files a page describes but does not ship (the reader's own specs): not run.

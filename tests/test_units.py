@@ -5,7 +5,6 @@ engine flags read the way each engine reads them."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
@@ -18,9 +17,7 @@ from kvplan.lang import check_source
 from kvplan.lang.fmt import format_source
 from kvplan.lang.spec import Block, Bound, Entry, ListValue, Quantity
 from kvplan.lang.syntax import parse
-
-ROOT = Path(__file__).resolve().parent.parent
-
+from tests.paths import ROOT
 
 # ------------------------------------------------------------------ did you mean
 
