@@ -76,7 +76,7 @@ class OptionValueError(click.ClickException):
 class Number(click.ParamType):  # type: ignore[type-arg, unused-ignore]
     """A numeric option, read once at the edge into its base unit and checked against its range.
 
-    Every numeric option of the CLI has one (tests/test_units.py checks that, and docs/cli.md lists
+    Every numeric option of the CLI has one (tests/acceptance/test_units.py checks that, and docs/cli.md lists
     each range): finite, in [lo, hi] (lo excluded when `lo_open`), whole when `integer`. `units`
     are the units it takes (default: all of `dim`'s); a plain number is in the base unit (tokens,
     bytes, 1), so `--activation-reserve 5000000000` is bytes.

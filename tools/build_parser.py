@@ -23,7 +23,7 @@ independent of the run that wrote it:
 
 `grammar_sha256` is the hash of the grammar text the tables were built from:
 kvplan checks it at load and builds from the grammar if the two differ, and
-tests/test_security.py checks that the shipped file is exactly what this script
+tests/unit/lang/test_security.py checks that the shipped file is exactly what this script
 writes.
 """
 

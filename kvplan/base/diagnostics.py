@@ -26,7 +26,7 @@ class Fix:
     """A concrete change a diagnostic suggests, as data a tool (or a test) can apply.
 
     `title` is the human text (it also appears in the help line); `edits` change the file.
-    Every fix kvplan prints is verified by tests/test_suggestions.py: applied to the file,
+    Every fix kvplan prints is verified by tests/unit/planner/test_suggestions.py: applied to the file,
     the finding it addresses is gone and no new error appears.
     """
 

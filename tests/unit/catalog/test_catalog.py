@@ -1,0 +1,176 @@
+"""The shipped catalogs: every entry loads, references resolve, anchors hold, the listing follows the contract."""
+
+from __future__ import annotations
+
+import math
+import sys
+from importlib import resources
+from typing import Any
+
+import pytest
+
+from kvplan import catalog
+from kvplan.base.errors import CatalogError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+DEVICE_KEYS = {"name", "aliases", "fp4", "memory", "bandwidth", "compute", "compute_fp8", "partitions", "fabric",
+               "sm_count", "host_link", "scaleup_link", "confidence", "source", "note"}
+MODEL_KEYS = {"name", "aliases", "hf_id", "layers", "q_heads", "kv_heads", "head_dim", "params", "params_active",
+              "params_routed", "experts", "experts_per_token", "kv_kind", "mla_kv_rank", "mla_rope_dim",
+              "v_head_dim", "window", "layer_windows", "soft_cap", "max_context", "source", "confidence", "note"}
+LINK_KEYS = {"name", "bandwidth", "source", "note", "aliases"}
+CONFIDENCE = {"V", "S", "U"}
+
+
+def raw(name: str) -> dict[str, Any]:
+    with resources.files("kvplan.catalog").joinpath(name).open("rb") as fh:
+        return tomllib.load(fh)
+
+
+# ------------------------------------------------------------ loading
+
+@pytest.mark.parametrize("name, keys", [("devices.toml", DEVICE_KEYS), ("models.toml", MODEL_KEYS),
+                                        ("links.toml", LINK_KEYS)])
+def test_entries_use_only_known_keys(name: str, keys: set[str]) -> None:
+    # A misspelt key ('compute_fp9') would load silently and be ignored.
+    for eid, entry in raw(name).items():
+        assert set(entry) <= keys, (eid, set(entry) - keys)
+        assert entry["source"].strip(), eid
+
+
+def test_every_device_loads_with_sane_values() -> None:
+    devs = catalog.devices()
+    assert len(devs) >= 15
+    for d in devs.values():
+        assert d.memory > 0 and d.bandwidth > 0 and d.compute > 0 and d.partitions >= 1
+        assert d.compute_fp8 is None or d.compute_fp8 >= d.compute  # FP8 never slower than BF16
+        assert set(d.confidence.split("/")) <= CONFIDENCE
+        # Fabric only where the package has partitions to join.
+        assert d.fabric is None or d.partitions > 1
+        assert math.isclose(d.partition_bandwidth * d.partitions, d.bandwidth)
+
+
+def test_every_model_loads_with_consistent_geometry() -> None:
+    ms = catalog.models()
+    assert len(ms) >= 16
+    for m in ms.values():
+        assert len(m.windows) == m.n_layers
+        assert m.n_q % m.n_kv == 0, m.id  # GQA groups divide the query heads
+        assert m.params_active <= m.params
+        assert set(m.confidence.split("/")) <= CONFIDENCE
+        assert m.kv_kind in ("gqa", "mla")
+        if m.kv_kind == "mla":
+            assert m.mla_kv_rank > 0 and m.mla_rope_dim > 0
+
+
+def test_every_link_loads() -> None:
+    ls = catalog.links()
+    for link in ls.values():
+        assert link.bandwidth > 0 and link.source
+    # SPEC §7: host DRAM over PCIe Gen5 x16 at ~64 GB/s per direction; each generation doubles.
+    assert ls["pcie5-x16"].bandwidth == pytest.approx(64e9)
+    assert ls["pcie6-x16"].bandwidth == pytest.approx(2 * ls["pcie5-x16"].bandwidth)
+    assert ls["pcie5-x16"].bandwidth == pytest.approx(2 * ls["pcie4-x16"].bandwidth)
+
+
+def test_link_ids_referenced_by_devices_exist() -> None:
+    ls = catalog.links()
+    for d in catalog.devices().values():
+        for lid in (d.host_link, d.scaleup_link):
+            assert lid is None or lid in ls, (d.id, lid)
+
+
+# ------------------------------------------------------------ anchors
+
+def test_h100_ridge_is_the_papers_anchor() -> None:
+    # SPEC §2: H100 SXM ridge 295 FLOP/B; devices.md: 989.4 / 3.35 = 295.3.
+    assert catalog.get_device("h100-sxm").ridge == pytest.approx(295.3, abs=0.1)
+
+
+@pytest.mark.parametrize("did, per_partition", [("b200", 4.0e12), ("mi300x", 0.6625e12)])
+def test_per_partition_bandwidth(did: str, per_partition: float) -> None:
+    # SPEC §6: B200 two dies at 4.0 TB/s; MI300X eight stacks at ~0.66 TB/s.
+    assert catalog.get_device(did).partition_bandwidth == pytest.approx(per_partition)
+
+
+def test_b200_striping_recovers_full_bandwidth_only_where_fabric_is_published() -> None:
+    # SPEC §6: striped β_eff = min(β, β_link·n/(n−1)); NV-HBI 10 TB/s outruns one 4 TB/s die.
+    d = catalog.get_device("b200")
+    n = d.partitions
+    assert d.fabric is not None and min(d.bandwidth, d.fabric * n / (n - 1)) == d.bandwidth
+    assert catalog.get_device("mi300x").fabric is None
+
+
+def test_mha_models_store_one_kv_head_per_query_head() -> None:
+    for mid in ("llama-2-13b", "phi-3-mini"):
+        m = catalog.get_model(mid)
+        assert m.n_kv == m.n_q and m.g == 1
+
+
+def test_layer_window_patterns_follow_the_configs() -> None:
+    # transformers: Gemma 2 layer i is sliding when i is even; Gemma 3 global when (i + 1) % 6 == 0;
+    # gpt-oss layer_types alternate sliding / full from layer 0; Mistral-7B-v0.1 slides everywhere.
+    g2 = catalog.get_model("gemma-2-9b").windows
+    assert all(w == (4096 if i % 2 == 0 else None) for i, w in enumerate(g2))
+    g3 = catalog.get_model("gemma-3-27b").windows
+    assert all(w == (None if (i + 1) % 6 == 0 else 1024) for i, w in enumerate(g3))
+    assert sum(w is None for w in g3) == 10
+    oss = catalog.get_model("gpt-oss-120b").windows
+    assert all(w == (128 if i % 2 == 0 else None) for i, w in enumerate(oss))
+    assert set(catalog.get_model("mistral-7b").windows) == {4096}
+
+
+def test_moe_entries_read_fewer_params_than_they_hold() -> None:
+    moe = [m for m in catalog.models().values() if m.is_moe]
+    assert {m.id for m in moe} >= {"mixtral-8x7b", "deepseek-v2", "deepseek-v3", "gpt-oss-120b"}
+    for m in moe:
+        assert 0 < m.experts_per_token < m.n_experts
+        assert 0 < m.params_routed < m.params
+        assert m.params_active < m.params
+        # Active = the non-routed weights (less the embedding lookup) + k/E of the routed ones.
+        share = m.params_routed * m.experts_per_token / m.n_experts
+        assert share < m.params_active <= m.params - m.params_routed + share
+
+
+def test_publisher_totals_are_matched_by_the_counts() -> None:
+    # DeepSeek: 671B total / 36.6B activated; OpenAI: 116.8B / 5.1B (model cards cited in `source`).
+    v3, oss = catalog.get_model("deepseek-v3"), catalog.get_model("gpt-oss-120b")
+    assert round(v3.params / 1e9) == 671 and round(v3.params_active / 1e8) == 366
+    assert round(oss.params / 1e8) == 1168 and round(oss.params_active / 1e8) == 51
+
+
+# ------------------------------------------------------------ lookup
+
+@pytest.mark.parametrize("kind, alias, target", [
+    ("device", "h100", "h100-sxm"), ("device", "H100", "h100-sxm"), ("device", "MI300", "mi300x"),
+    ("model", "llama-3.1-70b", "llama-3-70b"), ("model", "Llama-3.1-8B", "llama-3-8b"),
+    ("model", "QWEN2.5-7B", "qwen2.5-7b"),
+])
+def test_aliases_and_case_resolve(kind: str, alias: str, target: str) -> None:
+    get = {"device": catalog.get_device, "model": catalog.get_model}[kind]
+    assert get(alias) is get(target)
+
+
+@pytest.mark.parametrize("kind, table", [("device", catalog.devices), ("model", catalog.models),
+                                         ("link", catalog.links)])
+def test_aliases_are_unambiguous(kind: str, table: Any) -> None:
+    ids = set(table())
+    entries = raw({"device": "devices.toml", "model": "models.toml", "link": "links.toml"}[kind])
+    seen: list[str] = [a.lower() for e in entries.values() for a in e.get("aliases", ())]
+    assert len(seen) == len(set(seen))  # no alias names two entries
+    assert not set(seen) & ids  # no alias shadows an id
+    assert all(i == i.lower() for i in ids)  # lower-case ids make lookups case-insensitive
+
+
+@pytest.mark.parametrize("getter, typo, nearest", [
+    (catalog.get_device, "h100-sx", "h100-sxm"), (catalog.get_model, "mistral-7", "mistral-7b"),
+    (catalog.get_device, "trilium", "trillium"), (catalog.get_link, "nvlink-5", "nvlink5"),
+])
+def test_unknown_id_suggests_the_nearest(getter: Any, typo: str, nearest: str) -> None:
+    with pytest.raises(CatalogError) as err:
+        getter(typo)
+    assert f"did you mean '{nearest}'" in str(err.value)

@@ -1,0 +1,500 @@
+"""`kvplan emit`: every artifact parsed with its format's own parser (shlex, yaml.safe_load, json), every
+flag name and value checked against the backend's capability table and against a copy of
+shared/reference/engines.md, and the KV capacity each engine would allocate from the emitted settings
+recomputed here from engines.md's formulas and compared with the plan's footprint.
+
+Regenerate the goldens with `python -m pytest tests/unit/engines/test_backends.py --update-goldens` and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shlex
+import shutil
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvplan.catalog.engines import ENGINES
+from kvplan.engines import TARGETS, Reserves, capacity_line, emit
+from kvplan.engines import lmcache as lmc
+from kvplan.engines import sglang as sgl
+from kvplan.engines import trtllm as trt
+from kvplan.engines import vllm as vll
+from kvplan.engines.common import HEADER, GiB, fraction_up, nearest_dtype
+from kvplan.engines.digest import check_digests
+from kvplan.lang import check_file, check_source
+from kvplan.planner import plans_for
+from kvplan.planner.plan import Plan
+from tests.paths import DATA, ROOT
+
+GOLDEN = DATA / "golden" / "emit"
+ENGINES_MD = (DATA / "reference" / "engines.md").read_text(encoding="utf-8")
+EXAMPLES = ["w2-batch32", "deepseek-v3-mi300x", "llama-3.1-8b-h100-custom"]
+MINE = ("vllm", "sglang", "trtllm", "lmcache")
+ENGINE_TARGETS = ("vllm", "sglang", "trtllm")
+SPECS = [f"examples/{n}.kvp" for n in EXAMPLES] + sorted(
+    f"tests/data/emit/{p.name}" for p in (DATA / "emit").glob("*.kvp"))
+BOOLEAN_FLAGS = {"--enable-prefix-caching", "--disable-prefix-caching", "--disable-radix-cache",
+                 "--enable-hierarchical-cache", "--enable-lmcache"}
+NEVER_VLLM = {"--cpu-offload-gb", "--swap-space", "--calculate-kv-scales"}
+
+
+# ------------------------------------------------------------------ helpers
+
+def plans(spec: str) -> list[Plan]:
+    result = check_file(str(ROOT / spec))
+    assert result.ok, result.diagnostics
+    return plans_for(result)
+
+
+def section(engine: str) -> str:
+    """The part of engines.md about one engine: from its `## ` heading to the next."""
+    heads = {"vllm": "## vLLM", "sglang": "## SGLang", "trtllm": "## TensorRT-LLM", "lmcache": "## LMCache"}
+    start = ENGINES_MD.index(heads[engine])
+    end = ENGINES_MD.find("\n## ", start + 1)
+    return ENGINES_MD[start:end if end > 0 else None]
+
+
+def shell(text: str) -> tuple[dict[str, str], list[str]]:
+    """The exports and the exec'd command of an emitted launcher, parsed by shlex."""
+    body = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
+    env: dict[str, str] = {}
+    argv: list[str] = []
+    for line in body.replace("\\\n", " ").splitlines():
+        words = shlex.split(line)
+        if words[:1] == ["export"]:
+            key, _, value = words[1].partition("=")
+            env[key] = value
+        elif words[:1] == ["exec"]:
+            argv = words[1:]
+    assert argv, text
+    return env, argv
+
+
+def flags(argv: list[str]) -> tuple[list[str], dict[str, Any]]:
+    """(program words, {flag: value or True}); a flag may appear once."""
+    i = 3 if argv[:2] == ["python", "-m"] else 0
+    while i < len(argv) and not argv[i].startswith("--"):
+        i += 1
+    program, out = argv[:i], {}
+    while i < len(argv):
+        flag = argv[i]
+        assert flag.startswith("--"), argv
+        assert flag not in out, f"{flag} twice"
+        if flag in BOOLEAN_FLAGS:
+            out[flag] = True
+            i += 1
+        else:
+            out[flag] = argv[i + 1]
+            i += 2
+    return program, out
+
+
+def token_bytes(p: Plan, width: float, layers: Optional[int] = None) -> float:
+    """engines.md: page bytes per layer = KV heads per TP shard × block × (head_size + head_size_v) ×
+    dtype bytes (MLA: one latent per token per layer), per token, over the layers one GPU holds."""
+    m = p.scenario.model
+    n_layers = layers if layers is not None else -(-m.n_layers // p.pp)
+    if m.kv_kind == "mla":
+        return n_layers * (m.mla_kv_rank + m.mla_rope_dim) * width
+    heads = max(1, m.n_kv // p.tp)
+    return n_layers * heads * (m.head_dim + (m.v_head_dim or m.head_dim)) * width
+
+
+def plan_tokens(p: Plan) -> float:
+    """The token slots the plan's KV bytes hold: KV bytes per GPU / bytes per token per GPU."""
+    m = p.scenario.model
+    return p.metric("kv_bytes").value / p.n_devices / token_bytes(p, p.kv_dtype.width, m.n_layers / p.pp)
+
+
+def weights_per_gpu(p: Plan) -> float:
+    """The most loaded GPU's weights: its stage holds ⌈L/pp⌉ of L layers, 1/tp of each."""
+    m = p.scenario.model
+    return m.params * p.scenario.weights.width * math.ceil(m.n_layers / p.pp) / (m.n_layers * p.tp)
+
+
+def files(out: Any) -> dict[str, str]:
+    return {f.name: f.text for f in out.files}
+
+
+def all_emits() -> list[tuple[str, Plan, str]]:
+    return [(spec, p, t) for spec in SPECS for p in plans(spec) for t in MINE]
+
+
+CASES = all_emits()
+IDS = [f"{Path(s).stem}:{p.scenario.name}:{t}" for s, p, t in CASES]
+
+
+# ------------------------------------------------------------------ capability tables vs engines.md
+
+@pytest.mark.parametrize("target", ENGINE_TARGETS)
+def test_capability_table_agrees_with_the_planner(target: str) -> None:
+    b, e = TARGETS[target], ENGINES[target]
+    assert set(b.kv_dtypes) == set(e.kv_dtypes)
+    assert b.block_sizes == e.block_sizes
+    assert b.default_block == e.default_block
+    assert b.eviction == e.eviction is False
+    assert b.prefix_caching == e.prefix_caching
+    assert e.version.startswith(b.version)
+    assert ("host" in b.tiers) == e.host_tier
+
+
+def _listed(sec: str, after: str, stop: str) -> set[str]:
+    start = sec.index(after) + len(after)
+    return {w.strip(" `.;\n") for w in re.split(r"[,|\n]", sec[start:sec.index(stop, start)]) if w.strip(" `.;\n")}
+
+
+def test_engine_dtype_names_are_the_ones_engines_md_lists() -> None:
+    vllm_ok = _listed(section("vllm"), "accepted:", "Plain")
+    assert set(vll.KV_DTYPES.values()) <= vllm_ok
+    assert "int8" not in vll.KV_DTYPES.values() and "int4" not in vll.KV_DTYPES.values()  # rejected plainly
+    sglang_ok = _listed(section("sglang"), "`--kv-cache-dtype` ", "(no int8")
+    assert set(sgl.KV_DTYPES.values()) <= sglang_ok
+    trt_ok = _listed(section("trtllm"), "`dtype` (", ")")
+    assert set(trt.KV_DTYPES.values()) <= trt_ok == {"auto", "fp8", "nvfp4"}
+    # INT8 is one of TensorRT-LLM's KV quantization algorithms, the reason int8 is in its table at all
+    assert "algorithms: FP8, INT8, NVFP4" in " ".join(section("trtllm").split())
+
+
+@pytest.mark.parametrize("target", MINE)
+def test_every_flag_name_appears_in_engines_md(target: str) -> None:
+    sec = section(target)
+    for name in TARGETS[target].flags:
+        assert name in sec, f"{target}: {name} is not in engines.md's {target} section"
+    for gone in NEVER_VLLM:
+        assert gone not in TARGETS[target].flags
+
+
+def test_nearest_dtype_is_never_lossier() -> None:
+    assert nearest_dtype("int2", list(vll.KV_DTYPES)) == "int4"   # same width, same family
+    assert nearest_dtype("int2", list(sgl.KV_DTYPES)) == "fp4"
+    assert nearest_dtype("int4", list(trt.KV_DTYPES)) == "fp4"
+    assert nearest_dtype("int8", list(sgl.KV_DTYPES)) == "fp8"
+    assert nearest_dtype("bf16", list(sgl.KV_DTYPES)) == "bf16"
+
+
+# ------------------------------------------------------------------ every artifact, parsed
+
+def _check_header(text: str, spec: str, p: Plan) -> None:
+    head = text.splitlines()[1 if text.startswith("#!") else 0]
+    m = HEADER.match(head)
+    assert m, head
+    assert m["spec"] == spec and m["scenario"] == p.scenario.name and m["digest"] == p.digest
+
+
+@pytest.mark.parametrize("spec,p,target", CASES, ids=IDS)
+def test_artifacts_parse_and_use_only_known_names(spec: str, p: Plan, target: str) -> None:
+    out = emit(p, target, spec=spec)
+    assert set(out.findings) <= set(out.warnings)
+    sc = p.scenario
+    for name, text in files(out).items():
+        _check_header(text, spec, p)
+        if name.endswith(".sh"):
+            env, argv = shell(text)
+            program, fl = flags(argv)
+            engine = "vllm" if program[:2] == ["vllm", "serve"] else "sglang" if "sglang.launch_server" in program \
+                else "trtllm"
+            backend = TARGETS[engine]
+            assert set(fl) <= set(backend.flags), set(fl) - set(backend.flags)
+            for f in fl:
+                assert f in section(engine)
+            for k in env:
+                assert k in backend.flags + lmc.FLAGS and k in ENGINES_MD
+            if engine == "vllm":
+                assert not any(gone in text for gone in NEVER_VLLM)
+                assert program[2] == (sc.model.hf_id or sc.model.id)
+                assert not NEVER_VLLM & set(fl)
+                assert fl["--kv-cache-dtype"] in vll.KV_DTYPES.values()
+                assert int(fl["--block-size"]) in backend.block_sizes
+                assert int(fl["--tensor-parallel-size"]) == p.tp
+                assert int(fl.get("--pipeline-parallel-size", 1)) == p.pp
+                assert int(fl["--max-model-len"]) == sc.context and int(fl["--max-num-seqs"]) == sc.batch
+                assert ("--enable-prefix-caching" in fl) == p.prefix_caching != ("--disable-prefix-caching" in fl)
+                assert "--gpu-memory-utilization" not in fl  # one memory setting: the byte count
+                if "--kv-transfer-config" in fl:
+                    cfg = json.loads(fl["--kv-transfer-config"])
+                    assert cfg == {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
+                    assert env["LMCACHE_CONFIG_FILE"].endswith("/lmcache.yaml")
+                if "--kv-offloading-backend" in fl:
+                    assert fl["--kv-offloading-backend"] in ("native", "lmcache")
+            elif engine == "sglang":
+                assert fl["--model-path"] == (sc.model.hf_id or sc.model.id)
+                assert fl["--kv-cache-dtype"] in sgl.KV_DTYPES.values()
+                assert int(fl["--page-size"]) in backend.block_sizes
+                assert int(fl["--tp-size"]) == p.tp
+                assert 0 < float(fl["--mem-fraction-static"]) <= 1 or out.findings
+                assert ("--disable-radix-cache" in fl) == (not p.prefix_caching)
+                if "--enable-lmcache" in fl:
+                    assert fl["--lmcache-config-file"].endswith("/lmcache.yaml")
+            else:
+                assert program == ["trtllm-serve", sc.model.hf_id or sc.model.id]
+                assert fl["--config"].endswith("/trtllm.yaml")
+        elif name == "trtllm.yaml":
+            body = yaml.safe_load(text)
+            assert set(body) == {"tensor_parallel_size", "pipeline_parallel_size", "max_batch_size", "max_seq_len",
+                                 "kv_cache_config"}
+            assert (body["tensor_parallel_size"], body["pipeline_parallel_size"]) == (p.tp, p.pp)
+            assert (body["max_batch_size"], body["max_seq_len"]) == (sc.batch, sc.context)
+            kv = body["kv_cache_config"]
+            assert set(kv) <= set(trt.FLAGS)
+            assert kv["dtype"] in trt.KV_DTYPES.values()
+            assert kv["tokens_per_block"] in trt.BACKEND.block_sizes
+            assert kv["max_tokens"] % kv["tokens_per_block"] == 0
+            assert kv["enable_block_reuse"] is p.prefix_caching
+            assert 0 < kv["free_gpu_memory_fraction"] <= 1
+        elif name == "lmcache.yaml":
+            body = yaml.safe_load(text)
+            assert set(body) <= set(lmc.FLAGS)
+            assert body["remote_serde"] == "naive"  # lossless; never the `kivi` stub
+            assert body["chunk_size"] == 256 and body["local_cpu"] is True
+        else:
+            pytest.fail(f"unexpected file {name}")
+
+
+# ------------------------------------------------------------------ memory arithmetic
+
+def engine_tokens(p: Plan, name: str, text: str) -> int:
+    """The tokens the engine would allocate per GPU from the emitted settings (engines.md formulas)."""
+    if name.endswith("trtllm.yaml"):
+        kv = yaml.safe_load(text)["kv_cache_config"]
+        width = {"fp8": 1.0, "nvfp4": 0.5}.get(kv["dtype"], 2.0 if p.kv_dtype.id != "int8" else 1.0)
+        free = p.scenario.device.memory - weights_per_gpu(p)
+        if kv["max_tokens"] * token_bytes(p, width) <= free:  # where it fits, the fraction never caps it lower
+            assert kv["free_gpu_memory_fraction"] * free >= kv["max_tokens"] * token_bytes(p, width)
+        return int(kv["max_tokens"])
+    _, argv = shell(text)
+    program, fl = flags(argv)
+    width = {"bfloat16": 2.0, "float16": 2.0, "auto": 2.0, "fp8": 1.0, "fp8_e4m3": 1.0,
+             "int8_per_token_head": 1.0, "int4_per_token_head": 0.5, "nvfp4": 0.5}[fl["--kv-cache-dtype"]]
+    if program[0] == "vllm":
+        block = int(fl["--block-size"])
+        per_block = token_bytes(p, width) * block
+        return int(fl["--kv-cache-memory-bytes"]) // int(per_block) * block
+    page = int(fl["--page-size"])
+    pool = Fraction(fl["--mem-fraction-static"]) * Fraction(p.scenario.device.memory) - Fraction(weights_per_gpu(p))
+    return math.floor(pool / Fraction(token_bytes(p, width)) / page) * page
+
+
+@pytest.mark.parametrize("spec,p,target", [c for c in CASES if c[2] in ENGINE_TARGETS],
+                         ids=[i for i, c in zip(IDS, CASES) if c[2] in ENGINE_TARGETS])
+def test_engine_capacity_is_the_plans_footprint_within_one_block(spec: str, p: Plan, target: str) -> None:
+    out = emit(p, target, spec=spec)
+    fs = files(out)
+    script = fs["trtllm.yaml"] if target == "trtllm" else fs[f"{target}.sh"]
+    tokens = engine_tokens(p, "trtllm.yaml" if target == "trtllm" else f"{target}.sh", script)
+    rows = dict(out.capacity)
+    assert rows["kv_tokens"].value == tokens
+    assert rows["kv_tokens"].evidence.value == "derived"
+    changed = [f for f in out.findings if "→" in f]
+    if changed:  # a changed dtype, block or retention: sized for the workload, not the plan's bytes
+        assert tokens >= plan_tokens(p) - 1e-6 * plan_tokens(p)
+        return
+    block = {"vllm": "--block-size", "sglang": "--page-size"}
+    if target == "trtllm":
+        size = yaml.safe_load(script)["kv_cache_config"]["tokens_per_block"]
+    else:
+        size = int(flags(shell(script)[1])[1][block[target]])
+    want = plan_tokens(p)
+    assert want - 1e-6 * want <= tokens < want + size, (tokens, want, size)
+    assert rows["kv_sequences"].value >= p.scenario.batch
+    assert rows["plan_kv_tokens"].value == pytest.approx(want, rel=1e-9)
+    if p.scenario.model.n_layers % p.pp == 0:  # bytes per GPU: the plan's KV / devices, up to one block
+        pool = rows["kv_pool_per_gpu"].value
+        plan_gpu = p.metric("kv_bytes").value / p.n_devices
+        assert plan_gpu * (1 - 1e-9) <= pool < plan_gpu + size * token_bytes(p, p.kv_dtype.width) + 1
+
+
+_MODELS = ["llama-3-70b", "llama-3-8b", "qwen2.5-7b", "deepseek-v3", "mixtral-8x7b", "llama-2-13b"]
+_DEVICES = ["h100-sxm", "h200", "b200", "mi300x", "a100-80g"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(model=st.sampled_from(_MODELS), device=st.sampled_from(_DEVICES), n=st.sampled_from([1, 2, 4, 8]),
+       engine=st.sampled_from(ENGINE_TARGETS), batch=st.integers(1, 64), context=st.integers(1, 128),
+       budget=st.sampled_from(["lossless", "near-lossless"]))
+def test_capacity_law_on_random_deployments(model: str, device: str, n: int, engine: str, batch: int,
+                                            context: int, budget: str) -> None:
+    """For a plan made for the target's own engine nothing changes, and the engine's tokens from the
+    emitted settings are the plan's within one block, whatever the model, device and sizes."""
+    source = (f'deployment "r" {{\n model = {model}\n device = {device}\n devices = {n}\n engine = {engine}\n'
+              f' workload {{\n batch = {batch}\n context = {context * 1000 + 7}\n }}\n'
+              f' quality {{\n budget = {budget}\n }}\n}}\n')
+    result = check_source(source, "r.kvp")
+    assert result.ok, result.diagnostics
+    (p,) = plans_for(result)
+    out = emit(p, engine, spec="r.kvp")
+    assert not [f for f in out.findings if "→" in f], out.findings
+    fs = files(out)
+    name = "trtllm.yaml" if engine == "trtllm" else f"{engine}.sh"
+    tokens = engine_tokens(p, name, fs[name])
+    want = plan_tokens(p)
+    assert want * (1 - 1e-9) <= tokens < want + p.block_size
+
+
+def test_uneven_pipeline_stages_size_the_pool_for_the_largest() -> None:
+    (p,) = plans("tests/data/emit/pipeline.kvp")
+    assert (p.tp, p.pp) == (1, 3)
+    out = emit(p, "vllm", spec="x")
+    _, argv = shell(files(out)["vllm.sh"])
+    kv = int(flags(argv)[1]["--kv-cache-memory-bytes"])
+    blocks = -(-p.scenario.batch * p.scenario.context // 32)
+    assert kv == blocks * 27 * 8 * 32 * 256 * 2  # 27 of 80 layers, 8 KV heads, K and V of 128, bf16
+
+
+def test_eviction_and_int2_are_named_and_the_pool_holds_every_token() -> None:
+    (p,) = plans("tests/data/emit/evict.kvp")
+    assert (p.kv_dtype.id, p.retention) == ("int2", 0.5)
+    for target in ENGINE_TARGETS:
+        out = emit(p, target, spec="x")
+        assert any("int2 →" in f for f in out.findings) and any("retention 0.5 → 1" in f for f in out.findings)
+        tokens = dict(out.capacity)["kv_tokens"].value
+        assert tokens == p.scenario.batch * p.scenario.context  # 128k is a whole number of 16-token pages
+
+
+# ------------------------------------------------------------------ tiers
+
+def test_host_tier_sizes_per_engine() -> None:
+    (p,) = plans("tests/data/emit/host-tier.kvp")
+    assert p.tier.tier == "host" and p.tier.bytes is not None
+    per_gpu = p.tier.bytes.value / p.n_devices  # tp 1 ≤ n_kv: no replication
+    _, argv = shell(files(emit(p, "vllm"))["vllm.sh"])
+    fl = flags(argv)[1]
+    assert fl["--kv-offloading-backend"] == "native"
+    assert per_gpu * p.tp <= int(fl["--kv-offloading-size"]) * GiB < per_gpu * p.tp + GiB
+    _, argv = shell(files(emit(p, "sglang"))["sglang.sh"])
+    fl = flags(argv)[1]
+    assert fl["--enable-hierarchical-cache"] is True
+    assert per_gpu <= int(fl["--hicache-size"]) * 1e9 < per_gpu + 1e9
+    kv = yaml.safe_load(files(emit(p, "trtllm"))["trtllm.yaml"])["kv_cache_config"]
+    assert per_gpu <= kv["host_cache_size"] < per_gpu + 16 * token_bytes(p, 2.0)
+    out = emit(p, "lmcache")
+    body = yaml.safe_load(files(out)["lmcache.yaml"])
+    assert per_gpu <= body["max_local_cpu_size"] * 1e9 < per_gpu + 1e7
+    assert "local_disk" not in body and not out.findings
+    assert set(files(out)) == {"lmcache.yaml", "lmcache-vllm.sh"}  # the spec's engine is vllm
+
+
+@pytest.mark.parametrize("tier", ["ssd", "remote", "peer"])
+def test_tiers_beyond_host(tier: str) -> None:
+    (p,) = plans(f"tests/data/emit/tier-{tier}.kvp")
+    assert p.tier.tier == tier
+    trt_out = emit(p, "trtllm")
+    assert any(f"tier {tier} → host" in f for f in trt_out.findings)  # TensorRT-LLM holds a host tier only
+    out = emit(p, "lmcache")
+    body = yaml.safe_load(files(out)["lmcache.yaml"])
+    assert set(files(out)) == {"lmcache.yaml", "lmcache-vllm.sh", "lmcache-sglang.sh"}  # engine any: both
+    per_gpu = p.tier.bytes.value / p.n_devices
+    if tier == "ssd":
+        assert body["local_disk"].startswith("file://")
+        assert per_gpu <= body["max_local_disk_size"] * 1e9 < per_gpu + 1e7
+        assert body["max_local_cpu_size"] == lmc.DEFAULT_CPU_GB
+        assert not out.findings
+    elif tier == "remote":
+        assert "remote_url" not in body and "# remote_url:" in files(out)["lmcache.yaml"]
+        assert any("remote_url" in f for f in out.findings)
+    else:
+        assert any("tier peer → host" in f for f in out.findings)
+        assert per_gpu <= body["max_local_cpu_size"] * 1e9
+    if tier != "peer":  # vLLM and SGLang reach SSD and remote tiers through LMCache
+        env, argv = shell(files(emit(p, "vllm"))["vllm.sh"])
+        assert json.loads(flags(argv)[1]["--kv-transfer-config"])["kv_connector"] == "LMCacheConnectorV1"
+        assert "LMCACHE_CONFIG_FILE" in env
+        _, argv = shell(files(emit(p, "sglang"))["sglang.sh"])
+        assert flags(argv)[1]["--enable-lmcache"] is True
+
+
+def test_lmcache_without_a_tier_writes_nothing_and_says_why() -> None:
+    (p,) = plans("examples/w2-batch32.kvp")
+    out = emit(p, "lmcache")
+    assert out.files == () and out.findings == ()
+    assert "nothing to tier" in out.warnings[0]
+
+
+def test_pipeline_and_prefix_caching_off() -> None:
+    (p,) = plans("tests/data/emit/pipeline.kvp")
+    assert not p.prefix_caching
+    _, argv = shell(files(emit(p, "vllm"))["vllm.sh"])
+    fl = flags(argv)[1]
+    assert fl["--pipeline-parallel-size"] == "3" and fl["--disable-prefix-caching"] is True
+    out = emit(p, "sglang")
+    assert any("pipeline parallelism of 3 stages" in f for f in out.findings)
+    assert flags(shell(files(out)["sglang.sh"])[1])[1]["--disable-radix-cache"] is True
+
+
+def test_windowed_and_unnamed_models_are_noted() -> None:
+    (p,) = plans("tests/data/emit/windowed.kvp")
+    out = emit(p, "sglang")
+    assert any("sliding-window" in w for w in out.warnings) and not out.findings
+    tiny = plans("examples/local-config.kvp")[0]
+    out = emit(tiny, "vllm")
+    assert any("no Hugging Face id" in w for w in out.warnings)
+    assert shell(files(out)["vllm.sh"])[1][2] == tiny.scenario.model.id
+
+
+# ------------------------------------------------------------------ reserves
+
+def test_reserves_decide_fit_not_the_pool() -> None:
+    (p,) = plans("examples/w2-batch32.kvp")
+    base = emit(p, "vllm")
+    big = emit(p, "vllm", reserves=Reserves(activation=100e9, runtime=2 * GiB))
+    assert flags(shell(files(base)["vllm.sh"])[1])[1]["--kv-cache-memory-bytes"] == \
+        flags(shell(files(big)["vllm.sh"])[1])[1]["--kv-cache-memory-bytes"]
+    assert not base.findings and any("does not fit" in f for f in big.findings)
+    rows = dict(big.capacity)
+    assert rows["activation_reserve"].value == 100e9 and rows["activation_reserve"].evidence.value == "assumed"
+    assert rows["memory_needed_per_gpu"].value == pytest.approx(
+        weights_per_gpu(p) + rows["kv_pool_per_gpu"].value + 100e9 + 2 * GiB)
+    default = dict(base.capacity)
+    # default reserves: the planner's 8% of the device in all
+    assert default["activation_reserve"].value + default["runtime_reserve"].value == pytest.approx(
+        0.08 * p.scenario.device.memory)
+
+
+@settings(max_examples=200, deadline=None)
+@given(num=st.floats(1e6, 1e12), den=st.floats(1e9, 1e12), step=st.floats(1e3, 1e9))
+def test_fraction_rounds_up_by_less_than_one_step(num: float, den: float, step: float) -> None:
+    text, value = fraction_up(num, den, step)
+    assert value == Fraction(text)
+    assert value >= Fraction(num) / Fraction(den)
+    assert (value - Fraction(num) / Fraction(den)) * Fraction(den) < Fraction(step)
+
+
+def test_digest_check_reads_json_headers_and_missing_scenarios(tmp_path: Path) -> None:
+    spec = tmp_path / "w2.kvp"
+    shutil.copy(ROOT / "examples" / "w2-batch32.kvp", spec)
+    d = tmp_path / "w2.kvplan" / "x"
+    d.mkdir(parents=True)
+    (d / "k.json").write_text(json.dumps({"_kvplan": {"scenario": "w2-batch32", "plan": "sha256:00"}}))
+    (d / "gone.sh").write_text("#!/bin/sh\n"
+                               "# kvplan 0.1.0 · spec w2.kvp · scenario old · plan sha256:ab · vLLM 0.33.0\n")
+    found = check_digests(check_file(str(spec)))
+    assert [f.code for f in found] == ["KV401", "KV401"]
+    assert "no longer has" in found[0].message and "sha256:00" in found[1].message
+
+
+# ------------------------------------------------------------------ goldens
+
+#: The three examples, plus two with a second tier (host, ssd) so that LMCache writes something.
+GOLDEN_SPECS = [f"examples/{n}.kvp" for n in (*EXAMPLES, "w4-reuse")] + ["tests/data/emit/tier-ssd.kvp"]
+
+
+@pytest.mark.parametrize("spec", GOLDEN_SPECS)
+@pytest.mark.parametrize("target", MINE)
+def test_emit_golden(spec: str, target: str, golden: Callable[[Path, str], None]) -> None:
+    chunks = []
+    for p in plans(spec):
+        out = emit(p, target, spec=spec)
+        chunks.append(f"### {p.scenario.name}")
+        chunks += [f"==> {f.name} <==\n{f.text}" for f in out.files]
+        chunks += [f"{'finding' if w in out.findings else 'warning'}: {w}" for w in out.warnings]
+        chunks += [f"capacity: {k} = {v.text()} — {v.source}" for k, v in out.capacity]
+        chunks.append(f"summary: {capacity_line(out)}")
+    golden(GOLDEN / f"{Path(spec).stem}.{target}.txt", "\n".join(chunks) + "\n")

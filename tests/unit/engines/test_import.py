@@ -1,0 +1,127 @@
+"""`kvplan import`: the unit tests that need the engines layer.
+
+Split by layer from the tests of the same subject in tests/acceptance/test_import.py;
+tests/acceptance/test_import.py says what they check.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvplan.base.codes import Severity
+from kvplan.engines import importer
+from kvplan.lang import check_source
+from kvplan.lang.fmt import format_source
+
+ROUND_TRIP = ("vllm serve meta-llama/Meta-Llama-3.1-70B --kv-cache-dtype fp8 --block-size 16 --enable-prefix-caching "
+              "-tp 4 --max-model-len 32k --max-num-seqs 64")
+
+
+def checked(text: str, path: str = "imported.kvp") -> Any:
+    """The spec checks without errors and is canonical; returns its one scenario."""
+    result = check_source(text, path)
+    errors = [d for d in result.diagnostics if d.severity is Severity.ERROR]
+    assert not errors, [f"{d.code} {d.message}" for d in errors]
+    assert format_source(text, path) == text
+    assert len(result.scenarios) == 1
+    return result.scenarios[0]
+
+
+def pins(sc: Any) -> dict[str, Any]:
+    return {k: p.value for k, p in sc.pins.items()}
+
+
+@pytest.mark.parametrize("value,kv", [("auto", "bf16"), ("bfloat16", "bf16"), ("float16", "fp16"), ("fp8", "fp8"),
+                                      ("fp8_e4m3", "fp8"), ("fp8_e5m2", "fp8"), ("int8_per_token_head", "int8"),
+                                      ("int4_per_token_head", "int4"), ("nvfp4", "fp4")])
+def test_vllm_kv_dtype_names_map_back(value: str, kv: str) -> None:
+    out = importer.import_deployment("vllm", ROUND_TRIP.replace("fp8", value),
+                                     importer.Options(device="b200"))
+    assert dict(out.pins)["kv_dtype"] == kv
+    if value == "auto":
+        assert "bf16 assumed" in out.text
+
+
+def test_vllm_kv_dtype_without_a_kvplan_width_is_not_pinned() -> None:
+    out = importer.import_deployment("vllm", ROUND_TRIP.replace("fp8", "turboquant_k8v4"),
+                                     importer.Options(device="h100-sxm"))
+    assert "kv_dtype" not in dict(out.pins)
+    assert any("turboquant_k8v4" in w for w in out.warnings)
+
+
+def test_vllm_defaults_and_human_readable_lengths() -> None:
+    out = importer.import_deployment("vllm", "vllm serve meta-llama/Meta-Llama-3.1-8B --max-model-len 32K "
+                                             "--max_num_seqs 8 --kv-offloading-size 64",
+                                     importer.Options(device="h100-sxm"))
+    sc = checked(out.text)
+    assert sc.context == 32 * 1024 and sc.batch == 8           # upper-case K is 1024; underscores accepted
+    assert pins(sc) == {"kv_dtype": "bf16", "block_size": 16, "prefix_caching": True, "tier": "host", "devices": 1}
+    assert "context = 32Ki" in out.text
+
+
+def test_vllm_offloading_connector_is_a_host_tier_and_disaggregation_is_not() -> None:
+    off = ROUND_TRIP + (' --kv-transfer-config \'{"kv_connector":"OffloadingConnector","kv_role":"kv_both",'
+                        '"kv_connector_extra_config":{"cpu_bytes_to_use":1000000000}}\'')
+    assert dict(importer.import_deployment("vllm", off, importer.Options(device="h100-sxm")).pins)["tier"] == "host"
+    nixl = ROUND_TRIP + ' --kv-transfer-config \'{"kv_connector":"NixlConnector","kv_role":"kv_producer"}\''
+    out = importer.import_deployment("vllm", nixl, importer.Options(device="h100-sxm"))
+    assert "tier" not in dict(out.pins) and any("NixlConnector" in w for w in out.warnings)
+
+
+# ------------------------------------------------------------------ SGLang and TensorRT-LLM
+
+def test_sglang_flags() -> None:
+    cmd = ("python -m sglang.launch_server --model-path Qwen/Qwen3-8B --kv-cache-dtype fp8_e4m3 --page-size 32 "
+           "--disable-radix-cache --tp-size 2 --context-length 32k --max-running-requests 16 "
+           "--enable-hierarchical-cache --mem-fraction-static 0.85 --host 0.0.0.0")
+    out = importer.import_deployment("sglang", cmd, importer.Options(device="h200"))
+    sc = checked(out.text)
+    assert sc.model.id == "qwen3-8b" and sc.engine == "sglang" and (sc.batch, sc.context) == (16, 32_000)
+    assert pins(sc) == {"kv_dtype": "fp8", "block_size": 32, "prefix_caching": False, "tier": "host", "devices": 2}
+    assert "--mem-fraction-static 0.85" in out.text and not out.warnings
+
+
+def test_sglang_defaults() -> None:
+    out = importer.import_deployment("sglang", "python -m sglang.launch_server --model-path Qwen/Qwen3-8B "
+                                               "--max-running-requests 4", importer.Options(device="h100-sxm"))
+    sc = checked(out.text)
+    assert pins(sc) == {"kv_dtype": "bf16", "block_size": 1, "prefix_caching": True, "devices": 1}
+    assert sc.context == 40_960                   # the model's max context, said in a comment
+    assert "max context" in out.text
+
+
+def test_trtllm_command_line_reads_its_config_relative_to_the_file(tmp_path: Path) -> None:
+    (tmp_path / "extra.yaml").write_text("kv_cache_config:\n  dtype: nvfp4\nmax_batch_size: 8\n")
+    cmd = tmp_path / "serve.sh"
+    cmd.write_text("trtllm-serve meta-llama/Meta-Llama-3.1-8B --config extra.yaml --tp_size 2 --max_batch_size 4 "
+                   "--max_seq_len 65536 --kv_cache_free_gpu_memory_fraction 0.8\n")
+    out = importer.import_deployment("trtllm", cmd.read_text(), importer.Options(device="b200"), str(tmp_path))
+    sc = checked(out.text)
+    assert sc.batch == 8                                                 # the --config file wins over the flag
+    assert "overrides --max_batch_size 4" in out.text
+    assert pins(sc) == {"kv_dtype": "fp4", "block_size": 32, "prefix_caching": True, "devices": 2}
+
+
+def test_local_model_directory_matches_by_name() -> None:
+    found = importer.match_model("/models/Meta-Llama-3.1-8B/")
+    assert found is not None and found[0].id == "llama-3-8b"
+    assert importer.match_model("nobody/unknown-model") is None
+
+
+def test_batch_and_context_options_fill_what_the_engine_leaves_out() -> None:
+    out = importer.import_deployment("vllm", "vllm serve meta-llama/Meta-Llama-3.1-8B",
+                                     importer.Options(device="h100-sxm", batch=12, context=20_000))
+    sc = checked(out.text)
+    assert (sc.batch, sc.context) == (12, 20_000)
+
+
+@pytest.mark.parametrize("n,text", [(32_000, "32k"), (32_768, "32Ki"), (131_072, "128Ki"), (40_960, "40Ki"),
+                                    (12_345, "12345")])
+def test_token_counts_are_written_exactly(n: int, text: str) -> None:
+    from kvplan.base.units import Dim, parse_quantity
+
+    assert importer.tokens_text(n) == text
+    assert parse_quantity(text, Dim.TOKENS) == n

@@ -1,0 +1,83 @@
+"""One memory model (kvplan.model.memory) for the planner's fit filter: the unit tests that need the engines layer.
+
+Split by layer from the tests of the same subject in tests/acceptance/test_memory.py;
+tests/acceptance/test_memory.py says what they check.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from kvplan.engines import emit
+from kvplan.lang import check_source
+from kvplan.planner import plans_for
+
+GiB = 2**30
+
+# qwen3-8b (catalog): 36 layers, 8 KV heads of 128, 8,190,735,360 parameters; b200-hgx: 180 GB
+QWEN_L, QWEN_KV, QWEN_D, QWEN_P = 36, 8, 128, 8_190_735_360
+HGX_MEM = 180e9
+
+FIT35 = """kvplan 1
+
+deployment "f" {{
+    model   = qwen3-8b
+    device  = b200-hgx
+    devices = {devices}
+
+    workload {{
+        batch   = 102
+        context = 1451618
+    }}
+
+    quality {{
+        budget = near-lossless
+    }}
+
+    expect {{
+        fits
+    }}
+}}
+"""
+
+
+def plan_of(text: str, path: str = "t.kvp", **overrides: Any) -> Any:
+    r = check_source(text, path)
+    assert not [d for d in r.diagnostics if d.severity.name == "ERROR"], r.diagnostics
+    (p,) = plans_for(r, **overrides)
+    return p
+
+
+def qwen_device_bytes(n: int, tp: int, kv_width: float, block: int = 16) -> float:
+    """The most loaded b200-hgx's bytes for the FIT35 workload on n devices, by hand: its pipeline
+    stage holds ⌈36/pp⌉ layers; it holds 1/tp of those layers' weights and KV heads."""
+    pp = n // tp
+    layers = math.ceil(QWEN_L / pp)
+    s = 1451618
+    stored = math.ceil(s / block) * block                      # whole 16-token pages
+    kv_total = 102 * stored * 2 * QWEN_L * QWEN_KV * QWEN_D * kv_width * max(1.0, tp / QWEN_KV)
+    weights = QWEN_P * 2.0                                     # bf16
+    reserves = max(0.08 * HGX_MEM, GiB)                        # 8% of the device, at least the 1 GiB runtime
+    return (weights + kv_total) * layers / (QWEN_L * tp) + reserves
+
+
+def test_a_plan_that_fits_fits_every_backend_and_the_numbers_agree() -> None:
+    """The planner's per-device figure is emit's per-GPU figure (within one page of KV), and a plan
+    the planner says fits fits every engine it is emitted for."""
+    for devices in ("<= 35", "35", "<= 64", "36", "48"):
+        p = plan_of(FIT35.format(devices=devices))
+        fits = not any(u.constraint == "fits" for u in p.unmet)
+        by_hand = qwen_device_bytes(p.n_devices, p.tp, p.kv_dtype.width)
+        assert p.metric("device_need").value == pytest.approx(by_hand, rel=1e-9)
+        for target in ("vllm", "sglang", "trtllm"):
+            out = emit(p, target)
+            rows = dict(out.capacity)
+            per_gpu = rows["memory_needed_per_gpu"].value
+            page = rows["kv_pool_per_gpu"].value / 1e6  # any gap is block rounding, far below a MB
+            if "→" not in " ".join(out.findings):     # the target runs the plan's own dtype
+                assert per_gpu == pytest.approx(by_hand, abs=max(page, 1e6))
+            if fits:
+                assert not [f for f in out.findings if "does not fit" in f], (devices, target, out.findings)
