@@ -80,7 +80,8 @@ def main() -> int:
             times[label].append(cpu_seconds(args, env))
     medians = {label: statistics.median(ts) for label, ts in times.items()}
     base = medians["baseline"]
-    print(f"cold start, CPU time (user + sys of the child), median of {opts.runs} interleaved runs, in the repository root")
+    print(f"cold start, CPU time (user + sys of the child), median of {opts.runs} interleaved runs, "
+          "in the repository root")
     for label, args in commands.items():
         ratio = "" if label == "baseline" else f"  {medians[label] / base:.2f}x baseline"
         print(f"  {label:<12} {medians[label] * 1e3:6.1f} ms{ratio:<18}  {shlex.join(args)}")

@@ -206,7 +206,9 @@ def suggest(name: str, known: Mapping[str, Any] | Sequence[str]) -> str:
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _load_toml(name: str) -> dict[str, Any]:
+@functools.cache
+def _load_toml(name: str) -> Mapping[str, Any]:
+    """One shipped TOML file, parsed once per process: `aliases` reads the file its table was built from."""
     with open(os.path.join(_HERE, name), "rb") as fh:
         return tomllib.load(fh)
 
