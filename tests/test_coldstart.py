@@ -18,10 +18,12 @@ from kvplan import catalog
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "examples" / "w2-batch32.kvp"
 
-#: Modules `kvplan advise` must not load: optional heavy dependencies, commands it does not run,
-#: and importlib.resources (with zipfile, pathlib's readers: ~7 ms) for four files beside the code.
+#: Modules `kvplan advise` must not load: optional heavy dependencies, what other commands run (the
+#: linter too: advise needs only its settings), and importlib.resources (with zipfile and its
+#: readers: ~7 ms) for four files that sit beside the code.
 NOT_FOR_ADVISE = ("matplotlib", "yaml", "jsonschema", "importlib.resources", "zipfile",
-                  "kvplan.engines", "kvplan.render.report", "kvplan.render.plot", "kvplan.model.sweep")
+                  "kvplan.engines", "kvplan.render.report", "kvplan.render.plot", "kvplan.model.sweep",
+                  "kvplan.lang.lint")
 
 _RUN_ADVISE = """
 import json, sys
