@@ -483,9 +483,10 @@ def _checked(path: str, allow_paths: tuple[str, ...] = ()) -> CheckResult:
     Its config paths may name the spec's folder, the --allow-path folders and [tool.kvplan] allow-paths.
     """
     from kvplan.base.codes import Severity
-    from kvplan.lang import check_file, lint
+    from kvplan.lang import check_file
+    from kvplan.lang.settings import load_settings  # not kvplan.lang.lint: the linter is not needed here
 
-    result = check_file(path, lint.load_settings(".").with_overrides(allow_paths=allow_paths).allow_paths)
+    result = check_file(path, load_settings(".").with_overrides(allow_paths=allow_paths).allow_paths)
     errors = [d for d in result.diagnostics if d.severity is Severity.ERROR]
     if len(errors) == 1 and errors[0].code.startswith("KV0"):  # unreadable, empty, not .kvp: one line says it
         d = errors[0]

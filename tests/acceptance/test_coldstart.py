@@ -1,0 +1,77 @@
+"""Cold start: what `kvplan advise` loads and parses, as properties (bench/bench_coldstart.py times it).
+
+No test here asserts a time: the modules a command imports and the files it parses are what
+the time is made of, and those can be checked exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvplan import catalog
+from tests.paths import ROOT
+
+SPEC = ROOT / "examples" / "w2-batch32.kvp"
+
+#: Modules `kvplan advise` must not load: optional heavy dependencies, what other commands run (the
+#: linter too: advise needs only its settings), and importlib.resources (with zipfile and its
+#: readers: ~7 ms) for four files that sit beside the code.
+NOT_FOR_ADVISE = ("matplotlib", "yaml", "jsonschema", "importlib.resources", "zipfile",
+                  "kvplan.engines", "kvplan.render.report", "kvplan.render.plot", "kvplan.model.sweep",
+                  "kvplan.lang.lint")
+
+_RUN_ADVISE = """
+import json, sys
+from kvplan.cli import main
+try:
+    main(["advise", sys.argv[1]])
+except SystemExit as exc:
+    code = exc.code
+print(json.dumps({"exit": code, "modules": sorted(sys.modules)}), file=sys.stderr)
+"""
+
+
+@pytest.fixture(scope="module")
+def advise_modules() -> list[str]:
+    done = subprocess.run([sys.executable, "-c", _RUN_ADVISE, str(SPEC)], cwd=ROOT, capture_output=True,
+                          text=True, check=False, timeout=120)
+    report = json.loads(done.stderr.strip().splitlines()[-1])
+    assert report["exit"] == 0, done.stderr
+    assert "plan for w2-batch32" in done.stdout
+    return list(report["modules"])
+
+
+@pytest.mark.parametrize("name", NOT_FOR_ADVISE)
+def test_advise_does_not_import(advise_modules: list[str], name: str) -> None:
+    loaded = [m for m in advise_modules if m == name or m.startswith(name + ".")]
+    assert not loaded, f"kvplan advise imported {loaded}"
+
+
+def _clear_catalog_caches() -> None:
+    for loader in (catalog._load_toml, catalog.models, catalog.aliases):
+        getattr(loader, "cache_clear", lambda: None)()
+
+
+def test_a_catalog_file_is_parsed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # An alias (llama-3.1-70b) is looked up in the table models.toml was read into: one parse, not two.
+    parsed: list[str] = []
+    real_load = catalog.tomllib.load
+
+    def counting_load(fh):  # type: ignore[no-untyped-def]
+        parsed.append(Path(fh.name).name)
+        return real_load(fh)
+
+    _clear_catalog_caches()
+    monkeypatch.setattr(catalog.tomllib, "load", counting_load)
+    try:
+        assert catalog.get_model("llama-3.1-70b").id == "llama-3-70b"
+        assert catalog.get_model("llama3-8b").id == "llama-3-8b"
+    finally:
+        monkeypatch.undo()
+        _clear_catalog_caches()
+    assert parsed == ["models.toml"]
