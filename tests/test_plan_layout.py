@@ -181,7 +181,7 @@ def test_r1_map_even_split_uses_the_printed_formula() -> None:
     text = (ROOT / "examples" / "deepseek-v3-mi300x.kvp").read_text(encoding="utf-8")
     res = check_source(text, "d.kvp")
     sc = next(s for s in res.scenarios if s.batch == 16)
-    mb = dict(plan(sc).map_before)
+    mb = dict(plan(sc).map_before.items())
     m = get_model("deepseek-v3")
     n, C = 4, 192e9
     rho = 4.0  # an MLA latent is held by every one of the 4 tensor-parallel ranks
