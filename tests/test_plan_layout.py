@@ -62,8 +62,8 @@ def test_a_count_with_no_split_is_unmet_with_a_verified_suggestion(text: str) ->
     assert "no layout" in gap[0].message and "1,024" in gap[0].message
     # the suggestion is applied to the spec and planned again: it splits and meets everything
     assert gap[0].changes, gap[0].suggestions
-    (path, _, value), = gap[0].changes[0]
-    n = int(value)
+    change, = gap[0].changes[0]
+    path, n = change.path, int(str(change.value))
     key = "pin { devices = " if "pin.devices" == path else "devices = "
     fixed = text.replace(f"{key}{int(p.n_devices)}", f"{key}{n}")
     assert fixed != text

@@ -13,7 +13,7 @@ evidence and the options turned down.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import attrs
 import numpy as np
@@ -371,17 +371,17 @@ def _unmet(sc: Scenario, ev: Evaluated, best: int, space: Space, setup: _Setup, 
         for c in near:
             changes, edits = _devices_change(sc, c)
             if _replan(sc, knobs, changes) is not None:
-                gap.append((f"devices = {c} (splits into {c} tensor-parallel ranks)", edits))
+                gap.append(Suggestion(f"devices = {c} (splits into {c} tensor-parallel ranks)", edits))
                 break
         for e in concrete():  # the engines' records say which run pipeline stages
             if get_engine(e).pipeline and _replan(sc, knobs, _Rescope(engine=e)) is not None:
-                gap.append((f"engine = {e} (it has pipeline parallelism)", (("engine", "=", e),)))
+                gap.append(Suggestion(f"engine = {e} (it has pipeline parallelism)", (Change("engine", "=", e),)))
                 break
     unmet.append(Unmet(
         "engine", f"{sc.engine} has no pipeline parallelism, and {', '.join(map(str, engine_gap))} devices cannot all "
         f"be tensor-parallel ranks of {m.id} ({m.n_q} query heads, {m.n_kv} KV heads)",
         derived(float(int(ev.n[best])), "1", "devices planned with pipeline stages the engine cannot run"),
-        tuple(t for t, _ in gap), tuple(c for _, c in gap)))
+        *_texts_and_changes(gap)))
     return unmet
 
 
@@ -552,13 +552,14 @@ def _unmet_layout(sc: Scenario, knobs: _Knobs, counts: tuple[int, ...], suggest:
             changes, edits = _devices_change(sc, c)
             p = _replan(sc, knobs, changes)
             if p is not None:
-                sugg.append((f"{_say(edits[0])} (the smallest count kvplan searches that splits into tensor parallel "
-                             f"{p.tp} × pipeline {p.pp} and meets every constraint; {p.kv_dtype.id} KV)", edits))
+                sugg.append(Suggestion(f"{_say(edits[0])} (the smallest count kvplan searches that splits into "
+                                       f"tensor parallel {p.tp} × pipeline {p.pp} and meets every constraint; "
+                                       f"{p.kv_dtype.id} KV)", edits))
                 break
     return Unmet("layout", _no_layout(m, max(counts)) + f" (at most tensor parallel {tp_max} × pipeline "
                  f"{m.n_layers} = {tp_max * m.n_layers:,} devices, and a count those divide)",
                  derived(float(max(counts)), "1", "devices with no tensor × pipeline split of the model"),
-                 tuple(t for t, _ in sugg), tuple(c for _, c in sugg))
+                 *_texts_and_changes(sugg))
 
 
 def _reserves_exceed(ev: Evaluated, i: int) -> str:
@@ -639,24 +640,28 @@ def _devices_change(sc: Scenario, n: int) -> tuple[_Rescope, tuple[Change, ...]]
     edits: list[Change] = []
     if "devices" in sc.pins:
         pins = _with_pin(sc, "devices", float(n))
-        edits.append(("pin.devices", "=", str(n)))
+        edits.append(Change("pin.devices", "=", str(n)))
         if "devices" in sc.spans and sc.devices.mode != "auto":  # keep the two from contradicting (KV120)
             devices = DeviceCount(sc.devices.mode, n)
-            edits.append(("devices", "=", f"<= {n}" if sc.devices.mode == "max" else str(n)))
+            edits.append(Change("devices", "=", f"<= {n}" if sc.devices.mode == "max" else str(n)))
     elif sc.devices.mode == "max":
         devices = DeviceCount("max", n)
-        edits.append(("devices", "=", f"<= {n}"))
+        edits.append(Change("devices", "=", f"<= {n}"))
     else:
         devices = DeviceCount("fixed", n)
-        edits.append(("devices", "=", str(n)))
+        edits.append(Change("devices", "=", str(n)))
     return _Rescope(pins=pins, devices=devices), tuple(edits)
+
+
+def _texts_and_changes(sugg: Sequence[Suggestion]) -> tuple[tuple[str, ...], tuple[tuple[Change, ...], ...]]:
+    """Unmet's `suggestions` and `changes`: the texts, and the changes each is made of."""
+    return tuple(x.text for x in sugg), tuple(x.changes for x in sugg)
 
 
 def _say(change: Change) -> str:
     """`pin devices = 8`, `devices = <= 16`: a change as the spec would read."""
-    path, op, value = change
-    section, _, key = path.rpartition(".")
-    return f"{section + ' ' if section else ''}{key} {op} {value}"
+    section, _, key = change.path.rpartition(".")
+    return f"{section + ' ' if section else ''}{key} {change.op} {change.value}"
 
 
 def _device_suggestion(sc: Scenario, knobs: _Knobs, at_least: int, why: str) -> Optional[Suggestion]:
@@ -668,7 +673,8 @@ def _device_suggestion(sc: Scenario, knobs: _Knobs, at_least: int, why: str) -> 
         changes, edits = _devices_change(sc, n)
         p = _replan(sc, knobs, changes)
         if p is not None:
-            return (f"{_say(edits[0])} (the smallest count kvplan searches that {why}; {p.kv_dtype.id} KV)", edits)
+            return Suggestion(f"{_say(edits[0])} (the smallest count kvplan searches that {why}; {p.kv_dtype.id} KV)",
+                              edits)
     return None
 
 
@@ -689,9 +695,9 @@ def _dtype_suggestion(sc: Scenario, knobs: _Knobs, current: str) -> Optional[Sug
         budget = sc.budget if dt in allowed_now else _least_budget(dt)
         if budget is None or (not pinned and budget == sc.budget):
             continue  # already in the space the planner searched
-        edits: list[Change] = [("quality.budget", "=", budget)] if budget != sc.budget else []
+        edits: list[Change] = [Change("quality.budget", "=", budget)] if budget != sc.budget else []
         if pinned:
-            edits.insert(0, ("pin.kv_dtype", "=", dt))
+            edits.insert(0, Change("pin.kv_dtype", "=", dt))
         p = _replan(sc, knobs, _Rescope(budget=budget if budget != sc.budget else None,
                                        pins=_with_pin(sc, "kv_dtype", dt) if pinned else None))
         if p is None:
@@ -699,13 +705,13 @@ def _dtype_suggestion(sc: Scenario, knobs: _Knobs, current: str) -> Optional[Sug
         where = f"{p.n_devices} device{'s' if p.n_devices > 1 else ''}"
         if pinned:
             also = f" and budget = {budget}" if budget != sc.budget else ""
-            return (f"pin kv_dtype = {dt}{also} ({dt} KV fits on {where})", tuple(edits))
-        return (f"budget = {budget} ({p.kv_dtype.id} KV fits on {where})", tuple(edits))
+            return Suggestion(f"pin kv_dtype = {dt}{also} ({dt} KV fits on {where})", tuple(edits))
+        return Suggestion(f"budget = {budget} ({p.kv_dtype.id} KV fits on {where})", tuple(edits))
     if pinned:
         p = _replan(sc, knobs, _Rescope(pins=_with_pin(sc, "kv_dtype", None)))
         if p is not None:
-            return (f"remove the kv_dtype pin (the planner then takes {p.kv_dtype.id} KV on {p.n_devices} "
-                    f"device{'s' if p.n_devices > 1 else ''})", (("pin.kv_dtype", "", None),))
+            return Suggestion(f"remove the kv_dtype pin (the planner then takes {p.kv_dtype.id} KV on {p.n_devices} "
+                              f"device{'s' if p.n_devices > 1 else ''})", (Change("pin.kv_dtype", "", None),))
     return None
 
 
@@ -736,12 +742,12 @@ def _unmet_fit(sc: Scenario, ev: Evaluated, best: int, space: Space, sigma: floa
         sugg = _fit_suggestions(sc, ev, best, space, sigma, phi, knobs, w_p)
         if not sugg and (sc.slo_step_time is not None or sc.slo_throughput is not None):
             # nothing fits and meets the SLOs: say what fits, and that the SLO stays missed
-            sugg = [(t + "; the SLO is still missed", c)
-                    for t, c in _fit_suggestions(sc, ev, best, space, sigma, phi,
-                                                 attrs.evolve(knobs, fit_only=True), w_p)]
+            sugg = [attrs.evolve(x, text=x.text + "; the SLO is still missed")
+                    for x in _fit_suggestions(sc, ev, best, space, sigma, phi, attrs.evolve(knobs, fit_only=True),
+                                              w_p)]
         if not sugg:
-            sugg = [("no single change kvplan can verify fits: more devices, narrower weights or a smaller "
-                     "workload", ())]
+            sugg = [Suggestion("no single change kvplan can verify fits: more devices, narrower weights or a "
+                               "smaller workload")]
     n, tp = int(ev.n[best]), int(ev.tp[best])
     layers = int(memory.stage_layers(sc.model, n // tp))
     if ev.usable_dev[best] <= 0:
@@ -749,7 +755,7 @@ def _unmet_fit(sc: Scenario, ev: Evaluated, best: int, space: Space, sigma: floa
         return Unmet("fits", _reserves_exceed(ev, best) + f"; each {sc.device.id} would need "
                      f"{fmt_unit(short, 'B')} more for this plan",
                      derived(short, "B", "memory needed − usable, per device (kvplan.model.memory)"),
-                     tuple(t for t, _ in sugg), tuple(c for _, c in sugg))
+                     *_texts_and_changes(sugg))
     if layers * (n // tp) != sc.model.n_layers:
         short = float(ev.need_dev[best] - ev.usable_dev[best])
         return Unmet("fits", f"does not fit: the most loaded device ({layers} of {sc.model.n_layers} layers on one of "
@@ -757,11 +763,10 @@ def _unmet_fit(sc: Scenario, ev: Evaluated, best: int, space: Space, sigma: floa
                      f"{fmt_unit(ev.usable_dev[best], 'B')} usable on each {sc.device.id}; short by "
                      f"{fmt_unit(short, 'B')}",
                      derived(short, "B", "memory needed − usable, most loaded device (kvplan.model.memory)"),
-                     tuple(t for t, _ in sugg), tuple(c for _, c in sugg))
+                     *_texts_and_changes(sugg))
     return Unmet("fits", f"does not fit: needs {fmt_unit(ev.need[best], 'B')}, {fmt_unit(ev.capacity[best], 'B')} "
                  f"usable on {int(ev.n[best])} × {sc.device.id}; short by {fmt_unit(short, 'B')}",
-                 derived(short, "B", "memory needed − usable capacity"), tuple(t for t, _ in sugg),
-                 tuple(c for _, c in sugg))
+                 derived(short, "B", "memory needed − usable capacity"), *_texts_and_changes(sugg))
 
 
 def _fit_suggestions(sc: Scenario, ev: Evaluated, best: int, space: Space, sigma: float, phi: float, knobs: _Knobs,
@@ -782,15 +787,15 @@ def _fit_suggestions(sc: Scenario, ev: Evaluated, best: int, space: Space, sigma
         c = _largest(max(1, sc.prefix), sc.context - 1,
                      lambda x: _replan(sc, knobs, _Rescope(context=x)) is not None, int(s_fit))
         if c is not None:
-            sugg.append((f"context = {c} (the longest that fits at batch {sc.batch})",
-                         (("workload.context", "=", str(c)),)))
+            sugg.append(Suggestion(f"context = {c} (the longest that fits at batch {sc.batch})",
+                                   (Change("workload.context", "=", str(c)),)))
         per_seq = _f(rf.kv_bytes_stored(cfg, 1, sc.context))
         free = cfg.kv_room  # the deployment's KV bytes when its most loaded device is full
         guess = int(free // per_seq) if per_seq > 0 else 1
         bfit = _largest(1, sc.batch - 1, lambda x: _replan(sc, knobs, _Rescope(batch=x)) is not None, guess)
         if bfit is not None:
-            sugg.append((f"batch = {bfit} (the largest that fits at {sc.context:,} tokens)",
-                         (("workload.batch", "=", str(bfit)),)))
+            sugg.append(Suggestion(f"batch = {bfit} (the largest that fits at {sc.context:,} tokens)",
+                                   (Change("workload.batch", "=", str(bfit)),)))
     return sugg
 
 
@@ -802,13 +807,13 @@ def _unmet_slo(sc: Scenario, ev: Evaluated, best: int, slo_step: Optional[float]
         out.append(Unmet("step_time", f"step time {fmt_unit(ev.step[best], 's')} exceeds the SLO "
                          f"{fmt_unit(slo_step, 's')} by {fmt_unit(ev.step[best] - slo_step, 's')}",
                          derived(float(ev.step[best] - slo_step), "s", "plan step time − SLO"),
-                         tuple(t for t, _ in sugg), tuple(c for _, c in sugg)))
+                         *_texts_and_changes(sugg)))
     if slo_thr is not None and ev.throughput[best] < slo_thr:
         sugg = _slo_suggestions(sc, knobs, space, suggest, str(ev.dtype[best]))
         out.append(Unmet("throughput", f"throughput {fmt_unit(ev.throughput[best], 'tok/s')} is below the SLO "
                          f"{fmt_unit(slo_thr, 'tok/s')} by {fmt_unit(slo_thr - ev.throughput[best], 'tok/s')}",
                          derived(float(slo_thr - ev.throughput[best]), "tok/s", "SLO − plan throughput"),
-                         tuple(t for t, _ in sugg), tuple(c for _, c in sugg)))
+                         *_texts_and_changes(sugg)))
     return out
 
 
@@ -819,7 +824,8 @@ def _slo_suggestions(sc: Scenario, knobs: _Knobs, space: Space, suggest: bool, d
         return []
     out = [s for s in (_device_suggestion(sc, knobs, max(space.counts), "meets the SLO"),
                        _dtype_suggestion(sc, knobs, dtype)) if s is not None]
-    return out or [("no allowed plan meets it: allow more devices, a looser quality budget or a shorter context", ())]
+    return out or [Suggestion("no allowed plan meets it: allow more devices, a looser quality budget or a shorter "
+                              "context")]
 
 
 def _tier(sc: Scenario, w_kv: float, factors: KvFactors, tp: int, eta: float) -> TierPlan:

@@ -141,11 +141,23 @@ class Decision:
     reported_text: tuple[str, ...] = ()  # reported results with no single number, or gaps, as written
 
 
-#: One concrete change to a deployment: (path, operator, value), e.g. ("pin.devices", "=", "8");
-#: value None removes the setting. kvplan.planner.lint turns changes into edits of the file.
-Change = tuple[str, str, Optional[str]]
-#: A suggestion's text and the changes it is made of (none: a statement, not a change).
-Suggestion = tuple[str, tuple[Change, ...]]
+@attrs.frozen(slots=True)
+class Change:
+    """One concrete change to a deployment, e.g. Change("pin.devices", "=", "8"): the setting's path,
+    the operator written before the value, and the value as the spec writes it (None removes the
+    setting). kvplan.planner.lint turns changes into edits of the file."""
+
+    path: str
+    op: str
+    value: Optional[str]
+
+
+@attrs.frozen(slots=True)
+class Suggestion:
+    """A suggestion's text and the changes it is made of (none: a statement, not a change)."""
+
+    text: str
+    changes: tuple[Change, ...] = ()
 
 
 @attrs.frozen(slots=True)

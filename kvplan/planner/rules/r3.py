@@ -10,7 +10,7 @@ from kvplan.base.diagnostics import Diagnostic, make
 from kvplan.base.evidence import derived
 from kvplan.base.units import fmt_unit
 from kvplan.planner.decisions import compression_gain
-from kvplan.planner.plan import Rejection
+from kvplan.planner.plan import Change, Rejection
 from kvplan.planner.rules.rule import PinView, Rule, SearchView, fix_for, pinned_kv
 
 
@@ -64,7 +64,7 @@ def lint(v: PinView) -> list[Diagnostic]:
                  help="keep the cache uncompressed in the weight-bound regime (R3): remove the "
                       + " and ".join(f"`{k}` pin" for k in pins),
                  fixes=[fix_for(sc, v.ctx, "remove the compression pins",
-                                tuple((f"pin.{k}", "", None) for k in pins))])]
+                                tuple(Change(f"pin.{k}", "", None) for k in pins))])]
 
 
 RULE = Rule("R3", "KV203", "Below s*, do not compress the cache.", reject=reject, lint=lint, note=note,

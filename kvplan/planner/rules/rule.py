@@ -107,13 +107,14 @@ def fix_for(sc: Scenario, ctx: Optional[Context], title: str, changes: tuple[Cha
         return None
     source, dep = ctx
     edits: list[Edit] = []
-    for path, op, value in changes:
+    for change in changes:
+        path, value = change.path, change.value
         if value is None:
             f = fx.remove_setting(source, dep, path)
         elif path.startswith("workload.") and _is_list(dep, path):
             f = fx.replace(sc.spans[path], value)  # this scenario's element of the list
         else:
-            f = fx.set_setting(source, dep, path, value, op)
+            f = fx.set_setting(source, dep, path, value, change.op)
         if f is None:
             return None
         edits += f.edits
@@ -136,4 +137,4 @@ def pinned_kv(sc: Scenario) -> tuple[Optional[Pin], Optional[Dtype], Optional[Pi
 def placement_fix(sc: Scenario, ctx: Optional[Context], to: str) -> Optional[Fix]:
     """Set every placement the spec pins (the pin and the deployment's own) to `to`."""
     paths = [p for p, k in (("pin.placement", "pin.placement"), ("placement", "placement")) if k in sc.spans]
-    return fix_for(sc, ctx, f"placement = {to}", tuple((p, "=", to) for p in paths))
+    return fix_for(sc, ctx, f"placement = {to}", tuple(Change(p, "=", to) for p in paths))
