@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal, Optional, Union
+from typing import Any, ClassVar, Literal, Optional, Union
 
 import attrs
 
@@ -23,14 +23,20 @@ Cause = Literal["rule", "fit", "layout", "slo", "objective", "more-devices"]
 Numbers = tuple[tuple[str, Value], ...]
 
 
-def _labelled(record: attrs.AttrsInstance) -> Numbers:
-    """A record's figures as (label, Value) in field order, the label its field's name; a figure
-    the record does not have (None) is left out."""
-    return tuple((f.name, v) for f in attrs.fields(type(record)) if isinstance(v := getattr(record, f.name), Value))
+class _Figures:
+    """A fixed set of figures, one attrs field each, named as the JSON contract labels it."""
+
+    __slots__ = ()
+    __attrs_attrs__: ClassVar[tuple[attrs.Attribute[Optional[Value]], ...]]  # set by attrs on each record
+
+    def items(self) -> Numbers:
+        """(label, Value) in field order, the order the renderers print and the digest hashes; a
+        figure the record does not have (None) is left out."""
+        return tuple((f.name, v) for f in attrs.fields(type(self)) if isinstance(v := getattr(self, f.name), Value))
 
 
 @attrs.frozen(slots=True, kw_only=True)
-class MapNumbers:
+class MapNumbers(_Figures):
     """A regime map's figures (R1 before the plan, R8 after it). `devices` is the R1 map's device
     count when it is drawn on more than one device or on none that holds the weights, else None."""
 
@@ -41,10 +47,6 @@ class MapNumbers:
     context_over_s_star: Value
     context_over_s_cap: Value
 
-    def items(self) -> Numbers:
-        """(label, Value) in the order the renderers print and the digest hashes."""
-        return _labelled(self)
-
     @property
     def n_devices(self) -> int:
         """The device count the map is drawn on (1 when `devices` is None or absent)."""
@@ -52,7 +54,7 @@ class MapNumbers:
 
 
 @attrs.frozen(slots=True, kw_only=True)
-class Metrics:
+class Metrics(_Figures):
     """What one layout predicts (docs/model.md §3–6): the baseline's figures, and the plan's before its speedup."""
 
     step_time: Value
@@ -64,10 +66,6 @@ class Metrics:
     device_need: Value
     headroom: Value
     kv_bytes_read: Value
-
-    def items(self) -> Numbers:
-        """(label, Value) in the order the renderers print and the digest hashes."""
-        return _labelled(self)
 
     def with_speedup(self, speedup: Value) -> PlanMetrics:
         """These metrics as a plan's, with its speedup over the baseline."""
@@ -82,7 +80,7 @@ class PlanMetrics(Metrics):
 
 
 @attrs.frozen(slots=True, kw_only=True)
-class ByteFactors:
+class ByteFactors(_Figures):
     """What each KV domain multiplies the 16-bit footprint by, and their product (docs/model.md §3)."""
 
     quantization: Value
@@ -90,10 +88,6 @@ class ByteFactors:
     paging: Value
     prefix_caching: Value
     combined: Value
-
-    def items(self) -> Numbers:
-        """(label, Value) in the order the renderers print and the digest hashes."""
-        return _labelled(self)
 
 
 @attrs.frozen(slots=True)
