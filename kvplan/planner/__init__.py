@@ -161,16 +161,16 @@ def plan(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DE
     reserves = memory.Reserves(activation=activation_reserve, runtime=runtime_reserve, fraction=reserve)
     setup = _setup(sc, reserves)
     map0 = _regime_map(sc)                                             # R1
-    space, why, pipeline, engine_gap, layout_gap = _search_space(sc)   # space
+    found = _search_space(sc)                                          # space
     ev = search.evaluate(sc.model, sc.device, batch=sc.batch, context=sc.context, w_p=sc.weights.width,
-                         sharing=setup.sigma, frag=setup.phi, reserved=setup.reserved, space=space,
-                         pipeline=pipeline)                            # evaluate
-    kept = _apply_rules(sc, ev, space, why, rules, layout_gap)         # rules
+                         sharing=setup.sigma, frag=setup.phi, reserved=setup.reserved, space=found.space,
+                         pipeline=found.pipeline)                      # evaluate
+    kept = _apply_rules(sc, ev, found.space, found.why, rules, found.layout_gap)  # rules
     best = _choose(sc, ev, kept, min_gain)                             # choose
     knobs = _Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, setup.reserved)
-    p = _outcome(sc, setup, map0, ev, best, space, kept, knobs, (engine_gap, layout_gap), suggest)  # tier, maps, unmet
+    p = _outcome(sc, setup, map0, ev, best, found, kept, knobs, suggest)  # tier, maps, unmet
     baseline_step = p.baseline.step_time.value
-    return attrs.evolve(p, decisions=build_decisions(p, ev, best, space, why, baseline_step,
+    return attrs.evolve(p, decisions=build_decisions(p, ev, best, found.space, found.why, baseline_step,
                                                      yielded=kept.yielded))  # decisions
 
 
@@ -196,8 +196,18 @@ def _regime_map(sc: Scenario) -> _Map0:
     return _Map0(n0, tp0, base1, s_star0, s_cap0, str(rf.regime(sc.context, s_star0, s_cap0)), n_fit)
 
 
-def _search_space(sc: Scenario) -> tuple[Space, dict[str, str], bool, Optional[tuple[int, ...]],
-                                         Optional[tuple[int, ...]]]:
+@attrs.frozen(slots=True)
+class _Found:
+    """The candidate space and what the engine and the model's layouts left of it (_search_space)."""
+
+    space: Space
+    why: dict[str, str]      # what removed an option; the rules add their notes to it
+    pipeline: bool           # whether a candidate may use pipeline stages
+    engine_gap: Optional[tuple[int, ...]]  # counts the engine cannot run (no pipeline, no head split), else None
+    layout_gap: Optional[tuple[int, ...]]  # counts no tensor × pipeline split takes, when none does, else None
+
+
+def _search_space(sc: Scenario) -> _Found:
     """The candidate space, whether it may use pipeline stages, the device counts the engine
     cannot run (no pipeline parallelism and no count that splits the heads), else None, and the
     counts no tensor × pipeline split of the model takes when none of them does, else None."""
@@ -220,7 +230,7 @@ def _search_space(sc: Scenario) -> tuple[Space, dict[str, str], bool, Optional[t
         space = attrs.evolve(space, counts=laid)
     else:
         layout_gap, engine_gap = space.counts, None
-    return space, why, pipeline, engine_gap, layout_gap
+    return _Found(space, why, pipeline, engine_gap, layout_gap)
 
 
 def _apply_rules(sc: Scenario, ev: Evaluated, space: Space, why: dict[str, str], rules: Mapping[str, Rule],
@@ -315,9 +325,8 @@ def _choose(sc: Scenario, ev: Evaluated, kept: _Filtered, min_gain: float) -> in
     return best
 
 
-def _outcome(sc: Scenario, setup: _Setup, map0: _Map0, ev: Evaluated, best: int, space: Space, kept: _Filtered,
-             knobs: _Knobs, gaps: tuple[Optional[tuple[int, ...]], Optional[tuple[int, ...]]],
-             suggest: bool) -> Plan:
+def _outcome(sc: Scenario, setup: _Setup, map0: _Map0, ev: Evaluated, best: int, found: _Found, kept: _Filtered,
+             knobs: _Knobs, suggest: bool) -> Plan:
     """The plan of the chosen candidate without its decisions: metrics, what is unmet, the tier,
     the regime map re-evaluated (R8), the byte factors and the assumptions."""
     m, d, w_p = sc.model, sc.device, sc.weights.width
@@ -332,7 +341,7 @@ def _outcome(sc: Scenario, setup: _Setup, map0: _Map0, ev: Evaluated, best: int,
     laid = _metrics(cfg, b, s, setup.reserves)
     metrics = laid.with_speedup(derived(baseline.step_time.value / laid.step_time.value, "x",
                                         "baseline step time / plan step time (memory-bound, docs/model.md §6)"))
-    unmet = _unmet(sc, ev, best, space, setup, knobs, gaps, suggest)
+    unmet = _unmet(sc, ev, best, found, setup, knobs, suggest)
     tier = _tier(sc, kv.width, factors, tp, knobs.eta)                 # tier
     s_star1 = _f(rf.s_star(cfg, b))
     s_cap1 = _f(rf.s_cap(cfg, b, setup.block))
@@ -349,12 +358,12 @@ def _outcome(sc: Scenario, setup: _Setup, map0: _Map0, ev: Evaluated, best: int,
     )
 
 
-def _unmet(sc: Scenario, ev: Evaluated, best: int, space: Space, setup: _Setup, knobs: _Knobs,
-           gaps: tuple[Optional[tuple[int, ...]], Optional[tuple[int, ...]]], suggest: bool) -> list[Unmet]:
+def _unmet(sc: Scenario, ev: Evaluated, best: int, found: _Found, setup: _Setup, knobs: _Knobs,
+           suggest: bool) -> list[Unmet]:
     """What the chosen candidate misses: a layout, fit or the SLOs, and a device count the engine
-    cannot run. `gaps` is (engine_gap, layout_gap) from _search_space."""
+    cannot run (the gaps _search_space found)."""
     m = sc.model
-    engine_gap, layout_gap = gaps
+    space, engine_gap, layout_gap = found.space, found.engine_gap, found.layout_gap
     unmet: list[Unmet] = []
     if layout_gap is not None:
         unmet.append(_unmet_layout(sc, knobs, layout_gap, suggest))
