@@ -79,7 +79,7 @@ def findings(sc: Scenario, plan: Plan, ctx: Optional[Context] = None,
         if rule.lint is not None:
             out += rule.lint(view)
 
-    pin_dt, dt, _, _ = pinned_kv(sc)
+    pin_dt, dt = (kv := pinned_kv(sc)).dtype_pin, kv.dtype
 
     # KV305: a pin the engine or the budget does not admit
     if pin_dt is not None:

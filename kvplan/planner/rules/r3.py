@@ -48,7 +48,8 @@ def note(v: SearchView) -> Optional[str]:
 def lint(v: PinView) -> list[Diagnostic]:
     # on the plan's layout, as the search applies R3, with the gain advise prints (one computation)
     sc, plan = v.scenario, v.plan
-    pin_dt, dt, pin_r, r_val = pinned_kv(sc)
+    k = pinned_kv(sc)
+    pin_dt, dt, pin_r, r_val = k.dtype_pin, k.dtype, k.retention_pin, k.retention
     if not ((dt is not None and dt.lossy) or (r_val is not None and r_val < 1)):
         return []
     c = (2.0 / dt.width if dt is not None else 1.0) / (r_val if r_val is not None else 1.0)

@@ -127,11 +127,22 @@ def _is_list(dep: Optional[DeploymentDecl], path: str) -> bool:
     return entry is not None and isinstance(entry.value, ListValue)
 
 
-def pinned_kv(sc: Scenario) -> tuple[Optional[Pin], Optional[Dtype], Optional[Pin], Optional[float]]:
-    """The kv_dtype pin and its dtype record (None when unknown), the retention pin and its value."""
+@attrs.frozen(slots=True)
+class PinnedKv:
+    """The KV choices a spec pins: the kv_dtype pin and its dtype record (None when not pinned or
+    unknown), the retention pin and its value (None when not pinned)."""
+
+    dtype_pin: Optional[Pin]
+    dtype: Optional[Dtype]
+    retention_pin: Optional[Pin]
+    retention: Optional[float]
+
+
+def pinned_kv(sc: Scenario) -> PinnedKv:
+    """The scenario's pinned KV dtype and retention (PinnedKv)."""
     pin_dt, pin_r = sc.pins.get("kv_dtype"), sc.pins.get("retention")
     dt = DTYPES.get(str(pin_dt.value)) if pin_dt is not None else None
-    return pin_dt, dt, pin_r, (float(pin_r.value) if pin_r is not None else None)
+    return PinnedKv(pin_dt, dt, pin_r, float(pin_r.value) if pin_r is not None else None)
 
 
 def placement_fix(sc: Scenario, ctx: Optional[Context], to: str) -> Optional[Fix]:
