@@ -70,7 +70,7 @@ def findings(sc: Scenario, plan: Plan, ctx: Optional[Context] = None,
     engine does not admit, what the plan cannot meet and the expectations it breaks. With `ctx`
     (the file's text and the deployment's tree) every suggestion that names a change carries it as a Fix."""
     out: list[Diagnostic] = []
-    source, dep = ctx if ctx is not None else ("", None)
+    source, dep = (ctx.source, ctx.dep) if ctx is not None else ("", None)
     pins = sc.pins
     eng = get_engine(sc.engine)
 
@@ -141,7 +141,7 @@ def check(result: CheckResult, **overrides: float) -> list[Diagnostic]:
     found: dict[tuple[str, str, int, int], tuple[Diagnostic, list[str]]] = {}
     helps: dict[tuple[str, str, int, int], set[Optional[str]]] = {}
     for sc in result.scenarios:
-        ctx = (result.source, fx.deployment(result.file, sc.deployment))
+        ctx = Context(result.source, fx.deployment(result.file, sc.deployment))
         for dg in plan_with_findings(sc, ctx, **overrides).findings:
             key = (dg.code, dg.message, dg.span.line if dg.span else 0, dg.span.column if dg.span else 0)
             found.setdefault(key, (dg, []))[1].append(sc.name)

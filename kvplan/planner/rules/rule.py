@@ -21,8 +21,13 @@ from kvplan.model.scenario import Pin, Scenario
 from kvplan.planner.plan import Change, Numbers, Plan, Rejection
 from kvplan.planner.search import Evaluated
 
-#: Where a finding's fixes edit: the file's text and the deployment's syntax tree.
-Context = tuple[str, Optional[DeploymentDecl]]
+
+@attrs.frozen(slots=True)
+class Context:
+    """Where a finding's fixes edit: the file's text and the deployment's syntax tree."""
+
+    source: str
+    dep: Optional[DeploymentDecl]
 
 
 @attrs.frozen(slots=True)
@@ -48,11 +53,11 @@ class PinView:
 
     @property
     def source(self) -> str:
-        return self.ctx[0] if self.ctx is not None else ""
+        return self.ctx.source if self.ctx is not None else ""
 
     @property
     def dep(self) -> Optional[DeploymentDecl]:
-        return self.ctx[1] if self.ctx is not None else None
+        return self.ctx.dep if self.ctx is not None else None
 
 
 #: A filter: the rejection of candidate i, or None when the rule lets it stay.
@@ -105,7 +110,7 @@ def fix_for(sc: Scenario, ctx: Optional[Context], title: str, changes: tuple[Cha
     (then the suggestion is printed as text only if it names no concrete change)."""
     if ctx is None or not changes:
         return None
-    source, dep = ctx
+    source, dep = ctx.source, ctx.dep
     edits: list[Edit] = []
     for change in changes:
         path, value = change.path, change.value
