@@ -89,16 +89,21 @@ def test_map_numbers_leave_out_a_map_without_a_device_count() -> None:
     assert [f.name for f in PlanMetrics.__attrs_attrs__] == [f.name for f in Metrics.__attrs_attrs__] + ["speedup"]
 
 
-def test_a_misspelt_figure_is_a_type_error(tmp_path: Path) -> None:
+def test_a_misspelt_figure_or_override_is_a_type_error(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text(
+        "from kvplan.lang import CheckResult\n"
+        "from kvplan.planner import plans_for\n"
         "from kvplan.planner.plan import Plan\n\n\n"
-        "def good(p: Plan) -> float:\n"
+        "def good(p: Plan, r: CheckResult) -> float:\n"
+        "    plans_for(r, None, reserve=0.1, activation_reserve=None)\n"
         "    return p.metrics.step_time.value + p.map_before.s_star.value + p.byte_factors.combined.value\n\n\n"
-        "def bad(p: Plan) -> float:\n"
+        "def bad(p: Plan, r: CheckResult) -> float:\n"
+        "    plans_for(r, None, reserv=0.1)\n"
         "    return float(p.metrics.step_tme.value)\n", encoding="utf-8")
     r = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path / "cache"), str(probe)],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     errors = [ln for ln in r.stdout.splitlines() if ": error:" in ln]
-    assert len(errors) == 1, r.stdout + r.stderr
-    assert "probe.py:9:" in errors[0] and '"PlanMetrics" has no attribute "step_tme"' in errors[0]
+    assert len(errors) == 2, r.stdout + r.stderr
+    assert "probe.py:12:" in errors[0] and '"reserv"' in errors[0]
+    assert "probe.py:13:" in errors[1] and '"PlanMetrics" has no attribute "step_tme"' in errors[1]

@@ -13,7 +13,7 @@ evidence and the options turned down.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence, TypedDict
 
 import attrs
 import numpy as np
@@ -37,6 +37,9 @@ from kvplan.planner.decisions import build_decisions
 from kvplan.planner.plan import ByteFactors, Change, MapNumbers, Metrics, Plan, Rejection, Suggestion, TierPlan, Unmet
 from kvplan.planner.rules import RULES, Rule, SearchView
 from kvplan.planner.search import Evaluated, Space
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 #: Fraction of each device's memory kept for activations, CUDA graphs and the runtime (assumed:
 #: vLLM's default --gpu-memory-utilization of 0.92 leaves the same 8%); kvplan.model.memory holds it.
@@ -146,6 +149,16 @@ class _Filtered:
     fitting: list[int]       # fit and pass every rule
     yielded: frozenset[str]  # the rules that gave way to capacity (Rule.yields)
     bound: frozenset[int]    # removed by a binding rule (its rejection's `rule`), whatever else: never the closest plan
+
+
+class Overrides(TypedDict, total=False):
+    """The planner's assumed defaults a user overrides (`kvplan advise --reserve …`), by plan()'s names."""
+
+    reserve: float
+    min_gain: float
+    eta: float
+    activation_reserve: Optional[float]
+    runtime_reserve: Optional[float]
 
 
 def plan(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT_MIN_GAIN,
@@ -861,7 +874,7 @@ def _tier(sc: Scenario, w_kv: float, factors: KvFactors, tp: int, eta: float) ->
     return TierPlan(tier, link.id, size if tier != "none" else None, pre, fetch)  # no tier holds no bytes
 
 
-def plans_for(result: CheckResult, scenario: Optional[str] = None, **overrides: float) -> list[Plan]:
+def plans_for(result: CheckResult, scenario: Optional[str] = None, **overrides: Unpack[Overrides]) -> list[Plan]:
     """Plan every scenario of a checked spec file (or the one named). The caller has
     already refused files with errors; an unknown scenario name is a user error."""
 
@@ -874,5 +887,4 @@ def plans_for(result: CheckResult, scenario: Optional[str] = None, **overrides: 
         if scenario not in names:
             raise KvplanError(f"{result.path}: no scenario '{scenario}'", help=suggest(scenario, names))
         scenarios = [sc for sc in scenarios if scenario in (sc.name, sc.deployment)]
-    kw: dict[str, Any] = dict(overrides)
-    return [plan(sc, **kw) for sc in scenarios]
+    return [plan(sc, **overrides) for sc in scenarios]

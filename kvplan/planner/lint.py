@@ -4,7 +4,7 @@ constraints or expectations the plan does not meet (KV3xx), each at its own line
 from __future__ import annotations
 
 import operator
-from typing import Any, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Callable, Mapping, Optional
 
 import attrs
 
@@ -16,10 +16,13 @@ from kvplan.catalog.quality import admissible
 from kvplan.lang import CheckResult
 from kvplan.lang import fixes as fx
 from kvplan.model.scenario import PinValue, Scenario
-from kvplan.planner import plan
+from kvplan.planner import Overrides, plan
 from kvplan.planner.plan import Plan, PlanResult, Unmet
 from kvplan.planner.rules import RULES, PinView, Rule
 from kvplan.planner.rules.rule import Context, fix_for, pinned_kv, span_of
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 _OPS: dict[str, Callable[[PinValue, PinValue], bool]] = {
     "==": operator.eq, "!=": operator.ne, ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt,
@@ -126,14 +129,13 @@ def findings(sc: Scenario, plan: Plan, ctx: Optional[Context] = None,
     return out
 
 
-def plan_with_findings(sc: Scenario, ctx: Optional[Context] = None, **overrides: float) -> PlanResult:
+def plan_with_findings(sc: Scenario, ctx: Optional[Context] = None, **overrides: Unpack[Overrides]) -> PlanResult:
     """Plan one scenario (with the planner options given, as `kvplan advise` takes them) and lint it."""
-    kw: dict[str, Any] = dict(overrides)
-    p = plan(sc, **kw)
+    p = plan(sc, **overrides)
     return PlanResult(p, tuple(findings(sc, p, ctx)))
 
 
-def check(result: CheckResult, **overrides: float) -> list[Diagnostic]:
+def check(result: CheckResult, **overrides: Unpack[Overrides]) -> list[Diagnostic]:
     """The lint runner's hook: plan every scenario of a checked file (with the planner options given)
     and report its findings. Files with errors from earlier stages are skipped (their scenarios are incomplete)."""
     if any(dg.severity is Severity.ERROR for dg in result.diagnostics):

@@ -209,7 +209,7 @@ class Plan:
         return dict(self.metrics.items())[key]
 
     @property
-    def choices(self) -> dict[str, Any]:
+    def choices(self) -> dict[str, JSONValue]:
         """The decisions an engine config is made of."""
         return {
             "kv_dtype": self.kv_dtype.id, "retention": self.retention, "block_size": self.block_size,
