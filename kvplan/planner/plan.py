@@ -10,7 +10,7 @@ import attrs
 
 from kvplan.base.diagnostics import Diagnostic
 from kvplan.base.evidence import Value
-from kvplan.base.jsonvalue import JSONValue
+from kvplan.base.json_types import JSONValue
 from kvplan.catalog import Device, Dtype, Link, Model, get_link
 from kvplan.model.kernels.flashinfer import plan_kernel
 from kvplan.model.memory import Reserves
