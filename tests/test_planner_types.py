@@ -14,7 +14,8 @@ import pytest
 from kvplan.lang import check_file
 from kvplan.planner import plans_for
 
-ROOT = Path(__file__).resolve().parent.parent
+#: The repository root, wherever under tests/ this file sits.
+ROOT = next(d for d in Path(__file__).resolve().parents if (d / "pyproject.toml").is_file())
 GOLDEN = ROOT / "tests" / "data" / "golden" / "advise"
 #: The planner and the scenario it consumes: where `sc: Any` and `Plan.scenario: Any` were.
 SCOPE = sorted((ROOT / "kvplan" / "planner").rglob("*.py")) + [ROOT / "kvplan" / "model" / "scenario.py"]
