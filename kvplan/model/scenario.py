@@ -12,6 +12,8 @@ from kvplan.catalog import Device, Dtype, Model
 
 #: `devices = auto` lets the planner choose up to this many devices (LANGUAGE.md).
 AUTO_DEVICE_LIMIT = 64
+#: What a pin or an expectation holds: a word ('fp8', 'host'), a number in base units, or a switch.
+PinValue = Union[str, float, bool]
 
 
 @attrs.frozen(slots=True)
@@ -28,7 +30,7 @@ class Pin:
     retention 0.75, tier 'host', placement 'striped', devices 4.0."""
 
     key: str
-    value: Union[str, float, bool]
+    value: PinValue
     span: Span
 
 
@@ -39,7 +41,7 @@ class Expectation:
 
     metric: str
     op: str
-    value: Union[str, float, bool]
+    value: PinValue
     span: Span
 
 

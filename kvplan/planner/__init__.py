@@ -13,28 +13,33 @@ evidence and the options turned down.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence, TypedDict
 
 import attrs
 import numpy as np
+import numpy.typing as npt
 
 from kvplan.base.errors import KvplanError
 from kvplan.base.evidence import Value, assumed, derived
 from kvplan.base.units import fmt_unit
-from kvplan.catalog import DTYPE_ORDER, DTYPES, get_link, suggest
+from kvplan.catalog import DTYPE_ORDER, DTYPES, Model, get_link, suggest
 from kvplan.catalog.engines import concrete, get_engine
 from kvplan.catalog.quality import BUDGETS, admissible
+from kvplan.lang import CheckResult
 from kvplan.model import memory
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import KvFactors, fragmentation, kappa, kv_bytes_per_seq, sharing_factor
 from kvplan.model.regime import cap_value, devices_for_weights, over_cap_value, weights_unheld_note, widest_tp
-from kvplan.model.scenario import DeviceCount, Pin
+from kvplan.model.scenario import DeviceCount, Pin, PinValue, Scenario
 from kvplan.model.tiering import DEFAULT_PREFILL_EFFICIENCY, fetch_time, prefill_time
 from kvplan.planner import search
 from kvplan.planner.decisions import build_decisions
-from kvplan.planner.plan import Change, Plan, Rejection, Suggestion, TierPlan, Unmet
+from kvplan.planner.plan import ByteFactors, Change, MapNumbers, Metrics, Plan, Rejection, Suggestion, TierPlan, Unmet
 from kvplan.planner.rules import RULES, Rule, SearchView
 from kvplan.planner.search import Evaluated, Space
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 #: Fraction of each device's memory kept for activations, CUDA graphs and the runtime (assumed:
 #: vLLM's default --gpu-memory-utilization of 0.92 leaves the same 8%); kvplan.model.memory holds it.
@@ -45,11 +50,11 @@ DEFAULT_MIN_GAIN = 1.10
 SUGGESTION_MAX_DEVICES = 1024
 
 
-def _f(x: Any) -> float:
+def _f(x: npt.ArrayLike) -> float:
     return float(np.asarray(x))
 
 
-def _pin(sc: Any, key: str) -> Any:
+def _pin(sc: Scenario, key: str) -> Optional[PinValue]:
     p = sc.pins.get(key)
     return None if p is None else p.value
 
@@ -62,11 +67,11 @@ def admissible_dtypes(budget: str, engine: str) -> tuple[str, ...]:
     return tuple(d for d in DTYPE_ORDER if d in allowed and d in eng.kv_dtypes and d != "fp16")
 
 
-def eviction_admissible(sc: Any) -> bool:
+def eviction_admissible(sc: Scenario) -> bool:
     return admissible(sc.budget, sc.eviction_allowed).eviction and get_engine(sc.engine).eviction
 
 
-def _space(sc: Any) -> tuple[Space, dict[str, str]]:
+def _space(sc: Scenario) -> tuple[Space, dict[str, str]]:
     """Candidate axes after pins, budget and engine; `why` says what removed an option.
     R3 is applied per candidate afterwards: whether a layout is below s* depends on its
     tensor-parallel replication."""
@@ -76,7 +81,7 @@ def _space(sc: Any) -> tuple[Space, dict[str, str]]:
         dtypes = tuple(x for x in dtypes if x != "fp4")
     pin_dt = _pin(sc, "kv_dtype")
     if pin_dt is not None:
-        dtypes = (DTYPES[pin_dt].id if pin_dt in DTYPES else str(pin_dt),)
+        dtypes = (DTYPES[str(pin_dt)].id if str(pin_dt) in DTYPES else str(pin_dt),)
     retentions: tuple[float, ...] = (1.0,)
     if eviction_admissible(sc):
         retentions = (1.0,) + tuple(r for r in search.EVICTION_RETENTIONS if r >= max(0.5, sc.min_retention))
@@ -104,7 +109,7 @@ def _space(sc: Any) -> tuple[Space, dict[str, str]]:
     return Space(tuple(dtypes), retentions, counts, placements), why
 
 
-def _sharing(sc: Any, prefix_caching: bool) -> float:
+def _sharing(sc: Scenario, prefix_caching: bool) -> float:
     if not prefix_caching or sc.prefix <= 0 or sc.fanout <= 1:
         return 1.0
     n = min(sc.fanout, sc.batch)
@@ -146,7 +151,17 @@ class _Filtered:
     bound: frozenset[int]    # removed by a binding rule (its rejection's `rule`), whatever else: never the closest plan
 
 
-def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT_MIN_GAIN,
+class Overrides(TypedDict, total=False):
+    """The planner's assumed defaults a user overrides (`kvplan advise --reserve …`), by plan()'s names."""
+
+    reserve: float
+    min_gain: float
+    eta: float
+    activation_reserve: Optional[float]
+    runtime_reserve: Optional[float]
+
+
+def plan(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT_MIN_GAIN,
          eta: float = DEFAULT_PREFILL_EFFICIENCY, activation_reserve: Optional[float] = None,
          runtime_reserve: Optional[float] = None, suggest: bool = True,
          rules: Mapping[str, Rule] = RULES) -> Plan:
@@ -159,20 +174,20 @@ def plan(sc: Any, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT
     reserves = memory.Reserves(activation=activation_reserve, runtime=runtime_reserve, fraction=reserve)
     setup = _setup(sc, reserves)
     map0 = _regime_map(sc)                                             # R1
-    space, why, pipeline, engine_gap, layout_gap = _search_space(sc)   # space
+    found = _search_space(sc)                                          # space
     ev = search.evaluate(sc.model, sc.device, batch=sc.batch, context=sc.context, w_p=sc.weights.width,
-                         sharing=setup.sigma, frag=setup.phi, reserved=setup.reserved, space=space,
-                         pipeline=pipeline)                            # evaluate
-    kept = _apply_rules(sc, ev, space, why, rules, layout_gap)         # rules
+                         sharing=setup.sigma, frag=setup.phi, reserved=setup.reserved, space=found.space,
+                         pipeline=found.pipeline)                      # evaluate
+    kept = _apply_rules(sc, ev, found.space, found.why, rules, found.layout_gap)  # rules
     best = _choose(sc, ev, kept, min_gain)                             # choose
     knobs = _Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, setup.reserved)
-    p = _outcome(sc, setup, map0, ev, best, space, kept, knobs, (engine_gap, layout_gap), suggest)  # tier, maps, unmet
-    baseline_step = dict(p.baseline)["step_time"].value
-    return attrs.evolve(p, decisions=build_decisions(p, ev, best, space, why, baseline_step,
+    p = _outcome(sc, setup, map0, ev, best, found, kept, knobs, suggest)  # tier, maps, unmet
+    baseline_step = p.baseline.step_time.value
+    return attrs.evolve(p, decisions=build_decisions(p, ev, best, found.space, found.why, baseline_step,
                                                      yielded=kept.yielded))  # decisions
 
 
-def _setup(sc: Any, reserves: memory.Reserves) -> _Setup:
+def _setup(sc: Scenario, reserves: memory.Reserves) -> _Setup:
     pin_pc = _pin(sc, "prefix_caching")
     prefix_caching = True if pin_pc is None else bool(pin_pc)
     block = int(_pin(sc, "block_size") or get_engine(sc.engine).default_block)
@@ -180,7 +195,7 @@ def _setup(sc: Any, reserves: memory.Reserves) -> _Setup:
                   _sharing(sc, prefix_caching), _f(fragmentation(sc.context, block)))
 
 
-def _regime_map(sc: Any) -> _Map0:
+def _regime_map(sc: Scenario) -> _Map0:
     """R1: the regime of the uncompressed deployment on one device, or, where the weights alone
     exceed one device, on the fewest devices that hold them (all tensor-parallel where the heads
     allow): a map at a device count that cannot hold the weights has no capacity crossover."""
@@ -194,7 +209,18 @@ def _regime_map(sc: Any) -> _Map0:
     return _Map0(n0, tp0, base1, s_star0, s_cap0, str(rf.regime(sc.context, s_star0, s_cap0)), n_fit)
 
 
-def _search_space(sc: Any) -> tuple[Space, dict[str, str], bool, Optional[tuple[int, ...]], Optional[tuple[int, ...]]]:
+@attrs.frozen(slots=True)
+class _Found:
+    """The candidate space and what the engine and the model's layouts left of it (_search_space)."""
+
+    space: Space
+    why: dict[str, str]      # what removed an option; the rules add their notes to it
+    pipeline: bool           # whether a candidate may use pipeline stages
+    engine_gap: Optional[tuple[int, ...]]  # counts the engine cannot run (no pipeline, no head split), else None
+    layout_gap: Optional[tuple[int, ...]]  # counts no tensor × pipeline split takes, when none does, else None
+
+
+def _search_space(sc: Scenario) -> _Found:
     """The candidate space, whether it may use pipeline stages, the device counts the engine
     cannot run (no pipeline parallelism and no count that splits the heads), else None, and the
     counts no tensor × pipeline split of the model takes when none of them does, else None."""
@@ -217,10 +243,10 @@ def _search_space(sc: Any) -> tuple[Space, dict[str, str], bool, Optional[tuple[
         space = attrs.evolve(space, counts=laid)
     else:
         layout_gap, engine_gap = space.counts, None
-    return space, why, pipeline, engine_gap, layout_gap
+    return _Found(space, why, pipeline, engine_gap, layout_gap)
 
 
-def _apply_rules(sc: Any, ev: Evaluated, space: Space, why: dict[str, str], rules: Mapping[str, Rule],
+def _apply_rules(sc: Scenario, ev: Evaluated, space: Space, why: dict[str, str], rules: Mapping[str, Rule],
                  layout_gap: Optional[tuple[int, ...]]) -> _Filtered:
     """Ask each rule's filter about each candidate (the first rejection names it), then fit, which
     takes precedence as the reason given, then the SLOs; with a layout gap every candidate is
@@ -262,7 +288,8 @@ def _first_rejection(view: SearchView, filters: list[Rule], i: int) -> Optional[
     return next((x for x in (r.reject(view, i) for r in filters if r.reject is not None) if x is not None), None)
 
 
-def _yield_to_capacity(ev: Evaluated, ok: Any, rules: Mapping[str, Rule], why: dict[str, str]) -> frozenset[str]:
+def _yield_to_capacity(ev: Evaluated, ok: npt.NDArray[np.bool_], rules: Mapping[str, Rule],
+                       why: dict[str, str]) -> frozenset[str]:
     """Nothing is left: each rule that yields to capacity readmits what it removed that fits and
     keeps every token (into `ok`); the rules that did."""
     # Below s* yet above s_cap with no more devices allowed: R6 cannot shard, so R3 yields to
@@ -286,7 +313,7 @@ def _rejected_by(ev: Evaluated, i: int, rule: str) -> bool:
     return x is not None and x.rule == rule
 
 
-def _choose(sc: Any, ev: Evaluated, kept: _Filtered, min_gain: float) -> int:
+def _choose(sc: Scenario, ev: Evaluated, kept: _Filtered, min_gain: float) -> int:
     """The chosen candidate by the objective, and why each other one lost (into `ev.reject`)."""
     slo_step, slo_thr = sc.slo_step_time, sc.slo_throughput
     if kept.yielded:
@@ -311,9 +338,8 @@ def _choose(sc: Any, ev: Evaluated, kept: _Filtered, min_gain: float) -> int:
     return best
 
 
-def _outcome(sc: Any, setup: _Setup, map0: _Map0, ev: Evaluated, best: int, space: Space, kept: _Filtered,
-             knobs: _Knobs, gaps: tuple[Optional[tuple[int, ...]], Optional[tuple[int, ...]]],
-             suggest: bool) -> Plan:
+def _outcome(sc: Scenario, setup: _Setup, map0: _Map0, ev: Evaluated, best: int, found: _Found, kept: _Filtered,
+             knobs: _Knobs, suggest: bool) -> Plan:
     """The plan of the chosen candidate without its decisions: metrics, what is unmet, the tier,
     the regime map re-evaluated (R8), the byte factors and the assumptions."""
     m, d, w_p = sc.model, sc.device, sc.weights.width
@@ -324,12 +350,11 @@ def _outcome(sc: Any, setup: _Setup, map0: _Map0, ev: Evaluated, best: int, spac
     cfg = rf.Config(m, d, n_devices=n, tp=tp, w_p=w_p, w_kv=kv.width, factors=factors, placement=placement,
                     reserved=setup.reserved)
     base = rf.Config(m, d, n_devices=n, tp=tp, w_p=w_p, w_kv=2.0, placement="striped", reserved=setup.reserved)
-    metrics = _metrics(cfg, b, s, setup.reserves)
     baseline = _metrics(base, b, s, setup.reserves)
-    speed = dict(baseline)["step_time"].value / dict(metrics)["step_time"].value
-    metrics.append(("speedup", derived(speed, "x",
-                                       "baseline step time / plan step time (memory-bound, docs/model.md §6)")))
-    unmet = _unmet(sc, ev, best, space, setup, knobs, gaps, suggest)
+    laid = _metrics(cfg, b, s, setup.reserves)
+    metrics = laid.with_speedup(derived(baseline.step_time.value / laid.step_time.value, "x",
+                                        "baseline step time / plan step time (memory-bound, docs/model.md §6)"))
+    unmet = _unmet(sc, ev, best, found, setup, knobs, suggest)
     tier = _tier(sc, kv.width, factors, tp, knobs.eta)                 # tier
     s_star1 = _f(rf.s_star(cfg, b))
     s_cap1 = _f(rf.s_cap(cfg, b, setup.block))
@@ -339,19 +364,19 @@ def _outcome(sc: Any, setup: _Setup, map0: _Map0, ev: Evaluated, best: int, spac
         regime_before=map0.regime, regime_after=str(rf.regime(s, s_star1, s_cap1)),
         map_before=_map_before(sc, map0),
         map_after=_map_after(sc, cfg, kv.width, factors, s_star1, s_cap1, setup.block),
-        metrics=tuple(metrics), baseline=tuple(baseline),
+        metrics=metrics, baseline=baseline,
         byte_factors=_byte_factors(kv.width, r, s, setup), decisions=(), unmet=tuple(unmet),
         assumptions=_assumptions(sc, knobs, setup.reserves, tier, setup.sigma),
         candidates_evaluated=len(ev), feasible=bool(kept.feasible), reserves=setup.reserves,
     )
 
 
-def _unmet(sc: Any, ev: Evaluated, best: int, space: Space, setup: _Setup, knobs: _Knobs,
-           gaps: tuple[Optional[tuple[int, ...]], Optional[tuple[int, ...]]], suggest: bool) -> list[Unmet]:
+def _unmet(sc: Scenario, ev: Evaluated, best: int, found: _Found, setup: _Setup, knobs: _Knobs,
+           suggest: bool) -> list[Unmet]:
     """What the chosen candidate misses: a layout, fit or the SLOs, and a device count the engine
-    cannot run. `gaps` is (engine_gap, layout_gap) from _search_space."""
+    cannot run (the gaps _search_space found)."""
     m = sc.model
-    engine_gap, layout_gap = gaps
+    space, engine_gap, layout_gap = found.space, found.engine_gap, found.layout_gap
     unmet: list[Unmet] = []
     if layout_gap is not None:
         unmet.append(_unmet_layout(sc, knobs, layout_gap, suggest))
@@ -367,38 +392,38 @@ def _unmet(sc: Any, ev: Evaluated, best: int, space: Space, setup: _Setup, knobs
                       key=lambda c: (abs(c - max(engine_gap)), c))
         for c in near:
             changes, edits = _devices_change(sc, c)
-            if _replan(sc, knobs, **changes) is not None:
-                gap.append((f"devices = {c} (splits into {c} tensor-parallel ranks)", edits))
+            if _replan(sc, knobs, changes) is not None:
+                gap.append(Suggestion(f"devices = {c} (splits into {c} tensor-parallel ranks)", edits))
                 break
         for e in concrete():  # the engines' records say which run pipeline stages
-            if get_engine(e).pipeline and _replan(sc, knobs, engine=e) is not None:
-                gap.append((f"engine = {e} (it has pipeline parallelism)", (("engine", "=", e),)))
+            if get_engine(e).pipeline and _replan(sc, knobs, _Rescope(engine=e)) is not None:
+                gap.append(Suggestion(f"engine = {e} (it has pipeline parallelism)", (Change("engine", "=", e),)))
                 break
     unmet.append(Unmet(
         "engine", f"{sc.engine} has no pipeline parallelism, and {', '.join(map(str, engine_gap))} devices cannot all "
         f"be tensor-parallel ranks of {m.id} ({m.n_q} query heads, {m.n_kv} KV heads)",
         derived(float(int(ev.n[best])), "1", "devices planned with pipeline stages the engine cannot run"),
-        tuple(t for t, _ in gap), tuple(c for _, c in gap)))
+        *_texts_and_changes(gap)))
     return unmet
 
 
-def _map_before(sc: Any, map0: _Map0) -> tuple[tuple[str, Value], ...]:
+def _map_before(sc: Scenario, map0: _Map0) -> MapNumbers:
     """R1's figures: κ, s*, s_cap and where the context sits, on the map's n0 devices."""
     m, d, s, n0 = sc.model, sc.device, sc.context, map0.n0
     w_held = rf.weight_bytes_held(m, sc.weights.width)
     where0 = _where0(map0)
     unheld = weights_unheld_note(m, d, sc.weights.width) if map0.n_fit is None else ""
-    return (
-        (("devices", derived(n0, "1", f"the fewest {d.id} whose memory N·C holds the weights P·w_p = "
-                                      f"{fmt_unit(w_held, 'B')}: the map is drawn there")),) if n0 > 1 else
-        (("devices", attrs.evolve(derived(1, "1", f"none: {unheld}; the map is drawn on one device"),
-                                  absent="none up to the device limit")),) if unheld else ()) + (
-        ("kappa", derived(kappa(m, 2.0), "B", "κ at 16-bit (docs/model.md §2)")),
-        ("s_star", derived(map0.s_star, "tokens", "s*(b) = P·w_p/(b·κ), 16-bit KV"
-                           + (f", {where0}, KV replication per tp rank" if n0 > 1 else "") + " (docs/model.md §5)")),
-        ("s_cap", cap_value(map0.s_cap, _cap_source(m, map0, where0), w_held, map0.base.capacity, map0.base)),
-        ("context_over_s_star", derived(s / map0.s_star if map0.s_star > 0 else 0.0, "x", "s / s*")),
-        ("context_over_s_cap", over_cap_value(s, map0.s_cap, w_held, map0.base.capacity, map0.base)),
+    return MapNumbers(
+        devices=derived(n0, "1", f"the fewest {d.id} whose memory N·C holds the weights P·w_p = "
+                                 f"{fmt_unit(w_held, 'B')}: the map is drawn there") if n0 > 1 else
+        attrs.evolve(derived(1, "1", f"none: {unheld}; the map is drawn on one device"),
+                     absent="none up to the device limit") if unheld else None,
+        kappa=derived(kappa(m, 2.0), "B", "κ at 16-bit (docs/model.md §2)"),
+        s_star=derived(map0.s_star, "tokens", "s*(b) = P·w_p/(b·κ), 16-bit KV"
+                       + (f", {where0}, KV replication per tp rank" if n0 > 1 else "") + " (docs/model.md §5)"),
+        s_cap=cap_value(map0.s_cap, _cap_source(m, map0, where0), w_held, map0.base.capacity, map0.base),
+        context_over_s_star=derived(s / map0.s_star if map0.s_star > 0 else 0.0, "x", "s / s*"),
+        context_over_s_cap=over_cap_value(s, map0.s_cap, w_held, map0.base.capacity, map0.base),
     )
 
 
@@ -408,7 +433,7 @@ def _where0(map0: _Map0) -> str:
                                          f"--tp {tp0}` draws), the fewest devices that hold the weights")
 
 
-def _cap_source(m: Any, map0: _Map0, where0: str) -> str:
+def _cap_source(m: Model, map0: _Map0, where0: str) -> str:
     """The R1 map's s_cap formula as the layout computes it: ρ copies over the tp ranks, and the most
     loaded device when the pipeline stages split the layers unevenly."""
     n0, pp0 = map0.n0, map0.n0 // map0.tp0
@@ -426,33 +451,34 @@ def _cap_source(m: Any, map0: _Map0, where0: str) -> str:
             f"{where0}{rho_note}, 16-bit KV (docs/model.md §5)")
 
 
-def _map_after(sc: Any, cfg: rf.Config, w_kv: float, factors: KvFactors, s_star1: float, s_cap1: float,
-               block: int) -> tuple[tuple[str, Value], ...]:
+def _map_after(sc: Scenario, cfg: rf.Config, w_kv: float, factors: KvFactors, s_star1: float, s_cap1: float,
+               block: int) -> MapNumbers:
     """R8: the map re-evaluated for the chosen plan."""
     m, s, n = sc.model, sc.context, cfg.n_devices
     w_held = rf.weight_bytes_held(m, sc.weights.width)
-    return (
-        ("kappa", derived(kappa(m, w_kv) * factors.traffic, "B", "κ·r/σ read per token after the plan")),
-        ("s_star", derived(s_star1, "tokens", "s* with the plan's width, r and σ (docs/model.md §5, rule R8)")),
-        ("s_cap", cap_value(s_cap1, f"s_cap on {n} devices less the reserves, {block}-token pages, "
-                                    "the most loaded device full (R8)", w_held, cfg.capacity, cfg)),
-        ("context_over_s_star", derived(s / s_star1 if s_star1 > 0 else 0.0, "x", "s / s*")),
-        ("context_over_s_cap", over_cap_value(s, s_cap1, w_held, cfg.capacity, cfg)),
+    return MapNumbers(
+        kappa=derived(kappa(m, w_kv) * factors.traffic, "B", "κ·r/σ read per token after the plan"),
+        s_star=derived(s_star1, "tokens", "s* with the plan's width, r and σ (docs/model.md §5, rule R8)"),
+        s_cap=cap_value(s_cap1, f"s_cap on {n} devices less the reserves, {block}-token pages, "
+                                "the most loaded device full (R8)", w_held, cfg.capacity, cfg),
+        context_over_s_star=derived(s / s_star1 if s_star1 > 0 else 0.0, "x", "s / s*"),
+        context_over_s_cap=over_cap_value(s, s_cap1, w_held, cfg.capacity, cfg),
     )
 
 
-def _byte_factors(w_kv: float, r: float, s: int, setup: _Setup) -> tuple[tuple[str, Value], ...]:
+def _byte_factors(w_kv: float, r: float, s: int, setup: _Setup) -> ByteFactors:
     phi, sigma, block = setup.phi, setup.sigma, setup.block
-    return (
-        ("quantization", derived(w_kv / 2.0, "x", f"w_q/w_kv = {w_kv:g}/2")),
-        ("eviction", derived(r, "x", "retention r")),
-        ("paging", derived(1.0 + phi, "x", f"1 + φ, {block}-token pages at {s} tokens")),
-        ("prefix_caching", derived(1.0 / sigma, "x", "1/σ")),
-        ("combined", derived(w_kv / 2.0 * r * (1.0 + phi) / sigma, "x", "(w_q/w_kv)·r·(1+φ)/σ (docs/model.md §3)")),
+    return ByteFactors(
+        quantization=derived(w_kv / 2.0, "x", f"w_q/w_kv = {w_kv:g}/2"),
+        eviction=derived(r, "x", "retention r"),
+        paging=derived(1.0 + phi, "x", f"1 + φ, {block}-token pages at {s} tokens"),
+        prefix_caching=derived(1.0 / sigma, "x", "1/σ"),
+        combined=derived(w_kv / 2.0 * r * (1.0 + phi) / sigma, "x", "(w_q/w_kv)·r·(1+φ)/σ (docs/model.md §3)"),
     )
 
 
-def _assumptions(sc: Any, knobs: _Knobs, reserves: memory.Reserves, tier: TierPlan, sigma: float) -> tuple[Value, ...]:
+def _assumptions(sc: Scenario, knobs: _Knobs, reserves: memory.Reserves, tier: TierPlan,
+                 sigma: float) -> tuple[Value, ...]:
     """The spec's defaults, then the planner's assumed defaults and overrides this plan used."""
     m, d, b = sc.model, sc.device, sc.batch
     reserve, min_gain, eta = knobs.reserve, knobs.min_gain, knobs.eta
@@ -480,7 +506,7 @@ def _assumptions(sc: Any, knobs: _Knobs, reserves: memory.Reserves, tier: TierPl
     return assumptions
 
 
-def _metrics(cfg: rf.Config, b: int, s: int, reserves: memory.Reserves) -> list[tuple[str, Value]]:
+def _metrics(cfg: rf.Config, b: int, s: int, reserves: memory.Reserves) -> Metrics:
     t = rf.step_time(cfg, b, s)
     weights = rf.weight_bytes_held(cfg.model, cfg.w_p)
     kv = _f(rf.kv_bytes_stored(cfg, b, s))
@@ -488,24 +514,24 @@ def _metrics(cfg: rf.Config, b: int, s: int, reserves: memory.Reserves) -> list[
     dev = memory.per_device(cfg.model, cfg.device.memory, w_p=cfg.w_p, kv_bytes=kv, tp=cfg.tp, pp=cfg.pp,
                             reserves=reserves)
     layers = int(memory.stage_layers(cfg.model, cfg.pp))
-    return [
-        ("step_time", derived(step, "s", "T_step ≥ max(M/β_eff, F/π) (docs/model.md §4)")),
-        ("throughput", derived(b / step, "tok/s", "b / T_step")),
-        ("kv_bytes", derived(kv, "B", "b·B_kv(s)·(w_q/w_kv)·r·(1+φ)/σ (docs/model.md §3)")),
-        ("weight_bytes", derived(weights, "B", "P·w_p")),
-        ("memory_needed", derived(weights + kv, "B", "weights + KV")),
-        ("memory_usable", derived(cfg.capacity, "B", "N·(C − reserves)")),
-        ("device_need", derived(dev.needed, "B", f"most loaded device: weights + KV on {layers} of "
-                                      f"{cfg.model.n_layers} layers, 1/{cfg.tp} of the heads, + reserves "
-                                      "(kvplan.model.memory)")),
-        ("headroom", derived(dev.headroom, "%", "1 − (weights + KV)/(C − reserves), most loaded device")
-         if math.isfinite(dev.headroom) else
-         attrs.evolve(derived(dev.headroom, "%", "1 − (weights + KV)/(C − reserves), most loaded device; none: "
-                                                 f"the reserves ({fmt_unit(dev.reserves, 'B')}) take all of the "
-                                                 f"device's {fmt_unit(dev.total, 'B')}"),
-                      absent="none (reserves exceed device)")),
-        ("kv_bytes_read", derived(_f(rf.kv_bytes_read(cfg, b, s)), "B", "KV bytes read per step")),
-    ]
+    return Metrics(
+        step_time=derived(step, "s", "T_step ≥ max(M/β_eff, F/π) (docs/model.md §4)"),
+        throughput=derived(b / step, "tok/s", "b / T_step"),
+        kv_bytes=derived(kv, "B", "b·B_kv(s)·(w_q/w_kv)·r·(1+φ)/σ (docs/model.md §3)"),
+        weight_bytes=derived(weights, "B", "P·w_p"),
+        memory_needed=derived(weights + kv, "B", "weights + KV"),
+        memory_usable=derived(cfg.capacity, "B", "N·(C − reserves)"),
+        device_need=derived(dev.needed, "B", f"most loaded device: weights + KV on {layers} of "
+                                             f"{cfg.model.n_layers} layers, 1/{cfg.tp} of the heads, + reserves "
+                                             "(kvplan.model.memory)"),
+        headroom=derived(dev.headroom, "%", "1 − (weights + KV)/(C − reserves), most loaded device")
+        if math.isfinite(dev.headroom) else
+        attrs.evolve(derived(dev.headroom, "%", "1 − (weights + KV)/(C − reserves), most loaded device; none: "
+                                                f"the reserves ({fmt_unit(dev.reserves, 'B')}) take all of the "
+                                                f"device's {fmt_unit(dev.total, 'B')}"),
+                     absent="none (reserves exceed device)"),
+        kv_bytes_read=derived(_f(rf.kv_bytes_read(cfg, b, s)), "B", "KV bytes read per step"),
+    )
 
 
 def _slo_reason(ev: Evaluated, i: int, slo_step: Optional[float], slo_thr: Optional[float]) -> str:
@@ -517,7 +543,7 @@ def _slo_reason(ev: Evaluated, i: int, slo_step: Optional[float], slo_thr: Optio
     return "misses the SLO: " + ", ".join(parts)
 
 
-def _no_fit(m: Any, ev: Evaluated, i: int) -> str:
+def _no_fit(m: Model, ev: Evaluated, i: int) -> str:
     """Why a candidate does not fit, in the terms that decide it: the totals when every device holds
     the same share, the most loaded device when the pipeline stages split the layers unevenly."""
     n, tp = int(ev.n[i]), int(ev.tp[i])
@@ -530,12 +556,12 @@ def _no_fit(m: Any, ev: Evaluated, i: int) -> str:
             f"pipeline stages) needs {fmt_unit(ev.need_dev[i], 'B')} of {fmt_unit(ev.usable_dev[i], 'B')} usable")
 
 
-def _no_layout(m: Any, n: int) -> str:
+def _no_layout(m: Model, n: int) -> str:
     return (f"no layout: {n:,} devices do not split into tensor-parallel ranks of {m.id}'s {m.n_q} query and "
             f"{m.n_kv} KV heads times pipeline stages of at least one of its {m.n_layers} layers")
 
 
-def _unmet_layout(sc: Any, knobs: _Knobs, counts: tuple[int, ...], suggest: bool) -> Unmet:
+def _unmet_layout(sc: Scenario, knobs: _Knobs, counts: tuple[int, ...], suggest: bool) -> Unmet:
     """A device count with no valid split: the plan is unmet, with the smallest count kvplan searches
     that splits and meets every constraint (verified by planning it)."""
     m = sc.model
@@ -546,15 +572,16 @@ def _unmet_layout(sc: Any, knobs: _Knobs, counts: tuple[int, ...], suggest: bool
             if not search.has_layout(m, c):
                 continue
             changes, edits = _devices_change(sc, c)
-            p = _replan(sc, knobs, **changes)
+            p = _replan(sc, knobs, changes)
             if p is not None:
-                sugg.append((f"{_say(edits[0])} (the smallest count kvplan searches that splits into tensor parallel "
-                             f"{p.tp} × pipeline {p.pp} and meets every constraint; {p.kv_dtype.id} KV)", edits))
+                sugg.append(Suggestion(f"{_say(edits[0])} (the smallest count kvplan searches that splits into "
+                                       f"tensor parallel {p.tp} × pipeline {p.pp} and meets every constraint; "
+                                       f"{p.kv_dtype.id} KV)", edits))
                 break
     return Unmet("layout", _no_layout(m, max(counts)) + f" (at most tensor parallel {tp_max} × pipeline "
                  f"{m.n_layers} = {tp_max * m.n_layers:,} devices, and a count those divide)",
                  derived(float(max(counts)), "1", "devices with no tensor × pipeline split of the model"),
-                 tuple(t for t, _ in sugg), tuple(c for _, c in sugg))
+                 *_texts_and_changes(sugg))
 
 
 def _reserves_exceed(ev: Evaluated, i: int) -> str:
@@ -581,12 +608,33 @@ class _Knobs:
     fit_only: bool = False   # accept a change that fits even if an SLO is still missed
 
 
-def _replan(sc: Any, knobs: _Knobs, **changes: Any) -> Optional[Plan]:
+@attrs.frozen(slots=True, kw_only=True)
+class _Rescope:
+    """What a suggestion changes in a scenario, to plan it again; None keeps the scenario's own."""
+
+    pins: Optional[Mapping[str, Pin]] = None
+    devices: Optional[DeviceCount] = None
+    budget: Optional[str] = None
+    engine: Optional[str] = None
+    context: Optional[int] = None
+    batch: Optional[int] = None
+
+    def apply(self, sc: Scenario) -> Scenario:
+        return attrs.evolve(
+            sc, pins=sc.pins if self.pins is None else self.pins,
+            devices=sc.devices if self.devices is None else self.devices,
+            budget=sc.budget if self.budget is None else self.budget,
+            engine=sc.engine if self.engine is None else self.engine,
+            context=sc.context if self.context is None else self.context,
+            batch=sc.batch if self.batch is None else self.batch)
+
+
+def _replan(sc: Scenario, knobs: _Knobs, changes: _Rescope) -> Optional[Plan]:
     """The plan of the scenario with `changes` applied, when it meets every constraint; else None.
     Every suggestion is checked this way before it is printed."""
 
     try:
-        p = plan(attrs.evolve(sc, **changes), reserve=knobs.reserve, min_gain=knobs.min_gain, eta=knobs.eta,
+        p = plan(changes.apply(sc), reserve=knobs.reserve, min_gain=knobs.min_gain, eta=knobs.eta,
                  activation_reserve=knobs.activation_reserve, runtime_reserve=knobs.runtime_reserve,
                  suggest=False)
     except (KvplanError, ValueError, ArithmeticError):
@@ -596,53 +644,59 @@ def _replan(sc: Any, knobs: _Knobs, **changes: Any) -> Optional[Plan]:
     return None if p.unmet else p
 
 
-def _with_pin(sc: Any, key: str, value: Any) -> dict[str, Any]:
+def _with_pin(sc: Scenario, key: str, value: Optional[PinValue]) -> dict[str, Pin]:
     pins = dict(sc.pins)
     if value is None:
         pins.pop(key, None)
     else:
         old = pins.get(key)
-        pins[key] = Pin(key, value, old.span if old is not None else sc.spans.get("deployment"))
+        pins[key] = Pin(key, value, old.span if old is not None else sc.spans["deployment"])
     return pins
 
 
-def _devices_change(sc: Any, n: int) -> tuple[dict[str, Any], tuple[Change, ...]]:
+def _devices_change(sc: Scenario, n: int) -> tuple[_Rescope, tuple[Change, ...]]:
     """Scenario changes and spec changes that make the planner use n devices."""
 
-    changes: dict[str, Any] = {}
+    pins: Optional[dict[str, Pin]] = None
+    devices: Optional[DeviceCount] = None
     edits: list[Change] = []
     if "devices" in sc.pins:
-        changes["pins"] = _with_pin(sc, "devices", float(n))
-        edits.append(("pin.devices", "=", str(n)))
+        pins = _with_pin(sc, "devices", float(n))
+        edits.append(Change("pin.devices", "=", str(n)))
         if "devices" in sc.spans and sc.devices.mode != "auto":  # keep the two from contradicting (KV120)
-            changes["devices"] = DeviceCount(sc.devices.mode, n)
-            edits.append(("devices", "=", f"<= {n}" if sc.devices.mode == "max" else str(n)))
+            devices = DeviceCount(sc.devices.mode, n)
+            edits.append(Change("devices", "=", f"<= {n}" if sc.devices.mode == "max" else str(n)))
     elif sc.devices.mode == "max":
-        changes["devices"] = DeviceCount("max", n)
-        edits.append(("devices", "=", f"<= {n}"))
+        devices = DeviceCount("max", n)
+        edits.append(Change("devices", "=", f"<= {n}"))
     else:
-        changes["devices"] = DeviceCount("fixed", n)
-        edits.append(("devices", "=", str(n)))
-    return changes, tuple(edits)
+        devices = DeviceCount("fixed", n)
+        edits.append(Change("devices", "=", str(n)))
+    return _Rescope(pins=pins, devices=devices), tuple(edits)
+
+
+def _texts_and_changes(sugg: Sequence[Suggestion]) -> tuple[tuple[str, ...], tuple[tuple[Change, ...], ...]]:
+    """Unmet's `suggestions` and `changes`: the texts, and the changes each is made of."""
+    return tuple(x.text for x in sugg), tuple(x.changes for x in sugg)
 
 
 def _say(change: Change) -> str:
     """`pin devices = 8`, `devices = <= 16`: a change as the spec would read."""
-    path, op, value = change
-    section, _, key = path.rpartition(".")
-    return f"{section + ' ' if section else ''}{key} {op} {value}"
+    section, _, key = change.path.rpartition(".")
+    return f"{section + ' ' if section else ''}{key} {change.op} {change.value}"
 
 
-def _device_suggestion(sc: Any, knobs: _Knobs, at_least: int, why: str) -> Optional[Suggestion]:
+def _device_suggestion(sc: Scenario, knobs: _Knobs, at_least: int, why: str) -> Optional[Suggestion]:
     """The smallest count the search would consider, above `at_least`, with which the plan meets
     every constraint; verified by planning it."""
     for n in SUGGESTED_COUNTS:
         if n <= at_least:
             continue
         changes, edits = _devices_change(sc, n)
-        p = _replan(sc, knobs, **changes)
+        p = _replan(sc, knobs, changes)
         if p is not None:
-            return (f"{_say(edits[0])} (the smallest count kvplan searches that {why}; {p.kv_dtype.id} KV)", edits)
+            return Suggestion(f"{_say(edits[0])} (the smallest count kvplan searches that {why}; {p.kv_dtype.id} KV)",
+                              edits)
     return None
 
 
@@ -650,7 +704,7 @@ def _least_budget(dt: str) -> Optional[str]:
     return next((b for b in BUDGETS if dt in admissible(b, False).kv_dtypes), None)
 
 
-def _dtype_suggestion(sc: Any, knobs: _Knobs, current: str) -> Optional[Suggestion]:
+def _dtype_suggestion(sc: Scenario, knobs: _Knobs, current: str) -> Optional[Suggestion]:
     """A narrower KV dtype that meets every constraint: change the kv_dtype pin (the budget too when
     it does not admit the dtype) or, without a pin, loosen the budget to the least lossy that admits it."""
 
@@ -663,28 +717,27 @@ def _dtype_suggestion(sc: Any, knobs: _Knobs, current: str) -> Optional[Suggesti
         budget = sc.budget if dt in allowed_now else _least_budget(dt)
         if budget is None or (not pinned and budget == sc.budget):
             continue  # already in the space the planner searched
-        changes: dict[str, Any] = {"budget": budget} if budget != sc.budget else {}
-        edits: list[Change] = [("quality.budget", "=", budget)] if budget != sc.budget else []
+        edits: list[Change] = [Change("quality.budget", "=", budget)] if budget != sc.budget else []
         if pinned:
-            changes["pins"] = _with_pin(sc, "kv_dtype", dt)
-            edits.insert(0, ("pin.kv_dtype", "=", dt))
-        p = _replan(sc, knobs, **changes)
+            edits.insert(0, Change("pin.kv_dtype", "=", dt))
+        p = _replan(sc, knobs, _Rescope(budget=budget if budget != sc.budget else None,
+                                       pins=_with_pin(sc, "kv_dtype", dt) if pinned else None))
         if p is None:
             continue
         where = f"{p.n_devices} device{'s' if p.n_devices > 1 else ''}"
         if pinned:
             also = f" and budget = {budget}" if budget != sc.budget else ""
-            return (f"pin kv_dtype = {dt}{also} ({dt} KV fits on {where})", tuple(edits))
-        return (f"budget = {budget} ({p.kv_dtype.id} KV fits on {where})", tuple(edits))
+            return Suggestion(f"pin kv_dtype = {dt}{also} ({dt} KV fits on {where})", tuple(edits))
+        return Suggestion(f"budget = {budget} ({p.kv_dtype.id} KV fits on {where})", tuple(edits))
     if pinned:
-        p = _replan(sc, knobs, pins=_with_pin(sc, "kv_dtype", None))
+        p = _replan(sc, knobs, _Rescope(pins=_with_pin(sc, "kv_dtype", None)))
         if p is not None:
-            return (f"remove the kv_dtype pin (the planner then takes {p.kv_dtype.id} KV on {p.n_devices} "
-                    f"device{'s' if p.n_devices > 1 else ''})", (("pin.kv_dtype", "", None),))
+            return Suggestion(f"remove the kv_dtype pin (the planner then takes {p.kv_dtype.id} KV on {p.n_devices} "
+                              f"device{'s' if p.n_devices > 1 else ''})", (Change("pin.kv_dtype", "", None),))
     return None
 
 
-def _largest(lo: int, hi: int, works: Any, guess: int) -> Optional[int]:
+def _largest(lo: int, hi: int, works: Callable[[int], bool], guess: int) -> Optional[int]:
     """The largest x in [lo, hi] for which works(x) holds (works is monotone: true up to a point),
     trying the arithmetic guess first; None when not even lo works."""
     if hi < lo:
@@ -703,7 +756,7 @@ def _largest(lo: int, hi: int, works: Any, guess: int) -> Optional[int]:
     return a
 
 
-def _unmet_fit(sc: Any, ev: Evaluated, best: int, space: Space, sigma: float, phi: float, knobs: _Knobs,
+def _unmet_fit(sc: Scenario, ev: Evaluated, best: int, space: Space, sigma: float, phi: float, knobs: _Knobs,
                w_p: float, suggest: bool) -> Unmet:
     short = float(ev.need[best] - ev.capacity[best])
     sugg: list[Suggestion] = []
@@ -711,12 +764,12 @@ def _unmet_fit(sc: Any, ev: Evaluated, best: int, space: Space, sigma: float, ph
         sugg = _fit_suggestions(sc, ev, best, space, sigma, phi, knobs, w_p)
         if not sugg and (sc.slo_step_time is not None or sc.slo_throughput is not None):
             # nothing fits and meets the SLOs: say what fits, and that the SLO stays missed
-            sugg = [(t + "; the SLO is still missed", c)
-                    for t, c in _fit_suggestions(sc, ev, best, space, sigma, phi,
-                                                 attrs.evolve(knobs, fit_only=True), w_p)]
+            sugg = [attrs.evolve(x, text=x.text + "; the SLO is still missed")
+                    for x in _fit_suggestions(sc, ev, best, space, sigma, phi, attrs.evolve(knobs, fit_only=True),
+                                              w_p)]
         if not sugg:
-            sugg = [("no single change kvplan can verify fits: more devices, narrower weights or a smaller "
-                     "workload", ())]
+            sugg = [Suggestion("no single change kvplan can verify fits: more devices, narrower weights or a "
+                               "smaller workload")]
     n, tp = int(ev.n[best]), int(ev.tp[best])
     layers = int(memory.stage_layers(sc.model, n // tp))
     if ev.usable_dev[best] <= 0:
@@ -724,7 +777,7 @@ def _unmet_fit(sc: Any, ev: Evaluated, best: int, space: Space, sigma: float, ph
         return Unmet("fits", _reserves_exceed(ev, best) + f"; each {sc.device.id} would need "
                      f"{fmt_unit(short, 'B')} more for this plan",
                      derived(short, "B", "memory needed − usable, per device (kvplan.model.memory)"),
-                     tuple(t for t, _ in sugg), tuple(c for _, c in sugg))
+                     *_texts_and_changes(sugg))
     if layers * (n // tp) != sc.model.n_layers:
         short = float(ev.need_dev[best] - ev.usable_dev[best])
         return Unmet("fits", f"does not fit: the most loaded device ({layers} of {sc.model.n_layers} layers on one of "
@@ -732,14 +785,13 @@ def _unmet_fit(sc: Any, ev: Evaluated, best: int, space: Space, sigma: float, ph
                      f"{fmt_unit(ev.usable_dev[best], 'B')} usable on each {sc.device.id}; short by "
                      f"{fmt_unit(short, 'B')}",
                      derived(short, "B", "memory needed − usable, most loaded device (kvplan.model.memory)"),
-                     tuple(t for t, _ in sugg), tuple(c for _, c in sugg))
+                     *_texts_and_changes(sugg))
     return Unmet("fits", f"does not fit: needs {fmt_unit(ev.need[best], 'B')}, {fmt_unit(ev.capacity[best], 'B')} "
                  f"usable on {int(ev.n[best])} × {sc.device.id}; short by {fmt_unit(short, 'B')}",
-                 derived(short, "B", "memory needed − usable capacity"), tuple(t for t, _ in sugg),
-                 tuple(c for _, c in sugg))
+                 derived(short, "B", "memory needed − usable capacity"), *_texts_and_changes(sugg))
 
 
-def _fit_suggestions(sc: Any, ev: Evaluated, best: int, space: Space, sigma: float, phi: float, knobs: _Knobs,
+def _fit_suggestions(sc: Scenario, ev: Evaluated, best: int, space: Space, sigma: float, phi: float, knobs: _Knobs,
                      w_p: float) -> list[Suggestion]:
     dtype, r, placement = str(ev.dtype[best]), float(ev.retention[best]), str(ev.placement[best])
     sugg: list[Suggestion] = []
@@ -755,21 +807,21 @@ def _fit_suggestions(sc: Any, ev: Evaluated, best: int, space: Space, sigma: flo
     s_fit = _f(rf.s_cap(cfg, sc.batch))
     if s_fit > 0:
         c = _largest(max(1, sc.prefix), sc.context - 1,
-                     lambda x: _replan(sc, knobs, context=x) is not None, int(s_fit))
+                     lambda x: _replan(sc, knobs, _Rescope(context=x)) is not None, int(s_fit))
         if c is not None:
-            sugg.append((f"context = {c} (the longest that fits at batch {sc.batch})",
-                         (("workload.context", "=", str(c)),)))
+            sugg.append(Suggestion(f"context = {c} (the longest that fits at batch {sc.batch})",
+                                   (Change("workload.context", "=", str(c)),)))
         per_seq = _f(rf.kv_bytes_stored(cfg, 1, sc.context))
         free = cfg.kv_room  # the deployment's KV bytes when its most loaded device is full
         guess = int(free // per_seq) if per_seq > 0 else 1
-        bfit = _largest(1, sc.batch - 1, lambda x: _replan(sc, knobs, batch=x) is not None, guess)
+        bfit = _largest(1, sc.batch - 1, lambda x: _replan(sc, knobs, _Rescope(batch=x)) is not None, guess)
         if bfit is not None:
-            sugg.append((f"batch = {bfit} (the largest that fits at {sc.context:,} tokens)",
-                         (("workload.batch", "=", str(bfit)),)))
+            sugg.append(Suggestion(f"batch = {bfit} (the largest that fits at {sc.context:,} tokens)",
+                                   (Change("workload.batch", "=", str(bfit)),)))
     return sugg
 
 
-def _unmet_slo(sc: Any, ev: Evaluated, best: int, slo_step: Optional[float], slo_thr: Optional[float],
+def _unmet_slo(sc: Scenario, ev: Evaluated, best: int, slo_step: Optional[float], slo_thr: Optional[float],
                knobs: _Knobs, space: Space, suggest: bool) -> list[Unmet]:
     out = []
     if slo_step is not None and ev.step[best] > slo_step:
@@ -777,27 +829,28 @@ def _unmet_slo(sc: Any, ev: Evaluated, best: int, slo_step: Optional[float], slo
         out.append(Unmet("step_time", f"step time {fmt_unit(ev.step[best], 's')} exceeds the SLO "
                          f"{fmt_unit(slo_step, 's')} by {fmt_unit(ev.step[best] - slo_step, 's')}",
                          derived(float(ev.step[best] - slo_step), "s", "plan step time − SLO"),
-                         tuple(t for t, _ in sugg), tuple(c for _, c in sugg)))
+                         *_texts_and_changes(sugg)))
     if slo_thr is not None and ev.throughput[best] < slo_thr:
         sugg = _slo_suggestions(sc, knobs, space, suggest, str(ev.dtype[best]))
         out.append(Unmet("throughput", f"throughput {fmt_unit(ev.throughput[best], 'tok/s')} is below the SLO "
                          f"{fmt_unit(slo_thr, 'tok/s')} by {fmt_unit(slo_thr - ev.throughput[best], 'tok/s')}",
                          derived(float(slo_thr - ev.throughput[best]), "tok/s", "SLO − plan throughput"),
-                         tuple(t for t, _ in sugg), tuple(c for _, c in sugg)))
+                         *_texts_and_changes(sugg)))
     return out
 
 
-def _slo_suggestions(sc: Any, knobs: _Knobs, space: Space, suggest: bool, dtype: str) -> list[Suggestion]:
+def _slo_suggestions(sc: Scenario, knobs: _Knobs, space: Space, suggest: bool, dtype: str) -> list[Suggestion]:
     """More devices, or a narrower KV dtype, that meet every constraint (verified by planning);
     else a plain statement that no allowed plan does."""
     if not suggest:
         return []
     out = [s for s in (_device_suggestion(sc, knobs, max(space.counts), "meets the SLO"),
                        _dtype_suggestion(sc, knobs, dtype)) if s is not None]
-    return out or [("no allowed plan meets it: allow more devices, a looser quality budget or a shorter context", ())]
+    return out or [Suggestion("no allowed plan meets it: allow more devices, a looser quality budget or a shorter "
+                              "context")]
 
 
-def _tier(sc: Any, w_kv: float, factors: KvFactors, tp: int, eta: float) -> TierPlan:
+def _tier(sc: Scenario, w_kv: float, factors: KvFactors, tp: int, eta: float) -> TierPlan:
     """Reuse economics (SPEC §7): keep reused contexts in host memory when fetching them
     over the host link beats recomputing them; never as a read inside a step (R6)."""
     pin = _pin(sc, "tier")
@@ -821,7 +874,7 @@ def _tier(sc: Any, w_kv: float, factors: KvFactors, tp: int, eta: float) -> Tier
     return TierPlan(tier, link.id, size if tier != "none" else None, pre, fetch)  # no tier holds no bytes
 
 
-def plans_for(result: Any, scenario: Optional[str] = None, **overrides: float) -> list[Plan]:
+def plans_for(result: CheckResult, scenario: Optional[str] = None, **overrides: Unpack[Overrides]) -> list[Plan]:
     """Plan every scenario of a checked spec file (or the one named). The caller has
     already refused files with errors; an unknown scenario name is a user error."""
 
@@ -834,5 +887,4 @@ def plans_for(result: Any, scenario: Optional[str] = None, **overrides: float) -
         if scenario not in names:
             raise KvplanError(f"{result.path}: no scenario '{scenario}'", help=suggest(scenario, names))
         scenarios = [sc for sc in scenarios if scenario in (sc.name, sc.deployment)]
-    kw: dict[str, Any] = dict(overrides)
-    return [plan(sc, **kw) for sc in scenarios]
+    return [plan(sc, **overrides) for sc in scenarios]

@@ -4,7 +4,7 @@ core have not; it only arranges their numbers."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional, Sequence
 
 import attrs
 
@@ -12,10 +12,10 @@ from kvplan.base.evidence import Value, derived
 from kvplan.base.units import fmt_unit
 from kvplan.catalog import DTYPE_ORDER
 from kvplan.catalog.engines import get_engine
-from kvplan.catalog.quality import admissible, for_choice
+from kvplan.catalog.quality import QualityResult, admissible, for_choice
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import KvFactors, fragmentation
-from kvplan.planner.plan import Decision, Option, Plan
+from kvplan.planner.plan import Decision, Numbers, Option, Plan
 from kvplan.planner.search import Evaluated, Space
 
 
@@ -56,7 +56,7 @@ def _find(ev: Evaluated, *, dtype: Optional[str] = None, r: Optional[float] = No
     return None
 
 
-def _nums(ev: Evaluated, i: int, baseline_step: float) -> tuple[tuple[str, Value], ...]:
+def _nums(ev: Evaluated, i: int, baseline_step: float) -> Numbers:
     return (
         ("step_time", derived(float(ev.step[i]), "s", "T_step lower bound (docs/model.md §4)")),
         ("speedup", derived(baseline_step / float(ev.step[i]), "x", "vs 16-bit KV on the same devices")),
@@ -79,7 +79,7 @@ def _why_absent(p: Plan, dtype: str, why: dict[str, str]) -> str:
     return "not in the candidate space"
 
 
-def _reported(results: Any) -> tuple[tuple[Value, ...], tuple[str, ...]]:
+def _reported(results: Sequence[QualityResult]) -> tuple[tuple[Value, ...], tuple[str, ...]]:
     """Reported results as `reported` Values where the source gives one number, as text otherwise
     (ranges, several numbers, gaps): printed beside the plan, never combined with derived numbers."""
     values = tuple(v for v in (x.value_obj() for x in results) if v is not None)
@@ -127,18 +127,18 @@ def _regime(inp: _Inputs) -> Decision:
     d = sc.device
     b = sc.batch
     s = sc.context
-    mb = dict(p.map_before)
-    n0 = int(mb["devices"].value) if "devices" in mb and not mb["devices"].absent else 1  # the R1 map's count
+    mb = p.map_before
+    n0 = mb.n_devices  # the R1 map's count
     where0 = "one device" if n0 == 1 else f"{n0} × {d.id}, the fewest that hold the weights,"
     return Decision(
         domain="regime", title="Where the deployment sits", choice=p.regime_before, rules=("R1",),
         context=(f"{m.id} ({fmt_unit(m.params, '1')} parameters, {sc.weights.id} weights) on {d.id}, "
                  f"batch {b}, context {s:,} tokens",
-                 f"s* = {mb['s_star'].human}, s_cap = {mb['s_cap'].human} on {where0} with 16-bit KV"),
+                 f"s* = {mb.s_star.human}, s_cap = {mb.s_cap.human} on {where0} with 16-bit KV"),
         decision=(f"We will plan for the {p.regime_before} regime: the context is "
-                  f"{mb['context_over_s_star'].human} s* and {mb['context_over_s_cap'].human} s_cap"
+                  f"{mb.context_over_s_star.human} s* and {mb.context_over_s_cap.human} s_cap"
                   + (f" on {n0} × {d.id}." if n0 > 1 else ".")),
-        numbers=tuple(p.map_before),
+        numbers=p.map_before.items(),
         consequences=("below s* compression barely helps (R3); above s* KV bytes become speed (R4); "
                       "above s_cap the deployment must shard or shrink (R6)",),
     )
@@ -149,12 +149,11 @@ def _devices(inp: _Inputs) -> Decision:
     p = inp.plan
     sc = p.scenario
     d = sc.device
-    mb = dict(p.map_before)
     n = p.n_devices
     r = p.retention
     kv = p.kv_dtype
     pins = sc.pins
-    n0 = int(mb["devices"].value) if "devices" in mb and not mb["devices"].absent else 1  # the R1 map's count
+    n0 = p.map_before.n_devices  # the R1 map's count
     ev = inp.ev
     baseline_step = inp.baseline_step
     dev_opts = []
@@ -184,14 +183,14 @@ def _devices(inp: _Inputs) -> Decision:
             f"{n} × {d.id}: no valid tensor × pipeline split" if any(u.constraint == "layout" for u in p.unmet)
             else f"{n} × {d.id} (tensor parallel {p.tp}, pipeline {p.pp})"),
         rules=("R6",) if p.regime_before == "capacity-bound" or n0 > 1 else (),
-        context=(f"memory needed {p.metric('memory_needed').human}, usable {p.metric('memory_usable').human}",
+        context=(f"memory needed {p.metrics.memory_needed.human}, usable {p.metrics.memory_usable.human}",
                  f"devices: {sc.devices.mode}" + (f" ≤ {sc.devices.n}" if sc.devices.mode == "max" else
                                                   f" = {sc.devices.n}" if sc.devices.mode == "fixed" else ""),
                  f"objective: {sc.objective}"),
         decision=f"We will run on {n} device{'s' if n > 1 else ''}" + (
             "." if p.feasible else ", the closest plan to the constraints; see what is unmet."),
-        numbers=(("memory_needed", p.metric("memory_needed")), ("memory_usable", p.metric("memory_usable")),
-                 ("device_need", p.metric("device_need")), ("headroom", p.metric("headroom"))),
+        numbers=(("memory_needed", p.metrics.memory_needed), ("memory_usable", p.metrics.memory_usable),
+                 ("device_need", p.metrics.device_need), ("headroom", p.metrics.headroom)),
         options=tuple(dev_opts), pinned="devices" in pins,
     )
 
@@ -388,13 +387,13 @@ def _tiering(inp: _Inputs) -> Decision:
 def _reevaluation(inp: _Inputs) -> Decision:
     """R8: the map after the plan."""
     p = inp.plan
-    ma = dict(p.map_after)
+    ma = p.map_after
     return Decision(
         domain="re-evaluation", title="The map after the plan", choice=p.regime_after, rules=("R8",),
-        context=(f"before: {p.regime_before}; combined byte factor {dict(p.byte_factors)['combined'].human}",),
-        decision=f"After the plan the point is {p.regime_after}: s* = {ma['s_star'].human}, "
-                 f"s_cap = {ma['s_cap'].human}.",
-        numbers=tuple(p.map_after),
+        context=(f"before: {p.regime_before}; combined byte factor {p.byte_factors.combined.human}",),
+        decision=f"After the plan the point is {p.regime_after}: s* = {ma.s_star.human}, "
+                 f"s_cap = {ma.s_cap.human}.",
+        numbers=p.map_after.items(),
         consequences=(("further KV compression would barely help now (R3)",) if p.regime_after == "weight-bound"
                       else ("the deployment does not fit as planned",) if p.regime_after == "capacity-bound"
                       else ("KV bytes still set the step time: more compression would still be speed",)),

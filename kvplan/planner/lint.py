@@ -4,7 +4,7 @@ constraints or expectations the plan does not meet (KV3xx), each at its own line
 from __future__ import annotations
 
 import operator
-from typing import Any, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Callable, Mapping, Optional
 
 import attrs
 
@@ -13,13 +13,18 @@ from kvplan.base.diagnostics import Diagnostic, Fix, make
 from kvplan.base.units import fmt_unit
 from kvplan.catalog.engines import get_engine
 from kvplan.catalog.quality import admissible
+from kvplan.lang import CheckResult
 from kvplan.lang import fixes as fx
-from kvplan.planner import plan
-from kvplan.planner.plan import Plan, PlanResult
+from kvplan.model.scenario import PinValue, Scenario
+from kvplan.planner import Overrides, plan
+from kvplan.planner.plan import Plan, PlanResult, Unmet
 from kvplan.planner.rules import RULES, PinView, Rule
 from kvplan.planner.rules.rule import Context, fix_for, pinned_kv, span_of
 
-_OPS: dict[str, Callable[[Any, Any], bool]] = {
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+_OPS: dict[str, Callable[[PinValue, PinValue], bool]] = {
     "==": operator.eq, "!=": operator.ne, ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt,
     "is": operator.eq,
 }
@@ -29,7 +34,7 @@ _span = span_of
 _fix = fix_for
 
 
-def metric_value(plan: Plan, metric: str) -> Any:
+def metric_value(plan: Plan, metric: str) -> PinValue:
     """The plan's value for an `expect` metric, in base units."""
     if metric == "regime":
         return plan.regime_after
@@ -42,7 +47,7 @@ def metric_value(plan: Plan, metric: str) -> Any:
     return plan.metric(metric).value
 
 
-def _fmt_metric(metric: str, v: Any) -> str:
+def _fmt_metric(metric: str, v: PinValue) -> str:
     unit = {"step_time": "s", "throughput": "tok/s", "kv_bytes": "B", "speedup": "x"}.get(metric)
     if unit and isinstance(v, (int, float)) and not isinstance(v, bool):
         return fmt_unit(float(v), unit)
@@ -53,7 +58,7 @@ def _fmt_metric(metric: str, v: Any) -> str:
     return str(v)
 
 
-def _unmet_help(sc: Any, ctx: Optional[Context], u: Any, lead: str, sep: str) -> tuple[str, list[Optional[Fix]]]:
+def _unmet_help(sc: Scenario, ctx: Optional[Context], u: Unmet, lead: str, sep: str) -> tuple[str, list[Optional[Fix]]]:
     """The help line and its fixes; the lead ("smallest change that fits: ") only before changes."""
     pairs = list(zip(u.suggestions, u.changes or ((),) * len(u.suggestions), strict=True))
     found = [_fix(sc, ctx, text, ch) for text, ch in pairs]
@@ -62,13 +67,13 @@ def _unmet_help(sc: Any, ctx: Optional[Context], u: Any, lead: str, sep: str) ->
     return lead + sep.join(u.suggestions), found
 
 
-def findings(sc: Any, plan: Plan, ctx: Optional[Context] = None, rules: Mapping[str, Rule] = RULES) -> list[Diagnostic]:
+def findings(sc: Scenario, plan: Plan, ctx: Optional[Context] = None,
+             rules: Mapping[str, Rule] = RULES) -> list[Diagnostic]:
     """The findings of one planned scenario: each rule's on the pinned choices, then what the
     engine does not admit, what the plan cannot meet and the expectations it breaks. With `ctx`
     (the file's text and the deployment's tree) every suggestion that names a change carries it as a Fix."""
     out: list[Diagnostic] = []
-    dep = ctx[1] if ctx is not None else None
-    source = ctx[0] if ctx is not None else ""
+    source, dep = (ctx.source, ctx.dep) if ctx is not None else ("", None)
     pins = sc.pins
     eng = get_engine(sc.engine)
 
@@ -77,7 +82,7 @@ def findings(sc: Any, plan: Plan, ctx: Optional[Context] = None, rules: Mapping[
         if rule.lint is not None:
             out += rule.lint(view)
 
-    pin_dt, dt, _, _ = pinned_kv(sc)
+    pin_dt, dt = (kv := pinned_kv(sc)).dtype_pin, kv.dtype
 
     # KV305: a pin the engine or the budget does not admit
     if pin_dt is not None:
@@ -124,14 +129,13 @@ def findings(sc: Any, plan: Plan, ctx: Optional[Context] = None, rules: Mapping[
     return out
 
 
-def plan_with_findings(sc: Any, ctx: Optional[Context] = None, **overrides: float) -> PlanResult:
+def plan_with_findings(sc: Scenario, ctx: Optional[Context] = None, **overrides: Unpack[Overrides]) -> PlanResult:
     """Plan one scenario (with the planner options given, as `kvplan advise` takes them) and lint it."""
-    kw: dict[str, Any] = dict(overrides)
-    p = plan(sc, **kw)
+    p = plan(sc, **overrides)
     return PlanResult(p, tuple(findings(sc, p, ctx)))
 
 
-def check(result: Any, **overrides: float) -> list[Diagnostic]:
+def check(result: CheckResult, **overrides: Unpack[Overrides]) -> list[Diagnostic]:
     """The lint runner's hook: plan every scenario of a checked file (with the planner options given)
     and report its findings. Files with errors from earlier stages are skipped (their scenarios are incomplete)."""
     if any(dg.severity is Severity.ERROR for dg in result.diagnostics):
@@ -139,7 +143,7 @@ def check(result: Any, **overrides: float) -> list[Diagnostic]:
     found: dict[tuple[str, str, int, int], tuple[Diagnostic, list[str]]] = {}
     helps: dict[tuple[str, str, int, int], set[Optional[str]]] = {}
     for sc in result.scenarios:
-        ctx = (result.source, fx.deployment(result.file, sc.deployment))
+        ctx = Context(result.source, fx.deployment(result.file, sc.deployment))
         for dg in plan_with_findings(sc, ctx, **overrides).findings:
             key = (dg.code, dg.message, dg.span.line if dg.span else 0, dg.span.column if dg.span else 0)
             found.setdefault(key, (dg, []))[1].append(sc.name)

@@ -4,18 +4,90 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal, Optional, Union
+from typing import Any, ClassVar, Literal, Optional, Union
 
 import attrs
 
 from kvplan.base.diagnostics import Diagnostic
 from kvplan.base.evidence import Value
-from kvplan.catalog import Dtype, get_link
+from kvplan.base.json_types import JSONValue
+from kvplan.catalog import Device, Dtype, Link, Model, get_link
 from kvplan.model.kernels.flashinfer import plan_kernel
 from kvplan.model.memory import Reserves
+from kvplan.model.scenario import Scenario
 
 #: Why a candidate left the search when no design rule removed it.
 Cause = Literal["rule", "fit", "layout", "slo", "objective", "more-devices"]
+#: Labelled figures whose labels vary from record to record (a decision's, an option's, a
+#: rejection's numbers), printed in this order; the plan's fixed sets of figures are records below.
+Numbers = tuple[tuple[str, Value], ...]
+
+
+class _Figures:
+    """A fixed set of figures, one attrs field each, named as the JSON contract labels it."""
+
+    __slots__ = ()
+    __attrs_attrs__: ClassVar[tuple[attrs.Attribute[Optional[Value]], ...]]  # set by attrs on each record
+
+    def items(self) -> Numbers:
+        """(label, Value) in field order, the order the renderers print and the digest hashes; a
+        figure the record does not have (None) is left out."""
+        return tuple((f.name, v) for f in attrs.fields(type(self)) if isinstance(v := getattr(self, f.name), Value))
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class MapNumbers(_Figures):
+    """A regime map's figures (R1 before the plan, R8 after it). `devices` is the R1 map's device
+    count when it is drawn on more than one device or on none that holds the weights, else None."""
+
+    devices: Optional[Value] = None
+    kappa: Value
+    s_star: Value
+    s_cap: Value
+    context_over_s_star: Value
+    context_over_s_cap: Value
+
+    @property
+    def n_devices(self) -> int:
+        """The device count the map is drawn on (1 when `devices` is None or absent)."""
+        return int(self.devices.value) if self.devices is not None and not self.devices.absent else 1
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class Metrics(_Figures):
+    """What one layout predicts (docs/model.md §3–6): the baseline's figures, and the plan's before its speedup."""
+
+    step_time: Value
+    throughput: Value
+    kv_bytes: Value
+    weight_bytes: Value
+    memory_needed: Value
+    memory_usable: Value
+    device_need: Value
+    headroom: Value
+    kv_bytes_read: Value
+
+    def with_speedup(self, speedup: Value) -> PlanMetrics:
+        """These metrics as a plan's, with its speedup over the baseline."""
+        return PlanMetrics(**attrs.asdict(self, recurse=False), speedup=speedup)
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class PlanMetrics(Metrics):
+    """The plan's metrics and its speedup over the baseline (printed last)."""
+
+    speedup: Value
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class ByteFactors(_Figures):
+    """What each KV domain multiplies the 16-bit footprint by, and their product (docs/model.md §3)."""
+
+    quantization: Value
+    eviction: Value
+    paging: Value
+    prefix_caching: Value
+    combined: Value
 
 
 @attrs.frozen(slots=True)
@@ -26,7 +98,7 @@ class Rejection:
 
     rule: Optional[str]               # R1..R8, or a registered rule's id
     reason: str
-    numbers: tuple[tuple[str, Value], ...] = ()
+    numbers: Numbers = ()
     cause: Cause = "rule"
 
     def __attrs_post_init__(self) -> None:
@@ -41,7 +113,7 @@ class Option:
 
     choice: str
     reason: Union[str, Rejection]
-    numbers: tuple[tuple[str, Value], ...] = ()
+    numbers: Numbers = ()
 
 
 @attrs.frozen(slots=True)
@@ -55,7 +127,7 @@ class Decision:
     rules: tuple[str, ...]            # R1..R8
     context: tuple[str, ...]          # facts only
     decision: str                     # "We will ..."
-    numbers: tuple[tuple[str, Value], ...]
+    numbers: Numbers
     evidence: tuple[Value, ...] = ()  # reported results, never mixed with derived numbers
     options: tuple[Option, ...] = ()
     consequences: tuple[str, ...] = ()
@@ -63,11 +135,23 @@ class Decision:
     reported_text: tuple[str, ...] = ()  # reported results with no single number, or gaps, as written
 
 
-#: One concrete change to a deployment: (path, operator, value), e.g. ("pin.devices", "=", "8");
-#: value None removes the setting. kvplan.planner.lint turns changes into edits of the file.
-Change = tuple[str, str, Optional[str]]
-#: A suggestion's text and the changes it is made of (none: a statement, not a change).
-Suggestion = tuple[str, tuple[Change, ...]]
+@attrs.frozen(slots=True)
+class Change:
+    """One concrete change to a deployment, e.g. Change("pin.devices", "=", "8"): the setting's path,
+    the operator written before the value, and the value as the spec writes it (None removes the
+    setting). kvplan.planner.lint turns changes into edits of the file."""
+
+    path: str
+    op: str
+    value: Optional[str]
+
+
+@attrs.frozen(slots=True)
+class Suggestion:
+    """A suggestion's text and the changes it is made of (none: a statement, not a change)."""
+
+    text: str
+    changes: tuple[Change, ...] = ()
 
 
 @attrs.frozen(slots=True)
@@ -94,7 +178,7 @@ class TierPlan:
 
 @attrs.frozen(slots=True)
 class Plan:
-    scenario: Any                     # kvplan.lang.Scenario
+    scenario: Scenario
     kv_dtype: Dtype
     retention: float
     block_size: int
@@ -107,11 +191,11 @@ class Plan:
     tier: TierPlan
     regime_before: str
     regime_after: str
-    map_before: tuple[tuple[str, Value], ...]
-    map_after: tuple[tuple[str, Value], ...]
-    metrics: tuple[tuple[str, Value], ...]
-    baseline: tuple[tuple[str, Value], ...]
-    byte_factors: tuple[tuple[str, Value], ...]
+    map_before: MapNumbers
+    map_after: MapNumbers
+    metrics: PlanMetrics
+    baseline: Metrics
+    byte_factors: ByteFactors
     decisions: tuple[Decision, ...]
     unmet: tuple[Unmet, ...]
     assumptions: tuple[Value, ...]
@@ -120,10 +204,12 @@ class Plan:
     reserves: Reserves = Reserves()   # the memory model's reserves this plan was sized with
 
     def metric(self, key: str) -> Value:
-        return dict(self.metrics)[key]
+        """A metric by its label, for a name the user wrote (`expect { step_time < 30ms }`); KeyError
+        for one the plan has not. Code that knows which metric it wants reads the field."""
+        return dict(self.metrics.items())[key]
 
     @property
-    def choices(self) -> dict[str, Any]:
+    def choices(self) -> dict[str, JSONValue]:
         """The decisions an engine config is made of."""
         return {
             "kv_dtype": self.kv_dtype.id, "retention": self.retention, "block_size": self.block_size,
@@ -140,7 +226,7 @@ class Plan:
         `kernel` key; derived from the choices, so not part of the digest."""
         return plan_kernel(self)
 
-    def canonical(self) -> dict[str, Any]:
+    def canonical(self) -> dict[str, JSONValue]:
         """What the digest covers: the plan's outcome and everything it was made from, in a form that
         does not depend on how a choice was reached. In: the choices, σ, the regime maps, every metric
         and byte factor, the tier and its figures, what is unmet and by how much, every assumption
@@ -153,13 +239,13 @@ class Plan:
 
         sc = self.scenario
         link = None if self.tier.link is None else _record(get_link(self.tier.link))
-        tier = {"tier": self.tier.tier, "link": self.tier.link,
+        tier: dict[str, JSONValue] = {"tier": self.tier.tier, "link": self.tier.link,
                 "bytes": None if self.tier.tier == "none" else _val(self.tier.bytes),
                 "prefill_time": _val(self.tier.prefill_time), "fetch_time": _val(self.tier.fetch_time)}
         return {
             "choices": self.choices, "sharing": _num(self.sharing), "feasible": self.feasible,
             "regime": [self.regime_before, self.regime_after],
-            **{name: [[k, _val(v)] for k, v in pairs] for name, pairs in (
+            **{name: [[k, _val(v)] for k, v in record.items()] for name, record in (
                 ("map_before", self.map_before), ("map_after", self.map_after), ("metrics", self.metrics),
                 ("baseline", self.baseline), ("byte_factors", self.byte_factors))},
             "tier": tier,
@@ -168,7 +254,7 @@ class Plan:
             # the choice is in `choices`, and pinning it drops the default (typed keys come with issue 10)
             "assumptions": [_val(v) for v in self.assumptions if not _auto_default(v)],
             "decisions": [[d.domain, d.choice, [[k, _val(v)] for k, v in d.numbers],
-                           [[*_val(v), v.source] for v in d.evidence], list(d.reported_text)]
+                           [[*_figure(v), v.source] for v in d.evidence], list(d.reported_text)]
                           for d in self.decisions],
             "catalog": {"model": _record(sc.model), "device": _record(sc.device), "weights": _record(sc.weights),
                         "kv_dtype": _record(self.kv_dtype), "link": link},
@@ -190,19 +276,24 @@ def _auto_default(v: Value) -> bool:
     return v.source.startswith(("default: devices = auto", "default: placement = auto"))
 
 
-def _num(x: Any) -> Any:
+def _num(x: JSONValue) -> JSONValue:
     """A number rounded to 12 significant digits (the digest must not see float noise); words pass."""
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         return x
     return float(f"{float(x):.12g}")
 
 
-def _val(v: Optional[Value]) -> Any:
+def _figure(v: Value) -> list[JSONValue]:
     """A Value as [number, unit, evidence]: its source is wording."""
-    return None if v is None else [_num(v.value), v.unit, v.evidence.value]
+    return [_num(v.value), v.unit, v.evidence.value]
 
 
-def _record(obj: Any) -> Any:
+def _val(v: Optional[Value]) -> Optional[list[JSONValue]]:
+    """_figure, or None for no Value."""
+    return None if v is None else _figure(v)
+
+
+def _record(obj: Union[Model, Device, Dtype, Link, None]) -> Optional[dict[str, JSONValue]]:
     """A catalog record's fields, prose left out."""
     if obj is None:
         return None

@@ -8,13 +8,13 @@ vectorized, so planning stays in milliseconds.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 import attrs
 import numpy as np
 import numpy.typing as npt
 
-from kvplan.catalog import DTYPES, Model
+from kvplan.catalog import DTYPES, Device, Model
 from kvplan.catalog.quality import lossiness_rank
 from kvplan.model import memory
 from kvplan.model import roofline as rf
@@ -99,7 +99,7 @@ class Evaluated:
         return len(self.width)
 
 
-def evaluate(model: Model, device: Any, *, batch: int, context: int, w_p: float, sharing: float, frag: float,
+def evaluate(model: Model, device: Device, *, batch: int, context: int, w_p: float, sharing: float, frag: float,
              reserved: float, space: Space, pipeline: bool = True) -> Evaluated:
     """Evaluate every combination of the space's axes with the SPEC §3–6 equations.
     Without pipeline parallelism (an engine that has none) every device is a tensor-parallel rank.

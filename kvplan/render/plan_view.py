@@ -48,17 +48,17 @@ def text(plans: Sequence[Plan]) -> str:
 
 def _text_one(p: Plan) -> list[str]:
     sc = p.scenario
-    mb, ma = dict(p.map_before), dict(p.map_after)
+    mb, ma = p.map_before, p.map_after
     out = [f"plan for {sc.name}: {sc.model.id} on {sc.device.id}, batch {sc.batch}, context {sc.context:,} tokens",
            "=" * min(WIDTH, 80), ""]
-    n0 = int(mb["devices"].value) if "devices" in mb and not mb["devices"].absent else 1
+    n0 = mb.n_devices
     out.append("regime map (R1, 16-bit KV, one device: no count up to the device limit holds the weights)"
-               if "devices" in mb and mb["devices"].absent else
+               if mb.devices is not None and mb.devices.absent else
                "regime map (R1, 16-bit KV, one device)" if n0 == 1 else
                f"regime map (R1, 16-bit KV, {n0} devices: the fewest {sc.device.id} that hold the weights)")
-    out.extend(_pairs(p.map_before, "  "))
-    out.append(f"  → {p.regime_before}: context is {mb['context_over_s_star'].human} s* and "
-               f"{mb['context_over_s_cap'].human} s_cap")
+    out.extend(_pairs(mb.items(), "  "))
+    out.append(f"  → {p.regime_before}: context is {mb.context_over_s_star.human} s* and "
+               f"{mb.context_over_s_cap.human} s_cap")
     out.append("")
     out.append("decisions")
     for d in p.decisions:
@@ -75,18 +75,18 @@ def _text_one(p: Plan) -> list[str]:
             out.extend(_wrap(f"(+{hidden} more reported results: --format markdown or json)", " " * 20))
     out.append("")
     out.append("predicted (plan vs baseline: 16-bit KV, no eviction, no prefix sharing, striped, same devices)")
-    base = dict(p.baseline)
-    rows = [(k, v) for k, v in p.metrics if k != "speedup"]
+    base = dict(p.baseline.items())
+    rows = [(k, v) for k, v in p.metrics.items() if k != "speedup"]
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         out.append(f"  {k.replace('_', ' ').ljust(width)}  {v.human:>12}  {base[k].human:>12}  ({v.evidence.value})")
-    sp = p.metric("speedup")
+    sp = p.metrics.speedup
     out.append(f"  {'speedup'.ljust(width)}  {sp.human:>12}  {'1x':>12}  ({sp.evidence.value})")
     out.append("")
     out.append("byte factors (footprint = 16-bit KV × combined)")
-    out.extend(_pairs(p.byte_factors, "  "))
+    out.extend(_pairs(p.byte_factors.items(), "  "))
     out.append("")
-    out.append(f"after the plan (R8): {p.regime_after}; s* = {ma['s_star'].human}, s_cap = {ma['s_cap'].human}")
+    out.append(f"after the plan (R8): {p.regime_after}; s* = {ma.s_star.human}, s_cap = {ma.s_cap.human}")
     if p.unmet:
         out.append("")
         out.append("UNMET")
@@ -121,8 +121,9 @@ def plan_payload(p: Plan) -> dict[str, object]:
         "batch": sc.batch, "context": sc.context,
         "choices": p.choices, "digest": p.digest, "feasible": p.feasible,
         "regime_before": p.regime_before, "regime_after": p.regime_after,
-        "map_before": dict(p.map_before), "map_after": dict(p.map_after),
-        "metrics": dict(p.metrics), "baseline": dict(p.baseline), "byte_factors": dict(p.byte_factors),
+        "map_before": dict(p.map_before.items()), "map_after": dict(p.map_after.items()),
+        "metrics": dict(p.metrics.items()), "baseline": dict(p.baseline.items()),
+        "byte_factors": dict(p.byte_factors.items()),
         "tier": {"tier": p.tier.tier, "link": p.tier.link, "bytes": p.tier.bytes,
                  "prefill_time": p.tier.prefill_time, "fetch_time": p.tier.fetch_time},
         "decisions": [_decision_json(d) for d in p.decisions],
@@ -201,7 +202,7 @@ def markdown(plans: Sequence[Plan]) -> str:
 
 def index_markdown(p: Plan) -> str:
     sc = p.scenario
-    base = dict(p.baseline)
+    base = dict(p.baseline.items())
     out = [f"# KV-cache plan: {sc.name}", "",
            f"{sc.model.id} on {sc.device.id}, batch {sc.batch}, context {sc.context:,} tokens. "
            f"Plan digest `{p.digest}`.", "",
@@ -210,8 +211,9 @@ def index_markdown(p: Plan) -> str:
     out += [f"| {d.title} | {d.choice}{' (pinned)' if d.pinned else ''} | {', '.join(d.rules) or '—'} |"
             for d in p.decisions]
     out += ["", "| predicted | plan | baseline |", "|---|---|---|"]
-    out += [f"| {k.replace('_', ' ')} | {_md_value(v)} | {_md_value(base[k])} |" for k, v in p.metrics if k in base]
-    out.append(f"| speedup | {_md_value(p.metric('speedup'))} | 1x |")
+    out += [f"| {k.replace('_', ' ')} | {_md_value(v)} | {_md_value(base[k])} |" for k, v in p.metrics.items()
+            if k in base]
+    out.append(f"| speedup | {_md_value(p.metrics.speedup)} | 1x |")
     if p.unmet:
         out += ["", "## Unmet", ""]
         for u in p.unmet:

@@ -10,7 +10,7 @@ from kvplan.base.diagnostics import Diagnostic, make
 from kvplan.base.evidence import derived
 from kvplan.base.units import fmt_unit
 from kvplan.planner.decisions import compression_gain
-from kvplan.planner.plan import Rejection
+from kvplan.planner.plan import Change, Rejection
 from kvplan.planner.rules.rule import PinView, Rule, SearchView, fix_for, pinned_kv
 
 
@@ -48,7 +48,8 @@ def note(v: SearchView) -> Optional[str]:
 def lint(v: PinView) -> list[Diagnostic]:
     # on the plan's layout, as the search applies R3, with the gain advise prints (one computation)
     sc, plan = v.scenario, v.plan
-    pin_dt, dt, pin_r, r_val = pinned_kv(sc)
+    k = pinned_kv(sc)
+    pin_dt, dt, pin_r, r_val = k.dtype_pin, k.dtype, k.retention_pin, k.retention
     if not ((dt is not None and dt.lossy) or (r_val is not None and r_val < 1)):
         return []
     c = (2.0 / dt.width if dt is not None else 1.0) / (r_val if r_val is not None else 1.0)
@@ -64,7 +65,7 @@ def lint(v: PinView) -> list[Diagnostic]:
                  help="keep the cache uncompressed in the weight-bound regime (R3): remove the "
                       + " and ".join(f"`{k}` pin" for k in pins),
                  fixes=[fix_for(sc, v.ctx, "remove the compression pins",
-                                tuple((f"pin.{k}", "", None) for k in pins))])]
+                                tuple(Change(f"pin.{k}", "", None) for k in pins))])]
 
 
 RULE = Rule("R3", "KV203", "Below s*, do not compress the cache.", reject=reject, lint=lint, note=note,

@@ -21,7 +21,8 @@ def reject(v: SearchView, i: int) -> Optional[Rejection]:
 
 
 def lint(v: PinView) -> list[Diagnostic]:
-    _, dt, pin_r, r_val = pinned_kv(v.scenario)
+    k = pinned_kv(v.scenario)
+    dt, pin_r, r_val = k.dtype, k.retention_pin, k.retention
     kv_width = dt.width if dt is not None else v.plan.kv_dtype.width
     if pin_r is None or r_val is None or not r_val < 1 or kv_width < 2.0:
         return []

@@ -12,7 +12,8 @@ from kvplan.planner.rules.rule import PinView, Rule, pinned_kv
 
 def lint(v: PinView) -> list[Diagnostic]:
     sc = v.scenario
-    _, _, pin_r, r_val = pinned_kv(sc)
+    k = pinned_kv(sc)
+    pin_r, r_val = k.retention_pin, k.retention
     if pin_r is None or r_val is None or not r_val < 1:
         return []
     ev_ok = admissible(sc.budget, sc.eviction_allowed).eviction

@@ -32,7 +32,8 @@ def reject(v: SearchView, i: int) -> Optional[Rejection]:
 
 def lint(v: PinView) -> list[Diagnostic]:
     sc, plan = v.scenario, v.plan
-    _, dt, pin_r, r_val = pinned_kv(sc)
+    k = pinned_kv(sc)
+    dt, pin_r, r_val = k.dtype, k.retention_pin, k.retention
     if dt is None or not dt.lossy or pin_r is None or r_val is None or not r_val < 1:
         return []
     q_cfg = rf.Config(sc.model, sc.device, n_devices=plan.n_devices, tp=plan.tp, w_p=sc.weights.width, w_kv=dt.width,

@@ -7,30 +7,34 @@ read); lint hands it a `PinView` (the scenario, its plan and, with a file, the t
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 import attrs
 
 from kvplan.base.codes import CODES, Stage
 from kvplan.base.diagnostics import Diagnostic, Edit, Fix
 from kvplan.base.errors import Span
-from kvplan.base.evidence import Value
 from kvplan.catalog import DTYPES, Dtype
 from kvplan.lang import fixes as fx
 from kvplan.lang.spec import DeploymentDecl, ListValue
-from kvplan.model.scenario import Pin
-from kvplan.planner.plan import Change, Plan, Rejection
+from kvplan.model.scenario import Pin, Scenario
+from kvplan.planner.plan import Change, Numbers, Plan, Rejection
 from kvplan.planner.search import Evaluated
 
-#: Where a finding's fixes edit: the file's text and the deployment's syntax tree.
-Context = tuple[str, Optional[DeploymentDecl]]
+
+@attrs.frozen(slots=True)
+class Context:
+    """Where a finding's fixes edit: the file's text and the deployment's syntax tree."""
+
+    source: str
+    dep: Optional[DeploymentDecl]
 
 
 @attrs.frozen(slots=True)
 class SearchView:
     """What a rule's filter reads about the evaluated candidates."""
 
-    scenario: Any          # kvplan.model.scenario.Scenario
+    scenario: Scenario
     ev: Evaluated
     weights_read: float    # weight bytes one step reads (B)
     narrowest: float       # the narrowest KV width in the space (B per element)
@@ -43,17 +47,17 @@ class SearchView:
 class PinView:
     """What a rule's lint reads: the scenario, its plan, and with a file the text and tree to fix."""
 
-    scenario: Any          # kvplan.model.scenario.Scenario
+    scenario: Scenario
     plan: Plan
     ctx: Optional[Context] = None
 
     @property
     def source(self) -> str:
-        return self.ctx[0] if self.ctx is not None else ""
+        return self.ctx.source if self.ctx is not None else ""
 
     @property
     def dep(self) -> Optional[DeploymentDecl]:
-        return self.ctx[1] if self.ctx is not None else None
+        return self.ctx.dep if self.ctx is not None else None
 
 
 #: A filter: the rejection of candidate i, or None when the rule lets it stay.
@@ -62,7 +66,7 @@ Filter = Callable[[SearchView, int], Optional[Rejection]]
 Lint = Callable[[PinView], list[Diagnostic]]
 
 
-def _rule_code(instance: Any, attribute: Any, code: str) -> None:
+def _rule_code(instance: object, attribute: attrs.Attribute[str], code: str) -> None:
     entry = CODES.get(code)
     if entry is None or entry.stage is not Stage.RULE:
         raise ValueError(f"rule code {code!r} is not a `rule` row of CODES (kvplan/base/codes.py)")
@@ -87,34 +91,35 @@ class Rule:
     def doc(self) -> str:
         return f"docs/rules/{self.id}.md"
 
-    def rejection(self, reason: str, numbers: tuple[tuple[str, Value], ...] = ()) -> Rejection:
+    def rejection(self, reason: str, numbers: Numbers = ()) -> Rejection:
         return Rejection(self.id, reason, numbers)
 
 
-def span_of(sc: Any, *keys: str) -> Optional[Span]:
+def span_of(sc: Scenario, *keys: str) -> Optional[Span]:
     """The span of the first of `keys` the spec sets (`pin.x` for a pin)."""
     for k in keys:
         if k.startswith("pin.") and k[4:] in sc.pins:
-            return sc.pins[k[4:]].span  # type: ignore[no-any-return]
+            return sc.pins[k[4:]].span
         if k in sc.spans:
-            return sc.spans[k]  # type: ignore[no-any-return]
+            return sc.spans[k]
     return None
 
 
-def fix_for(sc: Any, ctx: Optional[Context], title: str, changes: tuple[Change, ...]) -> Optional[Fix]:
+def fix_for(sc: Scenario, ctx: Optional[Context], title: str, changes: tuple[Change, ...]) -> Optional[Fix]:
     """The edits that make `changes` in the file; None without a file or when one cannot be made
     (then the suggestion is printed as text only if it names no concrete change)."""
     if ctx is None or not changes:
         return None
-    source, dep = ctx
+    source, dep = ctx.source, ctx.dep
     edits: list[Edit] = []
-    for path, op, value in changes:
+    for change in changes:
+        path, value = change.path, change.value
         if value is None:
             f = fx.remove_setting(source, dep, path)
         elif path.startswith("workload.") and _is_list(dep, path):
             f = fx.replace(sc.spans[path], value)  # this scenario's element of the list
         else:
-            f = fx.set_setting(source, dep, path, value, op)
+            f = fx.set_setting(source, dep, path, value, change.op)
         if f is None:
             return None
         edits += f.edits
@@ -127,14 +132,25 @@ def _is_list(dep: Optional[DeploymentDecl], path: str) -> bool:
     return entry is not None and isinstance(entry.value, ListValue)
 
 
-def pinned_kv(sc: Any) -> tuple[Optional[Pin], Optional[Dtype], Optional[Pin], Optional[float]]:
-    """The kv_dtype pin and its dtype record (None when unknown), the retention pin and its value."""
+@attrs.frozen(slots=True)
+class PinnedKv:
+    """The KV choices a spec pins: the kv_dtype pin and its dtype record (None when not pinned or
+    unknown), the retention pin and its value (None when not pinned)."""
+
+    dtype_pin: Optional[Pin]
+    dtype: Optional[Dtype]
+    retention_pin: Optional[Pin]
+    retention: Optional[float]
+
+
+def pinned_kv(sc: Scenario) -> PinnedKv:
+    """The scenario's pinned KV dtype and retention (PinnedKv)."""
     pin_dt, pin_r = sc.pins.get("kv_dtype"), sc.pins.get("retention")
     dt = DTYPES.get(str(pin_dt.value)) if pin_dt is not None else None
-    return pin_dt, dt, pin_r, (float(pin_r.value) if pin_r is not None else None)
+    return PinnedKv(pin_dt, dt, pin_r, float(pin_r.value) if pin_r is not None else None)
 
 
-def placement_fix(sc: Any, ctx: Optional[Context], to: str) -> Optional[Fix]:
+def placement_fix(sc: Scenario, ctx: Optional[Context], to: str) -> Optional[Fix]:
     """Set every placement the spec pins (the pin and the deployment's own) to `to`."""
     paths = [p for p, k in (("pin.placement", "pin.placement"), ("placement", "placement")) if k in sc.spans]
-    return fix_for(sc, ctx, f"placement = {to}", tuple((p, "=", to) for p in paths))
+    return fix_for(sc, ctx, f"placement = {to}", tuple(Change(p, "=", to) for p in paths))

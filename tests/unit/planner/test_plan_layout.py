@@ -53,8 +53,8 @@ def test_a_count_with_no_split_is_unmet_with_a_verified_suggestion(text: str) ->
     assert "no layout" in gap[0].message and "1,024" in gap[0].message
     # the suggestion is applied to the spec and planned again: it splits and meets everything
     assert gap[0].changes, gap[0].suggestions
-    (path, _, value), = gap[0].changes[0]
-    n = int(value)
+    change, = gap[0].changes[0]
+    path, n = change.path, int(str(change.value))
     key = "pin { devices = " if "pin.devices" == path else "devices = "
     fixed = text.replace(f"{key}{int(p.n_devices)}", f"{key}{n}")
     assert fixed != text
@@ -74,7 +74,7 @@ def test_r1_map_even_split_uses_the_printed_formula() -> None:
     text = (ROOT / "examples" / "deepseek-v3-mi300x.kvp").read_text(encoding="utf-8")
     res = check_source(text, "d.kvp")
     sc = next(s for s in res.scenarios if s.batch == 16)
-    mb = dict(plan(sc).map_before)
+    mb = dict(plan(sc).map_before.items())
     m = get_model("deepseek-v3")
     n, C = 4, 192e9
     rho = 4.0  # an MLA latent is held by every one of the 4 tensor-parallel ranks

@@ -50,7 +50,7 @@ def test_w1_no_compression_r3() -> None:
     q = next(d for d in p.decisions if d.domain == "quantization")
     assert q.rules == ("R3",)
     # s*(1) = P·w_p/κ from SPEC §5, computed here
-    assert dict(p.map_before)["s_star"].value == pytest.approx(W / KAPPA)
+    assert p.map_before.s_star.value == pytest.approx(W / KAPPA)
     assert p.regime_before == "weight-bound"
 
 
@@ -82,7 +82,7 @@ def test_w3_prefix_sharing_sigma() -> None:
     assert p.sharing == pytest.approx(sigma)
     w = p.kv_dtype.width
     assert p.metric("kv_bytes").value == pytest.approx(8 * 128_000 * KAPPA * (w / 2) / sigma)
-    assert dict(p.byte_factors)["prefix_caching"].value == pytest.approx(1 / sigma)
+    assert p.byte_factors.prefix_caching.value == pytest.approx(1 / sigma)
 
 
 # ------------------------------------------------------------------ each rule

@@ -1,0 +1,110 @@
+"""The planner's types at its seams (issue 10, build 2): no `Any` on a parameter or field, the plan's
+figures as named records (a misspelt figure is a type error), in the order the JSON contract has."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvplan.lang import check_file
+from kvplan.planner import plans_for
+
+#: The repository root, wherever under tests/ this file sits.
+ROOT = next(d for d in Path(__file__).resolve().parents if (d / "pyproject.toml").is_file())
+GOLDEN = ROOT / "tests" / "data" / "golden" / "advise"
+#: The planner and the scenario it consumes: where `sc: Any` and `Plan.scenario: Any` were.
+SCOPE = sorted((ROOT / "kvplan" / "planner").rglob("*.py")) + [ROOT / "kvplan" / "model" / "scenario.py"]
+
+
+def _mentions_any(annotation: ast.expr | None) -> bool:
+    if annotation is None:
+        return False
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):  # a quoted annotation
+        annotation = ast.parse(annotation.value, mode="eval").body
+    return any((isinstance(n, ast.Name) and n.id == "Any") or (isinstance(n, ast.Attribute) and n.attr == "Any")
+               for n in ast.walk(annotation))
+
+
+def _any_annotations(path: Path) -> list[str]:
+    """Parameters and annotated class fields whose annotation mentions Any, as 'file:line name'."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, *(x for x in (a.vararg, a.kwarg) if x)]:
+                if _mentions_any(arg.annotation):
+                    found.append(f"{path.name}:{arg.lineno} {node.name}({arg.arg})")
+        elif isinstance(node, ast.ClassDef):
+            for st in node.body:
+                if isinstance(st, ast.AnnAssign) and _mentions_any(st.annotation):
+                    found.append(f"{path.name}:{st.lineno} {node.name}.{ast.unparse(st.target)}")
+    return found
+
+
+def test_the_probe_sees_any(tmp_path: Path) -> None:
+    p = tmp_path / "probe.py"
+    p.write_text("from typing import Any\nclass C:\n    x: 'Any'\n    y: int\n"
+                 "def f(a: Any, *b: list[Any], c: int) -> Any: ...\n", encoding="utf-8")
+    assert sorted(_any_annotations(p)) == ["probe.py:3 C.x", "probe.py:5 f(a)", "probe.py:5 f(b)"]
+
+
+def test_no_parameter_or_field_of_the_planner_is_any() -> None:
+    found = [x for f in SCOPE for x in _any_annotations(f)]
+    assert found == [], found
+
+
+@pytest.mark.parametrize("name", ["w2-batch32", "deepseek-v3-mi300x", "llama-3.1-8b-h100-custom"])
+def test_records_yield_the_contract_labels_in_order(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the golden JSON is the contract: each record's items() gives its keys, in order, and its values
+    monkeypatch.chdir(ROOT)
+    body = json.loads((GOLDEN / f"{name}.json").read_text(encoding="utf-8"))
+    plans = plans_for(check_file(f"examples/{name}.kvp"))
+    assert len(plans) == len(body["plans"])
+    for p, want in zip(plans, body["plans"], strict=True):
+        assert p.digest == want["digest"]
+        for key, record in (("map_before", p.map_before), ("map_after", p.map_after), ("metrics", p.metrics),
+                            ("baseline", p.baseline), ("byte_factors", p.byte_factors)):
+            got = record.items()
+            assert [k for k, _ in got] == list(want[key]), key
+            assert all(v.to_json() == want[key][k] for k, v in got), key
+
+
+def test_map_numbers_leave_out_a_map_without_a_device_count() -> None:
+    from kvplan.base.evidence import derived
+    from kvplan.planner.plan import ByteFactors, MapNumbers, Metrics, PlanMetrics
+
+    figures = {k: derived(float(i), "x", k) for i, k in enumerate(
+        ("kappa", "s_star", "s_cap", "context_over_s_star", "context_over_s_cap"))}
+    one = MapNumbers(**figures)
+    assert [k for k, _ in one.items()] == list(figures) and one.n_devices == 1
+    four = MapNumbers(devices=derived(4, "1", "n0"), **figures)
+    assert [k for k, _ in four.items()] == ["devices", *figures] and four.n_devices == 4
+    assert [f.name for f in ByteFactors.__attrs_attrs__] == [
+        "quantization", "eviction", "paging", "prefix_caching", "combined"]
+    assert [f.name for f in PlanMetrics.__attrs_attrs__] == [f.name for f in Metrics.__attrs_attrs__] + ["speedup"]
+
+
+def test_a_misspelt_figure_or_override_is_a_type_error(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "from kvplan.lang import CheckResult\n"
+        "from kvplan.planner import plans_for\n"
+        "from kvplan.planner.plan import Plan\n\n\n"
+        "def good(p: Plan, r: CheckResult) -> float:\n"
+        "    plans_for(r, None, reserve=0.1, activation_reserve=None)\n"
+        "    return p.metrics.step_time.value + p.map_before.s_star.value + p.byte_factors.combined.value\n\n\n"
+        "def bad(p: Plan, r: CheckResult) -> float:\n"
+        "    plans_for(r, None, reserv=0.1)\n"
+        "    return float(p.metrics.step_tme.value)\n", encoding="utf-8")
+    r = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path / "cache"), str(probe)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    errors = [ln for ln in r.stdout.splitlines() if ": error:" in ln]
+    assert len(errors) == 2, r.stdout + r.stderr
+    assert "probe.py:12:" in errors[0] and '"reserv"' in errors[0]
+    assert "probe.py:13:" in errors[1] and '"PlanMetrics" has no attribute "step_tme"' in errors[1]
