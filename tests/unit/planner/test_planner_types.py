@@ -1,9 +1,9 @@
-"""The planner's types at its seams (issue 10, build 2): no `Any` on a parameter or field, the plan's
-figures as named records (a misspelt figure is a type error), in the order the JSON contract has."""
+"""The planner's types at its seams (issue 10, build 2): the plan's figures as named records (a misspelt
+figure is a type error), in the order the JSON contract has. That no parameter or field says `Any` is
+checked for every layer by tests/project/test_code_shape.py."""
 
 from __future__ import annotations
 
-import ast
 import json
 import subprocess
 import sys
@@ -13,50 +13,9 @@ import pytest
 
 from kvplan.lang import check_file
 from kvplan.planner import plans_for
+from tests.paths import ROOT
 
-#: The repository root, wherever under tests/ this file sits.
-ROOT = next(d for d in Path(__file__).resolve().parents if (d / "pyproject.toml").is_file())
 GOLDEN = ROOT / "tests" / "data" / "golden" / "advise"
-#: The planner and the scenario it consumes: where `sc: Any` and `Plan.scenario: Any` were.
-SCOPE = sorted((ROOT / "kvplan" / "planner").rglob("*.py")) + [ROOT / "kvplan" / "model" / "scenario.py"]
-
-
-def _mentions_any(annotation: ast.expr | None) -> bool:
-    if annotation is None:
-        return False
-    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):  # a quoted annotation
-        annotation = ast.parse(annotation.value, mode="eval").body
-    return any((isinstance(n, ast.Name) and n.id == "Any") or (isinstance(n, ast.Attribute) and n.attr == "Any")
-               for n in ast.walk(annotation))
-
-
-def _any_annotations(path: Path) -> list[str]:
-    """Parameters and annotated class fields whose annotation mentions Any, as 'file:line name'."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            a = node.args
-            for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, *(x for x in (a.vararg, a.kwarg) if x)]:
-                if _mentions_any(arg.annotation):
-                    found.append(f"{path.name}:{arg.lineno} {node.name}({arg.arg})")
-        elif isinstance(node, ast.ClassDef):
-            for st in node.body:
-                if isinstance(st, ast.AnnAssign) and _mentions_any(st.annotation):
-                    found.append(f"{path.name}:{st.lineno} {node.name}.{ast.unparse(st.target)}")
-    return found
-
-
-def test_the_probe_sees_any(tmp_path: Path) -> None:
-    p = tmp_path / "probe.py"
-    p.write_text("from typing import Any\nclass C:\n    x: 'Any'\n    y: int\n"
-                 "def f(a: Any, *b: list[Any], c: int) -> Any: ...\n", encoding="utf-8")
-    assert sorted(_any_annotations(p)) == ["probe.py:3 C.x", "probe.py:5 f(a)", "probe.py:5 f(b)"]
-
-
-def test_no_parameter_or_field_of_the_planner_is_any() -> None:
-    found = [x for f in SCOPE for x in _any_annotations(f)]
-    assert found == [], found
 
 
 @pytest.mark.parametrize("name", ["w2-batch32", "deepseek-v3-mi300x", "llama-3.1-8b-h100-custom"])
