@@ -9,6 +9,7 @@ Regenerate the goldens with `python -m pytest tests/test_k8s.py --update-goldens
 from __future__ import annotations
 
 import copy
+import hashlib
 import importlib.util
 import json
 import math
@@ -108,17 +109,9 @@ def validate(doc: dict[str, Any]) -> None:
 
 def shell_argv(text: str) -> tuple[dict[str, str], list[str]]:
     """The exports and the exec'd words of a launcher script, by shlex."""
-    body = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
-    env: dict[str, str] = {}
-    argv: list[str] = []
-    for line in body.replace("\\\n", " ").splitlines():
-        words = shlex.split(line)
-        if words[:1] == ["export"]:
-            key, _, value = words[1].partition("=")
-            env[key] = value
-        elif words[:1] == ["exec"]:
-            argv = words[1:]
-    return env, argv
+    words = shlex.split("\n".join(ln for ln in text.splitlines() if not ln.startswith("#")).replace("\\\n", " "))
+    at = words.index("exec")
+    return dict(w.split("=", 1) for w in words[:at] if w != "export"), words[at + 1:]
 
 
 def in_pod(word: str) -> str:
@@ -468,10 +461,15 @@ def test_lint_check_digest_sees_a_stale_manifest(tmp_path: Path, monkeypatch: py
 @pytest.mark.parametrize("scenario,name", [
     ("chat-8b[context=8k]", "chat-8b-context-8k-vllm"),
     ("7B chat", "kv-7b-chat-vllm"),
-    ("Чат", "plan-vllm"),
 ])
 def test_object_names_are_dns_labels(scenario: str, name: str) -> None:
     assert k8s.k8s_name(scenario, "vllm") == name
+
+
+def test_names_that_lose_letters_keep_a_digest_and_stay_apart() -> None:
+    a, b = k8s.k8s_name("Чат", "vllm"), k8s.k8s_name("Беседа", "vllm")
+    assert a != b and DNS_1035.fullmatch(a) and DNS_1035.fullmatch(b)
+    assert a == "plan-" + hashlib.sha256("Чат".encode()).hexdigest()[:8] + "-vllm"
 
 
 def test_long_names_stay_63_characters_and_apart() -> None:

@@ -116,19 +116,22 @@ _IMAGE_RE = re.compile(r"(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|
 
 def check_namespace(value: str, flag: str = "--namespace") -> str:
     """A namespace is a DNS-1123 label: at most 63 lower-case letters, digits and '-', alphanumeric at the ends."""
-    if len(value) > 63 or not _LABEL_RE.fullmatch(value):
-        raise KvplanError(f"{flag} '{_cut(value)}' is not a Kubernetes namespace name",
-                          help="a namespace takes at most 63 lower-case letters, digits and '-', "
-                               "starting and ending with a letter or digit (e.g. inference)")
-    return value
+    return _checked_name(value, flag, _LABEL_RE, 63, "Kubernetes namespace name", "letters, digits and '-'",
+                         "inference")
 
 
 def check_pvc(value: str, flag: str = "--pvc") -> str:
     """A PersistentVolumeClaim name is a DNS-1123 subdomain: at most 253 characters, dot-separated labels."""
-    if len(value) > 253 or not _SUBDOMAIN_RE.fullmatch(value):
-        raise KvplanError(f"{flag} '{_cut(value)}' is not a PersistentVolumeClaim name",
-                          help="a claim name takes at most 253 lower-case letters, digits, '-' and '.', "
-                               "starting and ending with a letter or digit (e.g. model-cache)")
+    return _checked_name(value, flag, _SUBDOMAIN_RE, 253, "PersistentVolumeClaim name",
+                         "letters, digits, '-' and '.'", "model-cache")
+
+
+def _checked_name(value: str, flag: str, pattern: re.Pattern[str], limit: int, what: str, takes: str,
+                  example: str) -> str:
+    if len(value) > limit or not pattern.fullmatch(value):
+        raise KvplanError(f"{flag} '{_cut(value)}' is not a {what}",
+                          help=f"it takes at most {limit} lower-case {takes}, starting and ending with a letter "
+                               f"or digit (e.g. {example})")
     return value
 
 
@@ -186,14 +189,15 @@ def layout(plan: Plan, opts: DeployOptions) -> Layout:
 
 
 def k8s_name(scenario: str, engine: str) -> str:
-    """`<scenario>-<engine>` as a DNS-1035 label (a Service name: lower-case, a letter first, at most 63);
-    a long name keeps its start and 8 hex digits of the SHA-256 of the whole, so two stay apart."""
+    """`<scenario>-<engine>` as a DNS-1035 label (a Service name: lower-case ASCII, a letter first, at most 63).
+    A name that loses characters other than punctuation (not ASCII: `Чат`), or is too long, keeps what it can
+    and 8 hex digits of the SHA-256 of the scenario's name, so two scenarios stay apart."""
     base = re.sub(r"[^a-z0-9]+", "-", scenario.lower()).strip("-") or "plan"
     if not base[0].isalpha():
         base = "kv-" + base
     name = f"{base}-{engine}"
-    if len(name) > 63:
-        digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:8]
+    if len(name) > 63 or not scenario.isascii():
+        digest = hashlib.sha256(scenario.encode("utf-8")).hexdigest()[:8]
         name = f"{base[:63 - len(engine) - 10].rstrip('-')}-{digest}-{engine}"
     return name
 
@@ -534,7 +538,9 @@ def _head(req: EmitRequest, backend: Backend, launch: Launch, pod: Pod, lay: Lay
         where = f"# one node: a Deployment of 1 pod with {pod.gpus} {pod.resource}; {per_node}"
     else:
         where = (f"# {lay.nodes} nodes: a LeaderWorkerSet ({LWS_API}, {LWS_SOURCE}) of {lay.nodes} pods with "
-                 f"{pod.gpus} {pod.resource} each; {per_node}")
+                 f"{pod.gpus} {pod.resource} each; {per_node}\n"
+                 f"# the leader adds {' '.join(node_args(pod.engine, lay.nodes, True))}, the workers "
+                 f"{' '.join(node_args(pod.engine, lay.nodes, False))} (the LeaderWorkerSet sets the variables)")
     shm_class = "assumed" if opts.shm_bytes is None else "given"
     mounted = ([f"# {', '.join(pod.cmd.files)}: ConfigMap {pod.config_map}, mounted at {CONFIG_DIR}"]
                if pod.config_map is not None else [])
@@ -567,7 +573,8 @@ def build(req: EmitRequest) -> Emitted:
 
 
 BACKEND = Backend(
-    id=ID, engine=LABEL, version=LWS_API, kv_dtypes={}, block_sizes=(), default_block=16, prefix_caching=True,
+    # version: the Kubernetes release whose API schemas the manifests are tested against (tests/test_k8s.py)
+    id=ID, engine=LABEL, version="1.29", kv_dtypes={}, block_sizes=(), default_block=16, prefix_caching=True,
     tiers=(), eviction=False, flags=("--host", "--port", "--nnodes", "--node-rank", "--master-addr", "--headless",
                                      "--dist-init-addr"),
     source="kvplan/engines/k8s.py (the engine targets' launch; kubernetes-sigs/lws v0.10.0 for several nodes)",
