@@ -50,7 +50,7 @@ LABEL = "Kubernetes"
 #: catalog records no node size; `--gpus-per-node` overrides it (a GB200 NVL72 compute tray holds 4).
 DEFAULT_GPUS_PER_NODE = 8
 #: /dev/shm (an emptyDir in memory): 16 GiB, the size vLLM's docs give the container
-#: (docs/serving/parallelism_scaling.md, `docker run --shm-size=16G`); `--shm-size` overrides it.
+#: (vllm-project/vllm:docs/serving/parallelism_scaling.md, `docker run --shm-size=16G`); `--shm-size` overrides it.
 DEFAULT_SHM_BYTES = 16 * GiB
 #: The PersistentVolumeClaim that holds the Hugging Face cache; `--pvc` overrides it.
 DEFAULT_PVC = "model-cache"
@@ -61,7 +61,7 @@ HF_TOKEN_SECRET, HF_TOKEN_KEY = "hf-token", "token"
 #: Where the ConfigMap of files the launcher reads (trtllm.yaml, lmcache.yaml) is mounted.
 CONFIG_DIR = "/etc/kvplan"
 #: The port SGLang ranks meet on across nodes (`--dist-init-addr LEADER:PORT`), as the LeaderWorkerSet
-#: project's SGLang example sets it (kubernetes-sigs/lws docs/examples/sglang/lws.yaml, v0.10.0).
+#: project's SGLang example sets it (kubernetes-sigs/lws:docs/examples/sglang/lws.yaml, v0.10.0).
 SGLANG_DIST_PORT = 20000
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
@@ -95,7 +95,7 @@ RUNTIMES: Mapping[str, Runtime] = {
         "127.0.0.1, port 30000 by default", True),
     "trtllm": Runtime(
         "trtllm", {}, 8000, "/health",
-        "TensorRT-LLM docs/source/commands/trtllm-serve.rst: trtllm-serve serves /health, on port 8000 "
+        "NVIDIA/TensorRT-LLM:docs/source/commands/trtllm-serve.rst: trtllm-serve serves /health, on port 8000 "
         "by default", False),
 }
 
@@ -265,7 +265,7 @@ def node_args(engine: str, nodes: int, leader: bool) -> list[str]:
     if engine == "vllm":  # vllm/engine/arg_utils.py, vllm/entrypoints/cli/serve.py (--headless): vLLM 0.33.0
         out = ["--nnodes", str(nodes), "--node-rank", "$(LWS_WORKER_INDEX)", "--master-addr", "$(LWS_LEADER_ADDRESS)"]
         return out if leader else [*out, "--headless"]
-    # SGLang: --nnodes, --node-rank, --dist-init-addr HOST:PORT (as kubernetes-sigs/lws docs/examples/sglang)
+    # SGLang: --nnodes, --node-rank, --dist-init-addr HOST:PORT (as kubernetes-sigs/lws:docs/examples/sglang/lws.yaml)
     return ["--nnodes", str(nodes), "--node-rank", "$(LWS_WORKER_INDEX)",
             "--dist-init-addr", f"$(LWS_LEADER_ADDRESS):{SGLANG_DIST_PORT}"]
 
