@@ -296,6 +296,27 @@ def test_a_dollar_paren_from_the_engine_is_escaped_and_the_group_variables_are_n
     assert "$(LWS_WORKER_INDEX)" in k8s.node_args("sglang", 2, leader=False)
 
 
+def kubernetes_expand(word: str) -> str:
+    """What the kubelet passes for a word with no variables defined (k8s third_party/forked/golang/expansion:
+    `$$` is `$`, `$(X)` of an unknown X stays as written)."""
+    out, i = [], 0
+    while i < len(word):
+        if word[i] == "$" and i + 1 < len(word) and word[i + 1] == "$":
+            out.append("$")
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return "".join(out)
+
+
+@given(word=st.text(st.sampled_from("$()ab"), max_size=12))
+def test_an_escaped_word_reaches_the_engine_as_written(word: str) -> None:
+    escaped = k8s.literal(word)
+    assert kubernetes_expand(escaped) == word
+    assert re.search(r"(?<!\$)(?:\$\$)*\$\(", escaped) is None  # no unescaped reference is left
+
+
 # ------------------------------------------------------------------ nodes, GPUs, overrides
 
 @pytest.mark.parametrize("spec,device,resource", [

@@ -251,9 +251,10 @@ def container_command(launch: Launch) -> Command:
 
 
 def literal(word: str) -> str:
-    """A word as Kubernetes passes it: `$(NAME)` in command, args and env values is a variable reference,
-    and `$$(` is its escape; nothing the engine target writes is meant as one."""
-    return word.replace("$(", "$$(")
+    """A word as Kubernetes passes it on: in command, args and env values `$(NAME)` is a variable reference and
+    `$$` stands for `$`, so every `$` before `(` or `$` is doubled; nothing the engine target writes is meant
+    as a reference."""
+    return re.sub(r"\$(?=[$(])", "$$", word)
 
 
 def serve_args(rt: Runtime) -> list[str]:
