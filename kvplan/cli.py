@@ -143,6 +143,50 @@ def _real(lo: float, hi: float, example: str) -> Number:
     return Number(Dim.NUMBER, lo=lo, hi=hi, range_words=words, example=example)
 
 
+class _K8sValue(click.ParamType):  # type: ignore[type-arg, unused-ignore]
+    """A text option of `emit --target k8s` (an image, a namespace, a claim name), checked by its function in
+    kvplan/engines/k8s.py, which is imported only when such an option is given."""
+
+    name = "text"
+
+    def __init__(self, check: str) -> None:
+        self.check = check
+
+    def convert(self, value: object, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
+        if not isinstance(value, str):
+            return value
+        from kvplan.engines import k8s
+
+        flag = param.opts[0] if param is not None and param.opts else "value"
+        try:
+            return getattr(k8s, self.check)(value, flag)
+        except KvplanError as exc:
+            raise OptionValueError(str(exc)) from None
+
+
+def _deploy_options(fn: F) -> F:
+    """--image, --namespace, --pvc, --shm-size, --gpus-per-node, --gpu-resource: the k8s target's assumed
+    defaults, overridable (docs/cli-emit.md, "Kubernetes")."""
+    fn = click.option("--gpu-resource", type=click.Choice(["nvidia.com/gpu", "amd.com/gpu"]), default=None,
+                      help="k8s: the GPU resource to request  [default: from the device's vendor].")(fn)
+    fn = click.option("--gpus-per-node", type=_count(hi=limits.MAX_DEVICES), default=None, metavar="N",
+                      help="k8s: GPUs in one node; more GPUs than this make a LeaderWorkerSet  [default: 8, "
+                           "assumed].")(fn)
+    fn = click.option("--shm-size", type=Number(Dim.BYTES, lo=0, lo_open=True, hi=MAX_EXACT,
+                                                 range_words=f"bytes above 0 up to {_top(MAX_EXACT)} B",
+                                                 example="16GiB"),
+                      default=None, metavar="BYTES", help="k8s: the size of /dev/shm  [default: 16GiB, assumed].")(fn)
+    fn = click.option("--pvc", type=_K8sValue("check_pvc"), default=None, metavar="NAME",
+                      help="k8s: the PersistentVolumeClaim that holds the Hugging Face cache  "
+                           "[default: model-cache].")(fn)
+    fn = click.option("--namespace", type=_K8sValue("check_namespace"), default=None, metavar="NAME",
+                      help="k8s: the namespace of every object  [default: none, kubectl's current one].")(fn)
+    fn = click.option("--image", type=_K8sValue("check_image"), default=None, metavar="IMAGE",
+                      help="k8s: the container image  [default: the engine's official image at kvplan's "
+                           "version, assumed].")(fn)
+    return fn
+
+
 def _quiet_stdout() -> None:
     """Point stdout at /dev/null so Python's exit flush does not raise again on the closed pipe."""
     import os
@@ -559,16 +603,20 @@ def report_cmd(spec_file: str, out_dir: str, scenario: str | None, reserve: floa
 @main.command("emit")
 @click.argument("spec_file", type=click.Path(dir_okay=False), metavar="FILE.kvp")
 @click.option("--target", "targets", default=None, metavar="NAME[,NAME]",
-              help="vllm, sglang, trtllm, lmcache, flashinfer or all  [default: the spec's engine; any: all].")
+              help="vllm, sglang, trtllm, lmcache, flashinfer, k8s or all (all but k8s)  [default: the spec's "
+                   "engine; any: all].")
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="Write DIR/<scenario>/<file> instead of printing; `kvplan lint --check-digest` looks in "
                    "<spec>.kvplan/.")
 @click.option("--scenario", default=None, help="Only this scenario (a deployment name or an expanded name).")
 @_reserve_options
+@_deploy_options
 @_allow_path_option
 @handles_errors
 def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario: str | None,
-             activation_reserve: float | None, runtime_reserve: float | None, allow_paths: tuple[str, ...]) -> None:
+             activation_reserve: float | None, runtime_reserve: float | None, image: str | None,
+             namespace: str | None, pvc: str | None, shm_size: float | None, gpus_per_node: int | None,
+             gpu_resource: str | None, allow_paths: tuple[str, ...]) -> None:
     """Write the engine configurations of a plan: command lines and YAML the engine takes as written.
 
     Without -o the files go to stdout, each after a `==> scenario/name <==` line; warnings and the KV
@@ -577,10 +625,17 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
     spec cannot be planned.
     """
     from kvplan.base.outputs import OutputTree, check_out_dir, scenario_folders
-    from kvplan.engines import Reserves, capacity_line, emit, resolve_targets
+    from kvplan.engines import DeployOptions, Reserves, capacity_line, emit, resolve_targets
     from kvplan.planner import plans_for
 
     reserves = Reserves(activation=activation_reserve, runtime=runtime_reserve)
+    deploy = DeployOptions(image, namespace, pvc, shm_size, gpus_per_node, gpu_resource)
+    given_deploy = [f"--{k.replace('_', '-')}" for k, v in (("image", image), ("namespace", namespace), ("pvc", pvc),
+                    ("shm_size", shm_size), ("gpus_per_node", gpus_per_node), ("gpu_resource", gpu_resource))
+                    if v is not None]
+    if given_deploy and "k8s" not in resolve_targets(targets, "any"):
+        raise KvplanError(f"{', '.join(given_deploy)} appl{'ies' if len(given_deploy) == 1 else 'y'} to the k8s "
+                          "target only", help="add --target k8s, or leave the option out")
     if out_dir is not None:
         check_out_dir(out_dir)
     # one memory model: the plan is made under the reserves its configs are sized with
@@ -600,7 +655,7 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
     for p in plans:
         where = folders[p.scenario.name]
         for target in resolve_targets(targets, p.scenario.engine):
-            out = emit(p, target, spec=spec_file, reserves=reserves)
+            out = emit(p, target, spec=spec_file, reserves=reserves, deploy=deploy)
             findings += len(out.findings)
             for w in out.warnings:
                 click.echo(f"kvplan: warning: {where}: {w}", err=True)

@@ -3,6 +3,8 @@
     emit(plan, target, spec=..., reserves=...) -> Emitted
     TARGETS: Mapping[str, Backend]      one per target id
     default_targets(engine) -> targets  what `kvplan emit` writes when --target is not given
+    PACKAGING                           targets that run another target's command on a platform (k8s):
+                                        written when named, never by `all` or `engine = any`
 
 One module per target (kvplan/engines/<id>.py) defines `BACKEND`, a common.Backend:
 the engine and the version whose names it writes (shared/reference/engines.md), its
@@ -19,23 +21,32 @@ from typing import Optional
 from kvplan.base.errors import KvplanError
 from kvplan.base.evidence import Value
 from kvplan.catalog import suggest
-from kvplan.engines import flashinfer, lmcache, sglang, trtllm, vllm
-from kvplan.engines.common import Backend, EmitRequest, Emitted, EmittedFile, Reserves
+from kvplan.engines import flashinfer, k8s, lmcache, sglang, trtllm, vllm
+from kvplan.engines.common import Backend, DeployOptions, EmitRequest, Emitted, EmittedFile, Reserves
 from kvplan.planner.plan import Plan
 
-__all__ = ["Backend", "Emitted", "EmittedFile", "EmitRequest", "Reserves", "TARGETS", "capacity_line",
-           "default_targets", "emit"]
+__all__ = ["Backend", "DeployOptions", "Emitted", "EmittedFile", "EmitRequest", "PACKAGING", "Reserves", "TARGETS",
+           "capacity_line", "default_targets", "emit"]
 
 #: Every emit target, one module each: a literal table, not filled by importing modules. A plain dict, so
 #: that a test can register a toy target with `monkeypatch.setitem(TARGETS, ...)`; it is read at call time.
 TARGETS: dict[str, Backend] = {
-    b.id: b for b in (vllm.BACKEND, sglang.BACKEND, trtllm.BACKEND, lmcache.BACKEND, flashinfer.BACKEND)
+    b.id: b for b in (vllm.BACKEND, sglang.BACKEND, trtllm.BACKEND, lmcache.BACKEND, flashinfer.BACKEND, k8s.BACKEND)
 }
+
+#: Targets that package an engine target's command for a platform (Kubernetes manifests): not engine configs of
+#: their own, so `--target all` and `engine = any` leave them out; `--target k8s` names one (docs/cli-emit.md).
+PACKAGING = frozenset({k8s.ID})
+
+
+def _every_config() -> tuple[str, ...]:
+    return tuple(t for t in TARGETS if t not in PACKAGING)
+
 
 def default_targets(engine: str) -> tuple[str, ...]:
     """The targets `kvplan emit` writes for the spec's `engine`: the engine's own target (its module has the
-    engine's id), or for `any` all of them."""
-    return (engine,) if engine != "any" and engine in TARGETS else tuple(TARGETS)
+    engine's id), or for `any` all of them but the packaging targets."""
+    return (engine,) if engine != "any" and engine in TARGETS else _every_config()
 
 
 def resolve_targets(names: str | None, engine: str) -> tuple[str, ...]:
@@ -46,7 +57,7 @@ def resolve_targets(names: str | None, engine: str) -> tuple[str, ...]:
     out: list[str] = []
     for name in (n.strip() for n in names.split(",")):
         if name == "all":
-            out.extend(TARGETS)
+            out.extend(_every_config())
         elif name in TARGETS:
             out.append(name)
         else:
@@ -54,14 +65,16 @@ def resolve_targets(names: str | None, engine: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def emit(plan: Plan, target: str, *, spec: str = "", reserves: Optional[Reserves] = None) -> Emitted:
+def emit(plan: Plan, target: str, *, spec: str = "", reserves: Optional[Reserves] = None,
+         deploy: Optional[DeployOptions] = None) -> Emitted:
     """The files `target` takes for `plan`, with warnings and the KV capacity they give. The memory
-    accounting uses the reserves the plan was made with unless `reserves` is given."""
+    accounting uses the reserves the plan was made with unless `reserves` is given; `deploy` holds the
+    overrides of a packaging target's defaults (kvplan/engines/k8s.py)."""
 
     targets = TARGETS
     if target not in targets:
         raise KvplanError(f"unknown target '{target}'", help=suggest(target, targets))
-    return targets[target].build(EmitRequest(plan, spec, reserves))
+    return targets[target].build(EmitRequest(plan, spec, reserves, deploy or DeployOptions()))
 
 
 def capacity_line(out: Emitted) -> str:

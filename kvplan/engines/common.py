@@ -86,6 +86,8 @@ class Emitted:
     warnings: tuple[str, ...] = ()
     capacity: tuple[tuple[str, Value], ...] = ()
     findings: tuple[str, ...] = ()
+    #: An engine target's command, as its launcher script execs it (the k8s target runs the same one).
+    launch: Optional["Launch"] = None
 
 
 @attrs.frozen(slots=True)
@@ -129,10 +131,24 @@ def engine_backend(engine: EngineRecord, *, flags: tuple[str, ...], source: str,
 
 
 @attrs.frozen(slots=True)
+class DeployOptions:
+    """`kvplan emit`'s overrides of a deployment target's assumed defaults (kvplan/engines/k8s.py); None takes
+    the default."""
+
+    image: Optional[str] = None
+    namespace: Optional[str] = None
+    pvc: Optional[str] = None
+    shm_bytes: Optional[float] = None
+    gpus_per_node: Optional[int] = None
+    gpu_resource: Optional[str] = None
+
+
+@attrs.frozen(slots=True)
 class EmitRequest:
     plan: Plan
     spec: str = ""            # the spec path as the user gave it
     reserves: Optional[Reserves] = None  # None: the reserves the plan was made with
+    deploy: DeployOptions = DeployOptions()
 
 
 # ---------------------------------------------------------------- header
@@ -496,7 +512,7 @@ def summary_comments(sizing: Sizing, engine_tokens: float, comment: str = "#") -
 
 def finish(backend: Backend, mapped: Mapped, sizing: Optional[Sizing], files: Sequence[EmittedFile],
            capacity_rows: Sequence[tuple[str, Value]], warnings: Sequence[str] = (),
-           findings: Sequence[str] = ()) -> Emitted:
+           findings: Sequence[str] = (), launch: Optional["Launch"] = None) -> Emitted:
     """Assemble an Emitted: changed choices and a config that does not fit are findings."""
     label = backend.label
     all_findings = [f"{label}: {c}" for c in (*mapped.changed, *findings)]
@@ -505,7 +521,8 @@ def finish(backend: Backend, mapped: Mapped, sizing: Optional[Sizing], files: Se
         if fw:
             all_findings.append(fw)
     notes = [f"{label}: {w}" for w in warnings]
-    return Emitted(backend.id, tuple(files), tuple(all_findings + notes), tuple(capacity_rows), tuple(all_findings))
+    return Emitted(backend.id, tuple(files), tuple(all_findings + notes), tuple(capacity_rows), tuple(all_findings),
+                   launch)
 
 
 # ---------------------------------------------------------------- text helpers
@@ -514,12 +531,34 @@ class Raw(str):
     """A shell word written as it is, not quoted: "$(dirname "$0")/lmcache.yaml"."""
 
 
+class Beside(Raw):
+    """A file written beside the script, `"$(dirname "$0")/NAME"`; `file` is NAME (the k8s target mounts it)."""
+
+    file: str
+
+    def __new__(cls, name: str) -> "Beside":
+        word = super().__new__(cls, f'"$(dirname "$0")/{name}"')
+        word.file = name
+        return word
+
+
 Flag = tuple[str, Optional[str]]
 
 
-def beside(name: str) -> Raw:
+@attrs.frozen(slots=True)
+class Launch:
+    """What an engine target's launcher script execs: the program's words, its flags, the exports, and the
+    comment lines that state its KV capacity (kvplan/engines/k8s.py writes the same command into a pod)."""
+
+    program: tuple[str, ...]
+    flags: tuple[Flag, ...]
+    env: tuple[tuple[str, str], ...] = ()
+    comments: tuple[str, ...] = ()
+
+
+def beside(name: str) -> Beside:
     """A file written beside the script, found whatever the working directory."""
-    return Raw(f'"$(dirname "$0")/{name}"')
+    return Beside(name)
 
 
 def lmcache_tier(tier: str, via_lmcache: bool) -> tuple[str, list[str]]:

@@ -115,12 +115,13 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
             f"# --mem-fraction-static = (weights + KV pool) / memory, rounded up by less than one page; the assumed "
             f"reserves leave at most {ceiling:.4f}",
             *tier_lines]
-    text = common.shell_script(head, ["python", "-m", "sglang.launch_server"], flags)
+    launch = common.Launch(("python", "-m", "sglang.launch_server"), tuple(flags), (), tuple(head[1:]))
+    text = common.shell_script(head, launch.program, launch.flags)
     how = (f"(--mem-fraction-static {frac_text} × memory − weights) / {common.fmt_int(sz.layout.token_bytes)} B "
            f"per token, whole pages of {sz.block} (docs/engines.md)")
     rows = common.capacity(sz, engine_tokens, how) + (
         ("mem_fraction_static", derived(float(frac), "1", "(weights + KV pool) / memory, rounded up")),)
-    return common.finish(BACKEND, mapped, sz, [EmittedFile(name, text)], rows, notes, findings)
+    return common.finish(BACKEND, mapped, sz, [EmittedFile(name, text)], rows, notes, findings, launch=launch)
 
 
 # --------------------------------------------------------------- read back (kvplan import)

@@ -107,15 +107,15 @@ def render(req: EmitRequest) -> Emitted:
     head = [common.header(req, BACKEND.label), *common.summary_comments(sz, max_tokens),
             "# serve: trtllm-serve MODEL --config trtllm.yaml (trtllm.sh)"]
     yaml = common.yaml_text(head, body, notes_by_key)
-    script = common.shell_script(
-        [common.header(req, BACKEND.label)], ["trtllm-serve", common.model_ref(p)],
-        [("--config", common.beside("trtllm.yaml"))])
+    launch = common.Launch(("trtllm-serve", common.model_ref(p)), (("--config", common.beside("trtllm.yaml")),),
+                           comments=tuple(head[1:-1]))
+    script = common.shell_script([common.header(req, BACKEND.label)], launch.program, launch.flags)
     how = f"kv_cache_config.max_tokens = {common.fmt_int(sz.blocks)} blocks × {sz.block} tokens per block"
     rows = common.capacity(sz, max_tokens, how) + (
         ("free_gpu_memory_fraction", derived(fraction, "1", "KV pool / (memory − weights − reserves), "
                                                                    "rounded up to 0.001")),)
     return common.finish(BACKEND, mapped, sz, [EmittedFile("trtllm.yaml", yaml), EmittedFile("trtllm.sh", script)],
-                         rows, notes)
+                         rows, notes, launch=launch)
 
 
 # --------------------------------------------------------------- read back (kvplan import)

@@ -122,13 +122,14 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh"
             f"# --kv-cache-memory-bytes fixes the pool ({common.fmt_int(engine_blocks)} blocks); under the assumed "
             f"reserves it equals --gpu-memory-utilization {util_text}",
             *tier_lines]
-    text = common.shell_script(head, ["vllm", "serve", common.model_ref(p)], flags, env)
+    launch = common.Launch(("vllm", "serve", common.model_ref(p)), tuple(flags), tuple(env), tuple(head[1:]))
+    text = common.shell_script(head, launch.program, launch.flags, launch.env)
     how = (f"--kv-cache-memory-bytes {kv_bytes} // {common.fmt_int(sz.block_bytes)} B per block "
            f"× {sz.block} tokens (docs/engines.md)")
     rows = common.capacity(sz, engine_tokens, how) + (
         ("gpu_memory_utilization_equivalent",
          derived(util, "1", "(weights + KV pool + reserves) / memory, rounded up to 0.0001")),)
-    return common.finish(BACKEND, mapped, sz, [EmittedFile(name, text)], rows, notes)
+    return common.finish(BACKEND, mapped, sz, [EmittedFile(name, text)], rows, notes, launch=launch)
 
 
 # --------------------------------------------------------------- read back (kvplan import)
