@@ -516,6 +516,15 @@ def sglang_args(words: Sequence[str], model_dir: Optional[Path], device: str) ->
     return sa
 
 
+def resolved(sa: Any) -> Any:
+    """The server args as the resolution pipeline left them: its declarations over the record's fields
+    (sglang/srt/arg_groups/model_override_base.py resolved_view); page size, HiCache ratio and backends are
+    filled in there."""
+    from sglang.srt.arg_groups.model_override_base import resolved_view
+
+    return resolved_view(sa)
+
+
 def sglang_cell(sa: Any) -> tuple[int, str]:
     """Bytes per token of the KV pool, as DefaultPoolConfigurator._compute_cell_size
     (sglang/srt/model_executor/pool_configurator.py) computes it for MHA and MLA."""
@@ -524,7 +533,8 @@ def sglang_cell(sa: Any) -> tuple[int, str]:
     from sglang.srt.mem_cache.kv_cache_dtype import configure_kv_cache_dtype
 
     mc = ModelConfig.from_server_args(sa)
-    _, dtype = configure_kv_cache_dtype(server_args_kv_cache_dtype=sa.kv_cache_dtype, model=None,
+    cfg = resolved(sa)
+    _, dtype = configure_kv_cache_dtype(server_args_kv_cache_dtype=cfg.kv_cache_dtype, model=None,
                                         model_dtype=torch.bfloat16, is_draft_worker=False, is_dflash=False,
                                         speculative_draft_attention_backend=None)
     kv_size = torch._utils._element_size(dtype)
@@ -536,15 +546,15 @@ def sglang_cell(sa: Any) -> tuple[int, str]:
         if fp4:
             cell = cell // 2 + (dim // 16) * layers * kv_size
         return cell, f"MLA ({dim} per layer)"
-    n = mc.get_num_kv_heads(sa.tp_size)
+    n = mc.get_num_kv_heads(cfg.tp_size)
     if fp4:
         from sglang.srt.layers.quantization.fp4_kv_cache_quant_method import (
             get_kv_cache_quant_method,
             resolve_kv_cache_quant,
         )
 
-        method = get_kv_cache_quant_method(resolve_kv_cache_quant(sa.kv_cache_dtype), num_layers=layers,
-                                           device="cpu", page_size=sa.page_size)
+        method = get_kv_cache_quant_method(resolve_kv_cache_quant(cfg.kv_cache_dtype), num_layers=layers,
+                                           device="cpu", page_size=cfg.page_size)
         method.configure_attention_backends_from_server_args(sa)
         return method.compute_cell_size(n, mc.head_dim, layers, kv_size), f"{n} KV heads per rank, {method.name}"
     return n * (mc.head_dim + mc.v_head_dim) * layers * kv_size, f"{n} KV heads per rank"
@@ -554,24 +564,27 @@ def sglang_pool(sa: Any, cell: int, capacity: dict[str, float]) -> int:
     """KV tokens per GPU: KVCacheConfigurator._profile_available_bytes (sglang/srt/mem_cache/
     kv_cache_configurator.py) with free memory after the weights = pre_model_load - weights, then
     DefaultPoolConfigurator.calculate_pool_sizes (bytes // cell, whole pages)."""
+    cfg = resolved(sa)
     pre = (capacity["device_memory"] - capacity["runtime_reserve"]) / GiB   # GiB, as get_available_gpu_memory
     available = pre - capacity["weights_per_gpu"] / GiB
-    rest = available - pre * (1 - sa.mem_fraction_static)
+    rest = available - pre * (1 - cfg.mem_fraction_static)
     if rest <= 0:
         minimum = math.ceil((1 - available / pre) * 1000) / 1000
         raise ValueError(f"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static="
-                         f"{sa.mem_fraction_static}. Raise --mem-fraction-static above {minimum:.3f}")
-    page = sa.page_size or 1
+                         f"{cfg.mem_fraction_static}. Raise --mem-fraction-static above {minimum:.3f}")
+    page = cfg.page_size or 1
     return int(rest * GiB) // cell // page * page
 
 
 def sglang_host(sa: Any, cell: int, device_tokens: int) -> Optional[str]:
     """HiCache's host pool (sglang/srt/mem_cache/pool_host/base.py): --hicache-size GB (1e9 B) or
     --hicache-ratio x the device pool; SGLang warns when it is not larger than the device pool."""
-    if not sa.enable_hierarchical_cache:
+    cfg = resolved(sa)
+    if not cfg.enable_hierarchical_cache:
         return None
-    page = sa.page_size or 1
-    size = int(sa.hicache_size * 1e9 // cell) if sa.hicache_size else int(device_tokens * sa.hicache_ratio)
+    page = cfg.page_size or 1
+    ratio = cfg.hicache_ratio if cfg.hicache_ratio is not None else 2.0  # fields/memory.py: 2.0 in cache mode
+    size = int(cfg.hicache_size * 1e9 // cell) if cfg.hicache_size else int(device_tokens * ratio)
     size = (size // page + 1) * page
     text = f"HiCache host pool {size:,} tokens"
     if size <= device_tokens:
@@ -812,8 +825,10 @@ def summary(rows: Sequence[Row], skips: Sequence[Skip]) -> str:
     ok = sum(1 for r in rows if r.status == "ok")
     bad = sum(1 for r in rows if r.status == "MISMATCH")
     by = ", ".join(f"{e} {sum(1 for r in rows if r.engine == e and r.finding())}" for e in ENGINES)
+    hicache = sum(1 for r in rows if any("no added capacity" in n for n in r.notes))
     return (f"engine check: {len(rows)} files: {count['accepted']} accepted, {count['rejected']} rejected, "
             f"{count['not checked']} not checked; capacity {ok} ok, {bad} MISMATCH; findings by engine: {by}; "
+            f"{hicache} HiCache host pools no larger than the device pool; "
             f"{len(skips)} spec/device pairs without a plan")
 
 
