@@ -30,6 +30,7 @@ def _load() -> ModuleType:
 ec = _load()
 W2 = str(ROOT / "examples" / "w2-batch32.kvp")
 DS = str(ROOT / "examples" / "deepseek-v3-mi300x.kvp")
+W3 = str(ROOT / "examples" / "w3-shared-prefix.kvp")
 HOST = str(ROOT / "tests" / "data" / "emit" / "host-tier.kvp")
 
 
@@ -38,6 +39,15 @@ def _emits(spec: str, device: str, tmp_path: Path, name: str, scenario: int = 0)
     assert why is None, why
     dirs = ec.ModelDirs(tmp_path / "models")
     return next(e for e in ec.emits(spec, device, got[scenario], dirs) if e.name == name)
+
+
+def _checked(engine: str, spec: str, device: str, tmp_path: Path) -> tuple[Any, Any]:
+    """The emitted file of `engine` for the spec's first scenario on `device`, and the engine's row for it."""
+    pytest.importorskip(engine)
+    e = _emits(spec, device, tmp_path, f"{engine}.sh")
+    row = ec.Row(e.label, engine)
+    {"vllm": ec.vllm_check, "sglang": ec.sglang_check}[engine](e, row)
+    return e, row
 
 
 # ------------------------------------------------------------------------------------------- no engine needed
@@ -140,11 +150,8 @@ def test_vllm_int4_page_holds_fp32_scales(tmp_path: Path) -> None:
     """vLLM's own sizing of W2 (Llama-3.1-70B, TP 4, int4_per_token_head, block 16): TRITON_ATTN packs one fp32
     scale per token-head for K and for V, so a page per layer is 2 heads x 16 x (64 + 4 + 64 + 4) B; the pool is
     --kv-cache-memory-bytes // (80 layers x page), less the null block."""
-    pytest.importorskip("vllm")
+    _, row = _checked("vllm", W2, "b200", tmp_path)
     assert ec.vllm_absent() is None
-    e = _emits(W2, "b200", tmp_path, "vllm.sh")
-    row = ec.Row(e.label, "vllm")
-    ec.vllm_check(e, row)
     assert row.verdict == "accepted", row.message
     page = 2 * 16 * (64 + 4 + 64 + 4)
     blocks = 83_886_080_000 // (80 * page)
@@ -156,41 +163,39 @@ def test_vllm_int4_page_holds_fp32_scales(tmp_path: Path) -> None:
 def test_vllm_refuses_a_pool_without_room_for_the_null_block(tmp_path: Path) -> None:
     """A pool of exactly one max-model-len request (DeepSeek-V3 batch 1) is refused at start-up in vLLM's words:
     one block is the null block."""
-    pytest.importorskip("vllm")
-    e = _emits(DS, "h200", tmp_path, "vllm.sh")
-    row = ec.Row(e.label, "vllm")
-    ec.vllm_check(e, row)
+    _, row = _checked("vllm", DS, "h200", tmp_path)
     assert row.verdict == "rejected"
     assert "To serve at least one request with the model's max seq len (64000)" in row.message
 
 
 @pytest.mark.engines
 def test_sglang_refuses_nvfp4_on_hopper(tmp_path: Path) -> None:
-    pytest.importorskip("sglang")
+    _, row = _checked("sglang", W2, "h200", tmp_path)
     assert ec.sglang_absent() is None
-    e = _emits(W2, "h200", tmp_path, "sglang.sh")
-    row = ec.Row(e.label, "sglang")
-    ec.sglang_check(e, row)
     assert row.verdict == "rejected"
     assert "--kv-cache-dtype=nvfp4 requires Blackwell SM100 or SM120" in row.message
 
 
 @pytest.mark.engines
-def test_sglang_pool_from_the_free_memory_after_start_up(tmp_path: Path) -> None:
-    """DeepSeek-V3 batch 1 in BF16 on MI300X: cell = 61 layers x (512 + 64) x 2 B; the pool is
-    (pre_model_load x mem_fraction_static - weights) // cell with pre_model_load = memory - runtime reserve."""
-    pytest.importorskip("sglang")
-    e = _emits(DS, "mi300x", tmp_path, "sglang.sh")
-    row = ec.Row(e.label, "sglang")
-    ec.sglang_check(e, row)
+@pytest.mark.parametrize("spec, device, factor", [(DS, "h200", 1.0), (W3, "mi300x", 0.85)])
+def test_sglang_pool_from_the_free_memory_after_start_up(spec: str, device: str, factor: float, tmp_path: Path
+                                                         ) -> None:
+    """The pool is (pre_model_load x mem_fraction_static - weights) // cell, whole pages, with pre_model_load =
+    memory - runtime reserve; the cell is the stated bytes per block / block (BF16 and FP8 cells agree:
+    DeepSeek-V3 61 x (512 + 64) x 2 B). On AMD (aiter, context > 8,192) SGLang scales the given fraction by 0.85."""
+    e, row = _checked("sglang", spec, device, tmp_path)
     assert row.verdict == "accepted", row.message
     words, _ = ec.command_words(e.text)
-    frac = float(words[words.index("--mem-fraction-static") + 1])
+    frac = float(words[words.index("--mem-fraction-static") + 1]) * factor
+    stated = ec.parse_stated(e.text)
+    cell = stated.block_bytes // stated.block
     c = e.capacity
     pre = (c["device_memory"] - c["runtime_reserve"]) / 2**30
     rest = pre - c["weights_per_gpu"] / 2**30 - pre * (1 - frac)
-    assert row.recomputed == int(rest * 2**30) // (61 * 576 * 2)
+    assert row.recomputed == int(rest * 2**30) // cell // stated.block * stated.block
     assert row.recomputed < c["kv_tokens"]  # SGLang's fraction applies to less than the whole device
+    if spec == DS:
+        assert cell == 61 * 576 * 2
 
 
 @pytest.mark.engines

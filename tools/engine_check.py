@@ -236,9 +236,14 @@ class ModelDirs:
 
 # ----------------------------------------------------------------------------------------------- vLLM 0.33.0
 
+def _vllm_cpu() -> None:
+    """vLLM's CPU platform: its config classes run without a GPU (read when vLLM first resolves its platform)."""
+    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+
+
 def vllm_absent() -> Optional[str]:
     """None when vLLM 0.33.0 imports here, else why not."""
-    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")  # its CPU platform: the config classes run without a GPU
+    _vllm_cpu()
     try:
         with quiet():
             import vllm
@@ -431,6 +436,7 @@ def vllm_parse(words: Sequence[str], model_dir: Optional[Path]) -> Any:
 
 
 def vllm_check(e: Emit, row: Row) -> None:
+    _vllm_cpu()
     words, _ = command_words(e.text)
     if words[:2] != ["vllm", "serve"]:
         row.message = "not a `vllm serve` command"
