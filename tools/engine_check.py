@@ -71,6 +71,12 @@ CAPABILITY: dict[str, tuple[str, int, int]] = {
     "mi300x": ("rocm", 9, 4), "mi325x": ("rocm", 9, 4), "mi355x": ("rocm", 9, 5),
 }
 
+def unsized(device: str) -> str:
+    """Why a file for `device` is not sized: the checker models the CUDA and ROCm platforms only."""
+    return (f"the checker models CUDA and ROCm devices only, not {device} (vLLM runs TPUs through the tpu_inference "
+            "plugin and Gaudi through vllm-gaudi; a device outside the catalog has no known compute capability)")
+
+
 #: DeepSeek-V3's config.json is not among the test fixtures; transformers' DeepseekV3Config defaults are that
 #: model's geometry (61 layers, kv_lora_rank 512, qk_rope_head_dim 64), so a config is written from them, with the
 #: published config.json's context (163,840 positions: YaRN x40 over 4,096), which the defaults lack.
@@ -460,7 +466,7 @@ def vllm_check(e: Emit, row: Row) -> None:
     row.verdict = "accepted"
     e.shared["vllm_config"] = cfg
     if e.device not in CAPABILITY:
-        row.message = f"capacity not recomputed: vLLM 0.33.0 has no in-tree platform for {e.device}"
+        row.message = f"capacity not recomputed: {unsized(e.device)}"
         return
     if cfg.cache_config.kv_cache_memory_bytes is None:
         row.message = "capacity not recomputed: no --kv-cache-memory-bytes (the pool follows profiling)"
@@ -605,7 +611,7 @@ def sglang_check(e: Emit, row: Row) -> None:
         row.message = "not a `python -m sglang.launch_server` command"
         return
     if e.device not in CAPABILITY:
-        row.message = f"not checked: SGLang's validation needs a GPU platform; none modelled for {e.device}"
+        row.message = f"not checked: SGLang's validation needs its GPU platform: {unsized(e.device)}"
         return
     try:
         with quiet():
