@@ -1,0 +1,219 @@
+"""tools/engine_check.py: the checker's own logic (no engine needed), and, marked `engines`, its per-engine checks
+run against vLLM 0.33.0, SGLang 0.5.23 and LMCache 0.5.6 where those packages import (skipped otherwise).
+
+    python -m pytest tests/test_engine_check.py -m engines      # in a venv with the engines (docs/engine-memory.md)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("engine_check", ROOT / "tools" / "engine_check.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["engine_check"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+ec = _load()
+W2 = str(ROOT / "examples" / "w2-batch32.kvp")
+DS = str(ROOT / "examples" / "deepseek-v3-mi300x.kvp")
+W3 = str(ROOT / "examples" / "w3-shared-prefix.kvp")
+HOST = str(ROOT / "tests" / "data" / "emit" / "host-tier.kvp")
+
+
+def _emits(spec: str, device: str, tmp_path: Path, name: str, scenario: int = 0) -> Any:
+    got, why = ec.plans(spec, device)
+    assert why is None, why
+    dirs = ec.ModelDirs(tmp_path / "models")
+    return next(e for e in ec.emits(spec, device, got[scenario], dirs) if e.name == name)
+
+
+def _checked(engine: str, spec: str, device: str, tmp_path: Path) -> tuple[Any, Any]:
+    """The emitted file of `engine` for the spec's first scenario on `device`, and the engine's row for it."""
+    pytest.importorskip(engine)
+    e = _emits(spec, device, tmp_path, f"{engine}.sh")
+    row = ec.Row(e.label, engine)
+    {"vllm": ec.vllm_check, "sglang": ec.sglang_check}[engine](e, row)
+    return e, row
+
+
+# ------------------------------------------------------------------------------------------- no engine needed
+
+def test_compare_states_the_difference_in_tokens_and_blocks() -> None:
+    assert ec.compare(4_096_000, 4_096_000, per_block=16) == ("ok", "")
+    status, text = ec.compare(4_096_000, 3_855_040, per_block=16)
+    assert status == "MISMATCH"
+    assert "-240,960 tokens" in text and "-15,060 blocks of 16" in text and "-5.88%" in text
+    assert ec.compare(None, 5) == ("-", "")
+    assert ec.compare(5, None) == ("-", "")
+
+
+def test_parse_stated_reads_what_kvplan_writes(tmp_path: Path) -> None:
+    """The comment parser against kvplan's own emitted vllm.sh: the tokens, blocks and block bytes it states are
+    the capacity rows the emitter computed."""
+    e = _emits(W2, "b200", tmp_path, "vllm.sh")
+    stated = ec.parse_stated(e.text)
+    assert stated is not None
+    assert stated.tokens == e.capacity["kv_tokens"] == 4_096_000
+    assert stated.block == 16 and stated.blocks == 256_000
+    assert stated.block_bytes is not None and stated.blocks * stated.block_bytes == e.capacity["kv_pool_per_gpu"]
+    assert ec.parse_stated("# nothing here\n") is None
+
+
+def test_command_words_joins_the_exec_line() -> None:
+    text = ('#!/bin/sh\n# c\nexport LMCACHE_CONFIG_FILE="$(dirname "$0")/lmcache.yaml"\n'
+            "exec vllm serve org/m \\\n    --block-size 16 \\\n    --kv-transfer-config '{\"a\":1}'\n")
+    words, env = ec.command_words(text)
+    assert words == ["vllm", "serve", "org/m", "--block-size", "16", "--kv-transfer-config", '{"a":1}']
+    assert env == {"LMCACHE_CONFIG_FILE": '"$(dirname "$0")/lmcache.yaml"'}
+
+
+def test_device_rewrite_touches_only_deployment_device_lines() -> None:
+    text = 'device "my-gpu" {\n}\ndeployment "d" {\n    device  = h100-sxm  # c\n    devices = 2\n}\n'
+    out = ec.on_device(text, "b200")
+    assert "device  = b200  # c" in out and "devices = 2" in out and 'device "my-gpu" {' in out
+    assert ec.spec_devices(text, ["b200", "h100-sxm"], None) == ["b200", "h100-sxm"]
+    assert ec.spec_devices(text.replace("h100-sxm", "my-gpu"), ["b200"], None) == [None, "b200"]
+
+
+def test_run_with_fake_engines_reports_and_exits(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+                                                 ) -> None:
+    """The checker's comparison end to end with a fake vLLM: a recomputed capacity equal to the stated one is ok
+    (exit 0); one block short is a MISMATCH (exit 1); a rejection is a finding; no engine at all is exit 2."""
+    monkeypatch.setitem(ec.CHECKERS, "vllm", lambda: None)
+    monkeypatch.setitem(ec.CHECKERS, "sglang", lambda: "fake: absent")
+    monkeypatch.setitem(ec.CHECKERS, "lmcache", lambda: "fake: absent")
+    shift = {"tokens": 0}
+
+    def fake_vllm(e: Any, row: Any) -> None:
+        row.verdict = "accepted"
+        row.recomputed = ec.parse_stated(e.text).tokens + shift["tokens"]
+
+    monkeypatch.setattr(ec, "vllm_check", fake_vllm)
+    assert ec.run([W2], ["b200"], ["vllm"], None, print) == 0
+    out = capsys.readouterr().out
+    assert "w2-batch32@b200/vllm/vllm.sh" in out and " ok" in out
+    assert "1 files: 1 accepted, 0 rejected, 0 not checked; capacity 1 ok, 0 MISMATCH" in out
+
+    shift["tokens"] = -16
+    assert ec.run([W2], ["b200"], ["vllm"], None, print) == 1
+    out = capsys.readouterr().out
+    assert "MISMATCH" in out and "engine -16 tokens" in out and "-1 blocks of 16" in out
+
+    def rejecting(e: Any, row: Any) -> None:
+        row.verdict, row.message = "rejected", "ValueError: fake refusal"
+
+    monkeypatch.setattr(ec, "vllm_check", rejecting)
+    assert ec.run([W2], ["b200"], ["vllm"], None, print) == 1
+    assert "ValueError: fake refusal" in capsys.readouterr().out
+
+    monkeypatch.setitem(ec.CHECKERS, "vllm", lambda: "fake: absent")
+    assert ec.run([W2], ["b200"], ["vllm"], None, print) == 2
+    assert "could not run" in capsys.readouterr().out
+
+
+def test_absent_engine_is_named_not_counted(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+                                            ) -> None:
+    monkeypatch.setitem(ec.CHECKERS, "vllm", lambda: "vLLM not importable (fake)")
+    monkeypatch.setitem(ec.CHECKERS, "sglang", lambda: None)
+    monkeypatch.setattr(ec, "sglang_check", lambda e, row: setattr(row, "verdict", "accepted"))
+    assert ec.run([W2], ["b200"], ["vllm", "sglang"], None, print) == 0
+    out = capsys.readouterr().out
+    assert "engine check: vllm absent: vLLM not importable (fake)" in out
+    assert "not checked: vLLM not importable (fake)" in out
+
+
+def test_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert ec.main(["no-such.kvp"]) == 2
+    assert "no-such.kvp: no such spec file" in capsys.readouterr().err
+    assert ec.main([W2, "--engine", "tgi"]) == 2
+    assert "unknown engine 'tgi'" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------- the real engines
+
+@pytest.mark.engines
+def test_vllm_int4_page_holds_fp32_scales(tmp_path: Path) -> None:
+    """vLLM's own sizing of W2 (Llama-3.1-70B, TP 4, int4_per_token_head, block 16): TRITON_ATTN packs one fp32
+    scale per token-head for K and for V, so a page per layer is 2 heads x 16 x (64 + 4 + 64 + 4) B; the pool is
+    --kv-cache-memory-bytes // (80 layers x page), less the null block."""
+    _, row = _checked("vllm", W2, "b200", tmp_path)
+    assert ec.vllm_absent() is None
+    assert row.verdict == "accepted", row.message
+    page = 2 * 16 * (64 + 4 + 64 + 4)
+    blocks = 83_886_080_000 // (80 * page)
+    assert row.recomputed == (blocks - 1) * 16
+    assert any("TRITON_ATTN" in n and f"{page:,} B page" in n for n in row.notes)
+
+
+@pytest.mark.engines
+def test_vllm_refuses_a_pool_without_room_for_the_null_block(tmp_path: Path) -> None:
+    """A pool of exactly one max-model-len request (DeepSeek-V3 batch 1) is refused at start-up in vLLM's words:
+    one block is the null block."""
+    _, row = _checked("vllm", DS, "h200", tmp_path)
+    assert row.verdict == "rejected"
+    assert "To serve at least one request with the model's max seq len (64000)" in row.message
+
+
+@pytest.mark.engines
+def test_sglang_refuses_nvfp4_on_hopper(tmp_path: Path) -> None:
+    _, row = _checked("sglang", W2, "h200", tmp_path)
+    assert ec.sglang_absent() is None
+    assert row.verdict == "rejected"
+    assert "--kv-cache-dtype=nvfp4 requires Blackwell SM100 or SM120" in row.message
+
+
+@pytest.mark.engines
+@pytest.mark.parametrize("spec, device, factor", [(DS, "h200", 1.0), (W3, "mi300x", 0.85)])
+def test_sglang_pool_from_the_free_memory_after_start_up(spec: str, device: str, factor: float, tmp_path: Path
+                                                         ) -> None:
+    """The pool is (pre_model_load x mem_fraction_static - weights) // cell, whole pages, with pre_model_load =
+    memory - runtime reserve; the cell is the stated bytes per block / block (BF16 and FP8 cells agree:
+    DeepSeek-V3 61 x (512 + 64) x 2 B). On AMD (aiter, context > 8,192) SGLang scales the given fraction by 0.85."""
+    e, row = _checked("sglang", spec, device, tmp_path)
+    assert row.verdict == "accepted", row.message
+    words, _ = ec.command_words(e.text)
+    frac = float(words[words.index("--mem-fraction-static") + 1]) * factor
+    stated = ec.parse_stated(e.text)
+    cell = stated.block_bytes // stated.block
+    c = e.capacity
+    pre = (c["device_memory"] - c["runtime_reserve"]) / 2**30
+    rest = pre - c["weights_per_gpu"] / 2**30 - pre * (1 - frac)
+    assert row.recomputed == int(rest * 2**30) // cell // stated.block * stated.block
+    assert row.recomputed < c["kv_tokens"]  # SGLang's fraction applies to less than the whole device
+    if spec == DS:
+        assert cell == 61 * 576 * 2
+
+
+@pytest.mark.engines
+def test_lmcache_sizes_are_gib(tmp_path: Path) -> None:
+    """LMCache reads max_local_cpu_size as GiB (x 1024^3): a file that states GB bytes gets 7.4% more."""
+    pytest.importorskip("lmcache")
+    pytest.importorskip("vllm")
+    assert ec.lmcache_absent() is None
+    got, why = ec.plans(HOST, None)
+    assert why is None, why
+    files = list(ec.emits(HOST, None, got[0], ec.ModelDirs(tmp_path / "models")))
+    loader = next(e for e in files if e.name == "lmcache-vllm.sh")
+    yml = next(e for e in files if e.name == "lmcache.yaml")
+    ec.vllm_check(loader, ec.Row(loader.label, "vllm"))
+    row = ec.Row(yml.label, "lmcache")
+    ec.lmcache_check(yml, row, tmp_path)
+    assert row.verdict == "accepted", row.message
+    size = float(next(ln for ln in yml.text.splitlines() if ln.startswith("max_local_cpu_size:")).split()[1])
+    assert any(f"= {int(size * 1024**3):,} B per worker" in n for n in row.notes)
+    assert row.recomputed is not None and row.recomputed % 256 == 0
+    assert math.isclose(int(size * 1024**3) / (size * 1e9), 1024**3 / 1e9)
