@@ -1,7 +1,7 @@
 """tools/engine_check.py: the checker's own logic (no engine needed), and, marked `engines`, its per-engine checks
 run against vLLM 0.33.0, SGLang 0.5.23 and LMCache 0.5.6 where those packages import (skipped otherwise).
 
-    python -m pytest tests/test_engine_check.py -m engines      # in a venv with the engines (docs/engine-memory.md)
+    python -m pytest tests/project/test_engine_check.py -m engines   # where the engines are (docs/engine-memory.md)
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
 
 
 def _load() -> ModuleType:
