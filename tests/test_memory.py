@@ -31,8 +31,8 @@ deployment "f" {{
     devices = {devices}
 
     workload {{
-        batch   = 102
-        context = 1451618
+        batch   = 3615
+        context = 40960
     }}
 
     quality {{
@@ -64,9 +64,9 @@ def qwen_device_bytes(n: int, tp: int, kv_width: float, block: int = 16) -> floa
     stage holds ⌈36/pp⌉ layers; it holds 1/tp of those layers' weights and KV heads."""
     pp = n // tp
     layers = math.ceil(QWEN_L / pp)
-    s = 1451618
+    s = 40960
     stored = math.ceil(s / block) * block                      # whole 16-token pages
-    kv_total = 102 * stored * 2 * QWEN_L * QWEN_KV * QWEN_D * kv_width * max(1.0, tp / QWEN_KV)
+    kv_total = 3615 * stored * 2 * QWEN_L * QWEN_KV * QWEN_D * kv_width * max(1.0, tp / QWEN_KV)
     weights = QWEN_P * 2.0                                     # bf16
     reserves = max(0.08 * HGX_MEM, GiB)                        # 8% of the device, at least the 1 GiB runtime
     return (weights + kv_total) * layers / (QWEN_L * tp) + reserves
@@ -77,7 +77,7 @@ def test_36_layers_over_35_stages_does_not_fit_and_lint_says_so(tmp_path: Path) 
     by_hand = qwen_device_bytes(35, 1, 0.5)
     assert by_hand > HGX_MEM                                    # ≈ 318 GB on a 180 GB device
     # ... while the totals fit: what the planner checked before
-    kv_total = 102 * math.ceil(1451618 / 16) * 16 * 2 * QWEN_L * QWEN_KV * QWEN_D * 0.5
+    kv_total = 3615 * math.ceil(40960 / 16) * 16 * 2 * QWEN_L * QWEN_KV * QWEN_D * 0.5
     assert QWEN_P * 2.0 + kv_total <= 35 * HGX_MEM * 0.92
 
     pinned = plan_of(FIT35.format(devices="35"))

@@ -81,6 +81,20 @@ def close_dtype(name: str) -> Optional[str]:
 # ------------------------------------------------------------------- models
 
 @attrs.frozen(slots=True)
+class WeightBytes:
+    """A checkpoint's weight bytes (kvplan.catalog.weight_bytes): `held` in device memory over the whole
+    deployment, `routed` the part of it in routed experts (a step reads the experts the batch touches),
+    `checkpoint` what its files hold; `evidence` is reported, derived or assumed, `source` says from what."""
+
+    held: float
+    routed: float
+    checkpoint: float
+    evidence: str
+    source: str
+    method: str = ""
+
+
+@attrs.frozen(slots=True)
 class Model:
     """A transformer as the KV model sees it (SPEC §2).
 
@@ -113,6 +127,8 @@ class Model:
     source: str = ""
     confidence: str = "V"
     note: str = ""
+    hf_ids: tuple[str, ...] = ()                 # every Hugging Face repo id this entry stands for, hf_id first
+    weight_bytes: Optional[WeightBytes] = None   # exact bytes of the checkpoint, when known
 
     @property
     def g(self) -> float:
@@ -267,6 +283,7 @@ def model_from_entry(mid: str, e: Mapping[str, Any]) -> Model:
         params_routed=_opt_q(e, "params_routed", Dim.COUNT, mid) or 0.0,
         soft_cap=e.get("soft_cap"), max_context=e.get("max_context"), hf_id=e.get("hf_id", ""),
         source=e.get("source", ""), confidence=e.get("confidence", "V"), note=e.get("note", ""),
+        hf_ids=tuple(dict.fromkeys([*([e["hf_id"]] if e.get("hf_id") else []), *e.get("hf_ids", ())])),
     )
 
 
@@ -300,7 +317,17 @@ def _lookup(kind: str, name: str, table: Mapping[str, Any]) -> Any:
     raise CatalogError(f"unknown {kind} '{name}'", help=f"{suggest(name, known)}; `kvplan {kind}s` lists them")
 
 
+@functools.cache
+def by_repo_id() -> Mapping[str, Model]:
+    """Lower-case Hugging Face repo id -> the catalog model that stands for it."""
+    return {r.lower(): m for m in models().values() for r in m.hf_ids}
+
+
 def get_model(name: str) -> Model:
+    """A catalog model by id, alias or any of its Hugging Face repo ids (case-insensitive)."""
+    found = by_repo_id().get(name.strip().lower())
+    if found is not None:
+        return found
     return _lookup("model", name, models())  # type: ignore[no-any-return]
 
 

@@ -25,7 +25,7 @@ from typing import Callable, Optional, Sequence
 import attrs
 
 from kvplan.base import files, limits
-from kvplan.catalog import Model, aliases, get_device, get_model, models, suggest
+from kvplan.catalog import Model, aliases, get_device, hub, models, suggest
 from kvplan.catalog.engines import get_engine
 from kvplan.catalog.hf_config import load_config
 from kvplan.engines import TARGETS
@@ -133,7 +133,7 @@ def import_deployment(engine: str, text: str, opts: Options = Options(), base_di
     if opts.model and opts.model_config:
         raise DeploymentReadError("give --model or --model-config, not both")
     if opts.model:
-        m = get_model(opts.model)
+        m = hub.resolve(opts.model).model
         model_id, model_why = m.id, f"--model {opts.model}"
         if r.model_ref:
             model_why += f" (the engine serves {r.model_ref})"
@@ -155,6 +155,10 @@ def import_deployment(engine: str, text: str, opts: Options = Options(), base_di
             raise DeploymentReadError(f"the {get_engine(engine).described} configuration names no model",
                                help="pass --model ID (kvplan models) or --model-config PATH")
         found = match_model(r.model_ref)
+        if found is None and hub.is_repo_id(r.model_ref.strip().rstrip("/")):
+            # a repo id outside the catalog: its config.json through the Hugging Face cache (docs/hub.md)
+            ref = r.model_ref.strip().rstrip("/")
+            found = hub.resolve_repo(ref).model, f"{ref} (Hugging Face repo, {hub.CONFIG} from the cache)"
         if found is None:
             raise DeploymentReadError(f"model '{r.model_ref}' is not in the catalog",
                                help="pass --model ID (kvplan models lists them) or --model-config PATH "
@@ -193,6 +197,9 @@ def import_deployment(engine: str, text: str, opts: Options = Options(), base_di
     if opts.context is not None:
         in_range(opts.context, "--context", limits.MAX_TOKENS, "a token count")
     in_range(context[0], "the context", limits.MAX_TOKENS, "a token count")
+    if m.max_context and context[0] > m.max_context:  # the engine refuses it too (docs/rules/KV126.md)
+        raise DeploymentReadError(f"{context[1]}: context {context[0]:,} tokens is beyond {m.id}'s limit of "
+                                  f"{int(m.max_context):,} positions", help="pass --context at most the model's limit")
 
     devices = r.tp[0] * r.pp[0]
     if devices > limits.MAX_DEVICES:
@@ -240,7 +247,8 @@ def _render(engine: str, opts: Options, r: Read, model_id: str, model_why: str,
     if opts.source:
         out.append(f"# source: {_comment(opts.source)}")
     out.append("")
-    name = f"{model_id}-{engine}"
+    repo = "/" in model_id  # a Hugging Face repo id outside the catalog: a quoted string in the spec
+    name = f"{_ident(model_id.rsplit('/', 1)[-1]) if repo else model_id}-{engine}"
     out.append(f'deployment "{name}" {{')
     for w in r.warnings:
         out.append(f"    # warning: {_comment(w)}")
@@ -248,7 +256,7 @@ def _render(engine: str, opts: Options, r: Read, model_id: str, model_why: str,
         out.append(f"    # note: {_comment(n)}")
     if r.ignored:
         out.append(f"    # ignored (no effect on the KV cache): {_comment(' '.join(r.ignored))}")
-    rows = [("model", model_id, model_why), ("device", device, f"--device {device}")]
+    rows = [("model", f'"{model_id}"' if repo else model_id, model_why), ("device", device, f"--device {device}")]
     if r.weights is not None:
         rows.append(("weights", r.weights[0], r.weights[1]))
     rows.append(("engine", engine, get_engine(engine).described))

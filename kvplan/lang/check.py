@@ -28,6 +28,7 @@ from kvplan.base.outputs import folder_name
 from kvplan.base.units import UNITS, Dim, convert, dims_of_unit, fmt_unit, suggest_unit
 from kvplan.catalog import Device, Dtype, Model, hf_config
 from kvplan.catalog import engines as engine_catalog
+from kvplan.lang import checkpoint as ck
 from kvplan.lang import fixes as fx
 from kvplan.lang.spec import (
     SECTIONS,
@@ -64,7 +65,7 @@ PIN_PLACEMENTS = ("striped", "pinned", "affinity")
 BOOLEANS = {"on": True, "off": False, "true": True, "false": False}
 
 # Keys each place admits. Sections of a deployment are blocks, everything else `key = value`.
-DEPLOYMENT_KEYS = ("model", "weights", "device", "devices", "placement", "engine", "objective")
+DEPLOYMENT_KEYS = ("model", "checkpoint", "weights", "device", "devices", "placement", "engine", "objective")
 SECTION_KEYS: Mapping[str, tuple[str, ...]] = {
     "workload": ("batch", "context", "prefix", "fanout", "reuse"),
     "quality": ("budget", "eviction", "min_retention"),
@@ -589,7 +590,9 @@ class _Checker:
         notes: list[Value] = []
 
         model = self._resolve(top.get("model"), dep, spans, "model", self.models, catalog.models(),
-                              catalog.get_model, codes.UNKNOWN_MODEL, _Model)
+                              ck.resolve_model, codes.UNKNOWN_MODEL, lambda m: _Model(m, ck.weight_notes(m)))
+        if model is not None and "checkpoint" in top:
+            model = self._checkpoint(top["checkpoint"], model, spans)
         device = self._resolve(top.get("device"), dep, spans, "device", self.devices, catalog.devices(),
                                catalog.get_device, codes.UNKNOWN_DEVICE, _Device)
         weights = self._weights(top.get("weights"), spans, notes)
@@ -622,6 +625,13 @@ class _Checker:
         assert quality is not None and slo is not None and combos is not None
         out = []
         for name, values, wspans in combos:
+            over = ck.context_problem(model.model, int(values["context"]))
+            if over is not None:
+                at = wspans.get("workload.context", spans.get("model"))
+                limit = str(int(model.model.max_context or 0))
+                self.report(over.code, over.message, at, help=over.help,
+                            fixes=[fx.replace(at, limit)] if at is not None and "workload.context" in wspans else [])
+                continue
             out.append(Scenario(
                 deployment=dep.name, name=name, model=model.model, device=device.device, weights=weights,
                 devices=devices, placement=placement, engine=engine,
@@ -651,7 +661,12 @@ class _Checker:
             return local[name]  # None when the block had errors, reported there
         try:
             return wrap(get(name))
-        except KvplanError:
+        except KvplanError as exc:
+            if key == "model" and ("/" in name or os.sep in name):  # a hub repo id or a path: the hub's own words
+                problem = ck.problem_of(exc, name)
+                assert e.value is not None
+                self.report(problem.code, problem.message, e.value.span, help=problem.help)
+                return None
             known = sorted(set(table) | set(local))
             close = difflib.get_close_matches(name.lower(), known, n=1, cutoff=0.5)
             assert e.value is not None
@@ -660,6 +675,22 @@ class _Checker:
                         + f"`kvplan {key}s` lists the catalog; a `{key}` block in this file also works",
                         fixes=[fx.replace(e.value.span, close[0])] if close else [])
             return None
+
+    def _checkpoint(self, e: Entry, model: _Model, spans: dict[str, Span]) -> Optional[_Model]:
+        """`checkpoint = "org/name"` or a path: what emit serves, and the weight bytes its files give."""
+        spans["checkpoint"] = e.span
+        node = self._scalar(e, "deployment")
+        if node is None:
+            return None
+        if not isinstance(node, String):
+            self.report(codes.WRONG_KIND, "checkpoint takes a quoted repo id or path", node.span,
+                        help='write `checkpoint = "org/name"`')
+            return None
+        served, notes, problem = ck.checkpoint(node.value, self.base_dir, model.model)
+        if problem is not None:
+            self.report(problem.code, problem.message, node.span, help=problem.help)
+            return None
+        return _Model(served, notes or model.assumptions)
 
     def _weights(self, e: Optional[Entry], spans: dict[str, Span], notes: list[Value]) -> Optional[Dtype]:
         if e is None:
