@@ -86,7 +86,14 @@ def _fetch(repo: str, filename: str, revision: Optional[str], required: bool) ->
     """One file of a hub repo, from the cache first; None for an optional file the repo or cache lacks."""
     # Lazy: huggingface_hub costs ~0.1 s to import, and only a repo id outside the catalog needs it.
     from huggingface_hub import hf_hub_download, try_to_load_from_cache
-    from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, LocalEntryNotFoundError
+
+    # huggingface_hub.utils exports these from 0.24 (whose huggingface_hub.errors lacks two of them) on; the
+    # newest releases keep them there without declaring them in __all__
+    from huggingface_hub.utils import (  # type: ignore[attr-defined]
+        EntryNotFoundError,
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+    )
 
     where = cache_dir()
     hit = try_to_load_from_cache(repo, filename, cache_dir=where, revision=revision)
@@ -200,8 +207,11 @@ def resolve(name: str) -> Resolved:
 
 def resolve_model(name: Optional[str], config_path: Optional[str]) -> Model:
     """`--model NAME` (catalog, local checkpoint or repo id) or `--model-config PATH`: exactly one of the two."""
-    if name is None or config_path is not None:
+    try:
         return hf_config.resolve_model(name, config_path)
+    except CatalogError:
+        if name is None or config_path is not None or not (is_repo_id(name) or os.path.exists(name)):
+            raise
     return resolve(name).model
 
 

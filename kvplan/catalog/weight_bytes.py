@@ -8,10 +8,10 @@ Three sources, best first (docs/weights.md):
    the method quantizes and what it keeps at the checkpoint's `torch_dtype`, each at its stored width,
    scales and zero points included (derived). The methods and their layouts:
 
-   - `fp8` (DeepSeek-V3, README_WEIGHTS.md "FP8 Weight Documentation"): E4M3 weights, 1 B each, with one
-     float32 `weight_scale_inv` per `weight_block_size` block (128 × 128: 4 B per 16,384 weights); without
-     a block size, one scale per tensor (counted as 0 B). Embeddings, the LM head, norms and the router
-     stay at `torch_dtype`.
+   - `fp8` (DeepSeek-V3; "FP8 Weight Documentation" in the README_WEIGHTS of the deepseek-ai/DeepSeek-V3
+     repository): E4M3 weights, 1 B each, with one float32 `weight_scale_inv` per `weight_block_size` block
+     (128 × 128: 4 B per 16,384 weights); without a block size, one scale per tensor (counted as 0 B).
+     Embeddings and the LM head stay at `torch_dtype`.
    - `mxfp4` (gpt-oss, OCP Microscaling Formats v1.0 §5: one E8M0 scale per block of 32 FP4 E2M1 values):
      4 bits + 8 bits / 32 = 0.53125 B per weight, on the routed experts only; the expert biases and every
      module in `modules_to_not_convert` (attention, router, embeddings, LM head) stay at `torch_dtype`.
@@ -33,7 +33,8 @@ Held and read are separate for a mixture of experts: `routed` is the part of the
 experts, of which a step reads only the experts the batch touches (kvplan.model.roofline).
 
 DeepSeek-V3's checkpoint also holds its multi-token-prediction module (`num_nextn_predict_layers`; one
-more decoder layer, `eh_proj`, two norms and copies of the embedding and LM head, README_WEIGHTS.md).
+more decoder layer, `eh_proj`, two norms and copies of the embedding and LM head: the README_WEIGHTS of the
+deepseek-ai/DeepSeek-V3 repository).
 vLLM skips those weights unless speculative decoding uses them (`DeepseekV2ForCausalLM.load_weights`,
 `get_spec_layer_idx_from_weight_name`), so they count in `checkpoint` but not in `held`.
 """

@@ -25,6 +25,7 @@ from typing import Callable, Optional, Sequence
 import attrs
 
 from kvplan.base import files, limits
+from kvplan.base.errors import CatalogError
 from kvplan.catalog import Model, aliases, get_device, hub, models, suggest
 from kvplan.catalog.engines import get_engine
 from kvplan.catalog.hf_config import load_config
@@ -158,7 +159,12 @@ def import_deployment(engine: str, text: str, opts: Options = Options(), base_di
         if found is None and hub.is_repo_id(r.model_ref.strip().rstrip("/")):
             # a repo id outside the catalog: its config.json through the Hugging Face cache (docs/hub.md)
             ref = r.model_ref.strip().rstrip("/")
-            found = hub.resolve_repo(ref).model, f"{ref} (Hugging Face repo, {hub.CONFIG} from the cache)"
+            try:
+                found = hub.resolve_repo(ref).model, f"{ref} (Hugging Face repo, {hub.CONFIG} from the cache)"
+            except CatalogError as e:
+                raise DeploymentReadError(e.message, help="pass --model ID (kvplan models lists them) or "
+                                          "--model-config PATH (its Hugging Face config.json), or put the repo "
+                                          "in the Hugging Face cache (docs/hub.md)") from None
         if found is None:
             raise DeploymentReadError(f"model '{r.model_ref}' is not in the catalog",
                                help="pass --model ID (kvplan models lists them) or --model-config PATH "
