@@ -259,3 +259,17 @@ def test_rope_scaling_extends_the_limit_as_vllm_reads_it() -> None:
     assert model_from_config(llama3, id="l").max_context == 131072
     ds = json.loads(config("deepseek-ai--DeepSeek-V3"))  # yarn: 4,096 × 40
     assert model_from_config(ds, id="d").max_context == 163840
+
+
+def test_a_catalog_model_served_from_its_cached_checkpoint_gets_its_exact_bytes(cache: Path, tmp_path: Path) -> None:
+    # DeepSeek-V3 in the catalog is planned at the declared width; its cached FP8 checkpoint gives the real bytes
+    put(cache, "deepseek-ai/DeepSeek-V3", {"config.json": config("deepseek-ai--DeepSeek-V3")})
+    spec = _spec('    checkpoint = "deepseek-ai/DeepSeek-V3"\n', model="deepseek-v3").replace("h100-sxm", "mi300x")
+    res = check_source(spec, str(tmp_path / "d.kvp"))
+    assert res.ok, res.diagnostics
+    (sc,) = res.scenarios
+    wb = sc.model.weight_bytes
+    assert wb is not None and wb.method == "fp8" and wb.held == pytest.approx(673_043_149_609, rel=1e-9)
+    assert any(COMMIT in a.source for a in sc.assumptions)
+    without = check_source(_spec("", model="deepseek-v3").replace("h100-sxm", "mi300x"), "d.kvp").scenarios[0]
+    assert without.model.weight_bytes is None  # the catalog alone: params × the declared width, as before

@@ -284,10 +284,6 @@ def model_from_entry(mid: str, e: Mapping[str, Any]) -> Model:
         soft_cap=e.get("soft_cap"), max_context=e.get("max_context"), hf_id=e.get("hf_id", ""),
         source=e.get("source", ""), confidence=e.get("confidence", "V"), note=e.get("note", ""),
         hf_ids=tuple(dict.fromkeys([*([e["hf_id"]] if e.get("hf_id") else []), *e.get("hf_ids", ())])),
-        weight_bytes=None if "weights_held" not in e else WeightBytes(
-            held=_q(e, "weights_held", Dim.BYTES, mid), routed=_q(e, "weights_routed", Dim.BYTES, mid),
-            checkpoint=_q(e, "weights_checkpoint", Dim.BYTES, mid), evidence="derived",
-            source=e.get("weights_source", ""), method=e.get("weights_method", "")),
     )
 
 

@@ -65,13 +65,13 @@ def checkpoint(value: str, base_dir: str, model: Model) -> tuple[Model, tuple[Va
         except KvplanError as exc:
             return model, (), problem_of(exc, value)
     elif hub.is_repo_id(value):
-        if value.lower() in {r.lower() for r in model.hf_ids}:
-            return attrs.evolve(model, hf_id=value), (), None
-        try:
+        try:  # a repo the catalog entry lists too: read from the cache for its exact weight bytes
             found = hub.resolve_repo(value).model
         except ConfigError as exc:
             return model, (), problem_of(exc, value)
         except KvplanError as exc:
+            if value.lower() in {r.lower() for r in model.hf_ids}:  # the catalog's own repo: nothing assumed
+                return attrs.evolve(model, hf_id=value), (), None
             note = assumed(0, "1", f"checkpoint {value} not read ({exc.message}): weight bytes from the declared "
                                    "weights dtype")
             return attrs.evolve(model, hf_id=value), (note,), None
