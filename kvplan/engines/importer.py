@@ -26,7 +26,7 @@ import attrs
 
 from kvplan.base import files, limits
 from kvplan.base.errors import CatalogError
-from kvplan.catalog import Model, aliases, get_device, hub, models, suggest
+from kvplan.catalog import Model, aliases, by_repo_id, get_device, hub, models, suggest
 from kvplan.catalog.engines import get_engine
 from kvplan.catalog.hf_config import load_config
 from kvplan.engines import TARGETS
@@ -69,9 +69,9 @@ def match_model(ref: str) -> Optional[tuple[Model, str]]:
     """The catalog model an engine's model argument names: its hf_id (case-insensitive), a catalog id
     or alias, or a local directory named like an hf_id's last part."""
     low = ref.strip().rstrip("/").lower()
-    by_hf = {m.hf_id.lower(): m for m in models().values() if m.hf_id}
+    by_hf = by_repo_id()
     if low in by_hf:
-        return by_hf[low], f"{ref} (catalog hf_id)"
+        return by_hf[low], f"catalog {by_hf[low].id} (one of its Hugging Face repos)"
     cat = models()
     if low in cat:
         return cat[low], f"{ref} (catalog id)"
@@ -170,7 +170,9 @@ def import_deployment(engine: str, text: str, opts: Options = Options(), base_di
                                help="pass --model ID (kvplan models lists them) or --model-config PATH "
                                     "(its Hugging Face config.json)")
         m, model_why = found
-        model_id = m.id
+        # a repo id the catalog lists is written as the engine named it: the spec serves that repo
+        ref = r.model_ref.strip().rstrip("/")
+        model_id = ref if ref.lower() in by_repo_id() else m.id
 
     # device
     if not opts.device:

@@ -35,8 +35,11 @@ def weight_notes(model: Model) -> tuple[Value, ...]:
 
 
 def resolve_model(name: str) -> Model:
-    """A model by catalog id, alias or repo id, else through the hub (kvplan.catalog.hub.resolve)."""
-    return hub.resolve(name).model
+    """A model by catalog id, alias or repo id, else through the hub (kvplan.catalog.hub.resolve). A catalog
+    entry named by one of its other repo ids (an instruct variant) serves that repo: what the spec names."""
+    model = hub.resolve(name).model
+    named = next((r for r in model.hf_ids if r.lower() == name.strip().lower()), None)
+    return model if named is None or named == model.hf_id else attrs.evolve(model, hf_id=named)
 
 
 def problem_of(exc: KvplanError, name: str) -> Problem:
