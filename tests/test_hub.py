@@ -273,3 +273,24 @@ def test_a_catalog_model_served_from_its_cached_checkpoint_gets_its_exact_bytes(
     assert any(COMMIT in a.source for a in sc.assumptions)
     without = check_source(_spec("", model="deepseek-v3").replace("h100-sxm", "mi300x"), "d.kvp").scenarios[0]
     assert without.model.weight_bytes is None  # the catalog alone: params × the declared width, as before
+
+
+def test_a_catalog_model_named_by_another_of_its_repos_serves_that_repo(tmp_path: Path) -> None:
+    ref = "meta-llama/Llama-3.1-70B-Instruct"
+    res = check_source(_spec("", model=f'"{ref}"').replace("h100-sxm", "b200"), "r.kvp")
+    assert res.ok, res.diagnostics
+    (sc,) = res.scenarios
+    assert (sc.model.id, sc.model.hf_id) == ("llama-3-70b", ref)
+    f = tmp_path / "r.kvp"
+    f.write_text(_spec("", model=f'"{ref}"').replace("h100-sxm", "b200"))
+    r = CliRunner().invoke(main, ["emit", str(f), "--target", "vllm"])
+    assert f"vllm serve {ref}" in r.stdout, r.output
+
+
+def test_an_import_round_trip_keeps_the_repo_id() -> None:
+    line = "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 32768 --max-num-seqs 8"
+    r = CliRunner().invoke(main, ["import", "--from", "vllm", line, "--device", "h100-sxm"])
+    assert r.exit_code == 0, r.output
+    assert re.search(r'model += "meta-llama/Llama-3.1-8B-Instruct" +# catalog llama-3-8b', r.stdout), r.stdout
+    res = check_source(r.stdout, "i.kvp")
+    assert res.ok and res.scenarios[0].model.hf_id == "meta-llama/Llama-3.1-8B-Instruct"
