@@ -294,3 +294,17 @@ def test_an_import_round_trip_keeps_the_repo_id() -> None:
     assert re.search(r'model += "meta-llama/Llama-3.1-8B-Instruct" +# catalog llama-3-8b', r.stdout), r.stdout
     res = check_source(r.stdout, "i.kvp")
     assert res.ok and res.scenarios[0].model.hf_id == "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def test_a_spec_reads_no_file_outside_its_folder(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "config.json").write_text(config("meta-llama--Meta-Llama-3.1-8B"))
+    spec_dir = tmp_path / "specs"
+    spec_dir.mkdir()
+    # a checkpoint folder beyond the spec's folder is refused, as a model block's config is
+    (d,) = check_source(_spec('    checkpoint = "../outside"\n'), str(spec_dir / "c.kvp")).diagnostics
+    assert d.code == "KV119" and "outside the folder of the spec" in d.message
+    # `model =` takes a catalog name or a repo id, never a path
+    (d,) = check_source(_spec("", model=f'"{outside}"'), str(spec_dir / "m.kvp")).diagnostics
+    assert d.code == "KV111"

@@ -699,7 +699,7 @@ class _Checker:
             self.report(codes.WRONG_KIND, "checkpoint takes a quoted repo id or path", node.span,
                         help='write `checkpoint = "org/name"`')
             return None
-        served, notes, problem = ck.checkpoint(node.value, self.base_dir, model.model)
+        served, notes, problem = ck.checkpoint(node.value, self.base_dir, model.model, self.allow_paths)
         if problem is not None:
             self.report(problem.code, problem.message, node.span, help=problem.help)
             return None

@@ -6,14 +6,14 @@ kvplan.lang.check calls these and reports what they find; the resolving is kvpla
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import Optional, Sequence
 
 import attrs
 
-from kvplan.base import codes
+from kvplan.base import codes, files
 from kvplan.base.errors import ConfigError, KvplanError
 from kvplan.base.evidence import Value, assumed, derived, reported
-from kvplan.catalog import Model, hub
+from kvplan.catalog import Model, get_model, hub
 
 
 @attrs.frozen(slots=True)
@@ -37,7 +37,12 @@ def weight_notes(model: Model) -> tuple[Value, ...]:
 def resolve_model(name: str) -> Model:
     """A model by catalog id, alias or repo id, else through the hub (kvplan.catalog.hub.resolve). A catalog
     entry named by one of its other repo ids (an instruct variant) serves that repo: what the spec names."""
-    model = hub.resolve(name).model
+    try:
+        model = get_model(name)
+    except KvplanError:
+        if not hub.is_repo_id(name):  # a spec names files only through `model` blocks and `checkpoint`
+            raise
+        model = hub.resolve_repo(name).model
     named = next((r for r in model.hf_ids if r.lower() == name.strip().lower()), None)
     return model if named is None or named == model.hf_id else attrs.evolve(model, hf_id=named)
 
@@ -58,11 +63,18 @@ def _same_architecture(model: Model, other: Model) -> Optional[str]:
     return None
 
 
-def checkpoint(value: str, base_dir: str, model: Model) -> tuple[Model, tuple[Value, ...], Optional[Problem]]:
+def checkpoint(value: str, base_dir: str, model: Model, allowed: Sequence[str] = ()
+               ) -> tuple[Model, tuple[Value, ...], Optional[Problem]]:
     """The model as served from the checkpoint `value` (a repo id or a path relative to the spec):
-    the checkpoint's weight bytes where its files can be read, an assumption saying so where not."""
+    the checkpoint's weight bytes where its files can be read, an assumption saying so where not.
+    A folder is read only inside the spec's folder or `allowed` (as a model block's config is)."""
     local = os.path.join(base_dir, value)
-    if os.path.exists(local):
+    if "\0" not in local and os.path.exists(local):
+        if not files.within(os.path.join(local, hub.CONFIG) if os.path.isdir(local) else local,
+                            (base_dir, *allowed)):
+            return model, (), Problem(codes.CONFIG_ERROR, f"checkpoint `{value[:100]}` is outside the folder of "
+                                                          "the spec", "a spec reads checkpoints in its folder or "
+                                                          "below it; pass --allow-path DIR (docs/cli-lint.md)")
         try:
             found = hub.resolve_path(local).model
         except KvplanError as exc:
