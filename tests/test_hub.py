@@ -308,3 +308,12 @@ def test_a_spec_reads_no_file_outside_its_folder(tmp_path: Path) -> None:
     # `model =` takes a catalog name or a repo id, never a path
     (d,) = check_source(_spec("", model=f'"{outside}"'), str(spec_dir / "m.kvp")).diagnostics
     assert d.code == "KV111"
+
+
+def test_a_rope_scaling_factor_out_of_range_names_the_key() -> None:
+    from kvplan.base.errors import ConfigError
+    from kvplan.catalog.hf_config import model_from_config
+
+    bad = dict(json.loads(config("Qwen--Qwen2.5-7B-Instruct")), rope_scaling={"type": "linear", "factor": -2})
+    with pytest.raises(ConfigError, match="'rope_scaling' factor must be a positive number"):
+        model_from_config(bad, id="q")
