@@ -254,7 +254,8 @@ def _allow_path_option(fn: F) -> F:
 
 
 @main.command("map")
-@click.option("--model", "model_id", metavar="ID", help="Catalog model id (kvplan models).")
+@click.option("--model", "model_id", metavar="ID",
+              help="Catalog model id (kvplan models), or a Hugging Face repo id (docs/hub.md).")
 @click.option("--model-config", type=click.Path(dir_okay=False), metavar="PATH",
               help="A Hugging Face config.json instead of a catalog id.")
 @click.option("--device", "device_id", required=True, metavar="ID", help="Catalog device id (kvplan devices).")
@@ -282,7 +283,7 @@ def map_cmd(model_id: str | None, model_config: str | None, device_id: str, n_de
             plot_path: str | None, roofline_path: str | None) -> None:
     """The regime map at one point: κ, s*, s_cap, β_eff, intensity, step time, regime, by KV dtype."""
     from kvplan import catalog
-    from kvplan.catalog.hf_config import resolve_model
+    from kvplan.catalog.hub import resolve_model
     from kvplan.model import roofline as rf
     from kvplan.model.regime import regime_map
     from kvplan.render import map_view
@@ -308,7 +309,8 @@ def map_cmd(model_id: str | None, model_config: str | None, device_id: str, n_de
 
 @main.command("sweep")
 @click.argument("spec_file", required=False, type=click.Path(dir_okay=False), metavar="[FILE.kvp]")
-@click.option("--model", "model_id", metavar="ID", help="Catalog model id (without FILE).")
+@click.option("--model", "model_id", metavar="ID",
+              help="Catalog model id or Hugging Face repo id (without FILE).")
 @click.option("--model-config", type=click.Path(dir_okay=False), metavar="PATH",
               help="A Hugging Face config.json instead of a catalog id.")
 @click.option("--device", "device_id", metavar="ID", help="Catalog device id (without FILE).")
@@ -347,7 +349,7 @@ def sweep_cmd(spec_file: str | None, model_id: str | None, model_config: str | N
                                         placement=placement, **lists)
     else:
         from kvplan import catalog
-        from kvplan.catalog.hf_config import resolve_model
+        from kvplan.catalog.hub import resolve_model
 
         if device_id is None:
             raise KvplanError("missing --device", help="name a catalog device (kvplan devices), or give a .kvp FILE")
@@ -695,7 +697,8 @@ class _Readers(click.Choice):  # type: ignore[type-arg, unused-ignore]
 @click.argument("source", metavar="ARGS-OR-FILE")
 @click.option("--from", "engine", type=_Readers(), required=True,
               help="The engine whose command line (vllm, sglang) or YAML/command line (trtllm) this is.")
-@click.option("--model", "model_id", metavar="ID", help="Catalog model id, when the engine's model is not in it.")
+@click.option("--model", "model_id", metavar="ID",
+              help="Catalog model id or Hugging Face repo id, when the engine's model is not in the catalog.")
 @click.option("--model-config", type=click.Path(dir_okay=False), metavar="PATH",
               help="A Hugging Face config.json for a model beside the catalog.")
 @click.option("--device", "device_id", metavar="ID", help="Catalog device id (engine flags do not name it).")

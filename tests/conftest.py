@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Callable
 
 import pytest
+
+# No test reaches the Hugging Face hub: a repo id outside the catalog resolves from a cache the test builds
+# (tests/acceptance/test_hub.py), or fails at once instead of retrying the network.
+os.environ["HF_HUB_OFFLINE"] = "1"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -98,6 +98,8 @@ CODES: Mapping[str, Code] = {c.code: c for c in (
     Code("KV123", "fanout-exceeds-batch", MEANING, W, "More requests share a prefix than run at once."),
     Code("KV124", "no-effect", MEANING, W, "A setting that changes nothing in this deployment."),
     Code("KV125", "ambiguous-unit", MEANING, W, "A token count in `K`, which kvplan reads as 1000 and vLLM as 1024."),
+    Code("KV126", "context-exceeds-model-limit", MEANING, E,
+         "A context beyond the model's own max_position_embeddings (with its rope scaling)."),
     # KV2xx: a pinned choice breaks a design rule, one code per rule R1-R8 (kvplan.planner.lint)
     Code("KV201", "regime-not-asserted", RULE, I,
          "R1: the spec does not assert its regime, so a change that moves it goes unnoticed"),
@@ -179,6 +181,7 @@ LINK_NOT_IN_CATALOG = _known("KV122")
 FANOUT_EXCEEDS_BATCH = _known("KV123")
 NO_EFFECT = _known("KV124")
 AMBIGUOUS_UNIT = _known("KV125")
+CONTEXT_EXCEEDS_MODEL = _known("KV126")
 STALE_CONFIG = _known("KV401")
 # suppressions (emitted by kvplan.lang.lint)
 UNUSED_SUPPRESSION = _known("KV901")

@@ -82,6 +82,20 @@ def close_dtype(name: str) -> Optional[str]:
 # ------------------------------------------------------------------- models
 
 @attrs.frozen(slots=True)
+class WeightBytes:
+    """A checkpoint's weight bytes (kvplan.catalog.weight_bytes): `held` in device memory over the whole
+    deployment, `routed` the part of it in routed experts (a step reads the experts the batch touches),
+    `checkpoint` what its files hold; `evidence` is reported, derived or assumed, `source` says from what."""
+
+    held: float
+    routed: float
+    checkpoint: float
+    evidence: str
+    source: str
+    method: str = ""
+
+
+@attrs.frozen(slots=True)
 class Model:
     """A transformer as the KV model sees it (SPEC §2).
 
@@ -114,6 +128,8 @@ class Model:
     source: str = ""
     confidence: str = "V"
     note: str = ""
+    hf_ids: tuple[str, ...] = ()                 # every Hugging Face repo id this entry stands for, hf_id first
+    weight_bytes: Optional[WeightBytes] = None   # exact bytes of the checkpoint, when known
 
     @property
     def g(self) -> float:
@@ -240,6 +256,14 @@ def _opt_text(entry: CatalogEntry, key: str, where: str) -> Optional[str]:
     return _text(entry, key, where) if key in entry else None
 
 
+def _texts(entry: CatalogEntry, key: str, where: str) -> tuple[str, ...]:
+    """A list of strings, or () where the key is absent."""
+    raw = entry.get(key, [])
+    if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+        raise _wrong(where, key, raw, "a list of strings")
+    return tuple(x for x in raw if isinstance(x, str))
+
+
 def _int(entry: CatalogEntry, key: str, where: str, default: Optional[int] = None) -> int:
     """An integer field, read as int() reads it; `default` where the key is absent (None: required)."""
     raw = entry[key] if default is None else entry.get(key, default)
@@ -329,6 +353,8 @@ def model_from_entry(mid: str, e: CatalogEntry) -> Model:
         hf_id=_text(e, "hf_id", mid, ""),
         source=_text(e, "source", mid, ""), confidence=_text(e, "confidence", mid, "V"),
         note=_text(e, "note", mid, ""),
+        hf_ids=tuple(dict.fromkeys([*([_text(e, "hf_id", mid)] if e.get("hf_id") else []),
+                                    *_texts(e, "hf_ids", mid)])),
     )
 
 
@@ -386,7 +412,17 @@ def _lookup(kind: str, name: str, table: Mapping[str, _Entry]) -> _Entry:
     raise CatalogError(f"unknown {kind} '{name}'", help=f"{suggest(name, known)}; `kvplan {kind}s` lists them")
 
 
+@functools.cache
+def by_repo_id() -> Mapping[str, Model]:
+    """Lower-case Hugging Face repo id -> the catalog model that stands for it."""
+    return {r.lower(): m for m in models().values() for r in m.hf_ids}
+
+
 def get_model(name: str) -> Model:
+    """A catalog model by id, alias or any of its Hugging Face repo ids (case-insensitive)."""
+    found = by_repo_id().get(name.strip().lower())
+    if found is not None:
+        return found
     return _lookup("model", name, models())
 
 

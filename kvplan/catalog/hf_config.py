@@ -520,9 +520,32 @@ def _build(c: _Config, mid: str, source: str, params: Optional[float]) -> Model:
         v_head_dim=c.integer("v_head_dim") if mla and c.has("v_head_dim") else 0,
         n_experts=n_exp, experts_per_token=k, params_routed=routed,
         soft_cap=c.number("attn_logit_softcapping"),
-        max_context=c.opt_integer("max_position_embeddings"),
+        max_context=_context_limit(c),
         source=source, confidence="V", note="; ".join(notes),
     )
+
+
+def _context_limit(c: _Config) -> Optional[int]:
+    """The model's context limit as vLLM derives it (`_get_and_verify_max_len`, vllm/config/model.py):
+    max_position_embeddings, times rope_scaling's `factor` unless the rope type is su, longrope or llama3
+    (or the model Gemma-3, whose limit is already scaled); for yarn, original_max_position_embeddings times
+    the factor."""
+    limit = c.opt_integer("max_position_embeddings")
+    rope = c.data.get("rope_scaling")
+    if limit is None or not isinstance(rope, dict) or c.model_type.startswith("gemma3"):
+        return limit
+    kind = rope.get("rope_type", rope.get("type"))
+    factor = rope.get("factor", 1.0)
+    if kind in ("su", "longrope", "llama3") or isinstance(factor, bool) or not isinstance(factor, (int, float)):
+        return limit
+    if not 0 < factor <= MAX_NUMBER:
+        c.fail("rope_scaling", f"factor must be a positive number at most {MAX_NUMBER:g}, got {_kind(factor)}")
+    base = limit
+    if kind == "yarn":
+        orig = rope.get("original_max_position_embeddings")
+        if isinstance(orig, int) and not isinstance(orig, bool) and 0 < orig <= limits.MAX_TOKENS:
+            base = orig
+    return min(int(base * factor), limits.MAX_TOKENS)
 
 
 def model_from_config(config: Mapping[str, HFConfigValue], *, id: str, source: str = "",  # noqa: A002 - the public name callers use

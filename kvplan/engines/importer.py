@@ -25,7 +25,8 @@ from typing import Callable, Optional, Sequence
 import attrs
 
 from kvplan.base import files, limits
-from kvplan.catalog import Model, aliases, get_device, get_model, models, suggest
+from kvplan.base.errors import CatalogError
+from kvplan.catalog import Model, aliases, by_repo_id, get_device, hub, models, suggest
 from kvplan.catalog.engines import get_engine
 from kvplan.catalog.hf_config import load_config
 from kvplan.engines import TARGETS
@@ -68,9 +69,9 @@ def match_model(ref: str) -> Optional[tuple[Model, str]]:
     """The catalog model an engine's model argument names: its hf_id (case-insensitive), a catalog id
     or alias, or a local directory named like an hf_id's last part."""
     low = ref.strip().rstrip("/").lower()
-    by_hf = {m.hf_id.lower(): m for m in models().values() if m.hf_id}
+    by_hf = by_repo_id()
     if low in by_hf:
-        return by_hf[low], f"{ref} (catalog hf_id)"
+        return by_hf[low], f"catalog {by_hf[low].id} (one of its Hugging Face repos)"
     cat = models()
     if low in cat:
         return cat[low], f"{ref} (catalog id)"
@@ -136,7 +137,7 @@ def _model(engine: str, r: Read, opts: Options) -> _ModelChoice:
     if opts.model and opts.model_config:
         raise DeploymentReadError("give --model or --model-config, not both")
     if opts.model:
-        m = get_model(opts.model)
+        m = hub.resolve(opts.model).model
         why = f"--model {opts.model}"
         if r.model_ref:
             why += f" (the engine serves {r.model_ref})"
@@ -157,13 +158,27 @@ def _model(engine: str, r: Read, opts: Options) -> _ModelChoice:
     if not r.model_ref:
         raise DeploymentReadError(f"the {get_engine(engine).described} configuration names no model",
                            help="pass --model ID (kvplan models) or --model-config PATH")
+    ref = r.model_ref.strip().rstrip("/")
     found = match_model(r.model_ref)
+    if found is None and hub.is_repo_id(ref):
+        found = _from_hub(ref)
     if found is None:
         raise DeploymentReadError(f"model '{r.model_ref}' is not in the catalog",
                            help="pass --model ID (kvplan models lists them) or --model-config PATH "
                                 "(its Hugging Face config.json)")
     m, why = found
-    return _ModelChoice(m, m.id, why)
+    # a repo id the catalog lists is written as the engine named it: the spec serves that repo
+    return _ModelChoice(m, ref if ref.lower() in by_repo_id() else m.id, why)
+
+
+def _from_hub(ref: str) -> tuple[Model, str]:
+    """A repo id outside the catalog: its config.json through the Hugging Face cache (docs/hub.md)."""
+    try:
+        return hub.resolve_repo(ref).model, f"{ref} (Hugging Face repo, {hub.CONFIG} from the cache)"
+    except CatalogError as e:
+        raise DeploymentReadError(e.message, help="pass --model ID (kvplan models lists them) or "
+                                  "--model-config PATH (its Hugging Face config.json), or put the repo "
+                                  "in the Hugging Face cache (docs/hub.md)") from None
 
 
 def _workload(engine: str, r: Read, opts: Options, m: Model) -> tuple[tuple[int, str], tuple[int, str]]:
@@ -191,6 +206,9 @@ def _workload(engine: str, r: Read, opts: Options, m: Model) -> tuple[tuple[int,
     if opts.context is not None:
         in_range(opts.context, "--context", limits.MAX_TOKENS, "a token count")
     in_range(context[0], "the context", limits.MAX_TOKENS, "a token count")
+    if m.max_context and context[0] > m.max_context:  # the engine refuses it too (docs/rules/KV126.md)
+        raise DeploymentReadError(f"{context[1]}: context {context[0]:,} tokens is beyond {m.id}'s limit of "
+                                  f"{int(m.max_context):,} positions", help="pass --context at most the model's limit")
     return batch, context
 
 
@@ -263,7 +281,8 @@ def _render(engine: str, opts: Options, r: Read, model_id: str, model_why: str,
     if opts.source:
         out.append(f"# source: {_comment(opts.source)}")
     out.append("")
-    name = f"{model_id}-{engine}"
+    repo = "/" in model_id  # a Hugging Face repo id outside the catalog: a quoted string in the spec
+    name = f"{_ident(model_id.rsplit('/', 1)[-1]) if repo else model_id}-{engine}"
     out.append(f'deployment "{name}" {{')
     for w in r.warnings:
         out.append(f"    # warning: {_comment(w)}")
@@ -271,7 +290,7 @@ def _render(engine: str, opts: Options, r: Read, model_id: str, model_why: str,
         out.append(f"    # note: {_comment(n)}")
     if r.ignored:
         out.append(f"    # ignored (no effect on the KV cache): {_comment(' '.join(r.ignored))}")
-    rows = [("model", model_id, model_why), ("device", device, f"--device {device}")]
+    rows = [("model", f'"{model_id}"' if repo else model_id, model_why), ("device", device, f"--device {device}")]
     if r.weights is not None:
         rows.append(("weights", r.weights[0], r.weights[1]))
     rows.append(("engine", engine, get_engine(engine).described))

@@ -105,7 +105,7 @@ def render(req: EmitRequest) -> Emitted:
     if host:
         notes_by_key["kv_cache_config.host_cache_size"] = "bytes per GPU: the plan's host tier in whole blocks"
     head = [common.header(req, BACKEND.label), *common.summary_comments(sz, max_tokens),
-            "# serve: trtllm-serve MODEL --config trtllm.yaml (trtllm.sh)"]
+            f"# serve: trtllm-serve {common.model_ref(p)} --config trtllm.yaml (trtllm.sh)"]
     yaml = common.yaml_text(head, body, notes_by_key)
     launch = common.Launch(("trtllm-serve", common.model_ref(p)), (("--config", common.beside("trtllm.yaml")),),
                            comments=tuple(head[1:-1]))

@@ -28,6 +28,7 @@ from kvplan.base.outputs import folder_name
 from kvplan.base.units import UNITS, Dim, convert, dims_of_unit, fmt_unit, suggest_unit
 from kvplan.catalog import Device, Dtype, Model, hf_config
 from kvplan.catalog import engines as engine_catalog
+from kvplan.lang import checkpoint as ck
 from kvplan.lang import fixes as fx
 from kvplan.lang.spec import (
     SECTIONS,
@@ -64,7 +65,7 @@ PIN_PLACEMENTS = ("striped", "pinned", "affinity")
 BOOLEANS = {"on": True, "off": False, "true": True, "false": False}
 
 # Keys each place admits. Sections of a deployment are blocks, everything else `key = value`.
-DEPLOYMENT_KEYS = ("model", "weights", "device", "devices", "placement", "engine", "objective")
+DEPLOYMENT_KEYS = ("model", "checkpoint", "weights", "device", "devices", "placement", "engine", "objective")
 SECTION_KEYS: Mapping[str, tuple[str, ...]] = {
     "workload": ("batch", "context", "prefix", "fanout", "reuse"),
     "quality": ("budget", "eviction", "min_retention"),
@@ -604,11 +605,11 @@ class _Checker:
         spans: dict[str, Span] = {"deployment": dep.name_span}
         notes: list[Value] = []
 
-        model = self._resolve(top.get("model"), dep, spans, "model", self.models, catalog.models(),
-                              catalog.get_model, codes.UNKNOWN_MODEL, _Model)
+        model = self._model(top, dep, spans)
         device = self._resolve(top.get("device"), dep, spans, "device", self.devices, catalog.devices(),
                                catalog.get_device, codes.UNKNOWN_DEVICE, _Device)
-        weights = self._weights(top.get("weights"), spans, notes)
+        weights = self._weights(top.get("weights"), spans, notes,
+                                exact=model is not None and model.model.weight_bytes is not None)
         devices = self._device_count(top.get("devices"), spans, notes)
         placement = self._choice(top.get("placement"), "placement", PLACEMENTS, "auto", where, spans, notes)
         engine = self._choice(top.get("engine"), "engine", engine_catalog.engine_ids(), "any", where, spans, notes)
@@ -633,7 +634,7 @@ class _Checker:
         assert model and device and weights and devices and placement and engine and objective
         assert quality is not None and slo is not None and combos is not None
         out = []
-        for name, values, wspans in combos:
+        for name, values, wspans in self._within_limit(combos, model.model, spans):
             out.append(Scenario(
                 deployment=dep.name, name=name, model=model.model, device=device.device, weights=weights,
                 devices=devices, placement=placement, engine=engine,
@@ -701,7 +702,12 @@ class _Checker:
             return local[name]  # None when the block had errors, reported there
         try:
             return wrap(get(name))
-        except KvplanError:
+        except KvplanError as exc:
+            if key == "model" and ("/" in name or os.sep in name):  # a hub repo id or a path: the hub's own words
+                problem = ck.problem_of(exc, name)
+                assert e.value is not None
+                self.report(problem.code, problem.message, e.value.span, help=problem.help)
+                return None
             known = sorted(set(table) | set(local))
             close = difflib.get_close_matches(name.lower(), known, n=1, cutoff=0.5)
             assert e.value is not None
@@ -711,7 +717,48 @@ class _Checker:
                         fixes=[fx.replace(e.value.span, close[0])] if close else [])
             return None
 
-    def _weights(self, e: Optional[Entry], spans: dict[str, Span], notes: list[Value]) -> Optional[Dtype]:
+    def _model(self, top: Mapping[str, Entry], dep: DeploymentDecl, spans: dict[str, Span]) -> Optional[_Model]:
+        """The deployment's model (a catalog id or alias, a model block, a hub repo id) as its checkpoint serves it."""
+        model = self._resolve(top.get("model"), dep, spans, "model", self.models, catalog.models(),
+                              ck.resolve_model, codes.UNKNOWN_MODEL, lambda m: _Model(m, ck.weight_notes(m)))
+        if model is not None and "checkpoint" in top:
+            return self._checkpoint(top["checkpoint"], model, spans)
+        return model
+
+    def _within_limit(self, combos: list[tuple[str, dict[str, float], dict[str, Span]]], model: Model,
+                      spans: Mapping[str, Span]) -> list[tuple[str, dict[str, float], dict[str, Span]]]:
+        """The workload combinations whose context the model admits; KV126 for each other one."""
+        kept = []
+        for name, values, wspans in combos:
+            over = ck.context_problem(model, int(values["context"]))
+            if over is None:
+                kept.append((name, values, wspans))
+                continue
+            at = wspans.get("workload.context", spans.get("model"))
+            fixes = [fx.replace(at, str(int(model.max_context or 0)))] if "workload.context" in wspans and at else []
+            self.report(over.code, over.message, at, help=over.help, fixes=fixes)
+        return kept
+
+    def _checkpoint(self, e: Entry, model: _Model, spans: dict[str, Span]) -> Optional[_Model]:
+        """`checkpoint = "org/name"` or a path: what emit serves, and the weight bytes its files give."""
+        spans["checkpoint"] = e.span
+        node = self._scalar(e, "deployment")
+        if node is None:
+            return None
+        if not isinstance(node, String):
+            self.report(codes.WRONG_KIND, "checkpoint takes a quoted repo id or path", node.span,
+                        help='write `checkpoint = "org/name"`')
+            return None
+        served, notes, problem = ck.checkpoint(node.value, self.base_dir, model.model, self.allow_paths)
+        if problem is not None:
+            self.report(problem.code, problem.message, node.span, help=problem.help)
+            return None
+        return _Model(served, notes or model.assumptions)
+
+    def _weights(self, e: Optional[Entry], spans: dict[str, Span], notes: list[Value], exact: bool = False
+                 ) -> Optional[Dtype]:
+        if e is None and exact:  # the checkpoint's own weight bytes stand in for a width (docs/weights.md)
+            return catalog.dtype("bf16")
         if e is None:
             notes.append(choice("bf16", "default: weights = bf16 (the paper's baseline, docs/language.md)"))
             return catalog.dtype("bf16")

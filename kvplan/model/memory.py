@@ -99,9 +99,15 @@ def device_share(model: Model, tp: ArrayLike, pp: ArrayLike) -> Array:
     return stage_layers(model, pp) / (model.n_layers * np.asarray(tp, dtype=np.float64))
 
 
+def weights_held(model: Model, w_p: float) -> float:
+    """Weight bytes over the whole deployment: the checkpoint's exact bytes where known
+    (`Model.weight_bytes`, kvplan.catalog.weight_bytes), else P · w_p."""
+    return model.weight_bytes.held if model.weight_bytes is not None else model.params * w_p
+
+
 def weights_per_device(model: Model, w_p: float, tp: ArrayLike, pp: ArrayLike) -> Array:
     """Weight bytes on the most loaded device: P · w_p · ⌈L/pp⌉ / (L · tp)."""
-    return model.params * w_p * device_share(model, tp, pp)
+    return weights_held(model, w_p) * device_share(model, tp, pp)
 
 
 def kv_per_device(model: Model, kv_bytes: ArrayLike, tp: ArrayLike, pp: ArrayLike) -> Array:
@@ -118,7 +124,7 @@ def kv_room(model: Model, device_memory: float, reserved: float, w_p: float, tp:
     usable = device_memory - reserved
     share = device_share(model, tp_a, pp_a)
     uneven = (usable - weights_per_device(model, w_p, tp_a, pp_a)) / share
-    even = usable * tp_a * pp_a - model.params * w_p  # the same when pp divides L, without rounding
+    even = usable * tp_a * pp_a - weights_held(model, w_p)  # the same when pp divides L, without rounding
     return np.where(stage_layers(model, pp_a) * pp_a == model.n_layers, even, uneven)
 
 
@@ -166,4 +172,4 @@ def per_device(model: Model, device_memory: float, *, w_p: float, kv_bytes: floa
 
 
 __all__ = ["DEFAULT_RESERVE", "DEFAULT_RUNTIME_RESERVE", "DeviceMemory", "GiB", "Reserves", "device_share",
-           "kv_per_device", "kv_room", "per_device", "stage_layers", "weights_per_device"]
+           "kv_per_device", "kv_room", "per_device", "stage_layers", "weights_held", "weights_per_device"]

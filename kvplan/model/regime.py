@@ -207,7 +207,18 @@ def model_inputs(model: Model, device: Device, n_devices: int, batch: int, conte
         ("context", assumed(context, "tokens", "input")),
         ("weight_width", assumed(weights.width, "B", f"input: weights = {weights.id}")),
         ("kv_width", assumed(kv.width, "B", f"input: kv dtype = {kv.id}")),
+        *weight_bytes_inputs(model),
     ]
+
+
+def weight_bytes_inputs(model: Model) -> list[tuple[str, Value]]:
+    """The checkpoint's exact weight bytes, when the model carries them, with the files they came from."""
+    wb = model.weight_bytes
+    if wb is None:
+        return []
+    ev = {"reported": reported, "derived": derived}.get(wb.evidence, assumed)
+    return [("weight_bytes_held", ev(wb.held, "B", wb.source)),
+            ("weight_bytes_checkpoint", ev(wb.checkpoint, "B", wb.source))]
 
 
 def _results(cfg: rf.Config, batch: int, context: int, w_held: float, sstar: float,
@@ -228,7 +239,8 @@ def _results(cfg: rf.Config, batch: int, context: int, w_held: float, sstar: flo
                                   "(docs/model.md §2), per token")),
         ("kv_bytes_per_sequence", derived(_scalar(kv_bytes_per_seq(m, context, cfg.w_kv)), "B",
                                           f"B_kv(s) = κ·s{windows} (docs/model.md §2)")),
-        ("weight_bytes", derived(w_held, "B", "P·w_p (docs/model.md §4)")),
+        ("weight_bytes", derived(w_held, "B", "P·w_p (docs/model.md §4)" if m.weight_bytes is None
+                                 else "the checkpoint's weight bytes (docs/weights.md)")),
         ("weight_bytes_read", derived(w_read, "B", "weights read per step" + (
             ": non-routed + E(1−(1−k/E)^b) routed experts, uniform routing assumed (docs/model.md §4)"
             if m.is_moe else " = P·w_p (docs/model.md §4)"))),

@@ -111,8 +111,13 @@ def experts_touched_fraction(model: Model, b: ArrayLike) -> Array:
 
 def weight_bytes_read(model: Model, b: ArrayLike, w_p: float) -> Array:
     """Weight bytes one step reads: all of them for a dense model; for MoE the
-    non-routed parameters plus the routed experts the batch touches (SPEC §4)."""
+    non-routed parameters plus the routed experts the batch touches (SPEC §4).
+    A model with exact checkpoint bytes (`Model.weight_bytes`) reads those, its
+    routed part (stored at its own width, e.g. MXFP4 experts) by the same fraction."""
     frac = experts_touched_fraction(model, b)
+    wb = model.weight_bytes
+    if wb is not None:
+        return (wb.held - wb.routed) + wb.routed * frac if model.is_moe else frac * wb.held
     if not model.is_moe:
         return frac * model.params * w_p
     dense = model.params - model.params_routed
@@ -120,8 +125,8 @@ def weight_bytes_read(model: Model, b: ArrayLike, w_p: float) -> Array:
 
 
 def weight_bytes_held(model: Model, w_p: float) -> float:
-    """Capacity always counts every parameter."""
-    return model.params * w_p
+    """Capacity always counts every parameter: the checkpoint's exact bytes where known, else P · w_p."""
+    return memory.weights_held(model, w_p)
 
 
 # ---------------------------------------------------------------- one step

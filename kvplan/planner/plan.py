@@ -268,7 +268,9 @@ class Plan:
 
 
 #: Catalog fields that are prose, not inputs: editing them does not change a plan.
-_PROSE = frozenset({"name", "source", "note", "confidence", "aliases"})
+_PROSE = frozenset({"name", "source", "note", "confidence", "aliases", "hf_ids"})
+#: Catalog fields that are inputs only when set (a model's exact weight bytes): absent, the record is as before.
+_WHEN_SET = frozenset({"weight_bytes"})
 
 
 def _auto_default(v: Value) -> bool:
@@ -297,8 +299,12 @@ def _record(obj: Union[Model, Device, Dtype, Link, None]) -> Optional[dict[str, 
     """A catalog record's fields, prose left out."""
     if obj is None:
         return None
-    return {k: (list(v) if isinstance(v, tuple) else _num(v)) for k, v in attrs.asdict(obj, recurse=False).items()
-            if k not in _PROSE}
+    out: dict[str, Any] = {}
+    for k, v in attrs.asdict(obj, recurse=False).items():
+        if k in _PROSE or (k in _WHEN_SET and v is None):
+            continue
+        out[k] = (list(v) if isinstance(v, tuple) else _record(v) if attrs.has(type(v)) else _num(v))
+    return out
 
 
 @attrs.frozen(slots=True)

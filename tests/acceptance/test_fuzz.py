@@ -326,6 +326,8 @@ def test_import_options_take_the_spec_ranges() -> None:
     r = run(["import", "--from", "vllm", line, "--device", "h100-sxm", "--batch", "100000000000"])
     assert r.exit_code == 2 and "--batch must be a whole number from 1 to 2^20" in r.stderr
     r = run(["import", "--from", "vllm", line, "--device", "h100-sxm", "--batch", "1048576", "--context", "1073741824"])
+    assert r.exit_code == 2 and "beyond llama-3-8b's limit of 131,072 positions" in r.stderr, r.output
+    r = run(["import", "--from", "vllm", line, "--device", "h100-sxm", "--batch", "1048576", "--context", "131072"])
     assert r.exit_code == 0, r.output
     assert check_source(r.stdout, "i.kvp").ok
 
@@ -478,7 +480,7 @@ deployment "d" {{
 """
 _CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 512,
            "intermediate_size": 1408, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2,
-           "head_dim": 64, "vocab_size": 32000, "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}
+           "head_dim": 64, "vocab_size": 32000, "max_position_embeddings": 2**30, "torch_dtype": "bfloat16"}
 
 
 @pytest.mark.parametrize("values", [

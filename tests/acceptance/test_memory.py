@@ -41,7 +41,7 @@ def test_36_layers_over_35_stages_does_not_fit_and_lint_says_so(tmp_path: Path) 
     by_hand = qwen_device_bytes(35, 1, 0.5)
     assert by_hand > HGX_MEM                                    # ≈ 318 GB on a 180 GB device
     # ... while the totals fit: what the planner checked before
-    kv_total = 102 * math.ceil(1451618 / 16) * 16 * 2 * QWEN_L * QWEN_KV * QWEN_D * 0.5
+    kv_total = 3615 * math.ceil(40960 / 16) * 16 * 2 * QWEN_L * QWEN_KV * QWEN_D * 0.5
     assert QWEN_P * 2.0 + kv_total <= 35 * HGX_MEM * 0.92
 
     pinned = plan_of(FIT35.format(devices="35"))

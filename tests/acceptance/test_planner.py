@@ -36,13 +36,13 @@ def test_advise_json_contract_and_values(tmp_path: Any) -> None:
 
 def test_cannot_fit_exits_1_with_shortfall_and_smallest_change(tmp_path: Any) -> None:
     f = tmp_path / "big.kvp"
-    f.write_text(spec(WL.format(b=64, s="1M") + "\ndevices = <= 2"))
+    f.write_text(spec(WL.format(b=500, s="128k") + "\ndevices = <= 2"))
     r = CliRunner().invoke(main, ["lint", "--output-format", "full", str(f)])
     assert r.exit_code == 1
     assert "KV301" in r.stdout
     sc = scenario(f.read_text())
     p = plan(sc)
-    need = W + 64 * 1_000_000 * KAPPA * (p.kv_dtype.width / 2)
+    need = W + 500 * 128_000 * KAPPA * (p.kv_dtype.width / 2)
     short_gb = (need - 2 * B200_MEM * (1 - DEFAULT_RESERVE)) / 1e9
     unmet = p.unmet[0]
     assert unmet.constraint == "fits"
@@ -54,7 +54,7 @@ def test_cannot_fit_exits_1_with_shortfall_and_smallest_change(tmp_path: Any) ->
     def fits_on(n: int) -> bool:
         for t in (t for t in range(1, n + 1) if n % t == 0 and 64 % t == 0 and (8 % t == 0 or t % 8 == 0)
                   and n // t <= 80):
-            kv = 64 * 1_000_000 * KAPPA * (p.kv_dtype.width / 2) * max(1.0, t / 8)
+            kv = 500 * 128_000 * KAPPA * (p.kv_dtype.width / 2) * max(1.0, t / 8)
             if (W + kv) * math.ceil(80 / (n // t)) / (80 * t) <= B200_MEM * (1 - DEFAULT_RESERVE):
                 return True
         return False

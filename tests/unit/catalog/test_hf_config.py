@@ -39,6 +39,8 @@ KV_CASES: list[tuple[str, int, list[Optional[int]]]] = [
     ("meta-llama--Meta-Llama-3.1-8B", 2 * 32 * 8 * 128 * BF16, [None] * 32),
     # MLA: L=60 x (kv_lora_rank 512 + qk_rope_head_dim 64); num_key_value_heads 128 plays no part
     ("deepseek-ai--DeepSeek-V2", 60 * (512 + 64) * BF16, [None] * 60),
+    # MLA: L=61 x (512 + 64); the FP8 quantization_config changes the weights, not the KV
+    ("deepseek-ai--DeepSeek-V3", 61 * (512 + 64) * BF16, [None] * 61),
     # sliding_window 4096 on every layer
     ("mistralai--Mistral-7B-v0.1", 2 * 32 * 8 * 128 * BF16, [4096] * 32),
     # sliding_window null: full attention

@@ -29,8 +29,8 @@ deployment "f" {{
     devices = {devices}
 
     workload {{
-        batch   = 102
-        context = 1451618
+        batch   = 3615
+        context = 40960
     }}
 
     quality {{
@@ -56,9 +56,9 @@ def qwen_device_bytes(n: int, tp: int, kv_width: float, block: int = 16) -> floa
     stage holds ⌈36/pp⌉ layers; it holds 1/tp of those layers' weights and KV heads."""
     pp = n // tp
     layers = math.ceil(QWEN_L / pp)
-    s = 1451618
+    s = 40960
     stored = math.ceil(s / block) * block                      # whole 16-token pages
-    kv_total = 102 * stored * 2 * QWEN_L * QWEN_KV * QWEN_D * kv_width * max(1.0, tp / QWEN_KV)
+    kv_total = 3615 * stored * 2 * QWEN_L * QWEN_KV * QWEN_D * kv_width * max(1.0, tp / QWEN_KV)
     weights = QWEN_P * 2.0                                     # bf16
     reserves = max(0.08 * HGX_MEM, GiB)                        # 8% of the device, at least the 1 GiB runtime
     return (weights + kv_total) * layers / (QWEN_L * tp) + reserves

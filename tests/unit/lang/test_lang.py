@@ -118,8 +118,8 @@ def test_context_in_bytes_names_key_dimension_and_unit() -> None:
 
 
 def test_model_params_in_billions() -> None:
-    text = 'model "m" {\nconfig = "models/tiny/config.json"\nparams = 70B\n}\n' + _deployment("").replace(
-        "llama-3-70b", "m")
+    text = 'model "m" {\nconfig = "models/tiny/config.json"\nparams = 70B\n}\n' + _deployment(
+        "", "batch = 32\ncontext = 4096").replace("llama-3-70b", "m")
     s = _ok(text, "examples/x.kvp").scenarios[0]
     assert s.model.id == "m" and s.model.params == 70e9 and s.model.params_active == 70e9
 

@@ -198,9 +198,9 @@ def test_r3_yields_to_capacity_when_no_more_devices() -> None:
 
 
 def test_each_lossier_step_must_buy_the_minimum_gain() -> None:
-    # aggressive budget, batch 4 at 200k: after int2 the point is weight-bound, so eviction would
-    # add risk for a few percent (R8) — the planner keeps every token
-    sc = scenario(spec(WL.format(b=4, s="200k") + "\nquality { budget = aggressive }"))
+    # aggressive budget, batch 6 at 131,072 (the model's limit): after int2 the point is weight-bound, so
+    # eviction would add risk for a few percent (R8) — the planner keeps every token
+    sc = scenario(spec(WL.format(b=6, s="131072") + "\nquality { budget = aggressive }"))
     p = plan(sc)
     assert p.retention == 1.0
     ev_dec = next(d for d in p.decisions if d.domain == "eviction")

@@ -40,7 +40,7 @@ def _lowered(r: CheckResult) -> str:
     def entity(x: Any, table: Any) -> Any:
         if x.id in table and table[x.id] == x:
             return x.id
-        return {k: v for k, v in attrs.asdict(x).items() if v not in (None, "", 0, 0.0)}
+        return {k: v for k, v in attrs.asdict(x).items() if v not in (None, "", 0, 0.0, [], ())}
 
     def scenario(s: Scenario) -> dict[str, Any]:
         return {
