@@ -655,7 +655,7 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
     for p in plans:
         where = folders[p.scenario.name]
         for target in resolve_targets(targets, p.scenario.engine):
-            out = emit(p, target, spec=spec_file, reserves=reserves, deploy=deploy)
+            out = emit(p, target, spec=spec_file, deploy=deploy)  # the reserves the plan was made with
             findings += len(out.findings)
             for w in out.warnings:
                 click.echo(f"kvplan: warning: {where}: {w}", err=True)

@@ -325,7 +325,9 @@ def test_import_options_take_the_spec_ranges() -> None:
     line = "vllm serve meta-llama/Meta-Llama-3.1-8B"
     r = run(["import", "--from", "vllm", line, "--device", "h100-sxm", "--batch", "100000000000"])
     assert r.exit_code == 2 and "--batch must be a whole number from 1 to 2^20" in r.stderr
-    r = run(["import", "--from", "vllm", line, "--device", "h100-sxm", "--batch", "1048576", "--context", "1073741824"])
+    # --context is the typical context under the engine's bound (here the flag; else the model's 131,072)
+    r = run(["import", "--from", "vllm", line + " --max-model-len 1073741824", "--device", "h100-sxm",
+             "--batch", "1048576", "--context", "1073741824"])
     assert r.exit_code == 0, r.output
     assert check_source(r.stdout, "i.kvp").ok
 
