@@ -80,6 +80,9 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh"
     mapped = common.map_choices(p, BACKEND)
     sz = common.size(p, mapped, req.reserves)
     notes = common.model_notes(p, BACKEND)
+    if sc.attention_dp > 1:
+        notes.append(f"pin attention_dp = {sc.attention_dp} (SGLang's DP attention) is not written: kvplan writes no "
+                     "vLLM flag for attention groups inside one tensor-parallel group")
     kv_bytes = math.ceil(sz.pool)
     engine_blocks = kv_bytes // math.ceil(sz.block_bytes)
     engine_tokens = engine_blocks * sz.block

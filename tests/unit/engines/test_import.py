@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from kvplan.base.codes import Severity
-from kvplan.engines import importer
+from kvplan.engines import emit, importer
 from kvplan.lang import check_source
 from kvplan.lang.fmt import format_source
+from kvplan.planner import plan
 from tests.paths import ROOT
 
 ROUND_TRIP = ("vllm serve meta-llama/Meta-Llama-3.1-70B --kv-cache-dtype fp8 --block-size 16 --enable-prefix-caching "
@@ -228,3 +229,43 @@ def test_the_checkpoint_sets_the_weights_unless_the_engine_quantizes() -> None:
     assert "weights = fp8" in out.text and "quantization_config.quant_method fp8" in out.text
     kept = importer.import_deployment("sglang", SGLANG_V3 + " --dtype bfloat16", opts)
     assert "weights = fp8" in kept.text and "the checkpoint is quantized" in kept.text
+
+
+def test_emit_writes_the_bound_and_the_pinned_engine_settings_back() -> None:
+    text = """kvplan 1
+deployment "d" {
+    model = llama-3-70b
+    device = h100-sxm
+    engine = vllm
+    workload {
+        batch = 64
+        context = 8k
+        max_context = 32Ki
+    }
+    quality {
+        budget = near-lossless
+    }
+    pin {
+        kv_dtype = fp8
+        devices = 4
+        memory_fraction = 0.9
+        max_batched_tokens = 8192
+        replicas = 2
+    }
+}
+"""
+    p = plan(check_source(text, "d.kvp").scenarios[0])
+    vllm = emit(p, "vllm").files[0].text
+    for flag in ("--max-model-len 32768", "--max-num-seqs 64", "--gpu-memory-utilization 0.9",
+                 "--max-num-batched-tokens 8192", "--data-parallel-size 2"):
+        assert flag in vllm, flag
+    sglang = emit(p, "sglang").files[0].text
+    for flag in ("--context-length 32768", "--mem-fraction-static 0.9", "--chunked-prefill-size 8192",
+                 "--dp-size 2"):
+        assert flag in sglang, flag
+    assert "--enable-dp-attention" not in sglang                 # replicas, not attention groups
+    trtllm = "\n".join(f.text for f in emit(p, "trtllm").files)
+    assert "max_seq_len: 32768" in trtllm
+    groups = plan(check_source(text.replace("replicas = 2", "attention_dp = 2"), "d.kvp").scenarios[0])
+    assert "--dp-size 2 \\\n    --enable-dp-attention" in emit(groups, "sglang").files[0].text
+    assert any("attention_dp = 2" in w for w in emit(groups, "vllm").warnings)
