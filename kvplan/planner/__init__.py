@@ -791,7 +791,12 @@ def _unmet_fit(sc: Scenario, ev: Evaluated, best: int, space: Space, sigma: floa
                      f"{fmt_unit(short, 'B')}",
                      derived(short, "B", "memory needed − usable, most loaded device (kvplan.model.memory)"),
                      *_texts_and_changes(sugg))
-    return Unmet("fits", f"does not fit: needs {fmt_unit(ev.need[best], 'B')}, {fmt_unit(ev.capacity[best], 'B')} "
+    bound = ""
+    if ev.bound_binds is not None and ev.bound_binds[best]:
+        bound = (f" (one sequence of max_context {sc.context_bound:,} tokens, which the engine must admit, "
+                 f"takes more KV {'on its attention group ' if sc.attention_dp > 1 else ''}than the batch)")
+    return Unmet("fits", f"does not fit: needs {fmt_unit(ev.need[best], 'B')}{bound}, "
+                 f"{fmt_unit(ev.capacity[best], 'B')} "
                  f"usable on {int(ev.n[best])} × {sc.device.id}; short by {fmt_unit(short, 'B')}",
                  derived(short, "B", "memory needed − usable capacity"), *_texts_and_changes(sugg))
 

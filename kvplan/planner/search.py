@@ -94,6 +94,7 @@ class Evaluated:
     fits: npt.NDArray[np.bool_]
     lossy: npt.NDArray[np.int64]
     reject: list[Optional[Rejection]]   # None while the candidate stands
+    bound_binds: Optional[npt.NDArray[np.bool_]] = None  # one sequence of the bound needs more KV than the batch
 
     def __len__(self) -> int:
         return len(self.width)
@@ -137,10 +138,10 @@ def evaluate(model: Model, device: Device, *, batch: int, context: int, w_p: flo
     step = np.maximum(t_mem, t_comp)
     pp = n // tp
     usable = np.full(len(grid), device.memory - reserved, dtype=np.float64)
-    need_dev = (memory.weights_per_device(model, w_p, tp, pp)
-                + memory.kv_per_device(model, np.maximum(kv_stored, one), tp, pp))
+    kv_fit = np.maximum(kv_stored, one)
+    need_dev = memory.weights_per_device(model, w_p, tp, pp) + memory.kv_per_device(model, kv_fit, tp, pp)
     capacity = n * usable
-    need = w_held + kv_stored
+    need = w_held + kv_fit
     with np.errstate(divide="ignore", invalid="ignore"):
         headroom = np.where(usable > 0, 1.0 - need_dev / np.where(usable > 0, usable, 1.0), -np.inf)
     return Evaluated(
@@ -149,7 +150,7 @@ def evaluate(model: Model, device: Device, *, batch: int, context: int, w_p: flo
         throughput=replicas * batch / step,
         headroom=headroom, fits=need_dev <= usable,
         lossy=np.array([lossiness(g[0], g[1]) for g in grid], dtype=np.int64),
-        reject=[None] * len(grid),
+        reject=[None] * len(grid), bound_binds=one > kv_stored,
     )
 
 

@@ -101,7 +101,15 @@ def test_the_pool_must_hold_one_sequence_of_the_bound() -> None:
     fine = spec("attention_dp = 8", workload="max_context = 128k")
     assert fits(plan(scenario(fine)))
     too_long = spec("attention_dp = 8", workload="max_context = 16M")
-    assert not fits(plan(scenario(too_long)))
+    p = plan(scenario(too_long))
+    assert not fits(p)
+    unmet = next(u for u in p.unmet if u.constraint == "fits")
+    assert "one sequence of max_context 16,000,000 tokens" in unmet.message
+    # fp8 weights (1 B per parameter) and, on every group alike, one 16M-token latent of 70,272 B per token
+    # (1/8 of the pool each), against 8 × 141 GB less the 8% reserve
+    sc = scenario(too_long)
+    need = sc.model.params * 1 + 16e6 * 61 * 576 * 2 * 8
+    assert unmet.shortfall.value == pytest.approx(need - 8 * 141e9 * 0.92, rel=1e-3)
 
 
 def test_context_beyond_its_bound_and_groups_that_do_not_divide_are_reported() -> None:
