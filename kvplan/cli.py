@@ -657,7 +657,7 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
     for p in plans:
         where = folders[p.scenario.name]
         for target in resolve_targets(targets, p.scenario.engine):
-            out = emit(p, target, spec=spec_file, reserves=reserves, deploy=deploy)
+            out = emit(p, target, spec=spec_file, deploy=deploy)  # the reserves the plan was made with
             findings += len(out.findings)
             for w in out.warnings:
                 click.echo(f"kvplan: warning: {where}: {w}", err=True)
@@ -703,9 +703,10 @@ class _Readers(click.Choice):  # type: ignore[type-arg, unused-ignore]
               help="A Hugging Face config.json for a model beside the catalog.")
 @click.option("--device", "device_id", metavar="ID", help="Catalog device id (engine flags do not name it).")
 @click.option("--batch", type=_count(hi=limits.MAX_BATCH), default=None, metavar="N",
-              help="Concurrent sequences, when the engine sets no limit.")
+              help="Concurrent sequences served (default: the engine's batch limit, else what the KV pool holds).")
 @click.option("--context", type=_tokens_type(limits.MAX_TOKENS), default=None, metavar="TOKENS",
-              help="Tokens per sequence, when the engine sets no limit (32k = 32,000; 32Ki = 32,768).")
+              help="The typical tokens per sequence, at most the engine's limit, which becomes max_context "
+                   "(default: what the KV pool holds for the batch; 32k = 32,000; 32Ki = 32,768).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default="-", metavar="FILE.kvp",
               help="Write the spec here instead of stdout.")
 @handles_errors

@@ -42,6 +42,7 @@ from kvplan.model import memory
 from kvplan.model.footprint import fragmentation
 from kvplan.model.memory import DEFAULT_RUNTIME_RESERVE, GiB, Reserves
 from kvplan.model.roofline import Config
+from kvplan.model.scenario import Scenario
 from kvplan.planner.plan import Plan
 
 __all__ = ["DEFAULT_RUNTIME_RESERVE", "GiB", "Reserves"]  # re-exported: the memory model's names
@@ -312,11 +313,32 @@ def kv_layout(model: Model, tp: int, pp: int, dtype_bytes: float) -> KvLayout:
     return KvLayout(layers, heads, model.head_dim, model.v_head_dim or model.head_dim, dtype_bytes)
 
 
+def pinned_engine_flags(sc: Scenario, names: tuple[Optional[str], Optional[str], Optional[str], Optional[str]]
+                        ) -> list[Flag]:
+    """The engine settings a spec pins (what `kvplan import` read), written back under the engine's
+    names: (memory fraction, per-step token limit, data-parallel size, DP-attention switch); a name
+    None is not written. Replicas and attention groups are both the data-parallel size, the switch
+    telling them apart (SGLang --dp with or without --enable-dp-attention)."""
+    fraction, step, dp, dp_attention = names
+    out: list[Flag] = []
+    if fraction is not None and sc.memory_fraction is not None:
+        out.append((fraction, f"{sc.memory_fraction:g}"))
+    batched = sc.pins.get("max_batched_tokens")
+    if step is not None and batched is not None:
+        out.append((step, str(int(float(batched.value)))))
+    if dp is not None and sc.replicas > 1:
+        out.append((dp, str(sc.replicas)))
+    if dp is not None and dp_attention is not None and sc.attention_dp > 1:
+        out += [(dp, str(sc.attention_dp)), (dp_attention, None)]
+    return out
+
+
 def replication(plan: Plan) -> float:
     """Copies of each KV byte across TP ranks (kvplan.model.roofline.Config.kv_replication)."""
 
     sc = plan.scenario
-    return Config(sc.model, sc.device, n_devices=plan.n_devices, tp=plan.tp).kv_replication
+    cfg = Config(sc.model, sc.device, n_devices=plan.n_devices, tp=plan.tp, attention_dp=sc.attention_dp)
+    return cfg.kv_replication
 
 
 def _whole(x: float) -> float:
@@ -405,7 +427,8 @@ def size(plan: Plan, mapped: Mapped, reserves: Optional[Reserves] = None) -> Siz
         tokens = tokens / (1.0 + phi_plan) * (1.0 + phi)
     tokens = _whole(tokens)
     layout = kv_layout(m, tp, pp, mapped.dtype.width)
-    blocks = ceil_div(tokens, mapped.block)
+    # each attention group's ranks hold their own share of the sequences (pin.attention_dp)
+    blocks = ceil_div(_whole(tokens / sc.attention_dp), mapped.block)
     activation, runtime = (plan.reserves if reserves is None else reserves).resolve(sc.device.memory)
     tier_tokens = 0.0
     if mapped.tier != "none" and plan.tier.bytes is not None:

@@ -47,6 +47,10 @@ class Read:
     tier: Optional[tuple[str, str]] = None
     weights: Optional[tuple[str, str]] = None
     kv_dtype_given: bool = False     # set even when the engine's dtype has no kvplan equivalent
+    memory_fraction: Optional[tuple[float, str]] = None   # vLLM --gpu-memory-utilization, SGLang --mem-fraction-static
+    max_batched_tokens: Optional[tuple[int, str]] = None  # vLLM --max-num-batched-tokens, SGLang --chunked-prefill-size
+    dp: Optional[tuple[int, str]] = None                  # vLLM --data-parallel-size, SGLang --dp
+    dp_attention: Optional[str] = None                    # SGLang --enable-dp-attention, as written
     warnings: list[str] = attrs.Factory(list)
     notes: list[str] = attrs.Factory(list)
     ignored: list[str] = attrs.Factory(list)
@@ -244,7 +248,6 @@ NO_RESERVE = "the .kvp has no such key (kvplan keeps an assumed 8% reserve)"
 FREE_FRACTION = "a fraction of FREE memory after weights; " + NO_RESERVE
 CHUNK = "a per-iteration (prefill chunk) token limit; decode planning ignores it"
 POOL_CAP = "a cap on the KV pool in tokens; kvplan sizes the pool"
-REPLICAS = "data-parallel replicas: the .kvp plans one replica"
 
 
 def model_flag(r: Read, v: str, w: str) -> None:
@@ -271,6 +274,15 @@ def context_flag(read: Callable[[str, str], tuple[int, str]], auto: bool = False
         n, how = read(v, flag)
         r.context = (n, f"{w} ({how})" if how else w)
     return h
+
+
+def fraction_flag(r: Read, v: str, w: str) -> None:
+    """A memory fraction (vLLM --gpu-memory-utilization, SGLang --mem-fraction-static): above 0, at most 1."""
+    flag = w.split(" ")[0].split("=")[0]
+    x = number(v, flag)
+    if not 0 < x <= 1:
+        raise DeploymentReadError(f"{flag} must be a fraction above 0 and at most 1, got {quoted(v)}")
+    r.memory_fraction = (x, w)
 
 
 def note_flag(why: str) -> Handler:

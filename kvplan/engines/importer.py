@@ -18,9 +18,10 @@ workload, pins) and writes the .kvp.
 
 from __future__ import annotations
 
+import json
 import os
 import re
-from typing import Callable, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 import attrs
 
@@ -29,12 +30,15 @@ from kvplan.base.errors import CatalogError
 from kvplan.catalog import Model, aliases, by_repo_id, get_device, hub, models, suggest
 from kvplan.catalog.engines import get_engine
 from kvplan.catalog.hf_config import load_config
+from kvplan.catalog.quality import BUDGETS, admissible
 from kvplan.engines import TARGETS
 from kvplan.engines.flagparse import LIMIT_HELP, MAX_TOKENS, DeploymentReadError, Read, in_range, split_command
 from kvplan.engines.sglang import sglang_tokens
 from kvplan.engines.trtllm import trtllm_tokens
 from kvplan.engines.vllm import vllm_tokens
+from kvplan.lang import check_source
 from kvplan.lang.fmt import format_source
+from kvplan.planner import plan
 from kvplan.planner.search import closest_tp, tp_options
 
 
@@ -181,35 +185,55 @@ def _from_hub(ref: str) -> tuple[Model, str]:
                                   "in the Hugging Face cache (docs/hub.md)") from None
 
 
-def _workload(engine: str, r: Read, opts: Options, m: Model) -> tuple[tuple[int, str], tuple[int, str]]:
-    """(batch, why) and (context, why): the command line's, else the engine's, else (context) the model's."""
-    if opts.batch is not None:
-        batch = (opts.batch, f"--batch {opts.batch}" + (f" (the engine says {r.batch[1]})" if r.batch else ""))
-    elif r.batch is not None:
-        batch = r.batch
-    else:
-        flag = get_engine(engine).flags.batch
-        raise DeploymentReadError(f"the configuration sets no {flag}, so the batch is the engine's default",
-                           help=f"add {flag} to it, or pass --batch N (the concurrency you serve)")
-    if opts.context is not None:
-        context = (opts.context, f"--context {opts.context}")
-    elif r.context is not None:
-        context = r.context
-    elif m.max_context:
-        context = (int(m.max_context), f"the model's max context ({get_engine(engine).described} derives its limit "
-                                       "from the model config when none is set)")
-    else:
-        raise DeploymentReadError("the configuration sets no context limit and the model declares none",
-                           help="pass --context TOKENS (e.g. 32k)")
+@attrs.frozen(slots=True)
+class _Workload:
+    """The workload the spec states, each value with why: batch and context are the typical load,
+    `bound` the longest sequence the engine admits (workload.max_context when it differs), and
+    `derive` names what the pool is to size (batch or context) when neither the engine nor the
+    command line gives it."""
+
+    batch: Optional[tuple[int, str]]
+    context: tuple[int, str]
+    bound: tuple[int, str]
+    derive: Optional[str] = None     # "batch", "context" or None
+
+
+def _workload(engine: str, r: Read, opts: Options, m: Model) -> _Workload:
+    """The engine's context limit is the bound; --context gives the typical context beneath it. The
+    batch is --batch, else the engine's batch limit. What neither gives is derived from the pool the
+    deployment's memory buys (_derive): with a batch, the context its sequences average; without
+    one, the sequences of the bound's length the pool holds."""
     if opts.batch is not None:  # the engine's own values were checked where their flags were read
         in_range(opts.batch, "--batch", limits.MAX_BATCH)
     if opts.context is not None:
         in_range(opts.context, "--context", limits.MAX_TOKENS, "a token count")
-    in_range(context[0], "the context", limits.MAX_TOKENS, "a token count")
-    if m.max_context and context[0] > m.max_context:  # the engine refuses it too (docs/rules/KV126.md)
-        raise DeploymentReadError(f"{context[1]}: context {context[0]:,} tokens is beyond {m.id}'s limit of "
+    if r.context is not None:
+        bound = r.context
+    elif m.max_context:
+        bound = (int(m.max_context), f"the model's max context ({get_engine(engine).described} derives its limit "
+                                     "from the model config when none is set)")
+    elif opts.context is not None:
+        bound = (opts.context, f"--context {opts.context} (the engine sets no limit)")
+    else:
+        raise DeploymentReadError("the configuration sets no context limit and the model declares none",
+                                  help="pass --context TOKENS (e.g. 32k)")
+    in_range(bound[0], "the context", limits.MAX_TOKENS, "a token count")
+    if m.max_context and bound[0] > m.max_context:  # the engine refuses it too (docs/rules/KV126.md)
+        raise DeploymentReadError(f"{bound[1]}: context {bound[0]:,} tokens is beyond {m.id}'s limit of "
                                   f"{int(m.max_context):,} positions", help="pass --context at most the model's limit")
-    return batch, context
+    if opts.context is not None and opts.context > bound[0]:
+        raise DeploymentReadError(f"--context {opts.context:,} is longer than the longest sequence the engine "
+                                  f"admits, {bound[0]:,} tokens ({bound[1]})",
+                                  help="--context is the typical sequence: give one at most the engine's limit")
+    if opts.batch is not None:
+        batch: Optional[tuple[int, str]] = (
+            opts.batch, f"--batch {opts.batch}" + (f" (the engine's limit: {r.batch[1]})" if r.batch else ""))
+    else:
+        batch = r.batch
+    if opts.context is not None:
+        context = (opts.context, f"--context {opts.context} (typical; the engine's limit is max_context)")
+        return _Workload(batch, context, bound, None if batch is not None else "batch")
+    return _Workload(batch, bound, bound, "context" if batch is not None else "batch")
 
 
 def _devices(r: Read, m: Model) -> tuple[int, str]:
@@ -231,8 +255,34 @@ def _devices(r: Read, m: Model) -> tuple[int, str]:
     return devices, f"tensor parallel {r.tp[0]} × pipeline parallel {r.pp[0]}"
 
 
-def _pins(r: Read, devices: int, dev_why: str) -> list[tuple[str, str, str]]:
-    """(key, value, why) of each pin: the engine's KV choices, then the device count."""
+def _least_budget(kv_dtype: Optional[str]) -> Optional[str]:
+    """The least lossy quality budget that admits the KV dtype (kvplan.catalog.quality.BUDGETS, in order)."""
+    if kv_dtype is None:
+        return None
+    return next((b for b in BUDGETS if kv_dtype in admissible(b).kv_dtypes), None)
+
+
+def _parallel(engine: str, r: Read, tp: int) -> list[tuple[str, str, str]]:
+    """The pins of data parallelism: SGLang's --dp with --enable-dp-attention splits the tensor-parallel
+    group into attention groups (the devices stay tp × pp); every other --dp / --data-parallel-size is
+    that many replicas of the tp × pp deployment."""
+    if r.dp_attention is not None and r.dp is None:
+        r.note(f"{r.dp_attention} without --dp: one attention group, the same as without DP attention")
+        return []
+    if r.dp is None or r.dp[0] == 1:
+        return []
+    if r.dp_attention is not None:
+        if tp % r.dp[0]:
+            raise DeploymentReadError(f"{r.dp[1]} with {r.dp_attention}: the DP size must divide the "
+                                      f"tensor-parallel size {tp}", help="SGLang refuses it; check --dp and --tp")
+        return [("attention_dp", str(r.dp[0]), f"{r.dp[1]} {r.dp_attention}: {r.dp[0]} attention groups of "
+                 f"{tp // r.dp[0]} rank{'s' if tp // r.dp[0] > 1 else ''}, each holding its own sequences' KV")]
+    return [("replicas", str(r.dp[0]), f"{r.dp[1]}: {r.dp[0]} data-parallel replicas, each on the devices below")]
+
+
+def _pins(engine: str, r: Read, devices: int, dev_why: str) -> list[tuple[str, str, str]]:
+    """(key, value, why) of each pin: the engine's KV choices, the device count, then its memory,
+    step and parallel settings."""
     pins: list[tuple[str, str, str]] = []
     if r.kv_dtype is not None:
         pins.append(("kv_dtype", r.kv_dtype[0], r.kv_dtype[1]))
@@ -243,11 +293,20 @@ def _pins(r: Read, devices: int, dev_why: str) -> list[tuple[str, str, str]]:
     if r.tier is not None:
         pins.append(("tier", r.tier[0], r.tier[1]))
     pins.append(("devices", str(devices), dev_why))
+    if r.memory_fraction is not None:
+        of = ("total memory" if engine == "vllm" else
+              "the memory free at start-up, which kvplan takes as total memory" if engine == "sglang" else "memory")
+        pins.append(("memory_fraction", f"{r.memory_fraction[0]:g}",
+                     f"{r.memory_fraction[1]} (weights + KV pool, a fraction of {of})"))
+    if r.max_batched_tokens is not None:
+        pins.append(("max_batched_tokens", str(r.max_batched_tokens[0]), r.max_batched_tokens[1]))
+    pins += _parallel(engine, r, r.tp[0])
     return pins
 
 
 def import_deployment(engine: str, text: str, opts: Options = Options(), base_dir: str = ".") -> Imported:
-    """The .kvp equivalent of one engine deployment: read → model → device → workload → devices → pins."""
+    """The .kvp equivalent of one engine deployment: read → model → device → weights → workload →
+    devices → pins → quality budget, then what the flags leave open derived from the pool (_derive)."""
 
     if not text.strip():
         raise DeploymentReadError("nothing to import: the command line or file is empty")
@@ -258,31 +317,166 @@ def import_deployment(engine: str, text: str, opts: Options = Options(), base_di
                                   "it runs on",
                            help="pass --device ID (kvplan devices lists them)")
     dev = get_device(opts.device)
-    batch, context = _workload(engine, r, opts, model.model)
+    _checkpoint_weights(r, opts)
+    wl = _workload(engine, r, opts, model.model)
     devices, dev_why = _devices(r, model.model)
-    pins = _pins(r, devices, dev_why)
+    pins = _pins(engine, r, devices, dev_why)
+    budget = _least_budget(r.kv_dtype[0] if r.kv_dtype is not None else None)
 
-    text_out = _render(engine, opts, r, model.id, model.why, model.block, dev.id, batch, context, pins)
+    def spec(batch: tuple[int, str], context: tuple[int, str]) -> str:
+        return _render(engine, opts, r, _Spec(model.id, model.why, model.block, dev.id, batch, context, wl.bound,
+                                              budget, pins))
+
+    batch, context = _derive(engine, wl, spec, opts)
     warnings = tuple(r.warnings)
-    return Imported(text=text_out, warnings=warnings, model=model.id, device=dev.id,
+    return Imported(text=spec(batch, context), warnings=warnings, model=model.id, device=dev.id,
                     pins=tuple((k, v) for k, v, _ in pins))
 
+
+# --------------------------------------------------------------- checkpoint
+
+_TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+#: quantization_config.quant_method -> the weight dtype it stores (by its `bits` where it has them). Only
+#: the width: the exact bytes of a quantized checkpoint (scales, unquantized layers) are the catalog's.
+_QUANT_METHODS: Mapping[str, Mapping[Optional[int], str]] = {
+    "fp8": {None: "fp8"}, "fbgemm_fp8": {None: "fp8"}, "mxfp4": {None: "fp4"},
+    "awq": {4: "int4", None: "int4"}, "gptq": {4: "int4", 8: "int8", None: "int4"}, "bitsandbytes": {},
+}
+
+
+def checkpoint_weights(config: Mapping[str, object], where: str) -> tuple[Optional[tuple[str, str]], Optional[str]]:
+    """The weight dtype a config.json declares, and why: `quantization_config.quant_method` (fp8,
+    mxfp4, awq/gptq by `bits`), else `torch_dtype`. The second item is a warning when the config names
+    a quantization kvplan has no width for (None otherwise)."""
+    quant = config.get("quantization_config")
+    method = quant.get("quant_method") if isinstance(quant, dict) else None
+    if isinstance(method, str) and method:
+        bits = quant.get("bits") if isinstance(quant, dict) else None
+        widths = _QUANT_METHODS.get(method.lower(), {})
+        dt = widths.get(bits if isinstance(bits, int) else None) or widths.get(None)
+        if dt is None:
+            return None, (f"{where}: quantization_config.quant_method {method!r} has no weight width kvplan knows; "
+                          "set `weights` by hand")
+        return (dt, f"{where}: quantization_config.quant_method {method}"
+                + (f", {bits} bits" if isinstance(bits, int) else "")), None
+    torch_dtype = config.get("torch_dtype", config.get("dtype"))
+    if isinstance(torch_dtype, str) and torch_dtype in _TORCH_DTYPES:
+        return (_TORCH_DTYPES[torch_dtype], f"{where}: torch_dtype {torch_dtype}"), None
+    return None, None
+
+
+def _checkpoint_weights(r: Read, opts: Options) -> None:
+    """The weights the checkpoint stores (config.json, where --model-config gives one) unless the engine
+    quantizes them itself (--quantization): a quantized checkpoint stays quantized under --dtype."""
+    if opts.model_config is None:
+        return
+    if r.weights is not None and r.weights[1].split(" ")[0].split("=")[0] in ("-q", "--quantization"):
+        return
+    path = opts.model_config
+    if os.path.isdir(path):
+        path = os.path.join(path, "config.json")
+    data = json.loads(files.read_text(path, what="the model config"))  # load_config has read it already
+    found, warning = checkpoint_weights(data if isinstance(data, dict) else {}, opts.model_config)
+    if warning is not None:
+        r.warn(warning)
+    if found is None:
+        return
+    if r.weights is not None:
+        if "quant_method" not in found[1]:
+            return  # --dtype chooses among unquantized widths
+        r.note(f"{r.weights[1]}: the checkpoint is quantized, so the weights stay {found[0]}")
+    r.weights = found
+
+
+# ------------------------------------------------------------------ derive
+
+def _derive(engine: str, wl: _Workload, spec: Callable[[tuple[int, str], tuple[int, str]], str],
+            opts: Options) -> tuple[tuple[int, str], tuple[int, str]]:
+    """(batch, context): what the flags left open is what the deployment's pool holds, by kvplan's own
+    memory model (the plan of the written spec), so that lint sees the deployment the engine runs: with a
+    batch limit, the longest context its sequences fit at (the engine runs them at any length up to the
+    bound, within the pool); without one, the sequences at the context the pool holds. Where even the
+    least does not fit, the bound stays and lint reports it."""
+    context = wl.context
+    if wl.derive is None:
+        assert wl.batch is not None
+        return wl.batch, context
+    provisional = spec(wl.batch or (1, ""), (1, ""))
+    where = os.path.join(opts.out_dir or ".", "imported.kvp")
+    allow = (os.path.dirname(os.path.abspath(opts.model_config)),) if opts.model_config else ()
+    checked = check_source(provisional, where, allow)
+    if len(checked.scenarios) != 1:
+        raise DeploymentReadError("the imported spec does not check: " + "; ".join(
+            d.message for d in checked.diagnostics if d.severity.value == "error")[:300])
+    sc = attrs.evolve(checked.scenarios[0], max_context=wl.bound[0])
+
+    def fits(b: int, c: int) -> bool:
+        p = plan(attrs.evolve(sc, batch=b, context=c), suggest=False)
+        return not any(u.constraint == "fits" for u in p.unmet)
+
+    flag = get_engine(engine).flags.batch
+    if wl.derive == "context":
+        assert wl.batch is not None
+        b = wl.batch[0]
+        if fits(b, context[0]) or not fits(b, 1):
+            return wl.batch, context
+        c = _largest(1, context[0], lambda x: fits(b, x))
+        rounded = ", rounded down to 1Ki" if c >= 1024 else ""
+        c = c - c % 1024 if c >= 1024 else c
+        return wl.batch, (c, f"derived: the longest context at which {b} sequences fit the KV pool the "
+                             f"pinned memory leaves (kvplan's memory model{rounded}); pass --context for the "
+                             "typical one")
+    if not fits(1, context[0]):
+        return (1, f"{flag} is not set, and the pool holds no sequence of {context[0]:,} tokens"), context
+    b = _largest(1, limits.MAX_BATCH, lambda x: fits(x, context[0]))
+    return (b, f"derived: {flag} is not set; the sequences of {context[0]:,} tokens the KV pool holds "
+               "(kvplan's memory model); pass --batch for the concurrency you serve"), context
+
+
+def _largest(lo: int, hi: int, works: Callable[[int], bool]) -> int:
+    """The largest x in [lo, hi] with works(x), given works(lo) and works monotone (true up to a point)."""
+    if works(hi):
+        return hi
+    a, b = lo, hi
+    while b - a > 1:
+        mid = (a + b) // 2
+        if works(mid):
+            a = mid
+        else:
+            b = mid
+    return a
+
+
+# ------------------------------------------------------------------ render
 
 def _comment(text: str) -> str:
     return " ".join(text.split())
 
 
-def _render(engine: str, opts: Options, r: Read, model_id: str, model_why: str,
-            model_block: Optional[tuple[str, str]], device: str, batch: tuple[int, str],
-            context: tuple[int, str], pins: list[tuple[str, str, str]]) -> str:
+@attrs.frozen(slots=True)
+class _Spec:
+    """What the written .kvp states, each value with why."""
+
+    model_id: str
+    model_why: str
+    model_block: Optional[tuple[str, str]]
+    device: str
+    batch: tuple[int, str]
+    context: tuple[int, str]
+    bound: tuple[int, str]
+    budget: Optional[str]
+    pins: list[tuple[str, str, str]]
+
+
+def _render(engine: str, opts: Options, r: Read, s: _Spec) -> str:
     out = ["kvplan 1",
            f"# Imported from a {get_engine(engine).described} deployment by `kvplan import --from {engine}`.",
            "# Each pin is the engine's current choice; `kvplan lint` checks it against the rules."]
     if opts.source:
         out.append(f"# source: {_comment(opts.source)}")
     out.append("")
-    repo = "/" in model_id  # a Hugging Face repo id outside the catalog: a quoted string in the spec
-    name = f"{_ident(model_id.rsplit('/', 1)[-1]) if repo else model_id}-{engine}"
+    repo = "/" in s.model_id  # a Hugging Face repo id outside the catalog: a quoted string in the spec
+    name = f"{_ident(s.model_id.rsplit('/', 1)[-1]) if repo else s.model_id}-{engine}"
     out.append(f'deployment "{name}" {{')
     for w in r.warnings:
         out.append(f"    # warning: {_comment(w)}")
@@ -290,18 +484,29 @@ def _render(engine: str, opts: Options, r: Read, model_id: str, model_why: str,
         out.append(f"    # note: {_comment(n)}")
     if r.ignored:
         out.append(f"    # ignored (no effect on the KV cache): {_comment(' '.join(r.ignored))}")
-    rows = [("model", f'"{model_id}"' if repo else model_id, model_why), ("device", device, f"--device {device}")]
+    rows = [("model", f'"{s.model_id}"' if repo else s.model_id, s.model_why), ("device", s.device,
+                                                                                f"--device {s.device}")]
     if r.weights is not None:
         rows.append(("weights", r.weights[0], r.weights[1]))
     rows.append(("engine", engine, get_engine(engine).described))
     out += _aligned(rows, "    ")
     out += ["", "    workload {"]
-    out += _aligned([("batch", str(batch[0]), batch[1]), ("context", tokens_text(context[0]), context[1])], "        ")
-    out += ["    }", "", "    pin {"]
-    out += _aligned(pins, "        ")
+    work = [("batch", str(s.batch[0]), s.batch[1]), ("context", tokens_text(s.context[0]), s.context[1])]
+    if s.bound[0] != s.context[0]:
+        work.append(("max_context", tokens_text(s.bound[0]), s.bound[1] + " (the longest sequence the engine admits)"))
+    out += _aligned(work, "        ")
+    out += ["    }"]
+    if s.budget is not None and s.budget != "lossless":
+        kv = next(v for k, v, _ in s.pins if k == "kv_dtype")
+        out += ["", "    quality {"]
+        out += _aligned([("budget", s.budget, f"the least budget that admits the engine's kv_dtype {kv} (the "
+                          "default, lossless, admits 16-bit KV only; kvplan.catalog.quality)")], "        ")
+        out += ["    }"]
+    out += ["", "    pin {"]
+    out += _aligned(s.pins, "        ")
     out += ["    }", "}"]
-    if model_block is not None:
-        out += ["", f'model "{model_block[0]}" {{', f'    config = "{model_block[1]}"', "}"]
+    if s.model_block is not None:
+        out += ["", f'model "{s.model_block[0]}" {{', f'    config = "{s.model_block[1]}"', "}"]
 
     return format_source("\n".join(out) + "\n", f"{name}.kvp")  # `kvplan fmt`'s layout, aligned
 
@@ -329,7 +534,8 @@ def read_source(arg: str) -> tuple[str, str, str, Optional[str]]:
     return arg, ".", " ".join(arg.split()), None
 
 
-__all__ = ["MAX_TOKENS", "DeploymentReadError", "Imported", "Options", "human_int", "import_deployment",
+__all__ = ["MAX_TOKENS", "DeploymentReadError", "Imported", "Options", "checkpoint_weights", "human_int",
+           "import_deployment",
            "match_model", "read_source", "sglang_tokens", "split_command", "tokens_text", "trtllm_tokens",
            "vllm_tokens"]
 

@@ -28,9 +28,7 @@ from kvplan.engines import common
 from kvplan.engines.common import EmitRequest, Emitted, EmittedFile, Flag
 from kvplan.engines.flagparse import (
     CHUNK,
-    NO_RESERVE,
     POOL_CAP,
-    REPLICAS,
     DeploymentReadError,
     Read,
     ReadFlag,
@@ -39,6 +37,7 @@ from kvplan.engines.flagparse import (
     cut,
     digits_in_range,
     exp2,
+    fraction_flag,
     kv_flag,
     model_flag,
     note_flag,
@@ -81,7 +80,10 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
         notes.append(f"KV dtype {mapped.dtype.id} is written `auto` (SGLang has no explicit name for it); auto "
                      f"follows the checkpoint's dtype, and the weights are {sc.weights.id}")
     frac_text, frac = common.fraction_up(sz.weights + sz.pool, sz.total, sz.block_bytes)
-    engine_tokens = pool_tokens(frac, sz.total, sz.weights, sz.layout.token_bytes, sz.block)
+    if sc.memory_fraction is not None:  # the deployment's own fraction, pinned (kvplan import)
+        frac_text, frac = f"{sc.memory_fraction:g}", Fraction(str(sc.memory_fraction))
+    # with DP attention every attention group's ranks keep a pool of their own (pin.attention_dp)
+    engine_tokens = pool_tokens(frac, sz.total, sz.weights, sz.layout.token_bytes, sz.block) * sc.attention_dp
     ceiling = 1.0 - sz.reserves / sz.total
     flags: list[Flag] = [
         ("--model-path", common.model_ref(p)),
@@ -89,8 +91,9 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
         (F.block, str(mapped.block)),
         ("--mem-fraction-static", frac_text),
         (F.tp, str(p.tp)),
-        (F.context, str(sc.context)),
+        (F.context, str(sc.context_bound)),
         (F.batch, str(sc.batch)),
+        *common.pinned_engine_flags(sc, (None, "--chunked-prefill-size", "--dp-size", "--enable-dp-attention")),
     ]
     if p.pp > 1:
         findings.append(f"pipeline parallelism of {p.pp} stages is not written: docs/engines.md names "
@@ -155,6 +158,19 @@ def sglang_tokens(value: str, flag: str) -> tuple[int, str]:
     return tokens_in_range(n, value, flag), ""
 
 
+def _dp_attention(r: Read, v: str, w: str) -> None:
+    r.dp_attention = w
+
+
+def _chunked_prefill(r: Read, v: str, w: str) -> None:
+    """--chunked-prefill-size N: at most N prompt tokens per step; -1 turns chunking off (SGLang's
+    server_args), and then no per-step limit is imported."""
+    if v.strip() == "-1":
+        r.note(f"{w}: chunked prefill is off; {CHUNK}")
+        return
+    store("max_batched_tokens", lambda x, flag: sglang_tokens(x, flag)[0])(r, v, w)
+
+
 def _sglang_table() -> list[ReadFlag]:
     tier_sizing = "kvplan sizes the tier from the reuse economics"
     return [
@@ -176,13 +192,13 @@ def _sglang_table() -> list[ReadFlag]:
         ReadFlag(("--hicache-size",), True, note_flag(f"host tier size in GB; {tier_sizing}")),
         ReadFlag(("--hicache-write-policy",), True, note_flag("how pages reach the host tier; not modelled")),
         ReadFlag(("--radix-eviction-policy",), True, note_flag("which cached prefixes leave first; not modelled")),
-        ReadFlag(("--mem-fraction-static",), True, note_flag("weights + KV pool as a fraction of total memory; "
-                                                      + NO_RESERVE)),
+        ReadFlag(("--mem-fraction-static",), True, fraction_flag),
         ReadFlag(("--max-total-tokens",), True, note_flag(POOL_CAP)),
         ReadFlag(("--attention-backend",), True,
                  note_flag("the attention kernel; see `kvplan emit --target flashinfer`")),
-        ReadFlag(("--dp-size", "--dp"), True, note_flag(REPLICAS)),
-        ReadFlag(("--chunked-prefill-size",), True, note_flag(CHUNK)),
+        ReadFlag(("--dp-size", "--dp"), True, store("dp", bounded("tp"))),
+        ReadFlag(("--enable-dp-attention",), False, _dp_attention),
+        ReadFlag(("--chunked-prefill-size",), True, _chunked_prefill),
         ReadFlag(("--dtype",), True, weights_dtype),
         ReadFlag(("--quantization",), True, quantization),
     ]

@@ -95,7 +95,7 @@ def render(req: EmitRequest) -> Emitted:
         "tensor_parallel_size": p.tp,
         "pipeline_parallel_size": p.pp,
         "max_batch_size": sc.batch,
-        "max_seq_len": sc.context,
+        "max_seq_len": sc.context_bound,
         "kv_cache_config": kv_cfg,
     }
     notes_by_key = {

@@ -30,9 +30,6 @@ from kvplan.catalog.engines import get_engine
 from kvplan.engines import common
 from kvplan.engines.common import EmitRequest, Emitted, EmittedFile, Flag
 from kvplan.engines.flagparse import (
-    CHUNK,
-    NO_RESERVE,
-    REPLICAS,
     DeploymentReadError,
     Read,
     ReadFlag,
@@ -41,6 +38,7 @@ from kvplan.engines.flagparse import (
     cut,
     digits_in_range,
     exp2,
+    fraction_flag,
     json_float,
     json_int,
     kv_flag,
@@ -82,6 +80,9 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh"
     mapped = common.map_choices(p, BACKEND)
     sz = common.size(p, mapped, req.reserves)
     notes = common.model_notes(p, BACKEND)
+    if sc.attention_dp > 1:
+        notes.append(f"pin attention_dp = {sc.attention_dp} (SGLang's DP attention) is not written: kvplan writes no "
+                     "vLLM flag for attention groups inside one tensor-parallel group")
     kv_bytes = math.ceil(sz.pool)
     engine_blocks = kv_bytes // math.ceil(sz.block_bytes)
     engine_tokens = engine_blocks * sz.block
@@ -100,8 +101,10 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh"
     ]
     if p.pp > 1:
         flags.append((F.pp, str(p.pp)))
-    flags += [(F.context, str(sc.context)), (F.batch, str(sc.batch)),
+    flags += [(F.context, str(sc.context_bound)), (F.batch, str(sc.batch)),
               ("--kv-cache-memory-bytes", str(kv_bytes))]
+    flags += common.pinned_engine_flags(sc, ("--gpu-memory-utilization", "--max-num-batched-tokens",
+                                             "--data-parallel-size", None))
     env: list[tuple[str, str]] = []
     tier_lines: list[str] = []
     tier_gpu = sz.tier_bytes_per_gpu()
@@ -227,12 +230,12 @@ def _vllm_table() -> list[ReadFlag]:
         ReadFlag(("-dcp", "--decode-context-parallel-size"), True,
               note_flag("decode context parallelism shards the KV cache over tensor-parallel ranks; "
                     "kvplan does not model it")),
-        ReadFlag(("-dp", "--data-parallel-size"), True, note_flag(REPLICAS)),
-        ReadFlag(("--gpu-memory-utilization",), True,
-                 note_flag("a fraction of total memory per instance; " + NO_RESERVE)),
+        ReadFlag(("-dp", "--data-parallel-size"), True, store("dp", bounded("tp"))),
+        ReadFlag(("--gpu-memory-utilization",), True, fraction_flag),
         ReadFlag(("--kv-cache-memory-bytes",), True,
               note_flag("a fixed KV budget per GPU; the .kvp has no such key (kvplan sizes the cache)")),
-        ReadFlag(("--max-num-batched-tokens",), True, note_flag(CHUNK)),
+        ReadFlag(("--max-num-batched-tokens",), True,
+                 store("max_batched_tokens", lambda v, flag: vllm_tokens(v, flag)[0])),
         ReadFlag(("--kv-offloading-size",), True, offload_size),
         ReadFlag(("--kv-offloading-backend",), True, offload_backend),
         ReadFlag(("--kv-transfer-config",), True, _vllm_offload_json),

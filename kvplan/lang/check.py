@@ -64,13 +64,16 @@ TIERS = ("none", "host", "peer", "ssd", "remote")
 PIN_PLACEMENTS = ("striped", "pinned", "affinity")
 BOOLEANS = {"on": True, "off": False, "true": True, "false": False}
 
+#: Pins of the engine settings a deployment runs with (`kvplan import` writes them; docs/language.md).
+ENGINE_PINS = ("memory_fraction", "max_batched_tokens", "replicas", "attention_dp")
 # Keys each place admits. Sections of a deployment are blocks, everything else `key = value`.
 DEPLOYMENT_KEYS = ("model", "checkpoint", "weights", "device", "devices", "placement", "engine", "objective")
 SECTION_KEYS: Mapping[str, tuple[str, ...]] = {
-    "workload": ("batch", "context", "prefix", "fanout", "reuse"),
+    "workload": ("batch", "context", "prefix", "fanout", "reuse", "max_context"),
     "quality": ("budget", "eviction", "min_retention"),
     "slo": ("step_time", "throughput"),
-    "pin": ("kv_dtype", "retention", "block_size", "prefix_caching", "tier", "placement", "devices"),
+    "pin": ("kv_dtype", "retention", "block_size", "prefix_caching", "tier", "placement", "devices",
+            *ENGINE_PINS),
     "expect": ("regime", "fits", "speedup", "step_time", "throughput", "kv_bytes", "devices"),
 }
 MODEL_KEYS = ("config", "params", "params_active")
@@ -98,6 +101,7 @@ _WORKLOAD_FIELDS: Mapping[str, tuple[Dim, Optional[Mapping[str, float]], bool, f
     "prefix": (Dim.TOKENS, None, True, 0, limits.MAX_TOKENS),
     "fanout": (Dim.COUNT, _COUNT, True, 1, limits.MAX_BATCH),
     "reuse": (Dim.FRACTION, None, False, 0, 1),
+    "max_context": (Dim.TOKENS, None, True, 1, limits.MAX_TOKENS),
 }
 #: The workload keys that may be left out: (value, unit, why), noted as an assumption.
 _WORKLOAD_DEFAULTS = {"prefix": (0.0, "tokens", "no shared prefix"), "fanout": (1.0, "1", "no sharing"),
@@ -644,6 +648,7 @@ class _Checker:
                 slo_step_time=slo[0], slo_throughput=slo[1], objective=objective,
                 pins=pins, expects=expects, spans={**spans, **wspans},
                 assumptions=tuple(notes) + model.assumptions + device.assumptions,
+                max_context=int(values["max_context"]) if "max_context" in values else None,
             ))
         return out
 
@@ -932,6 +937,8 @@ class _Checker:
                 value = self._word(node, key, TIERS)
             elif key == "placement":
                 value = self._word(node, key, PIN_PLACEMENTS, what="pinned placement")
+            elif key in ENGINE_PINS:
+                value = self._engine_pin(node, key)
             if value is not None:
                 pins[key] = Pin(key, value, e.span)
         pd = pins.get("devices")
@@ -943,12 +950,29 @@ class _Checker:
                             f"devices = {'<= ' if devices.mode == 'max' else ''}{devices.n}", pd.span,
                             help=f"the pin wins; make them agree: `devices = {agree}`",
                             fixes=[fx.replace(top["devices"].span, f"devices = {agree}")])
+        self._attention_dp(pins)
         pp = pins.get("placement")
         if pp is not None and placement not in (None, "auto", pp.value):
             fix = fx.replace(top["placement"].span, f"placement = {pp.value}") if "placement" in top else None
             self.report(codes.CONFLICTING_SETTINGS, f"pin placement = {pp.value} contradicts placement = {placement}",
                         pp.span, help=f"the pin wins; make them agree: `placement = {pp.value}`", fixes=[fix])
         return pins
+
+    def _engine_pin(self, node: Scalar, key: str) -> Optional[float]:
+        """The engine settings a deployment already runs with (docs/language.md, `pin`)."""
+        if key == "memory_fraction":
+            return self._number(node, key, Dim.FRACTION, lo=0, hi=1, lo_open=True)
+        if key == "max_batched_tokens":
+            return self._number(node, key, Dim.TOKENS, integer=True, lo=1, hi=limits.MAX_TOKENS, why=_LIMIT)
+        return self._number(node, key, Dim.COUNT, _COUNT, integer=True, lo=1, hi=limits.MAX_DEVICES, why=_LIMIT)
+
+    def _attention_dp(self, pins: Mapping[str, Pin]) -> None:
+        """Attention data-parallel groups split the tensor-parallel group: their count divides it."""
+        dp, n = pins.get("attention_dp"), pins.get("devices")
+        if dp is not None and n is not None and float(n.value) % float(dp.value):
+            self.report(codes.CONFLICTING_SETTINGS, f"pin attention_dp = {dp.value:g} does not divide pin devices = "
+                        f"{n.value:g}: each attention group takes an equal share of the tensor-parallel ranks",
+                        dp.span, help="make attention_dp a divisor of devices (SGLang requires --dp to divide --tp)")
 
     def _expects(self, block: Optional[Block]) -> tuple[Expectation, ...]:
         if block is None:
@@ -1105,6 +1129,12 @@ class _Checker:
         if c["prefix"].value > c["context"].value:
             self.report(codes.PREFIX_EXCEEDS_CONTEXT, f"prefix {c['prefix'].text} is longer than the context "
                         f"{c['context'].text}", c["prefix"].span, help="a shared prefix is part of each context")
+            ok = False
+        if "max_context" in c and c["context"].value > c["max_context"].value:
+            self.report(codes.OUT_OF_RANGE, f"context {c['context'].text} is longer than max_context "
+                        f"{c['max_context'].text}, the longest sequence the engine admits", c["context"].span,
+                        help="the context is the typical sequence and max_context its bound: make the context "
+                             "at most the bound, or raise the bound")
             ok = False
         if "fanout" in entries and c["fanout"].value > c["batch"].value:
             self.report(codes.FANOUT_EXCEEDS_BATCH, f"fanout {c['fanout'].text} exceeds batch {c['batch'].text}",

@@ -45,6 +45,7 @@ class Config:
     placement: str = "striped"
     reserve: float = 0.0
     reserved: float = 0.0
+    attention_dp: int = 1
 
     def __attrs_post_init__(self) -> None:
         if self.n_devices < 1:
@@ -67,10 +68,10 @@ class Config:
     @property
     def kv_replication(self) -> float:
         """Copies of each KV byte across tensor-parallel ranks: KV heads split up to n_kv and
-        replicate beyond it; an MLA latent is replicated on every rank."""
-        if self.model.kv_kind == "mla":
-            return float(self.tp)
-        return max(1.0, self.tp / self.model.n_kv)
+        replicate beyond it; an MLA latent is replicated on every rank of an attention group.
+        With attention data parallelism (`attention_dp` groups, SGLang --enable-dp-attention) each
+        group of tp / attention_dp ranks holds its own sequences, so only that group replicates."""
+        return float(kv_replication(self.model, self.tp, self.attention_dp))
 
     @property
     def device_usable(self) -> float:
@@ -87,6 +88,18 @@ class Config:
         """KV bytes (replication included) at which the most loaded device is full (kvplan.model.memory):
         capacity − P·w_p when the pipeline stages split the layers evenly, less otherwise."""
         return float(memory.kv_room(self.model, self.device_usable, 0.0, self.w_p, self.tp, self.pp))
+
+
+def kv_replication(model: Model, tp: ArrayLike, attention_dp: int = 1) -> Array:
+    """Copies of each KV byte over `tp` ranks split into `attention_dp` attention groups (a count that
+    does not divide tp counts as the largest one that does): an MLA latent on every rank of a group,
+    KV heads split over a group's ranks up to n_kv and replicated beyond."""
+    tp_a = np.asarray(tp, dtype=np.int64)
+    group = (tp_a // np.gcd(tp_a, max(1, attention_dp))).astype(np.float64)
+    if model.kv_kind == "mla":
+        return group
+    out: Array = np.maximum(1.0, group / model.n_kv)
+    return out
 
 
 def check_batch_context(b: ArrayLike, s: ArrayLike) -> None:

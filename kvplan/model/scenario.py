@@ -77,6 +77,37 @@ class Scenario:
     expects: tuple[Expectation, ...]
     spans: Mapping[str, Span]
     assumptions: tuple[Value, ...]
+    #: workload.max_context: the longest sequence the engine admits (vLLM --max-model-len, SGLang
+    #: --context-length); None when the spec does not say, and then the context is the bound.
+    max_context: Optional[int] = None
+
+    @property
+    def context_bound(self) -> int:
+        """The longest sequence the deployment must admit: workload.max_context, else the context."""
+        return self.context if self.max_context is None else self.max_context
+
+    def _pin_count(self, key: str) -> int:
+        pin = self.pins.get(key)
+        return 1 if pin is None else int(pin.value)
+
+    @property
+    def attention_dp(self) -> int:
+        """pin.attention_dp: attention data-parallel groups inside the tensor-parallel group (SGLang
+        --enable-dp-attention --dp N); each group holds its own sequences' KV. 1 when not pinned."""
+        return self._pin_count("attention_dp")
+
+    @property
+    def replicas(self) -> int:
+        """pin.replicas: independent copies of the deployment (vLLM --data-parallel-size, SGLang --dp
+        without DP attention); they multiply the devices and the throughput. 1 when not pinned."""
+        return self._pin_count("replicas")
+
+    @property
+    def memory_fraction(self) -> Optional[float]:
+        """pin.memory_fraction: the share of each device's memory weights and the KV pool may take
+        (vLLM --gpu-memory-utilization, SGLang --mem-fraction-static); None when not pinned."""
+        pin = self.pins.get("memory_fraction")
+        return None if pin is None else float(pin.value)
 
 
 @attrs.frozen(slots=True)

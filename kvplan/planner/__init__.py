@@ -171,13 +171,16 @@ def plan(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DE
     planning the changed scenario (which is planned with suggest=False). `rules` is the registry
     the search filters by (kvplan.planner.rules.with_rules adds to it)."""
     rf.check_batch_context(sc.batch, sc.context)
+    if sc.memory_fraction is not None and reserve == DEFAULT_RESERVE:  # the pinned fraction, unless --reserve
+        reserve = 1.0 - sc.memory_fraction
     reserves = memory.Reserves(activation=activation_reserve, runtime=runtime_reserve, fraction=reserve)
     setup = _setup(sc, reserves)
     map0 = _regime_map(sc)                                             # R1
     found = _search_space(sc)                                          # space
     ev = search.evaluate(sc.model, sc.device, batch=sc.batch, context=sc.context, w_p=sc.weights.width,
                          sharing=setup.sigma, frag=setup.phi, reserved=setup.reserved, space=found.space,
-                         pipeline=found.pipeline)                      # evaluate
+                         pipeline=found.pipeline, bound=sc.max_context, attention_dp=sc.attention_dp,
+                         replicas=sc.replicas)                         # evaluate
     kept = _apply_rules(sc, ev, found.space, found.why, rules, found.layout_gap)  # rules
     best = _choose(sc, ev, kept, min_gain)                             # choose
     knobs = _Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, setup.reserved)
@@ -203,7 +206,7 @@ def _regime_map(sc: Scenario) -> _Map0:
     n_fit = devices_for_weights(m, d, w_p)
     n0 = 1 if n_fit is None else n_fit  # no count up to the device limit holds them: one device, said so
     tp0 = widest_tp(m, n0)
-    base1 = rf.Config(m, d, n_devices=n0, tp=tp0, w_p=w_p, w_kv=2.0, reserve=0.0)
+    base1 = rf.Config(m, d, n_devices=n0, tp=tp0, w_p=w_p, w_kv=2.0, reserve=0.0, attention_dp=sc.attention_dp)
     s_star0 = _f(rf.s_star(base1, b))
     s_cap0 = _f(rf.s_cap(base1, b))
     return _Map0(n0, tp0, base1, s_star0, s_cap0, str(rf.regime(sc.context, s_star0, s_cap0)), n_fit)
@@ -348,10 +351,11 @@ def _outcome(sc: Scenario, setup: _Setup, map0: _Map0, ev: Evaluated, best: int,
     r, n, tp, placement = float(ev.retention[best]), int(ev.n[best]), int(ev.tp[best]), str(ev.placement[best])
     factors = KvFactors(retention=r, sharing=setup.sigma, frag=setup.phi)
     cfg = rf.Config(m, d, n_devices=n, tp=tp, w_p=w_p, w_kv=kv.width, factors=factors, placement=placement,
-                    reserved=setup.reserved)
-    base = rf.Config(m, d, n_devices=n, tp=tp, w_p=w_p, w_kv=2.0, placement="striped", reserved=setup.reserved)
-    baseline = _metrics(base, b, s, setup.reserves)
-    laid = _metrics(cfg, b, s, setup.reserves)
+                    reserved=setup.reserved, attention_dp=sc.attention_dp)
+    base = rf.Config(m, d, n_devices=n, tp=tp, w_p=w_p, w_kv=2.0, placement="striped", reserved=setup.reserved,
+                     attention_dp=sc.attention_dp)
+    baseline = _metrics(base, b, s, setup.reserves, sc.replicas)
+    laid = _metrics(cfg, b, s, setup.reserves, sc.replicas)
     metrics = laid.with_speedup(derived(baseline.step_time.value / laid.step_time.value, "x",
                                         "baseline step time / plan step time (memory-bound, docs/model.md §6)"))
     unmet = _unmet(sc, ev, best, found, setup, knobs, suggest)
@@ -506,7 +510,7 @@ def _assumptions(sc: Scenario, knobs: _Knobs, reserves: memory.Reserves, tier: T
     return assumptions
 
 
-def _metrics(cfg: rf.Config, b: int, s: int, reserves: memory.Reserves) -> Metrics:
+def _metrics(cfg: rf.Config, b: int, s: int, reserves: memory.Reserves, replicas: int = 1) -> Metrics:
     t = rf.step_time(cfg, b, s)
     weights = rf.weight_bytes_held(cfg.model, cfg.w_p)
     kv = _f(rf.kv_bytes_stored(cfg, b, s))
@@ -516,7 +520,8 @@ def _metrics(cfg: rf.Config, b: int, s: int, reserves: memory.Reserves) -> Metri
     layers = int(memory.stage_layers(cfg.model, cfg.pp))
     return Metrics(
         step_time=derived(step, "s", "T_step ≥ max(M/β_eff, F/π) (docs/model.md §4)"),
-        throughput=derived(b / step, "tok/s", "b / T_step"),
+        throughput=derived(replicas * b / step, "tok/s", "b / T_step" if replicas == 1 else
+                           f"replicas · b / T_step ({replicas} replicas, pin.replicas)"),
         kv_bytes=derived(kv, "B", "b·B_kv(s)·(w_q/w_kv)·r·(1+φ)/σ (docs/model.md §3)"),
         weight_bytes=derived(weights, "B", "P·w_p"),
         memory_needed=derived(weights + kv, "B", "weights + KV"),
@@ -786,7 +791,12 @@ def _unmet_fit(sc: Scenario, ev: Evaluated, best: int, space: Space, sigma: floa
                      f"{fmt_unit(short, 'B')}",
                      derived(short, "B", "memory needed − usable, most loaded device (kvplan.model.memory)"),
                      *_texts_and_changes(sugg))
-    return Unmet("fits", f"does not fit: needs {fmt_unit(ev.need[best], 'B')}, {fmt_unit(ev.capacity[best], 'B')} "
+    bound = ""
+    if ev.bound_binds is not None and ev.bound_binds[best]:
+        bound = (f" (one sequence of max_context {sc.context_bound:,} tokens, which the engine must admit, "
+                 f"takes more KV {'on its attention group ' if sc.attention_dp > 1 else ''}than the batch)")
+    return Unmet("fits", f"does not fit: needs {fmt_unit(ev.need[best], 'B')}{bound}, "
+                 f"{fmt_unit(ev.capacity[best], 'B')} "
                  f"usable on {int(ev.n[best])} × {sc.device.id}; short by {fmt_unit(short, 'B')}",
                  derived(short, "B", "memory needed − usable capacity"), *_texts_and_changes(sugg))
 
@@ -803,7 +813,7 @@ def _fit_suggestions(sc: Scenario, ev: Evaluated, best: int, space: Space, sigma
         sugg.append(dt)
     cfg = rf.Config(sc.model, sc.device, n_devices=int(ev.n[best]), tp=int(ev.tp[best]), w_p=w_p,
                     w_kv=DTYPES[dtype].width, factors=KvFactors(r, sigma, phi), placement=placement,
-                    reserved=knobs.reserved)
+                    reserved=knobs.reserved, attention_dp=sc.attention_dp)
     s_fit = _f(rf.s_cap(cfg, sc.batch))
     if s_fit > 0:
         c = _largest(max(1, sc.prefix), sc.context - 1,

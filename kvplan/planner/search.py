@@ -94,17 +94,22 @@ class Evaluated:
     fits: npt.NDArray[np.bool_]
     lossy: npt.NDArray[np.int64]
     reject: list[Optional[Rejection]]   # None while the candidate stands
+    bound_binds: Optional[npt.NDArray[np.bool_]] = None  # one sequence of the bound needs more KV than the batch
 
     def __len__(self) -> int:
         return len(self.width)
 
 
 def evaluate(model: Model, device: Device, *, batch: int, context: int, w_p: float, sharing: float, frag: float,
-             reserved: float, space: Space, pipeline: bool = True) -> Evaluated:
+             reserved: float, space: Space, pipeline: bool = True, bound: Optional[int] = None,
+             attention_dp: int = 1, replicas: int = 1) -> Evaluated:
     """Evaluate every combination of the space's axes with the SPEC §3–6 equations.
     Without pipeline parallelism (an engine that has none) every device is a tensor-parallel rank.
     `reserved` is the bytes per device the reserves keep free (kvplan.model.memory.Reserves.total); a
-    candidate fits when its most loaded device does (kvplan.model.memory)."""
+    candidate fits when its most loaded device does (kvplan.model.memory), and, with a `bound` (the
+    longest sequence the engine admits, workload.max_context), when its pool also holds one sequence
+    of the bound: an engine refuses to start otherwise. `attention_dp` attention groups each hold
+    their own sequences (roofline.kv_replication); `replicas` copies multiply the throughput."""
     def splits(n: int) -> tuple[int, ...]:
         opts = tp_options(model, n) or (closest_tp(model, n),)  # no valid split: the planner rejects it
         return opts if pipeline else tuple(t for t in opts if t == n)
@@ -117,10 +122,13 @@ def evaluate(model: Model, device: Device, *, batch: int, context: int, w_p: flo
     n = np.array([g[2] for g in grid], dtype=np.int64)
     tp = np.array([g[3] for g in grid], dtype=np.int64)
     pl = np.array([g[4] for g in grid])
-    rep = tp.astype(np.float64) if model.kv_kind == "mla" else np.maximum(1.0, tp / model.n_kv)
+    rep = rf.kv_replication(model, tp.astype(np.float64), attention_dp)
     seq1 = float(kv_bytes_per_seq(model, context, 1.0))
     kv_read = batch * seq1 * w * r / sharing * rep
     kv_stored = batch * seq1 * w * r * (1.0 + frag) / sharing * rep
+    # the pool must hold one sequence of the bound on its attention group: that group's share of the pool
+    one = (float(kv_bytes_per_seq(model, bound, 1.0)) * w * (1.0 + frag) * rep * attention_dp
+           if bound is not None and bound > context else np.zeros(len(grid)))
     w_read = float(rf.weight_bytes_read(model, batch, w_p))
     w_held = rf.weight_bytes_held(model, w_p)
     beta_w = float(rf.beta_eff(device, "striped", batch)[0])
@@ -130,17 +138,19 @@ def evaluate(model: Model, device: Device, *, batch: int, context: int, w_p: flo
     step = np.maximum(t_mem, t_comp)
     pp = n // tp
     usable = np.full(len(grid), device.memory - reserved, dtype=np.float64)
-    need_dev = memory.weights_per_device(model, w_p, tp, pp) + memory.kv_per_device(model, kv_stored, tp, pp)
+    kv_fit = np.maximum(kv_stored, one)
+    need_dev = memory.weights_per_device(model, w_p, tp, pp) + memory.kv_per_device(model, kv_fit, tp, pp)
     capacity = n * usable
-    need = w_held + kv_stored
+    need = w_held + kv_fit
     with np.errstate(divide="ignore", invalid="ignore"):
         headroom = np.where(usable > 0, 1.0 - need_dev / np.where(usable > 0, usable, 1.0), -np.inf)
     return Evaluated(
         dtype=dt, width=w, retention=r, n=n, tp=tp, placement=pl, kv_stored=kv_stored, kv_read=kv_read,
-        need=need, capacity=capacity, need_dev=need_dev, usable_dev=usable, step=step, throughput=batch / step,
+        need=need, capacity=capacity, need_dev=need_dev, usable_dev=usable, step=step,
+        throughput=replicas * batch / step,
         headroom=headroom, fits=need_dev <= usable,
         lossy=np.array([lossiness(g[0], g[1]) for g in grid], dtype=np.int64),
-        reject=[None] * len(grid),
+        reject=[None] * len(grid), bound_binds=one > kv_stored,
     )
 
 

@@ -326,7 +326,7 @@ def test_import_options_take_the_spec_ranges() -> None:
     r = run(["import", "--from", "vllm", line, "--device", "h100-sxm", "--batch", "100000000000"])
     assert r.exit_code == 2 and "--batch must be a whole number from 1 to 2^20" in r.stderr
     r = run(["import", "--from", "vllm", line, "--device", "h100-sxm", "--batch", "1048576", "--context", "1073741824"])
-    assert r.exit_code == 2 and "beyond llama-3-8b's limit of 131,072 positions" in r.stderr, r.output
+    assert r.exit_code == 2 and "the longest sequence the engine admits, 131,072 tokens" in r.stderr, r.output
     r = run(["import", "--from", "vllm", line, "--device", "h100-sxm", "--batch", "1048576", "--context", "131072"])
     assert r.exit_code == 0, r.output
     assert check_source(r.stdout, "i.kvp").ok

@@ -36,7 +36,11 @@ def test_vllm_import_pins_the_engine_choices() -> None:
     assert r.stderr == ""
     sc = checked(r.stdout)
     assert sc.model.id == "llama-3-70b" and sc.device.id == "h100-sxm" and sc.engine == "vllm"
-    assert sc.batch == 64 and sc.context == 32_000       # vLLM's lower-case k is 1000
+    assert sc.batch == 64 and sc.max_context == 32_000   # vLLM's lower-case k is 1000
+    # 64 sequences of 32k do not fit 4 H100s, so the context is what the pool holds: 4 × 80 GB less the 8%
+    # reserve, less 141.1 GB of weights, is 153.3 GB; at 163,840 B per fp8 token that is 935.7k tokens,
+    # 14.6k per sequence, 14Ki rounded down
+    assert sc.context == 14 * 1024
     assert pins(sc) == {"kv_dtype": "fp8", "block_size": 16, "prefix_caching": True, "devices": 4}
 
 
@@ -144,8 +148,11 @@ def test_model_config_for_a_model_beside_the_catalog(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("args,message", [
     (["--from", "vllm", ROUND_TRIP], "--device"),
-    (["--from", "vllm", "vllm serve meta-llama/Meta-Llama-3.1-70B --max-model-len 32k", "--device", "b200"],
-     "--max-num-seqs"),
+    (["--from", "vllm", ROUND_TRIP, "--device", "b200", "--context", "64k"], "longer than the longest sequence"),
+    (["--from", "vllm", ROUND_TRIP + " --gpu-memory-utilization 1.5", "--device", "b200"],
+     "--gpu-memory-utilization must be a fraction"),
+    (["--from", "sglang", "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --dp 3 "
+      "--enable-dp-attention --max-running-requests 8", "--device", "h200"], "must divide the tensor-parallel size"),
     (["--from", "vllm", ROUND_TRIP + " --block-size sixteen", "--device", "b200"], "--block-size"),
     (["--from", "vllm", ROUND_TRIP + " --max-model-len lots", "--device", "b200"], "--max-model-len"),
     (["--from", "vllm", ROUND_TRIP, "--device", "h900"], "unknown device"),
@@ -159,3 +166,66 @@ def test_errors_are_one_line_exit_2(args: list[str], message: str) -> None:
     assert r.exit_code == 2, r.output
     assert message in r.stderr and "Traceback" not in r.stderr
     assert r.stderr.startswith("kvplan: error:")
+
+
+# ------------------------------------------------------------------ a running deployment lints clean
+
+# Catalog ids until the hub ids resolve (issue 11 build 1); then these two lines take the hub ids.
+LLAMA_70B = "llama-3-70b"                         # meta-llama/Llama-3.1-70B-Instruct
+CHECKPOINTS = ROOT / "tests" / "data" / "import"
+DEEPSEEK_V3 = ["--model-config", str(CHECKPOINTS / "deepseek-ai--DeepSeek-V3.json")]  # [] with the hub id
+DEPLOYMENTS = {
+    "vllm": (f"vllm serve {LLAMA_70B} --tensor-parallel-size 4 --kv-cache-dtype fp8 --max-model-len 32768 "
+             "--gpu-memory-utilization 0.9 --max-num-seqs 64", "h100-sxm", []),
+    "sglang": ("python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --dp 8 "
+               "--enable-dp-attention --mem-fraction-static 0.85 --context-length 32768", "h200", DEEPSEEK_V3),
+}
+
+
+def imported(engine: str, tmp_path: Path, source: str | None = None) -> Path:
+    cmd, device, extra = DEPLOYMENTS[engine]
+    spec = tmp_path / f"{engine}-{'again' if source else 'first'}.kvp"
+    r = run("import", "--from", engine, source or cmd, "--device", device, *extra, "-o", str(spec))
+    assert r.exit_code == 0, r.output
+    return spec
+
+
+def meaning(spec: Path) -> tuple[Any, ...]:
+    sc = check_source(spec.read_text(), str(spec), allow_paths=[str(CHECKPOINTS)]).scenarios[0]
+    return (sc.model.id, sc.weights.id, sc.batch, sc.context, sc.max_context, sc.budget, pins(sc))
+
+
+@pytest.mark.parametrize("engine", sorted(DEPLOYMENTS))
+def test_an_imported_deployment_lints_with_no_finding_of_its_own_choices(engine: str, tmp_path: Path) -> None:
+    spec = imported(engine, tmp_path)
+    r = run("lint", "--allow-path", str(CHECKPOINTS), str(spec))
+    assert r.exit_code == 0, r.output
+    assert " error" not in r.output and " warning" not in r.output, r.output
+
+
+def test_the_imported_deployments_state_what_the_engines_run(tmp_path: Path) -> None:
+    v = meaning(imported("vllm", tmp_path))
+    assert v[1:3] == ("bf16", 64) and v[4:6] == (32_768, "near-lossless")
+    assert v[6]["memory_fraction"] == 0.9 and v[3] < 32_768
+    s = meaning(imported("sglang", tmp_path))
+    # the checkpoint's fp8, 8 attention groups on 8 GPUs (not 64), every sequence at the bound
+    assert s[1] == "fp8" and s[6]["attention_dp"] == 8 and s[6]["devices"] == 8 and s[6]["memory_fraction"] == 0.85
+    assert s[3] == 32_768 and s[4] is None
+    # without DP attention the latent would be on all 8 ranks: 8 times fewer sequences fit
+    alone = DEPLOYMENTS["sglang"][0].replace(" --dp 8 --enable-dp-attention", "")
+    r = run("import", "--from", "sglang", alone, "--device", "h200", *DEEPSEEK_V3)
+    assert r.exit_code == 0, r.output
+    batch = check_source(r.stdout, "x.kvp", allow_paths=[str(CHECKPOINTS)]).scenarios[0].batch
+    # per GPU 0.85 × 141 GB less 83.9 GB of fp8 weights is 35.97 GB: 511.9k tokens of 70,272 B. Each of 8
+    # groups keeps its own: 8 × 511.9k / 32,768 = 124 sequences; one group of 8 ranks: 511.9k / 32,768 = 15
+    assert (s[2], batch) == (124, 15)
+
+
+@pytest.mark.parametrize("engine", sorted(DEPLOYMENTS))
+def test_import_emit_import_is_stable(engine: str, tmp_path: Path) -> None:
+    first = imported(engine, tmp_path)
+    out = tmp_path / "out"
+    e = run("emit", "--allow-path", str(CHECKPOINTS), str(first), "--target", engine, "-o", str(out))
+    assert e.exit_code == 0, e.output
+    again = imported(engine, tmp_path, str(next(out.rglob("*.sh"))))
+    assert meaning(again) == meaning(first)

@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 
 from kvplan.base.codes import Severity
-from kvplan.engines import importer
+from kvplan.engines import emit, importer
 from kvplan.lang import check_source
 from kvplan.lang.fmt import format_source
+from kvplan.planner import plan
+from tests.paths import ROOT
 
 ROUND_TRIP = ("vllm serve meta-llama/Meta-Llama-3.1-70B --kv-cache-dtype fp8 --block-size 16 --enable-prefix-caching "
               "-tp 4 --max-model-len 32k --max-num-seqs 64")
@@ -80,7 +82,8 @@ def test_sglang_flags() -> None:
     out = importer.import_deployment("sglang", cmd, importer.Options(device="h200"))
     sc = checked(out.text)
     assert sc.model.id == "qwen3-8b" and sc.engine == "sglang" and (sc.batch, sc.context) == (16, 32_000)
-    assert pins(sc) == {"kv_dtype": "fp8", "block_size": 32, "prefix_caching": False, "tier": "host", "devices": 2}
+    assert pins(sc) == {"kv_dtype": "fp8", "block_size": 32, "prefix_caching": False, "tier": "host", "devices": 2,
+                        "memory_fraction": 0.85}
     assert "--mem-fraction-static 0.85" in out.text and not out.warnings
 
 
@@ -125,3 +128,144 @@ def test_token_counts_are_written_exactly(n: int, text: str) -> None:
 
     assert importer.tokens_text(n) == text
     assert parse_quantity(text, Dim.TOKENS) == n
+
+
+# ------------------------------------------------------------------ a running deployment, reproduced
+
+LLAMA_70B = "llama-3-70b"                              # the hub id meta-llama/Llama-3.1-70B-Instruct once it resolves
+VLLM_70B = (f"vllm serve {LLAMA_70B} --tensor-parallel-size 4 --kv-cache-dtype fp8 --max-model-len 32768 "
+            "--gpu-memory-utilization 0.9 --max-num-seqs 64")
+
+
+def test_the_quality_budget_is_the_least_that_admits_the_kv_dtype() -> None:
+    out = importer.import_deployment("vllm", VLLM_70B, importer.Options(device="h100-sxm"))
+    sc = checked(out.text)
+    assert sc.budget == "near-lossless" and "the least budget that admits the engine's kv_dtype fp8" in out.text
+    bf16 = importer.import_deployment("vllm", VLLM_70B.replace("fp8", "auto"), importer.Options(device="h100-sxm"))
+    assert "quality {" not in bf16.text and checked(bf16.text).budget == "lossless"
+    int4 = importer.import_deployment("vllm", VLLM_70B.replace("fp8", "int4_per_token_head"),
+                                      importer.Options(device="h100-sxm"))
+    assert checked(int4.text).budget == "near-lossless"
+
+
+def test_memory_fraction_and_the_context_bound_are_modelled() -> None:
+    out = importer.import_deployment("vllm", VLLM_70B + " --max-num-batched-tokens 8192 --data-parallel-size 2",
+                                     importer.Options(device="h100-sxm"))
+    sc = checked(out.text)
+    assert pins(sc) == {"kv_dtype": "fp8", "block_size": 16, "prefix_caching": True, "devices": 4,
+                        "memory_fraction": 0.9, "max_batched_tokens": 8192, "replicas": 2}
+    assert sc.batch == 64 and sc.max_context == 32_768
+    # 4 × 80 GB × 0.9 = 288 GB, less 141.1 GB of weights: 146.9 GB at 163,840 B per fp8 token is 896.7k
+    # tokens, 14.0k per sequence: 13Ki, rounded down to a multiple of 1Ki
+    assert sc.context == 13 * 1024
+    assert "derived: the longest context at which 64 sequences fit" in out.text
+
+
+def test_a_typical_context_sits_under_the_engine_bound() -> None:
+    out = importer.import_deployment("vllm", VLLM_70B, importer.Options(device="h100-sxm", context=8000))
+    sc = checked(out.text)
+    assert (sc.batch, sc.context, sc.max_context) == (64, 8000, 32_768)
+    assert "context     = 8k" in out.text and "max_context = 32Ki" in out.text
+    with pytest.raises(importer.DeploymentReadError, match="longer than the longest sequence"):
+        importer.import_deployment("vllm", VLLM_70B, importer.Options(device="h100-sxm", context=40_000))
+
+
+def test_a_batch_the_engine_leaves_open_is_what_the_pool_holds() -> None:
+    out = importer.import_deployment("vllm", VLLM_70B.replace(" --max-num-seqs 64", ""),
+                                     importer.Options(device="h100-sxm"))
+    sc = checked(out.text)
+    # 896.7k tokens of pool (above) hold 27 sequences of 32,768 tokens
+    assert (sc.batch, sc.context, sc.max_context) == (27, 32_768, None)
+    assert "derived: --max-num-seqs is not set" in out.text
+
+
+SGLANG_V3 = ("python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --dp 8 --enable-dp-attention "
+             "--mem-fraction-static 0.85 --context-length 32768 --max-running-requests 64")
+
+
+def test_sglang_dp_attention_is_attention_groups_and_dp_alone_is_replicas() -> None:
+    out = importer.import_deployment("sglang", SGLANG_V3, importer.Options(model="deepseek-v3", device="h200"))
+    p = pins(checked(out.text))
+    assert p["attention_dp"] == 8 and p["devices"] == 8 and "replicas" not in p and p["memory_fraction"] == 0.85
+    alone = importer.import_deployment("sglang", SGLANG_V3.replace(" --enable-dp-attention", "").replace("--tp 8",
+                                                                                                          "--tp 4"),
+                                       importer.Options(model="deepseek-v3", device="h200"))
+    p = pins(checked(alone.text))
+    assert p["replicas"] == 8 and p["devices"] == 4 and "attention_dp" not in p
+
+
+def test_sglang_chunked_prefill_is_the_step_token_limit() -> None:
+    out = importer.import_deployment("sglang", SGLANG_V3 + " --chunked-prefill-size 16384",
+                                     importer.Options(model="deepseek-v3", device="h200"))
+    assert pins(checked(out.text))["max_batched_tokens"] == 16_384
+    off = importer.import_deployment("sglang", SGLANG_V3 + " --chunked-prefill-size -1",
+                                     importer.Options(model="deepseek-v3", device="h200"))
+    assert "max_batched_tokens" not in pins(checked(off.text)) and "chunked prefill is off" in off.text
+
+
+@pytest.mark.parametrize("config,weights", [
+    ({"torch_dtype": "bfloat16"}, "bf16"),
+    ({"torch_dtype": "float16"}, "fp16"),
+    ({"torch_dtype": "bfloat16", "quantization_config": {"quant_method": "fp8"}}, "fp8"),
+    ({"torch_dtype": "bfloat16", "quantization_config": {"quant_method": "mxfp4"}}, "fp4"),
+    ({"torch_dtype": "float16", "quantization_config": {"quant_method": "awq", "bits": 4}}, "int4"),
+    ({"torch_dtype": "float16", "quantization_config": {"quant_method": "gptq", "bits": 8}}, "int8"),
+])
+def test_checkpoint_weights_from_the_config(config: dict[str, Any], weights: str) -> None:
+    found, warning = importer.checkpoint_weights(config, "config.json")
+    assert found is not None and found[0] == weights and warning is None
+
+
+def test_a_quantization_kvplan_has_no_width_for_is_named() -> None:
+    found, warning = importer.checkpoint_weights({"torch_dtype": "bfloat16",
+                                                  "quantization_config": {"quant_method": "hqq"}}, "c.json")
+    assert found is None and warning is not None and "'hqq'" in warning
+
+
+def test_the_checkpoint_sets_the_weights_unless_the_engine_quantizes() -> None:
+    cfg = ROOT / "tests" / "data" / "import" / "deepseek-ai--DeepSeek-V3.json"  # the Hub's file, fp8 quantization
+    opts = importer.Options(model_config=str(cfg), device="h200")
+    out = importer.import_deployment("sglang", SGLANG_V3, opts)
+    assert "weights = fp8" in out.text and "quantization_config.quant_method fp8" in out.text
+    kept = importer.import_deployment("sglang", SGLANG_V3 + " --dtype bfloat16", opts)
+    assert "weights = fp8" in kept.text and "the checkpoint is quantized" in kept.text
+
+
+def test_emit_writes_the_bound_and_the_pinned_engine_settings_back() -> None:
+    text = """kvplan 1
+deployment "d" {
+    model = llama-3-70b
+    device = h100-sxm
+    engine = vllm
+    workload {
+        batch = 64
+        context = 8k
+        max_context = 32Ki
+    }
+    quality {
+        budget = near-lossless
+    }
+    pin {
+        kv_dtype = fp8
+        devices = 4
+        memory_fraction = 0.9
+        max_batched_tokens = 8192
+        replicas = 2
+    }
+}
+"""
+    p = plan(check_source(text, "d.kvp").scenarios[0])
+    vllm = emit(p, "vllm").files[0].text
+    for flag in ("--max-model-len 32768", "--max-num-seqs 64", "--gpu-memory-utilization 0.9",
+                 "--max-num-batched-tokens 8192", "--data-parallel-size 2"):
+        assert flag in vllm, flag
+    sglang = emit(p, "sglang").files[0].text
+    for flag in ("--context-length 32768", "--mem-fraction-static 0.9", "--chunked-prefill-size 8192",
+                 "--dp-size 2"):
+        assert flag in sglang, flag
+    assert "--enable-dp-attention" not in sglang                 # replicas, not attention groups
+    trtllm = "\n".join(f.text for f in emit(p, "trtllm").files)
+    assert "max_seq_len: 32768" in trtllm
+    groups = plan(check_source(text.replace("replicas = 2", "attention_dp = 2"), "d.kvp").scenarios[0])
+    assert "--dp-size 2 \\\n    --enable-dp-attention" in emit(groups, "sglang").files[0].text
+    assert any("attention_dp = 2" in w for w in emit(groups, "vllm").warnings)
