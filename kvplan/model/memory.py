@@ -23,19 +23,22 @@ reserve, never below 0. Together they keep max(8% of the device, 1 GiB) free.
 from __future__ import annotations
 
 import math
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 import attrs
 import numpy as np
-import numpy.typing as npt
 
 from kvplan.base.errors import ModelInputError
 from kvplan.base.evidence import Value, assumed
 from kvplan.base.units import fmt_unit
 from kvplan.catalog import Model
 
-ArrayLike = Union[float, int, npt.NDArray[np.float64], npt.NDArray[np.int64]]
-Array = npt.NDArray[np.float64]
+if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
+    import numpy.typing as npt
+
+    ArrayLike = Union[float, int, npt.NDArray[np.float64], npt.NDArray[np.int64]]
+    Array = npt.NDArray[np.float64]
+
 
 GiB = 2**30
 

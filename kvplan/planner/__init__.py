@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence, TypedDi
 
 import attrs
 import numpy as np
-import numpy.typing as npt
 
 from kvplan.base.errors import KvplanError
 from kvplan.base.evidence import Value, assumed, derived
@@ -38,7 +37,8 @@ from kvplan.planner.plan import ByteFactors, Change, MapNumbers, Metrics, Plan, 
 from kvplan.planner.rules import RULES, Rule, SearchView
 from kvplan.planner.search import Evaluated, Space
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
+    import numpy.typing as npt
     from typing_extensions import Unpack
 
 #: Fraction of each device's memory kept for activations, CUDA graphs and the runtime (assumed:

@@ -19,11 +19,12 @@ from tests.paths import ROOT
 SPEC = ROOT / "examples" / "w2-batch32.kvp"
 
 #: Modules `kvplan advise` must not load: optional heavy dependencies, what other commands run (the
-#: linter too: advise needs only its settings), and importlib.resources (with zipfile and its
-#: readers: ~7 ms) for four files that sit beside the code.
+#: linter too: advise needs only its settings), importlib.resources (with zipfile and its
+#: readers: ~7 ms) for four files that sit beside the code, pathlib (with urllib.parse and
+#: ipaddress: ~3 ms) for a few path operations, and numpy.typing, which is for annotations only.
 NOT_FOR_ADVISE = ("matplotlib", "yaml", "jsonschema", "importlib.resources", "zipfile",
                   "kvplan.engines", "kvplan.render.report", "kvplan.render.plot", "kvplan.model.sweep",
-                  "kvplan.lang.lint")
+                  "kvplan.lang.lint", "pathlib", "urllib.parse", "ipaddress", "numpy.typing")
 
 _RUN_ADVISE = """
 import json, sys
