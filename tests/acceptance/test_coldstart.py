@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -61,14 +60,14 @@ def _clear_catalog_caches() -> None:
 def test_a_catalog_file_is_parsed_once(monkeypatch: pytest.MonkeyPatch) -> None:
     # An alias (llama-3.1-70b) is looked up in the table models.toml was read into: one parse, not two.
     parsed: list[str] = []
-    real_load = catalog.tomllib.load
+    real_parse = catalog._parse
 
-    def counting_load(fh):  # type: ignore[no-untyped-def]
-        parsed.append(Path(fh.name).name)
-        return real_load(fh)
+    def counting_parse(name: str, raw: bytes):  # type: ignore[no-untyped-def]
+        parsed.append(name)
+        return real_parse(name, raw)
 
     _clear_catalog_caches()
-    monkeypatch.setattr(catalog.tomllib, "load", counting_load)
+    monkeypatch.setattr(catalog, "_parse", counting_parse)
     try:
         assert catalog.get_model("llama-3.1-70b").id == "llama-3-70b"
         assert catalog.get_model("llama3-8b").id == "llama-3-8b"
