@@ -16,10 +16,9 @@ import os
 import sys
 from typing import Mapping, Optional, Sequence, TypeVar, Union
 
-import attrs
-
 from kvplan.base.errors import CatalogError
 from kvplan.base.json_types import ConfigValue
+from kvplan.base.records import record
 from kvplan.base.units import Dim, parse_quantity
 
 if sys.version_info >= (3, 11):
@@ -30,7 +29,7 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 # ------------------------------------------------------------------- dtypes
 
-@attrs.frozen(slots=True)
+@record
 class Dtype:
     """A storage dtype: `width` bytes per element (SPEC §1)."""
 
@@ -83,7 +82,7 @@ def close_dtype(name: str) -> Optional[str]:
 
 # ------------------------------------------------------------------- models
 
-@attrs.frozen(slots=True)
+@record
 class Model:
     """A transformer as the KV model sees it (SPEC §2).
 
@@ -155,7 +154,7 @@ class Model:
 
 # ------------------------------------------------------------------ devices
 
-@attrs.frozen(slots=True)
+@record
 class Link:
     id: str
     name: str
@@ -164,7 +163,7 @@ class Link:
     note: str = ""
 
 
-@attrs.frozen(slots=True)
+@record
 class Device:
     """An accelerator package. `fabric` is the die-to-die bandwidth in B/s, or None
     where unpublished (striped placement is then an upper bound)."""

@@ -22,9 +22,8 @@ import os
 import re
 from typing import Callable, Optional, Sequence
 
-import attrs
-
 from kvplan.base import files, limits
+from kvplan.base.records import record
 from kvplan.catalog import Model, aliases, get_device, get_model, models, suggest
 from kvplan.catalog.engines import get_engine
 from kvplan.catalog.hf_config import load_config
@@ -37,7 +36,7 @@ from kvplan.lang.fmt import format_source
 from kvplan.planner.search import closest_tp, tp_options
 
 
-@attrs.frozen(slots=True)
+@record
 class Imported:
     """The .kvp text and the warnings to print (each also a comment in the text)."""
 
@@ -95,7 +94,7 @@ def _ident(text: str) -> str:
     return name if name[0].isalpha() else "m-" + name
 
 
-@attrs.frozen(slots=True)
+@record
 class Options:
     """What the command line adds to the engine's flags."""
 
@@ -121,7 +120,7 @@ def read(engine: str, text: str, base_dir: str = ".", where: str = "config") -> 
     return known[engine](text, base_dir, where)
 
 
-@attrs.frozen(slots=True)
+@record
 class _ModelChoice:
     """The model the spec names, why, and its `model` block when it comes from a config.json."""
 

@@ -18,6 +18,7 @@ import attrs
 from kvplan.base import files
 from kvplan.base.codes import CODES, Severity
 from kvplan.base.errors import ConfigError, Span
+from kvplan.base.records import record
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -34,7 +35,7 @@ def _severity(text: str, where: str) -> Severity:
         raise ConfigError(f"{where}: fail-on must be error, warning or info, got {text!r}") from None
 
 
-@attrs.frozen(slots=True)
+@record
 class LintSettings:
     """Which codes to report and which severity fails the run.
 

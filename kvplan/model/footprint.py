@@ -12,10 +12,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Union
 
-import attrs
 import numpy as np
 
 from kvplan.base.errors import ModelInputError
+from kvplan.base.records import record
 from kvplan.catalog import Model
 
 if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
@@ -105,7 +105,7 @@ def fragmentation(context: ArrayLike, block_size: int | None) -> Array:
     return phi
 
 
-@attrs.frozen(slots=True)
+@record
 class KvFactors:
     """The four footprint factors of SPEC §3 besides the width itself.
 

@@ -25,11 +25,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Optional, Union
 
-import attrs
 import numpy as np
 
 from kvplan.base.errors import ModelInputError
 from kvplan.base.evidence import Value, assumed
+from kvplan.base.records import record
 from kvplan.base.units import fmt_unit
 from kvplan.catalog import Model
 
@@ -50,7 +50,7 @@ DEFAULT_RESERVE = 0.08
 DEFAULT_RUNTIME_RESERVE = 1 * GiB
 
 
-@attrs.frozen(slots=True)
+@record
 class Reserves:
     """Per-device memory kept outside weights and KV. `activation` and `runtime` are bytes (None
     takes the default); `fraction` sizes the default activation reserve."""
@@ -125,7 +125,7 @@ def kv_room(model: Model, device_memory: float, reserved: float, w_p: float, tp:
     return np.where(stage_layers(model, pp_a) * pp_a == model.n_layers, even, uneven)
 
 
-@attrs.frozen(slots=True)
+@record
 class DeviceMemory:
     """One device's bytes: the most loaded device of a deployment."""
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Union
 
-import attrs
 import numpy as np
 
 from kvplan.base.errors import ModelInputError
+from kvplan.base.records import record
 from kvplan.catalog import Device, Model
 from kvplan.model import memory
 from kvplan.model.footprint import KvFactors, kv_bytes_per_seq, tokens_for_bytes
@@ -28,7 +28,7 @@ PLACEMENTS = ("striped", "pinned", "affinity")
 REGIMES = ("weight-bound", "kv-bound", "capacity-bound")
 
 
-@attrs.frozen(slots=True)
+@record
 class Config:
     """A deployment point the model evaluates: what is stored, how wide, on what.
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 import attrs
 import numpy as np
 
+from kvplan.base.records import record
 from kvplan.catalog import DTYPES, Device, Model
 from kvplan.catalog.quality import lossiness_rank
 from kvplan.model import memory
@@ -65,7 +66,7 @@ def lossiness(dtype: str, retention: float) -> int:
     return lossiness_rank(dtype, retention) + (1 if retention < 0.75 else 0)
 
 
-@attrs.frozen(slots=True)
+@record
 class Space:
     """The candidate axes after pins, engine and budget are applied."""
 
