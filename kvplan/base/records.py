@@ -14,7 +14,8 @@ classes):
 * `==`: only with an instance of the very same class (else NotImplemented), fields compared in
   order with `==`, stopping at the first false result, which is returned (as attrs' `a == b and
   c == d` does);
-* `hash`: of the class and the field values, so equal records hash equal.
+* `hash`: of a number naming the class and of the field values, so equal records hash equal, and
+  hashes are as reproducible as attrs' (both follow PYTHONHASHSEED).
 
 Field options that change those three (`repr=`, `eq=`, `order=`, `hash=` on a field) are
 refused when the class is made: use `attrs.frozen` for such a class.
@@ -76,7 +77,8 @@ def _ne(self: object, other: object) -> Any:
 
 def _hash(self: object) -> int:
     cls = self.__class__
-    return hash((cls, *(getattr(self, n) for n in _names(cls))))
+    seed: int = cls.__record_hash__  # type: ignore[attr-defined]  # set by _finish
+    return hash((seed, *(getattr(self, n) for n in _names(cls))))
 
 
 def _finish(cls: _C) -> _C:
@@ -87,6 +89,8 @@ def _finish(cls: _C) -> _C:
     if odd:
         raise TypeError(f"record {cls.__qualname__}: fields {odd} set repr/eq/order/hash: use attrs.frozen")
     cls.__record_fields__ = tuple(a.name for a in fields)  # type: ignore[attr-defined]
+    # attrs seeds a class's hashes with the hash of a string naming it: as stable as str hashes (PYTHONHASHSEED)
+    cls.__record_hash__ = hash(f"kvplan record {cls.__module__}.{cls.__qualname__}")  # type: ignore[attr-defined]
     cls.__repr__ = _repr  # type: ignore[assignment]
     cls.__eq__ = _eq  # type: ignore[assignment]
     cls.__ne__ = _ne  # type: ignore[assignment]

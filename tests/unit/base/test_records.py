@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 from typing import Any, Optional
 
 import attrs
@@ -123,3 +126,13 @@ def test_field_options_it_does_not_implement_are_refused(option: dict[str, Any])
 
     with pytest.raises(TypeError, match="use attrs.frozen"):
         record(Odd)
+
+
+def test_hashes_are_as_reproducible_as_attrs() -> None:
+    # attrs seeds a class's hashes with a string's hash: fixed by PYTHONHASHSEED, so set order is too.
+    code = ("from kvplan.base.records import record\n"
+            "@record\nclass P:\n    x: int\n    y: float = 0.5\n"
+            "print(hash(P(3)), [p.x for p in {P(i) for i in range(20)}])")
+    runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60,
+                           env={**os.environ, "PYTHONHASHSEED": "0"}).stdout for _ in range(2)}
+    assert len(runs) == 1
