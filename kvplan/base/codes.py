@@ -15,6 +15,8 @@ from typing import Mapping
 
 import attrs
 
+from kvplan.base.records import record
+
 
 class Severity(str, enum.Enum):
     ERROR = "error"
@@ -37,7 +39,7 @@ class Stage(str, enum.Enum):
     SUPPRESSION = "suppression"  # kvplan.lang.lint
 
 
-@attrs.frozen(slots=True)
+@record
 class Code:
     """A table entry: what a code means, forever."""
 

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-import attrs
-
 from kvplan.base.codes import CODES, Code, Severity
 from kvplan.base.errors import Span
+from kvplan.base.records import record
 
 
-@attrs.frozen(slots=True)
+@record
 class Edit:
     """Replace the text of `span` with `text`; an empty span (end = start) inserts at it."""
 
@@ -21,7 +20,7 @@ class Edit:
     text: str
 
 
-@attrs.frozen(slots=True)
+@record
 class Fix:
     """A concrete change a diagnostic suggests, as data a tool (or a test) can apply.
 
@@ -34,7 +33,7 @@ class Fix:
     edits: tuple[Edit, ...]
 
 
-@attrs.frozen(slots=True)
+@record
 class Diagnostic:
     code: str
     severity: Severity

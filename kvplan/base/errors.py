@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Optional
 
-import attrs
+from kvplan.base.records import record
 
 
-@attrs.frozen(slots=True)
+@record
 class Span:
     """A place in a source file; lines and columns count from 1, columns in characters."""
 

@@ -6,9 +6,8 @@ import enum
 import math
 from typing import Any, Union
 
-import attrs
-
 from kvplan.base.json_types import JSONObject
+from kvplan.base.records import record
 from kvplan.base.units import fmt_unit
 
 
@@ -18,7 +17,7 @@ class Evidence(str, enum.Enum):
     ASSUMED = "assumed"
 
 
-@attrs.frozen(slots=True)
+@record
 class Value:
     """One printed number. `unit` is the base unit (B, B/s, tokens, s, ...); `source`
     names the equation, the citation or the input it came from."""

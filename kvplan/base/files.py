@@ -159,3 +159,46 @@ def within(path: str, roots: Sequence[str]) -> bool:
 
 __all__ = ["InputFileError", "MAX_INPUT_BYTES", "blank", "decode", "location", "read_bytes", "read_text",
            "refuse_blank", "start", "within"]
+
+
+# ------------------------------------------------------------------ path text without pathlib
+# pathlib (with the urllib.parse and ipaddress it imports) costs kvplan's cold start ~3 ms
+# (bench/bench_coldstart.py); the commands on that path need only these few operations, each
+# giving the text `pathlib.PurePosixPath` gives, so a message that prints a path is unchanged.
+
+
+def pure_path(path: str | os.PathLike[str]) -> str:
+    """`str(PurePosixPath(path))`: empty and `.` segments dropped, no trailing slash, `//` kept as
+    a root only when exactly two slashes lead, `.` for an empty path."""
+    text = os.fspath(path)
+    root = ""
+    if text.startswith("/"):
+        root = "//" if text.startswith("//") and not text.startswith("///") else "/"
+    return root + "/".join(p for p in text.split("/") if p and p != ".") or "."
+
+
+def _parts(path: str) -> list[str]:
+    return [p for p in pure_path(path).split("/") if p]
+
+
+def name(path: str) -> str:
+    """`PurePosixPath(path).name`: the last segment, "" for a root or `.`."""
+    parts = _parts(path)
+    return parts[-1] if parts and pure_path(path) != "." else ""
+
+
+def stem(path: str) -> str:
+    """`PurePosixPath(path).stem`: the name without its last suffix (a leading dot is no suffix)."""
+    last = name(path)
+    dot = last.rfind(".")
+    return last[:dot] if 0 < dot < len(last) - 1 else last
+
+
+def parent(path: str) -> str:
+    """`str(PurePosixPath(path).parent)`: the path without its last segment (a root or `.` is its own)."""
+    pure = pure_path(path)
+    root = "//" if pure.startswith("//") else "/" if pure.startswith("/") else ""
+    parts = _parts(pure)
+    if not parts or pure == ".":
+        return pure
+    return root + "/".join(parts[:-1]) or "."

@@ -21,10 +21,11 @@ from typing import Mapping, Optional
 import attrs
 
 from kvplan.base.errors import CatalogError
+from kvplan.base.records import record
 from kvplan.catalog import suggest
 
 
-@attrs.frozen(slots=True)
+@record
 class Flags:
     """The names under which an engine takes the settings kvplan writes and reads back (its CLI flags, or
     for TensorRT-LLM its YAML keys)."""
@@ -47,7 +48,7 @@ KvReads = Mapping[str, tuple[Optional[str], str]]
 _AUTO = ("bf16", "auto keeps the model's dtype: bf16 assumed")
 
 
-@attrs.frozen(slots=True)
+@record
 class Engine:
     id: str
     name: str                      # as configs and messages name it: "vLLM"

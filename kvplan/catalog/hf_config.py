@@ -24,7 +24,6 @@ import json
 import math
 import os
 import re
-from pathlib import Path
 from typing import Mapping, NoReturn, Optional, Sequence, Union
 
 from kvplan.base import files, limits
@@ -563,10 +562,9 @@ def model_from_config(config: Mapping[str, HFConfigValue], *, id: str, source: s
 def load_config(path: str | os.PathLike[str]) -> Model:
     """A Model from a config.json file (or a directory holding one); the id is the file stem,
     or the directory name for a file called config.json."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / "config.json"
-    where = str(p)
+    where = files.pure_path(path)
+    if os.path.isdir(where):
+        where = files.pure_path(os.path.join(where, "config.json"))
     try:
         # a regular file of bounded size only (never a FIFO or /dev/zero); bad UTF-8 is located
         text = files.read_text(where, what="the model config")
@@ -577,9 +575,9 @@ def load_config(path: str | os.PathLike[str]) -> Model:
         raise ConfigError(f"cannot read config file '{where}': {e.strerror}") from None
     files.refuse_blank(text, where, what="the model config", holds="one JSON object (a Hugging Face config.json)",
                        comment=None)
-    mid = p.stem
-    if mid == "config" and p.parent.name:
-        mid = p.parent.name
+    mid = files.stem(where)
+    if mid == "config" and files.name(files.parent(where)):
+        mid = files.name(files.parent(where))
     return _build(_parse(text, where), mid, where, None)
 
 

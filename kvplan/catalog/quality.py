@@ -22,6 +22,7 @@ import attrs
 
 from kvplan.base.errors import CatalogError, KvplanError
 from kvplan.base.evidence import Value, reported
+from kvplan.base.records import record
 from kvplan.catalog import DTYPES, CatalogEntry, _float, _int, _load_toml, _opt_text, _text, dtype
 
 DOMAINS = ("quantization", "eviction", "tiering")
@@ -39,7 +40,7 @@ def _check_retention(instance: object, attribute: "attrs.Attribute[Optional[floa
         raise ValueError(f"{attribute.name} must be in (0, 1], got {value}")
 
 
-@attrs.frozen(slots=True)
+@record
 class QualityResult:
     """One reported result (or gap) from the quality catalog.
 
@@ -156,7 +157,7 @@ def for_choice(domain: str, kv_dtype: Optional[str] = None,
 
 # ------------------------------------------------------------------ budgets
 
-@attrs.frozen(slots=True)
+@record
 class Admissible:
     """What a quality budget lets the planner use: these KV dtypes, and eviction or not."""
 

@@ -34,6 +34,7 @@ import attrs
 from kvplan import __version__
 from kvplan.base.evidence import Value, derived, reported
 from kvplan.base.outputs import folder_name
+from kvplan.base.records import record
 from kvplan.base.units import fmt_bytes
 from kvplan.catalog import DTYPE_ORDER, DTYPES, Dtype, Model
 from kvplan.catalog.engines import Engine as EngineRecord
@@ -63,7 +64,7 @@ HEADER_OVERRIDES = ("activation_reserve", "runtime_reserve")
 
 # ---------------------------------------------------------------- artifacts
 
-@attrs.frozen(slots=True)
+@record
 class EmittedFile:
     name: str
     text: str
@@ -73,7 +74,7 @@ class EmittedFile:
         return self.name.endswith(".sh")
 
 
-@attrs.frozen(slots=True)
+@record
 class Emitted:
     """What one target makes of one plan.
 
@@ -91,7 +92,7 @@ class Emitted:
     launch: Optional["Launch"] = None
 
 
-@attrs.frozen(slots=True)
+@record
 class Backend:
     """One emit target: an engine at the version whose flag names it writes, and what it can express.
 
@@ -131,7 +132,7 @@ def engine_backend(engine: EngineRecord, *, flags: tuple[str, ...], source: str,
                    flags=flags, source=source, build=build, read=read)
 
 
-@attrs.frozen(slots=True)
+@record
 class DeployOptions:
     """`kvplan emit`'s overrides of a deployment target's assumed defaults (kvplan/engines/k8s.py); None takes
     the default."""
@@ -144,7 +145,7 @@ class DeployOptions:
     gpu_resource: Optional[str] = None
 
 
-@attrs.frozen(slots=True)
+@record
 class EmitRequest:
     plan: Plan
     spec: str = ""            # the spec path as the user gave it
@@ -207,7 +208,7 @@ def model_notes(plan: Plan, backend: Backend) -> list[str]:
 
 # ---------------------------------------------------------------- capability mapping
 
-@attrs.frozen(slots=True)
+@record
 class Mapped:
     """The plan's choices as the target can run them; `changed` names each choice that differs."""
 
@@ -282,7 +283,7 @@ def map_tier(plan: Plan, backend: Backend) -> tuple[str, list[str]]:
 
 # ---------------------------------------------------------------- memory accounting
 
-@attrs.frozen(slots=True)
+@record
 class KvLayout:
     """What one GPU stores per token: the most loaded pipeline stage's layers, the KV heads of one
     tensor-parallel shard (replicated beyond n_kv; an MLA latent on every rank)."""
@@ -351,7 +352,7 @@ def ceil_div(x: float, d: float) -> int:
     return math.ceil(_whole(x / d))
 
 
-@attrs.frozen(slots=True)
+@record
 class Sizing:
     """One GPU's memory under the target's choices, and the plan's figures beside it."""
 

@@ -22,6 +22,7 @@ import attrs
 
 from kvplan.base import limits
 from kvplan.base.errors import KvplanError
+from kvplan.base.records import record
 from kvplan.catalog.engines import get_engine
 
 
@@ -191,7 +192,7 @@ def strip_env(words: list[str]) -> list[str]:
     return words[i:]
 
 
-@attrs.frozen(slots=True)
+@record
 class ReadFlag:
     names: tuple[str, ...]
     takes_value: bool

@@ -27,6 +27,7 @@ import attrs
 
 from kvplan.base import files, limits
 from kvplan.base.errors import CatalogError
+from kvplan.base.records import record
 from kvplan.catalog import Model, aliases, by_repo_id, get_device, hub, models, suggest
 from kvplan.catalog.engines import get_engine
 from kvplan.catalog.hf_config import load_config
@@ -42,7 +43,7 @@ from kvplan.planner import plan
 from kvplan.planner.search import closest_tp, tp_options
 
 
-@attrs.frozen(slots=True)
+@record
 class Imported:
     """The .kvp text and the warnings to print (each also a comment in the text)."""
 
@@ -100,7 +101,7 @@ def _ident(text: str) -> str:
     return name if name[0].isalpha() else "m-" + name
 
 
-@attrs.frozen(slots=True)
+@record
 class Options:
     """What the command line adds to the engine's flags."""
 
@@ -126,7 +127,7 @@ def read(engine: str, text: str, base_dir: str = ".", where: str = "config") -> 
     return known[engine](text, base_dir, where)
 
 
-@attrs.frozen(slots=True)
+@record
 class _ModelChoice:
     """The model the spec names, why, and its `model` block when it comes from a config.json."""
 
@@ -185,7 +186,7 @@ def _from_hub(ref: str) -> tuple[Model, str]:
                                   "in the Hugging Face cache (docs/hub.md)") from None
 
 
-@attrs.frozen(slots=True)
+@record
 class _Workload:
     """The workload the spec states, each value with why: batch and context are the typical load,
     `bound` the longest sequence the engine admits (workload.max_context when it differs), and
@@ -453,7 +454,7 @@ def _comment(text: str) -> str:
     return " ".join(text.split())
 
 
-@attrs.frozen(slots=True)
+@record
 class _Spec:
     """What the written .kvp states, each value with why."""
 

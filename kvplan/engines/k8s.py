@@ -33,10 +33,9 @@ import re
 import shlex
 from typing import Mapping, Optional, Sequence
 
-import attrs
-
 from kvplan.base.errors import KvplanError
 from kvplan.base.evidence import Value
+from kvplan.base.records import record
 from kvplan.base.units import fmt_bytes
 from kvplan.catalog import Device
 from kvplan.engines import common, lmcache, sglang, trtllm, vllm
@@ -70,7 +69,7 @@ NVIDIA, AMD = "nvidia.com/gpu", "amd.com/gpu"
 GPU_RESOURCES = (NVIDIA, AMD)
 
 
-@attrs.frozen(slots=True)
+@record
 class Runtime:
     """How an engine's server runs in a container: its image per GPU resource (None: no released image
     carries the names kvplan writes), its default port and its health endpoint, with where they come from."""
@@ -165,7 +164,7 @@ def gpu_resource(device: Device, given: Optional[str]) -> str:
                       help=f"for an NVIDIA or AMD device pass --gpu-resource {NVIDIA} or --gpu-resource {AMD}")
 
 
-@attrs.frozen(slots=True)
+@record
 class Layout:
     nodes: int
     gpus_per_pod: int
@@ -213,7 +212,7 @@ def quantity(nbytes: float) -> str:
 
 # ---------------------------------------------------------------- the container
 
-@attrs.frozen(slots=True)
+@record
 class Command:
     """The engine target's launch as container words: the ConfigMap files it names, by file name."""
 
@@ -355,7 +354,7 @@ def yaml_documents(head: Sequence[str], docs: Sequence[Mapping[str, object]]) ->
 
 # ---------------------------------------------------------------- the manifest
 
-@attrs.frozen(slots=True)
+@record
 class Pod:
     """What every pod of the manifest shares."""
 

@@ -25,6 +25,7 @@ import math
 import attrs
 
 from kvplan.base.evidence import Value, derived
+from kvplan.base.records import record
 from kvplan.catalog.engines import get_engine
 from kvplan.catalog.quality import admissible
 from kvplan.engines import common, sglang, vllm
@@ -58,7 +59,7 @@ def _lossy_transport_admitted(budget: str) -> bool:
     return any(d not in ("bf16", "fp16", "fp32") for d in admissible(budget, False).kv_dtypes)
 
 
-@attrs.frozen(slots=True)
+@record
 class _Config:
     """lmcache.yaml: its comment lines, its settings with their trailing notes, and what to say about it."""
 

@@ -15,11 +15,10 @@ from __future__ import annotations
 import os
 from typing import Optional, Sequence
 
-import attrs
-
 from kvplan.base import codes, files
 from kvplan.base.diagnostics import Diagnostic, make
 from kvplan.base.errors import KvplanError, Span
+from kvplan.base.records import record
 from kvplan.lang.check import check
 from kvplan.lang.fixes import syntax_fix
 from kvplan.lang.spec import Comment, SpecFile
@@ -40,7 +39,7 @@ MAX_FILE_CHARS = 256 * 1024
 MAX_FILE_BYTES = 4 * MAX_FILE_CHARS
 
 
-@attrs.frozen(slots=True)
+@record
 class CheckResult:
     """A checked file: its text, syntax tree (None after a syntax error), scenarios and diagnostics."""
 

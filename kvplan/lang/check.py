@@ -25,6 +25,7 @@ from kvplan.base.diagnostics import Diagnostic, Edit, Fix, make
 from kvplan.base.errors import KvplanError, Span
 from kvplan.base.evidence import Value, assumed
 from kvplan.base.outputs import folder_name
+from kvplan.base.records import record
 from kvplan.base.units import UNITS, Dim, convert, dims_of_unit, fmt_unit, suggest_unit
 from kvplan.catalog import Device, Dtype, Model, hf_config
 from kvplan.catalog import engines as engine_catalog
@@ -111,7 +112,7 @@ _W = TypeVar("_W")  # what a deployment holds: _Model or _Device
 _X = TypeVar("_X")  # what the catalog holds: Model or Device
 
 
-@attrs.frozen(slots=True)
+@record
 class _Element:
     """One value of a workload key: a scalar or one element of a list."""
 
@@ -124,13 +125,13 @@ class _Element:
 _Combo = tuple[str, dict[str, float], dict[str, Span]]
 
 
-@attrs.frozen(slots=True)
+@record
 class _Model:
     model: Model
     assumptions: tuple[Value, ...] = ()
 
 
-@attrs.frozen(slots=True)
+@record
 class _Device:
     device: Device
     assumptions: tuple[Value, ...] = ()

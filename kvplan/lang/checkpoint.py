@@ -13,10 +13,11 @@ import attrs
 from kvplan.base import codes, files
 from kvplan.base.errors import ConfigError, KvplanError
 from kvplan.base.evidence import Value, assumed, derived, reported
+from kvplan.base.records import record
 from kvplan.catalog import Model, get_model, hub
 
 
-@attrs.frozen(slots=True)
+@record
 class Problem:
     """A finding for the checker to report: its code, message and help."""
 

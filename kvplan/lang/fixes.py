@@ -16,10 +16,9 @@ from __future__ import annotations
 import re
 from typing import Callable, Optional, Sequence, Union
 
-import attrs
-
 from kvplan.base.diagnostics import Edit, Fix
 from kvplan.base.errors import Span
+from kvplan.base.records import record
 from kvplan.lang.spec import Block, Declaration, DeploymentDecl, Entry, SpecFile
 
 Container = Union[Block, Declaration]
@@ -172,7 +171,7 @@ def _pos(source: str, off: int) -> tuple[int, int]:
     return line, off - (before.rfind("\n") + 1) + 1
 
 
-@attrs.frozen(slots=True)
+@record
 class _Site:
     """Where a syntax error points: its span and help, the file's text, and the span's offsets in it."""
 

@@ -21,11 +21,10 @@ import os
 import re
 from typing import Callable, Mapping, Optional, Sequence
 
-import attrs
-
 from kvplan.base.codes import CODES, SUPPRESSION_WITHOUT_REASON, UNKNOWN_SUPPRESSED_CODE, UNUSED_SUPPRESSION, Severity
 from kvplan.base.diagnostics import Diagnostic, make
 from kvplan.base.errors import KvplanError, Span
+from kvplan.base.records import record
 from kvplan.lang import CheckResult, check_file
 
 # The settings live in kvplan.lang.settings (commands that only need them do not import the linter);
@@ -81,7 +80,7 @@ def collect(paths: Sequence[str]) -> tuple[tuple[str, Optional[str]], ...]:
 
 # --------------------------------------------------------------------------- suppressions
 
-@attrs.frozen(slots=True)
+@record
 class Comment:
     """A `#` comment found by the line scanner: where it starts and its text (with the `#`)."""
 
@@ -121,7 +120,7 @@ _SUPPRESSION = re.compile(r"#\s*kvplan\s*:\s*ignore\b(?P<rest>.*)", re.IGNORECAS
 _BRACKETS = re.compile(r"\s*\[(?P<codes>[^\]]*)\](?P<reason>.*)")
 
 
-@attrs.frozen(slots=True)
+@record
 class Suppression:
     """`# kvplan: ignore[CODES] reason` and the line it applies to (None: no code follows)."""
 
@@ -215,7 +214,7 @@ def apply_suppressions(path: str, source: str, diagnostics: Sequence[Diagnostic]
 
 # --------------------------------------------------------------------------- report
 
-@attrs.frozen(slots=True)
+@record
 class FileReport:
     """One linted file: its source and the diagnostics left to report, sorted."""
 
@@ -226,7 +225,7 @@ class FileReport:
     result: Optional[CheckResult] = None  # for callers that want the scenarios
 
 
-@attrs.frozen(slots=True)
+@record
 class LintReport:
     files: tuple[FileReport, ...]
     settings: LintSettings = LintSettings()

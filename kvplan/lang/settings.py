@@ -11,7 +11,6 @@ import difflib
 import os
 import re
 import sys
-from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
 import attrs
@@ -19,6 +18,7 @@ import attrs
 from kvplan.base import files
 from kvplan.base.codes import CODES, Severity
 from kvplan.base.errors import ConfigError, Span
+from kvplan.base.records import record
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -35,7 +35,7 @@ def _severity(text: str, where: str) -> Severity:
         raise ConfigError(f"{where}: fail-on must be error, warning or info, got {text!r}") from None
 
 
-@attrs.frozen(slots=True)
+@record
 class LintSettings:
     """Which codes to report and which severity fails the run.
 
@@ -102,12 +102,12 @@ def _folders(values: Iterable[str], base: str, where: str) -> list[str]:
 _TOML_AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
 
 
-def _load_toml(path: Path, *, explicit: bool = False) -> dict[str, Any]:
+def _load_toml(path: str, *, explicit: bool = False) -> dict[str, Any]:
     """A TOML file read the one way kvplan reads input (kvplan.base.files: a regular file, bounded, UTF-8 with a
     located error). `explicit`: named by --config, so an empty or comments-only file is an error."""
-    text = files.read_text(str(path), what="the lint config" if explicit else "pyproject.toml")
+    text = files.read_text(path, what="the lint config" if explicit else "pyproject.toml")
     if explicit:
-        files.refuse_blank(text, str(path), what="the lint config",
+        files.refuse_blank(text, path, what="the lint config",
                            holds='a [tool.kvplan] table, e.g. `select = ["KV2"]` under it (docs/cli-lint.md)')
     try:
         return tomllib.loads(text)
@@ -117,26 +117,29 @@ def _load_toml(path: Path, *, explicit: bool = False) -> dict[str, Any]:
         span = None
         if at is not None:
             line, col = int(at.group(1)), int(at.group(2))
-            span, message = Span(str(path), line, col, line, col + 1), message[:at.start()]
+            span, message = Span(path, line, col, line, col + 1), message[:at.start()]
         raise ConfigError(f"{'' if span else f'{path}: '}not valid TOML: {message}", span=span) from None
 
 
-def find_pyproject(start_dir: str) -> Optional[Path]:
-    """The nearest pyproject.toml with a [tool.kvplan] table, from start_dir upward."""
-    here = Path(start_dir).resolve()
-    for d in (here, *here.parents):
-        candidate = d / "pyproject.toml"
-        if candidate.is_file() and "kvplan" in _load_toml(candidate).get("tool", {}):  # is_file: no FIFO, no device
+def find_pyproject(start_dir: str) -> Optional[str]:
+    """The nearest pyproject.toml with a [tool.kvplan] table, from start_dir upward (its absolute path)."""
+    d = os.path.realpath(start_dir)
+    while True:
+        candidate = os.path.join(d, "pyproject.toml")
+        if os.path.isfile(candidate) and "kvplan" in _load_toml(candidate).get("tool", {}):  # no FIFO, no device
             return candidate
-    return None
+        up = os.path.dirname(d)
+        if up == d:
+            return None
+        d = up
 
 
 def load_settings(start_dir: str = ".", config: Optional[str] = None) -> LintSettings:
     """Settings from [tool.kvplan] (keys select, ignore, fail-on) of `config` or the nearest pyproject."""
-    path = Path(config) if config is not None else find_pyproject(start_dir)
+    path = files.pure_path(config) if config is not None else find_pyproject(start_dir)
     if path is None:
         return LintSettings()
-    if not path.exists():
+    if not os.path.exists(path):
         raise ConfigError(f"{path}: no such file (--config takes a pyproject.toml)")
     table = _load_toml(path, explicit=config is not None).get("tool", {}).get("kvplan", {})
     shown = _display(str(path))
@@ -157,7 +160,7 @@ def load_settings(start_dir: str = ".", config: Optional[str] = None) -> LintSet
         raise ConfigError(f'{shown}: [tool.kvplan] allow-paths must be a list of folders, e.g. ["../models"]')
     return LintSettings(select=codes("select"), ignore=codes("ignore"),
                         fail_on=_severity(fail_on, f"{shown}: [tool.kvplan]"), config_path=shown,
-                        allow_paths=tuple(_folders(allowed, str(path.parent), f"{shown}: [tool.kvplan] allow-paths")))
+                        allow_paths=tuple(_folders(allowed, files.parent(path), f"{shown}: [tool.kvplan] allow-paths")))
 
 
 

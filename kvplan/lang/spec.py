@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from typing import Optional, TypeVar, Union
 
-import attrs
-
 from kvplan.base.errors import Span
+from kvplan.base.records import record
 
 # ------------------------------------------------------------------ values
 
 
-@attrs.frozen(slots=True)
+@record
 class Quantity:
     """A number with an optional unit: `128k`, `4.8 TB/s`, `60%`. `text` is the source as written."""
 
@@ -36,7 +35,7 @@ class Quantity:
         return Span(s.file, s.end_line, s.end_column - len(self.unit), s.end_line, s.end_column)
 
 
-@attrs.frozen(slots=True)
+@record
 class Ident:
     """A bare identifier: `llama-3-70b`, `near-lossless`, `on`."""
 
@@ -44,7 +43,7 @@ class Ident:
     span: Span
 
 
-@attrs.frozen(slots=True)
+@record
 class String:
     """A double-quoted string; `value` has its escapes resolved."""
 
@@ -55,7 +54,7 @@ class String:
 Scalar = Union[Quantity, Ident, String]
 
 
-@attrs.frozen(slots=True)
+@record
 class ListValue:
     """`[1, 8, 32]`: in `workload`, one scenario per element."""
 
@@ -63,7 +62,7 @@ class ListValue:
     span: Span
 
 
-@attrs.frozen(slots=True)
+@record
 class Bound:
     """An upper (or lower) bound as a value: the `<= 8` of `devices = <= 8`."""
 
@@ -78,7 +77,7 @@ ValueNode = Union[Quantity, Ident, String, ListValue, Bound]
 # ------------------------------------------------------------------- items
 
 
-@attrs.frozen(slots=True)
+@record
 class Entry:
     """One line of a block: `key = value`, `key OP value` (slo, expect) or a bare `key` (`fits`).
 
@@ -92,7 +91,7 @@ class Entry:
     key_span: Span
 
 
-@attrs.frozen(slots=True)
+@record
 class Block:
     """A nested `name { ... }` block. Known names get the subclasses below."""
 
@@ -110,27 +109,27 @@ class Block:
         return tuple(i for i in self.items if isinstance(i, Block))
 
 
-@attrs.frozen(slots=True)
+@record
 class WorkloadDecl(Block):
     """`workload { batch = ..., context = ... }`."""
 
 
-@attrs.frozen(slots=True)
+@record
 class QualityDecl(Block):
     """`quality { budget = ..., eviction = ..., min_retention = ... }`."""
 
 
-@attrs.frozen(slots=True)
+@record
 class SloDecl(Block):
     """`slo { step_time <= ..., throughput >= ... }`."""
 
 
-@attrs.frozen(slots=True)
+@record
 class PinDecl(Block):
     """`pin { kv_dtype = fp8, ... }`: choices already made."""
 
 
-@attrs.frozen(slots=True)
+@record
 class ExpectDecl(Block):
     """`expect { regime == kv-bound, fits, ... }`: assertions on the plan."""
 
@@ -147,7 +146,7 @@ _B = TypeVar("_B", bound=Block)
 # ----------------------------------------------------------- declarations
 
 
-@attrs.frozen(slots=True)
+@record
 class Declaration:
     """A top-level `KIND "name" { ... }`."""
 
@@ -173,7 +172,7 @@ class Declaration:
         return None
 
 
-@attrs.frozen(slots=True)
+@record
 class DeploymentDecl(Declaration):
     """`deployment "name" { ... }`: what to plan. Sections: the first block of each name."""
 
@@ -200,21 +199,21 @@ class DeploymentDecl(Declaration):
         return self._section(ExpectDecl)
 
 
-@attrs.frozen(slots=True)
+@record
 class ModelDecl(Declaration):
     """`model "name" { config = "path" ... }`: a model beside the catalog."""
 
     kind = "model"
 
 
-@attrs.frozen(slots=True)
+@record
 class DeviceDecl(Declaration):
     """`device "name" { memory = ..., bandwidth = ..., compute = ... }`: a device beside the catalog."""
 
     kind = "device"
 
 
-@attrs.frozen(slots=True)
+@record
 class Version:
     """The `kvplan 1` line."""
 
@@ -222,7 +221,7 @@ class Version:
     span: Span
 
 
-@attrs.frozen(slots=True)
+@record
 class Comment:
     """A `# ...` comment; `text` starts with `#`. Kept for the formatter."""
 
@@ -230,7 +229,7 @@ class Comment:
     span: Span
 
 
-@attrs.frozen(slots=True)
+@record
 class SpecFile:
     """A parsed .kvp file: version lines and declarations in source order, and its comments."""
 

@@ -10,17 +10,20 @@ a windowed layer stores min(s, window) tokens.
 from __future__ import annotations
 
 import math
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
-import attrs
 import numpy as np
-import numpy.typing as npt
 
 from kvplan.base.errors import ModelInputError
+from kvplan.base.records import record
 from kvplan.catalog import Model
 
-ArrayLike = Union[float, int, npt.NDArray[np.float64]]
-Array = npt.NDArray[np.float64]
+if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
+    import numpy.typing as npt
+
+    ArrayLike = Union[float, int, npt.NDArray[np.float64]]
+    Array = npt.NDArray[np.float64]
+
 
 
 def kappa(model: Model, w_kv: float) -> float:
@@ -102,7 +105,7 @@ def fragmentation(context: ArrayLike, block_size: int | None) -> Array:
     return phi
 
 
-@attrs.frozen(slots=True)
+@record
 class KvFactors:
     """The four footprint factors of SPEC §3 besides the width itself.
 

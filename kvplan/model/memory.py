@@ -23,19 +23,22 @@ reserve, never below 0. Together they keep max(8% of the device, 1 GiB) free.
 from __future__ import annotations
 
 import math
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Optional, Union
 
-import attrs
 import numpy as np
-import numpy.typing as npt
 
 from kvplan.base.errors import ModelInputError
 from kvplan.base.evidence import Value, assumed
+from kvplan.base.records import record
 from kvplan.base.units import fmt_unit
 from kvplan.catalog import Model
 
-ArrayLike = Union[float, int, npt.NDArray[np.float64], npt.NDArray[np.int64]]
-Array = npt.NDArray[np.float64]
+if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
+    import numpy.typing as npt
+
+    ArrayLike = Union[float, int, npt.NDArray[np.float64], npt.NDArray[np.int64]]
+    Array = npt.NDArray[np.float64]
+
 
 GiB = 2**30
 
@@ -47,7 +50,7 @@ DEFAULT_RESERVE = 0.08
 DEFAULT_RUNTIME_RESERVE = 1 * GiB
 
 
-@attrs.frozen(slots=True)
+@record
 class Reserves:
     """Per-device memory kept outside weights and KV. `activation` and `runtime` are bytes (None
     takes the default); `fraction` sizes the default activation reserve."""
@@ -128,7 +131,7 @@ def kv_room(model: Model, device_memory: float, reserved: float, w_p: float, tp:
     return np.where(stage_layers(model, pp_a) * pp_a == model.n_layers, even, uneven)
 
 
-@attrs.frozen(slots=True)
+@record
 class DeviceMemory:
     """One device's bytes: the most loaded device of a deployment."""
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from kvplan import catalog
 from kvplan.base.evidence import Value, assumed, derived, reported
+from kvplan.base.records import record
 from kvplan.catalog import Device, Model
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import KvFactors, fragmentation, kappa, kv_bytes_per_seq, sharing_factor
@@ -34,7 +35,7 @@ NVLINK_PAPER = 900e9
 CODEC_RATIO = 4.0
 
 
-@attrs.frozen(slots=True)
+@record
 class Workload:
     id: str
     title: str
@@ -53,7 +54,7 @@ WORKLOADS = (
 )
 
 
-@attrs.frozen(slots=True)
+@record
 class Table:
     id: str
     title: str

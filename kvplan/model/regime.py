@@ -15,6 +15,7 @@ import numpy as np
 
 from kvplan.base.evidence import Value, assumed, derived, reported
 from kvplan.base.limits import MAX_DEVICES
+from kvplan.base.records import record
 from kvplan.base.units import fmt_unit
 from kvplan.catalog import DTYPES, Device, Dtype, Model
 from kvplan.model import memory
@@ -25,7 +26,7 @@ from kvplan.model.paper import paper_model
 DEFAULT_KV_DTYPES = ("bf16", "fp8", "int4", "int2")
 
 
-@attrs.frozen(slots=True)
+@record
 class DtypeRow:
     """The map for one KV dtype at the same point."""
 
@@ -39,7 +40,7 @@ class DtypeRow:
     speedup: Value
 
 
-@attrs.frozen(slots=True)
+@record
 class RegimeMap:
     model: Model
     device: Device

@@ -7,25 +7,28 @@ in base units: bytes, B/s, FLOP, FLOP/s, seconds, tokens.
 
 from __future__ import annotations
 
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
-import attrs
 import numpy as np
-import numpy.typing as npt
 
 from kvplan.base.errors import ModelInputError
+from kvplan.base.records import record
 from kvplan.catalog import Device, Model
 from kvplan.model import memory
 from kvplan.model.footprint import KvFactors, kv_bytes_per_seq, tokens_for_bytes
 
-ArrayLike = Union[float, int, npt.NDArray[np.float64]]
-Array = npt.NDArray[np.float64]
+if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
+    import numpy.typing as npt
+
+    ArrayLike = Union[float, int, npt.NDArray[np.float64]]
+    Array = npt.NDArray[np.float64]
+
 
 PLACEMENTS = ("striped", "pinned", "affinity")
 REGIMES = ("weight-bound", "kv-bound", "capacity-bound")
 
 
-@attrs.frozen(slots=True)
+@record
 class Config:
     """A deployment point the model evaluates: what is stored, how wide, on what.
 

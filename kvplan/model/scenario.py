@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Union
 
-import attrs
-
 from kvplan.base.errors import Span
 from kvplan.base.evidence import Evidence, Value
+from kvplan.base.records import record
 from kvplan.catalog import Device, Dtype, Model
 
 #: `devices = auto` lets the planner choose up to this many devices (LANGUAGE.md).
@@ -16,7 +15,7 @@ AUTO_DEVICE_LIMIT = 64
 PinValue = Union[str, float, bool]
 
 
-@attrs.frozen(slots=True)
+@record
 class DeviceCount:
     """`devices = 4` (fixed), `auto` (n = 64, the most the planner may choose) or `<= 8` (max)."""
 
@@ -24,7 +23,7 @@ class DeviceCount:
     n: int
 
 
-@attrs.frozen(slots=True)
+@record
 class Pin:
     """A choice the operator already made: kv_dtype 'fp8', block_size 16.0, prefix_caching True,
     retention 0.75, tier 'host', placement 'striped', devices 4.0."""
@@ -34,7 +33,7 @@ class Pin:
     span: Span
 
 
-@attrs.frozen(slots=True)
+@record
 class Expectation:
     """An `expect` assertion. `value` is in base units (s, tok/s, B), a word, or True for `fits`
     (whose op is 'is')."""
@@ -45,7 +44,7 @@ class Expectation:
     span: Span
 
 
-@attrs.frozen(slots=True)
+@record
 class Scenario:
     """One deployment (or one combination of its workload lists), resolved and in base units.
 
@@ -110,7 +109,7 @@ class Scenario:
         return None if pin is None else float(pin.value)
 
 
-@attrs.frozen(slots=True)
+@record
 class Choice(Value):
     """An assumed default that is a word, not a number (`engine = any`).
 

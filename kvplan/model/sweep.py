@@ -23,6 +23,7 @@ import numpy.typing as npt
 from kvplan.base import limits
 from kvplan.base.errors import KvplanError
 from kvplan.base.evidence import reported
+from kvplan.base.records import record
 from kvplan.base.units import MAX_EXACT, Dim, parse_quantity
 from kvplan.catalog import DTYPES, Device, Dtype, Model, dtype
 from kvplan.model import roofline as rf
@@ -146,7 +147,7 @@ def parse_dtypes(text: str, what: str = "kv-dtype") -> tuple[str, ...]:
 
 # ------------------------------------------------------------------ the grid
 
-@attrs.frozen(slots=True)
+@record
 class SweepSpec:
     """One deployment and the lists it is swept over. `name` is set for sweeps of a .kvp file."""
 
@@ -232,7 +233,7 @@ def specs_from_scenarios(scenarios: Sequence["Scenario"], *, weights: Optional[s
     return out
 
 
-@attrs.frozen(slots=True)
+@record
 class Column:
     """One output column; numbers carry their unit, evidence class and source."""
 
@@ -283,7 +284,7 @@ def columns(named: bool) -> tuple[Column, ...]:
     return ((DEPLOYMENT_COLUMN,) if named else ()) + COLUMNS
 
 
-@attrs.frozen(slots=True)
+@record
 class Block:
     """The evaluated points of one chunk: one devices × KV dtype pair, a run of batch × context.
 

@@ -6,16 +6,19 @@ decode step. `eta` is the prefill efficiency, an assumed default of 0.7.
 
 from __future__ import annotations
 
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
 import numpy as np
-import numpy.typing as npt
 
 from kvplan.catalog import Model
 from kvplan.model.footprint import kv_bytes_per_seq
 
-ArrayLike = Union[float, int, npt.NDArray[np.float64]]
-Array = npt.NDArray[np.float64]
+if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
+    import numpy.typing as npt
+
+    ArrayLike = Union[float, int, npt.NDArray[np.float64]]
+    Array = npt.NDArray[np.float64]
+
 
 #: SPEC §7: prefill runs at this fraction of dense peak (assumed).
 DEFAULT_PREFILL_EFFICIENCY = 0.7

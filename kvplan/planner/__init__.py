@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence, TypedDi
 
 import attrs
 import numpy as np
-import numpy.typing as npt
 
 from kvplan.base.errors import KvplanError
 from kvplan.base.evidence import Value, assumed, derived
+from kvplan.base.records import record
 from kvplan.base.units import fmt_unit
 from kvplan.catalog import DTYPE_ORDER, DTYPES, Model, get_link, suggest
 from kvplan.catalog.engines import concrete, get_engine
@@ -38,7 +38,8 @@ from kvplan.planner.plan import ByteFactors, Change, MapNumbers, Metrics, Plan, 
 from kvplan.planner.rules import RULES, Rule, SearchView
 from kvplan.planner.search import Evaluated, Space
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
+    import numpy.typing as npt
     from typing_extensions import Unpack
 
 #: Fraction of each device's memory kept for activations, CUDA graphs and the runtime (assumed:
@@ -116,7 +117,7 @@ def _sharing(sc: Scenario, prefix_caching: bool) -> float:
     return _f(sharing_factor(n, sc.context, sc.prefix)) if n > 1 else 1.0
 
 
-@attrs.frozen(slots=True)
+@record
 class _Setup:
     """What every step of one plan reads: the reserves, the engine and the lossless domains (R2)."""
 
@@ -128,7 +129,7 @@ class _Setup:
     phi: float
 
 
-@attrs.frozen(slots=True)
+@record
 class _Map0:
     """R1: the regime map of the uncompressed deployment, on n0 devices (tp0 tensor-parallel)."""
 
@@ -141,7 +142,7 @@ class _Map0:
     n_fit: Optional[int]     # the fewest devices that hold the weights; None when no count up to the limit does
 
 
-@attrs.frozen(slots=True)
+@record
 class _Filtered:
     """The candidates left after the rules, fit and the SLOs."""
 
@@ -212,7 +213,7 @@ def _regime_map(sc: Scenario) -> _Map0:
     return _Map0(n0, tp0, base1, s_star0, s_cap0, str(rf.regime(sc.context, s_star0, s_cap0)), n_fit)
 
 
-@attrs.frozen(slots=True)
+@record
 class _Found:
     """The candidate space and what the engine and the model's layouts left of it (_search_space)."""
 
@@ -602,7 +603,7 @@ SUGGESTED_COUNTS = tuple(sorted(set(search.AUTO_DEVICE_COUNTS)
                                    if 2 ** k <= SUGGESTION_MAX_DEVICES}))
 
 
-@attrs.frozen(slots=True)
+@record
 class _Knobs:
     reserve: float
     min_gain: float
@@ -613,7 +614,7 @@ class _Knobs:
     fit_only: bool = False   # accept a change that fits even if an SLO is still missed
 
 
-@attrs.frozen(slots=True, kw_only=True)
+@record(kw_only=True)
 class _Rescope:
     """What a suggestion changes in a scenario, to plan it again; None keeps the scenario's own."""
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-import attrs
-
 from kvplan.base.evidence import Value, derived
+from kvplan.base.records import record
 from kvplan.base.units import fmt_unit
 from kvplan.catalog import DTYPE_ORDER
 from kvplan.catalog.engines import get_engine
@@ -19,7 +18,7 @@ from kvplan.planner.plan import Decision, Numbers, Option, Plan
 from kvplan.planner.search import Evaluated, Space
 
 
-@attrs.frozen(slots=True)
+@record
 class Gain:
     """What cutting the KV bytes by `c` buys on the plan's layout (one computation for advise and lint).
 
@@ -88,7 +87,7 @@ def _reported(results: Sequence[QualityResult]) -> tuple[tuple[Value, ...], tupl
     return values, texts
 
 
-@attrs.frozen(slots=True)
+@record
 class _Inputs:
     """What the decision builders read: the plan so far and the search that chose it."""
 

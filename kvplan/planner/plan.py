@@ -11,6 +11,7 @@ import attrs
 from kvplan.base.diagnostics import Diagnostic
 from kvplan.base.evidence import Value
 from kvplan.base.json_types import JSONValue
+from kvplan.base.records import record
 from kvplan.catalog import Device, Dtype, Link, Model, get_link
 from kvplan.model.kernels.flashinfer import plan_kernel
 from kvplan.model.memory import Reserves
@@ -35,7 +36,7 @@ class _Figures:
         return tuple((f.name, v) for f in attrs.fields(type(self)) if isinstance(v := getattr(self, f.name), Value))
 
 
-@attrs.frozen(slots=True, kw_only=True)
+@record(kw_only=True)
 class MapNumbers(_Figures):
     """A regime map's figures (R1 before the plan, R8 after it). `devices` is the R1 map's device
     count when it is drawn on more than one device or on none that holds the weights, else None."""
@@ -53,7 +54,7 @@ class MapNumbers(_Figures):
         return int(self.devices.value) if self.devices is not None and not self.devices.absent else 1
 
 
-@attrs.frozen(slots=True, kw_only=True)
+@record(kw_only=True)
 class Metrics(_Figures):
     """What one layout predicts (docs/model.md §3–6): the baseline's figures, and the plan's before its speedup."""
 
@@ -72,14 +73,14 @@ class Metrics(_Figures):
         return PlanMetrics(**attrs.asdict(self, recurse=False), speedup=speedup)
 
 
-@attrs.frozen(slots=True, kw_only=True)
+@record(kw_only=True)
 class PlanMetrics(Metrics):
     """The plan's metrics and its speedup over the baseline (printed last)."""
 
     speedup: Value
 
 
-@attrs.frozen(slots=True, kw_only=True)
+@record(kw_only=True)
 class ByteFactors(_Figures):
     """What each KV domain multiplies the 16-bit footprint by, and their product (docs/model.md §3)."""
 
@@ -90,7 +91,7 @@ class ByteFactors(_Figures):
     combined: Value
 
 
-@attrs.frozen(slots=True)
+@record
 class Rejection:
     """Why the search turned a candidate down: the design rule that removed it (None when it does
     not fit, misses an SLO or loses on the objective), the reason in words, the numbers behind it.
@@ -106,7 +107,7 @@ class Rejection:
             raise ValueError("a rejection names its rule exactly when its cause is a rule")
 
 
-@attrs.frozen(slots=True)
+@record
 class Option:
     """An option considered for a decision and why it was or was not taken (a Rejection when the
     search turned it down, words when it never reached the search)."""
@@ -116,7 +117,7 @@ class Option:
     numbers: Numbers = ()
 
 
-@attrs.frozen(slots=True)
+@record
 class Decision:
     """One MADR-shaped record: context (facts), the decision, evidence, options considered."""
 
@@ -135,7 +136,7 @@ class Decision:
     reported_text: tuple[str, ...] = ()  # reported results with no single number, or gaps, as written
 
 
-@attrs.frozen(slots=True)
+@record
 class Change:
     """One concrete change to a deployment, e.g. Change("pin.devices", "=", "8"): the setting's path,
     the operator written before the value, and the value as the spec writes it (None removes the
@@ -146,7 +147,7 @@ class Change:
     value: Optional[str]
 
 
-@attrs.frozen(slots=True)
+@record
 class Suggestion:
     """A suggestion's text and the changes it is made of (none: a statement, not a change)."""
 
@@ -154,7 +155,7 @@ class Suggestion:
     changes: tuple[Change, ...] = ()
 
 
-@attrs.frozen(slots=True)
+@record
 class Unmet:
     """A constraint the best plan misses, by how much, and what would meet it.
 
@@ -167,7 +168,7 @@ class Unmet:
     changes: tuple[tuple[Change, ...], ...] = ()
 
 
-@attrs.frozen(slots=True)
+@record
 class TierPlan:
     tier: str                         # none | host | ssd | remote
     link: Optional[str]
@@ -176,7 +177,7 @@ class TierPlan:
     fetch_time: Optional[Value]
 
 
-@attrs.frozen(slots=True)
+@record
 class Plan:
     scenario: Scenario
     kv_dtype: Dtype
@@ -307,7 +308,7 @@ def _record(obj: Union[Model, Device, Dtype, Link, None]) -> Optional[dict[str, 
     return out
 
 
-@attrs.frozen(slots=True)
+@record
 class PlanResult:
     """A plan and the findings lint reports for it (pinned choices, SLOs, expectations)."""
 

@@ -8,12 +8,12 @@ vectorized, so planning stays in milliseconds.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import attrs
 import numpy as np
-import numpy.typing as npt
 
+from kvplan.base.records import record
 from kvplan.catalog import DTYPES, Device, Model
 from kvplan.catalog.quality import lossiness_rank
 from kvplan.model import memory
@@ -22,7 +22,11 @@ from kvplan.model.footprint import kv_bytes_per_seq
 from kvplan.model.regime import widest_tp
 from kvplan.planner.plan import Rejection
 
-Array = npt.NDArray[np.float64]
+if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
+    import numpy.typing as npt
+
+    Array = npt.NDArray[np.float64]
+
 
 #: Device counts `devices = auto` considers: tensor-parallel groups come in powers of two.
 AUTO_DEVICE_COUNTS = (1, 2, 4, 8, 16, 32, 64)
@@ -62,7 +66,7 @@ def lossiness(dtype: str, retention: float) -> int:
     return lossiness_rank(dtype, retention) + (1 if retention < 0.75 else 0)
 
 
-@attrs.frozen(slots=True)
+@record
 class Space:
     """The candidate axes after pins, engine and budget are applied."""
 

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kvplan.base.errors import KvplanError
+from kvplan.base.records import record
 from kvplan.catalog import DTYPES
 from kvplan.model import roofline as rf
 
@@ -48,7 +49,7 @@ class PlotError(KvplanError):
     """A figure kvplan cannot draw (matplotlib missing, an unknown file type)."""
 
 
-@attrs.frozen(slots=True)
+@record
 class PlotInfo:
     """Where a figure went and how data maps to its pixels.
 

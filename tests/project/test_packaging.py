@@ -37,6 +37,8 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 DIST = PYPROJECT["project"]["name"]
 DIST_FILE = re.sub(r"[-_.]+", "_", DIST).lower()  # how wheel and sdist file names spell it (PEP 427, PEP 625)
 CATALOG_TOMLS = sorted(p.name for p in (ROOT / "kvplan" / "catalog").glob("*.toml"))
+#: Their JSON copies (tools/build_catalog.py), which the installed package reads at start-up.
+CATALOG_JSONS = sorted(p.name for p in (ROOT / "kvplan" / "catalog").glob("*.json"))
 CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
 
 # A spec with one lint error: pages pinned to one of the B200's two dies (R7, KV207, docs/rules/KV207.md).
@@ -578,6 +580,7 @@ def test_wheel_ships_the_grammar_the_catalogs_and_the_console_script(wheel: Path
     assert "kvplan/grammar/kvp.lark" in names
     assert "kvplan/grammar/kvp_parser.json" in names  # the prebuilt parser tables (tools/build_parser.py)
     assert CATALOG_TOMLS and {f"kvplan/catalog/{n}" for n in CATALOG_TOMLS} <= names
+    assert CATALOG_JSONS and {f"kvplan/catalog/{n}" for n in CATALOG_JSONS} <= names
     sources = {p.relative_to(ROOT).as_posix() for p in (ROOT / "kvplan").rglob("*.py")}
     assert sources <= names
     assert not any(n.startswith(("tests/", "examples/", "docs/")) for n in names)
@@ -603,7 +606,7 @@ def test_sdist_and_the_wheel_built_from_it_ship_the_grammar(tmp_path: Path) -> N
         else:
             tf.extractall(tmp_path / "unpacked")
     wanted = {f"{top}/kvplan/grammar/kvp.lark", f"{top}/kvplan/grammar/kvp_parser.json",
-              f"{top}/tools/build_parser.py", *(f"{top}/kvplan/catalog/{n}" for n in CATALOG_TOMLS),
+              f"{top}/tools/build_parser.py", *(f"{top}/kvplan/catalog/{n}" for n in CATALOG_TOMLS + CATALOG_JSONS),
               f"{top}/examples/w2-batch32.kvp", f"{top}/pyproject.toml"}
     assert wanted <= names, sorted(wanted - names)
     wheel_dir = tmp_path / "wheel"

@@ -27,9 +27,8 @@ from __future__ import annotations
 import math
 from typing import Optional, Protocol
 
-import attrs
-
 from kvplan.base.evidence import Value, assumed, derived, reported
+from kvplan.base.records import record
 from kvplan.catalog import Device, Dtype, Model
 from kvplan.model import roofline as rf
 from kvplan.model.kernels.splits import SplitChoice, fa3_decode_tile, fa_split, flashinfer_split
@@ -88,7 +87,7 @@ class KernelPlan(Protocol):
     def pp(self) -> int: ...
 
 
-@attrs.frozen(slots=True)
+@record
 class LayerGroup:
     """Layers sharing one window: one plan() call (window_left is a plan argument)."""
 
@@ -105,7 +104,7 @@ class LayerGroup:
     kernel_time: Value
 
 
-@attrs.frozen(slots=True)
+@record
 class KernelConfig:
     """One tensor-parallel rank's decode-kernel settings, with the evidence for each number."""
 
@@ -172,7 +171,7 @@ def _q_dtype(weights: str) -> tuple[str, bool]:
     return (Q_TORCH[weights], True) if weights in Q_TORCH else ("torch.bfloat16", False)
 
 
-@attrs.frozen(slots=True)
+@record
 class _Heads:
     """Heads on one rank: query heads split; KV heads split up to n_kv, then replicated."""
 
@@ -203,7 +202,7 @@ def _heads(m: Model, tp: int, mla: bool) -> tuple[_Heads, list[str]]:
     return _Heads(n_qo, n_kv, copies, max(1, n_qo // n_kv)), warnings
 
 
-@attrs.frozen(slots=True)
+@record
 class _Dtypes:
     """The torch dtypes the kernel takes, and the KV width it reads."""
 

@@ -23,8 +23,9 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-import attrs
 import numpy as np
+
+from kvplan.base.records import record
 
 #: get_num_splits passes max_splits = 128 (hopper/flash_api.cpp).
 FA_MAX_SPLITS = 128
@@ -109,7 +110,7 @@ def fa3_decode_tile(head_dim: int, head_dim_v: Optional[int] = None, kv_bytes: i
     return 128, 64 if local else 128
 
 
-@attrs.frozen(slots=True)
+@record
 class SplitChoice:
     """A split count and the inputs that decided it."""
 

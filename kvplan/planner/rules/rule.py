@@ -14,6 +14,7 @@ import attrs
 from kvplan.base.codes import CODES, Stage
 from kvplan.base.diagnostics import Diagnostic, Edit, Fix
 from kvplan.base.errors import Span
+from kvplan.base.records import record
 from kvplan.catalog import DTYPES, Dtype
 from kvplan.lang import fixes as fx
 from kvplan.lang.spec import DeploymentDecl, ListValue
@@ -22,7 +23,7 @@ from kvplan.planner.plan import Change, Numbers, Plan, Rejection
 from kvplan.planner.search import Evaluated
 
 
-@attrs.frozen(slots=True)
+@record
 class Context:
     """Where a finding's fixes edit: the file's text and the deployment's syntax tree."""
 
@@ -30,7 +31,7 @@ class Context:
     dep: Optional[DeploymentDecl]
 
 
-@attrs.frozen(slots=True)
+@record
 class SearchView:
     """What a rule's filter reads about the evaluated candidates."""
 
@@ -43,7 +44,7 @@ class SearchView:
         return key in self.scenario.pins
 
 
-@attrs.frozen(slots=True)
+@record
 class PinView:
     """What a rule's lint reads: the scenario, its plan, and with a file the text and tree to fix."""
 
@@ -72,7 +73,7 @@ def _rule_code(instance: object, attribute: attrs.Attribute[str], code: str) -> 
         raise ValueError(f"rule code {code!r} is not a `rule` row of CODES (kvplan/base/codes.py)")
 
 
-@attrs.frozen(slots=True)
+@record
 class Rule:
     """One design rule (SPEC §8). `reject` removes candidates from the search; `lint` reports on
     pinned choices; `note` says why the rule shaped the space (shown on options never evaluated);
@@ -132,7 +133,7 @@ def _is_list(dep: Optional[DeploymentDecl], path: str) -> bool:
     return entry is not None and isinstance(entry.value, ListValue)
 
 
-@attrs.frozen(slots=True)
+@record
 class PinnedKv:
     """The KV choices a spec pins: the kv_dtype pin and its dtype record (None when not pinned or
     unknown), the retention pin and its value (None when not pinned)."""
