@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import math
 import sys
-from typing import IO, TYPE_CHECKING, Any, Callable, Mapping, NoReturn, Optional, ParamSpec, TypeVar
+from typing import IO, TYPE_CHECKING, Any, Callable, Literal, Mapping, NoReturn, Optional, ParamSpec, TypeVar
 
 import click
 
@@ -609,11 +609,18 @@ def report_cmd(spec_file: str, out_dir: str, scenario: str | None, reserve: floa
               help="Write DIR/<scenario>/<file> instead of printing; `kvplan lint --check-digest` looks in "
                    "<spec>.kvplan/.")
 @click.option("--scenario", default=None, help="Only this scenario (a deployment name or an expanded name).")
+@click.option("--sizing", type=click.Choice(["fill", "exact"]), default="fill", show_default=True,
+              help="fill: the engine's usual memory fraction, and the capacity it buys; exact: a KV pool of exactly "
+                   "the plan's footprint.")
+@click.option("--cudagraph-reserve", type=_bytes_type(), default=None, metavar="BYTES",
+              help="CUDA-graph memory per GPU an engine subtracts in fill sizing  [default: the engine's, assumed; "
+                   "vLLM 1GiB].")
 @_reserve_options
 @_deploy_options
 @_allow_path_option
 @handles_errors
 def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario: str | None,
+             sizing: Literal["fill", "exact"], cudagraph_reserve: float | None,
              activation_reserve: float | None, runtime_reserve: float | None, image: str | None,
              namespace: str | None, pvc: str | None, shm_size: float | None, gpus_per_node: int | None,
              gpu_resource: str | None, allow_paths: tuple[str, ...]) -> None:
@@ -628,7 +635,7 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
     from kvplan.engines import DeployOptions, Reserves, capacity_line, emit, resolve_targets
     from kvplan.planner import plans_for
 
-    reserves = Reserves(activation=activation_reserve, runtime=runtime_reserve)
+    reserves = Reserves(activation=activation_reserve, runtime=runtime_reserve, cudagraph=cudagraph_reserve)
     deploy = DeployOptions(image, namespace, pvc, shm_size, gpus_per_node, gpu_resource)
     given_deploy = [f"--{k.replace('_', '-')}" for k, v in (("image", image), ("namespace", namespace), ("pvc", pvc),
                     ("shm_size", shm_size), ("gpus_per_node", gpus_per_node), ("gpu_resource", gpu_resource))
@@ -655,7 +662,7 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
     for p in plans:
         where = folders[p.scenario.name]
         for target in resolve_targets(targets, p.scenario.engine):
-            out = emit(p, target, spec=spec_file, reserves=reserves, deploy=deploy)
+            out = emit(p, target, spec=spec_file, reserves=reserves, deploy=deploy, sizing=sizing)
             findings += len(out.findings)
             for w in out.warnings:
                 click.echo(f"kvplan: warning: {where}: {w}", err=True)
