@@ -403,7 +403,8 @@ def test_host_tier_sizes_per_engine() -> None:
     assert per_gpu <= kv["host_cache_size"] < per_gpu + 16 * token_bytes(p, 2.0)
     out = emit(p, "lmcache")
     body = yaml.safe_load(files(out)["lmcache.yaml"])
-    assert per_gpu <= body["max_local_cpu_size"] * 1e9 < per_gpu + 1e7
+    # GiB, as LMCache reads it: int(size × 1024³) B (cache_engine.py:2087-2110), the fewest hundredths that hold it
+    assert per_gpu <= int(body["max_local_cpu_size"] * 1024**3) < per_gpu + 0.01 * 1024**3
     assert "local_disk" not in body and not out.findings
     assert set(files(out)) == {"lmcache.yaml", "lmcache-vllm.sh"}  # the spec's engine is vllm
 
@@ -420,7 +421,7 @@ def test_tiers_beyond_host(tier: str) -> None:
     per_gpu = p.tier.bytes.value / p.n_devices
     if tier == "ssd":
         assert body["local_disk"].startswith("file://")
-        assert per_gpu <= body["max_local_disk_size"] * 1e9 < per_gpu + 1e7
+        assert per_gpu <= int(body["max_local_disk_size"] * 1024**3) < per_gpu + 0.01 * 1024**3
         assert body["max_local_cpu_size"] == lmc.DEFAULT_CPU_GB
         assert not out.findings
     elif tier == "remote":
@@ -428,7 +429,7 @@ def test_tiers_beyond_host(tier: str) -> None:
         assert any("remote_url" in f for f in out.findings)
     else:
         assert any("tier peer → host" in f for f in out.findings)
-        assert per_gpu <= body["max_local_cpu_size"] * 1e9
+        assert per_gpu <= int(body["max_local_cpu_size"] * 1024**3)
     if tier != "peer":  # vLLM and SGLang reach SSD and remote tiers through LMCache
         env, argv = shell(files(emit(p, "vllm"))["vllm.sh"])
         assert json.loads(flags(argv)[1]["--kv-transfer-config"])["kv_connector"] == "LMCacheConnectorV1"

@@ -13,9 +13,11 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kvplan.catalog.engines import get_engine
 from kvplan.engines import Reserves, emit
+from kvplan.engines import lmcache as lmc
 from kvplan.engines import vllm as vll
 from kvplan.lang import check_source
 from kvplan.planner import admissible_dtypes, plans_for
@@ -179,6 +181,30 @@ def test_fill_pool_that_cannot_hold_one_request_is_refused_in_vllms_words() -> N
     least = math.ceil((weights + GiB + 16384 * 128 * 1024 + graphs + 8001 * W2_BLOCK_BYTES) / 192e9 * 100) / 100
     assert f"--gpu-memory-utilization {least:.2f} would start it" in said
     assert f"--max-model-len {(num_blocks - 1) * BLOCK}" in said
+
+
+def test_lmcache_sizes_are_gib_and_its_tokens_whole_chunks() -> None:
+    """max_local_cpu_size is GiB: int(size × 1024³) B (lmcache/v1/cache_engine.py:2087-2110); a chunk is
+    (layers, 2, 256, KV heads, d_h) elements of vLLM's KV torch dtype (integration/vllm/utils.py:405-415)."""
+    p = plan_on("examples/w4-reuse.kvp")                          # Llama-3.1-70B, TP 1, fp8 KV, 20.97 GB tier
+    out = emit(p, "lmcache")
+    text = files(out)["lmcache.yaml"]
+    body = yaml.safe_load(text)
+    per_gpu = 20_971_520_000                                      # 128,000 tokens × 80 × 2 × 8 × 128 × 1 B
+    size = math.ceil(per_gpu / GiB * 100) / 100                   # the fewest hundredths of a GiB: 19.54
+    assert body["max_local_cpu_size"] == size == 19.54
+    held = int(size * GiB)
+    assert held >= per_gpu
+    chunk = 80 * 2 * 256 * 8 * 128 * 1                            # fp8 is uint8 in vLLM: 1 B per element
+    assert f"{held:,} B per engine worker (one per GPU) = {held // chunk * 256:,} tokens" in text
+    rows = dict(out.capacity)
+    assert rows["tier_bytes_per_worker"].value == held and rows["tier_tokens"].value == 128_000
+
+
+def test_lmcache_stores_int4_at_one_byte_per_element() -> None:
+    assert lmc.element_bytes("int4") == lmc.element_bytes("fp8") == lmc.element_bytes("int8") == 1
+    assert lmc.element_bytes("bf16") == 2
+    assert lmc.lmcache_bytes(19.54) == int(19.54 * 1024**3)
 
 
 @pytest.mark.parametrize("spec", ["examples/w2-batch32.kvp", "tests/data/emit/host-tier.kvp"])
