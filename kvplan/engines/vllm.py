@@ -311,6 +311,7 @@ def size_fill(p: Plan, sz: common.Sizing, sh: Shape, block: int, reserves: Reser
            f"no --gpu-memory-utilization fits one request of {sc.context:,} tokens on {sc.device.id}")
     if pool.num_blocks > 1 and not sh.groups.hybrid:
         fix += f", or --max-model-len {(pool.num_blocks - 1) * block}"
+    fix += "; kvplan emit --sizing exact writes the plan's own pool"
     findings = [pool.refusal(fix)]
     if pool.requests >= 1 and pool.tokens < sz.tokens and not sh.groups.hybrid:
         findings.append(f"--gpu-memory-utilization {frac:g} leaves a KV pool of {common.fmt_int(pool.tokens)} "
