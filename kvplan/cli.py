@@ -8,8 +8,9 @@ from __future__ import annotations
 import functools
 import math
 import sys
-from typing import IO, TYPE_CHECKING, Any, Callable, Mapping, NoReturn, Optional, ParamSpec, TypeVar
+from typing import IO, TYPE_CHECKING, Any, Callable, Literal, Mapping, NoReturn, Optional, ParamSpec, TypeVar
 
+import attrs
 import click
 
 from kvplan import __version__
@@ -19,6 +20,7 @@ from kvplan.base.units import MAX_EXACT, UNITS, Dim, parse_quantity, split_quant
 
 if TYPE_CHECKING:  # the commands import these when they run (start-up stays small); here they are types only
     from kvplan.base.diagnostics import Diagnostic
+    from kvplan.engines import DeployOptions
     from kvplan.lang import CheckResult
     from kvplan.lang.lint import Check
 
@@ -602,6 +604,20 @@ def report_cmd(spec_file: str, out_dir: str, scenario: str | None, reserve: floa
         click.echo(path)
 
 
+def _deploy(targets: str | None, image: str | None, namespace: str | None, pvc: str | None,
+            shm_size: float | None, gpus_per_node: int | None, gpu_resource: str | None) -> DeployOptions:
+    """emit's k8s overrides as DeployOptions; one given without the k8s target is refused."""
+    from kvplan.engines import DeployOptions, resolve_targets
+
+    given = (("--image", image), ("--namespace", namespace), ("--pvc", pvc), ("--shm-size", shm_size),
+             ("--gpus-per-node", gpus_per_node), ("--gpu-resource", gpu_resource))
+    named = [flag for flag, v in given if v is not None]
+    if named and "k8s" not in resolve_targets(targets, "any"):
+        raise KvplanError(f"{', '.join(named)} appl{'ies' if len(named) == 1 else 'y'} to the k8s "
+                          "target only", help="add --target k8s, or leave the option out")
+    return DeployOptions(image, namespace, pvc, shm_size, gpus_per_node, gpu_resource)
+
+
 @main.command("emit")
 @click.argument("spec_file", type=click.Path(dir_okay=False), metavar="FILE.kvp")
 @click.option("--target", "targets", default=None, metavar="NAME[,NAME]",
@@ -611,11 +627,18 @@ def report_cmd(spec_file: str, out_dir: str, scenario: str | None, reserve: floa
               help="Write DIR/<scenario>/<file> instead of printing; `kvplan lint --check-digest` looks in "
                    "<spec>.kvplan/.")
 @click.option("--scenario", default=None, help="Only this scenario (a deployment name or an expanded name).")
+@click.option("--sizing", type=click.Choice(["fill", "exact"]), default="fill", show_default=True,
+              help="fill: the engine's usual memory fraction, and the capacity it buys; exact: a KV pool of exactly "
+                   "the plan's footprint.")
+@click.option("--cudagraph-reserve", type=_bytes_type(), default=None, metavar="BYTES",
+              help="CUDA-graph memory per GPU an engine subtracts in fill sizing  [default: the engine's, assumed; "
+                   "vLLM 1GiB].")
 @_reserve_options
 @_deploy_options
 @_allow_path_option
 @handles_errors
 def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario: str | None,
+             sizing: Literal["fill", "exact"], cudagraph_reserve: float | None,
              activation_reserve: float | None, runtime_reserve: float | None, image: str | None,
              namespace: str | None, pvc: str | None, shm_size: float | None, gpus_per_node: int | None,
              gpu_resource: str | None, allow_paths: tuple[str, ...]) -> None:
@@ -627,17 +650,11 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
     spec cannot be planned.
     """
     from kvplan.base.outputs import OutputTree, check_out_dir, scenario_folders
-    from kvplan.engines import DeployOptions, Reserves, capacity_line, emit, resolve_targets
+    from kvplan.engines import Reserves, capacity_line, emit, resolve_targets
     from kvplan.planner import plans_for
 
-    reserves = Reserves(activation=activation_reserve, runtime=runtime_reserve)
-    deploy = DeployOptions(image, namespace, pvc, shm_size, gpus_per_node, gpu_resource)
-    given_deploy = [f"--{k.replace('_', '-')}" for k, v in (("image", image), ("namespace", namespace), ("pvc", pvc),
-                    ("shm_size", shm_size), ("gpus_per_node", gpus_per_node), ("gpu_resource", gpu_resource))
-                    if v is not None]
-    if given_deploy and "k8s" not in resolve_targets(targets, "any"):
-        raise KvplanError(f"{', '.join(given_deploy)} appl{'ies' if len(given_deploy) == 1 else 'y'} to the k8s "
-                          "target only", help="add --target k8s, or leave the option out")
+    reserves = Reserves(activation=activation_reserve, runtime=runtime_reserve, cudagraph=cudagraph_reserve)
+    deploy = _deploy(targets, image, namespace, pvc, shm_size, gpus_per_node, gpu_resource)
     if out_dir is not None:
         check_out_dir(out_dir)
     # one memory model: the plan is made under the reserves its configs are sized with
@@ -657,7 +674,11 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
     for p in plans:
         where = folders[p.scenario.name]
         for target in resolve_targets(targets, p.scenario.engine):
-            out = emit(p, target, spec=spec_file, deploy=deploy)  # the reserves the plan was made with
+            # the reserves the plan was made with (its memory fraction, the reserve options), and the CUDA-graph
+            # reserve, which only an engine's own fraction holds
+            plan_reserves = (None if reserves.cudagraph is None
+                             else attrs.evolve(p.reserves, cudagraph=reserves.cudagraph))
+            out = emit(p, target, spec=spec_file, reserves=plan_reserves, deploy=deploy, sizing=sizing)
             findings += len(out.findings)
             for w in out.warnings:
                 click.echo(f"kvplan: warning: {where}: {w}", err=True)

@@ -464,13 +464,24 @@ def vllm_check(e: Emit, row: Row) -> None:
         row.verdict, row.message = "rejected", one_line(exc)
         return
     row.verdict = "accepted"
+    if e.device in CAPABILITY:
+        # vLLM's CPU platform turns async scheduling off (platforms/cpu.py:348); its GPU platforms leave it on,
+        # which doubles the tokens in flight a sliding-window layer keeps (config/vllm.py:588-609)
+        cfg.scheduler_config.async_scheduling = True
     e.shared["vllm_config"] = cfg
     if e.device not in CAPABILITY:
         row.message = f"capacity not recomputed: {unsized(e.device)}"
         return
     if cfg.cache_config.kv_cache_memory_bytes is None:
-        row.message = "capacity not recomputed: no --kv-cache-memory-bytes (the pool follows profiling)"
-        return
+        # fill sizing: the pool follows vLLM's profiling on the GPU, which a CPU cannot run. Feed vLLM the pool
+        # bytes the comment states it computed (ceil(memory × fraction) less the assumed start-up terms), so that
+        # vLLM's own code checks the page, group and null-block arithmetic; the start-up terms stay kvplan's
+        m = re.search(r"\(assumed\) = ([\d,]+) B = ", e.text)
+        if m is None:
+            row.message = "capacity not recomputed: no --kv-cache-memory-bytes (the pool follows profiling)"
+            return
+        cfg.cache_config.kv_cache_memory_bytes = _int(m.group(1))
+        row.notes.append(f"fill: vLLM sized on the {m.group(1)} B the comment states (start-up terms assumed)")
     try:
         with quiet():
             row.recomputed, notes = vllm_capacity(cfg, e.device)
@@ -550,7 +561,8 @@ def sglang_cell(sa: Any) -> tuple[int, str]:
                                         model_dtype=torch.bfloat16, is_draft_worker=False, is_dflash=False,
                                         speculative_draft_attention_backend=None)
     kv_size = torch._utils._element_size(dtype)
-    layers = mc.num_hidden_layers
+    pp = max(1, getattr(cfg, "pp_size", 1) or 1)
+    layers = -(-mc.num_hidden_layers // pp)  # a stage holds its own layers' cells (layer_setup.py:154)
     fp4 = hasattr(torch, "float4_e2m1fn_x2") and dtype == torch.float4_e2m1fn_x2
     if mc.attention_arch == AttentionArch.MLA:
         dim = mc.kv_lora_rank + mc.qk_rope_head_dim
@@ -772,14 +784,14 @@ def model_config_of(plan: Any, spec: str) -> Optional[Path]:
     return None
 
 
-def emits(spec: str, device: Optional[str], plan: Any, dirs: ModelDirs) -> Iterator[Emit]:
+def emits(spec: str, device: Optional[str], plan: Any, dirs: ModelDirs, sizing: str = "fill") -> Iterator[Emit]:
     from kvplan.engines import common, emit
 
     ref = common.model_ref(plan)
     cfg = dirs.get(ref, model_config_of(plan, spec))
     dev = plan.scenario.device.id
     for target in TARGETS:
-        out = emit(plan, target, spec=spec)
+        out = emit(plan, target, spec=spec, sizing=sizing)  # type: ignore[arg-type]
         rows = {k: float(v.value) for k, v in out.capacity}
         shared: dict[str, Any] = {}
         for f in sorted(out.files, key=lambda f: f.name):
@@ -845,7 +857,7 @@ def summary(rows: Sequence[Row], skips: Sequence[Skip]) -> str:
 
 
 def run(specs: Sequence[str], devices: Optional[Sequence[str]], engines: Sequence[str],
-        keep: Optional[Path], out: Callable[[str], None]) -> int:
+        keep: Optional[Path], out: Callable[[str], None], sizing: str = "fill") -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     logging.disable(logging.WARNING)
@@ -869,7 +881,7 @@ def run(specs: Sequence[str], devices: Optional[Sequence[str]], engines: Sequenc
                 if why:
                     skips.append(Skip(spec, device or "as written", why))
                 for p in got:
-                    for e in emits(spec, device, p, dirs):
+                    for e in emits(spec, device, p, dirs, sizing):
                         if keep is not None:
                             dest = keep / re.sub(r"[^A-Za-z0-9._@-]+", "_", e.label)
                             dest.parent.mkdir(parents=True, exist_ok=True)
@@ -890,6 +902,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--device", action="append", help="a catalog device (repeatable; default: all of them)")
     ap.add_argument("--engine", default=",".join(ENGINES), help="engines to check, comma-separated")
     ap.add_argument("--keep", type=Path, help="also write every emitted file under this folder")
+    ap.add_argument("--sizing", choices=("fill", "exact"), default="fill",
+                    help="kvplan emit --sizing: the engine's usual memory fraction (default) or the plan's own pool")
     args = ap.parse_args(argv)
     engines = [e.strip() for e in args.engine.split(",") if e.strip()]
     unknown = [e for e in engines if e not in ENGINES]
@@ -903,7 +917,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if missing:
         print(f"tools/engine_check.py: {missing[0]}: no such spec file", file=sys.stderr)
         return 2
-    return run(specs, args.device, engines, args.keep, print)
+    return run(specs, args.device, engines, args.keep, print, args.sizing)
 
 
 if __name__ == "__main__":

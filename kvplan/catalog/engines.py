@@ -38,6 +38,32 @@ class Flags:
     pp: str
 
 
+@attrs.frozen(slots=True)
+class PageScale:
+    """Bytes an engine's KV page stores beside each token-head's K values (and again beside its V values): a
+    fixed number per token-head and side (`per_side`: one fp32 scale is 4 B) and a share per value
+    (`per_value`: one FP8 scale per 16 values is 1/16 B), with the engine source that says so."""
+
+    per_side: float = 0.0
+    per_value: float = 0.0
+    source: str = ""
+
+    def bytes_per_token_head(self, head_size: int, head_size_v: int) -> float:
+        """Scale bytes per token and KV head, K and V together."""
+        return 2 * self.per_side + (head_size + head_size_v) * self.per_value
+
+
+@attrs.frozen(slots=True)
+class MemoryDefaults:
+    """How an engine sizes its KV pool from a memory fraction, and kvplan's assumed figures for the terms the
+    engine measures at start-up (each overridable on `kvplan emit`; docs/engine-memory.md)."""
+
+    fraction: float                # the engine's default memory fraction (vLLM --gpu-memory-utilization)
+    fraction_source: str
+    cudagraph: float               # bytes per GPU, assumed: CUDA-graph memory the engine subtracts
+    activation_per_token: float    # bytes per batched token, assumed: the activation peak of the profile run
+
+
 #: "No engine constraint": `engine = any` names no flags.
 NO_FLAGS = Flags("", "", "", "", "", "")
 
@@ -68,6 +94,13 @@ class Engine:
     kv_reads: KvReads = attrs.field(factory=dict)   # its KV dtype names read back (kvplan import)
     flags: Flags = NO_FLAGS
     aliases: tuple[str, ...] = ()  # words people write for it in a spec (`trt-llm`), offered as suggestions
+    mla_refuses: tuple[str, ...] = ()  # kvplan dtype ids it refuses on MLA models (vLLM: int8, int4, nvfp4)
+    page_scales: Mapping[str, PageScale] = attrs.field(factory=dict)  # scale bytes in its KV page, per dtype id
+    memory: Optional[MemoryDefaults] = None  # its fill-mode sizing (kvplan emit --sizing fill)
+
+    def kv_dtypes_for(self, kv_kind: str) -> tuple[str, ...]:
+        """The kvplan dtype ids it can store KV in for a model of this `kv_kind` ("mla", "gqa", ...)."""
+        return tuple(d for d in self.kv_names if kv_kind != "mla" or d not in self.mla_refuses)
 
     @property
     def kv_dtypes(self) -> tuple[str, ...]:
@@ -78,6 +111,21 @@ class Engine:
     def label(self) -> str:
         return f"{self.name} {self.version}"
 
+
+GiB = 2**30
+KiB = 2**10
+
+#: vLLM 0.33.0 (vllm/v1/attention/backends/triton_attn.py:308-319, the only backend that lists the
+#: *_per_token_head dtypes): the page holds (data + one fp32 scale) per K/V side and token-head; nvfp4
+#: (flashinfer.py:558-571, utils/torch_utils.py:542-544) stores d/2 data bytes and d/16 FP8 scale bytes per side.
+_VLLM_SCALES = {
+    "int8": PageScale(4.0, 0.0, "vllm/v1/attention/backends/triton_attn.py:308-319 (vLLM 0.33.0): one fp32 scale "
+                                "per token-head and side"),
+    "int4": PageScale(4.0, 0.0, "vllm/v1/attention/backends/triton_attn.py:308-319 (vLLM 0.33.0): d/2 packed bytes "
+                                "and one fp32 scale per token-head and side"),
+    "fp4": PageScale(0.0, 1 / 16, "vllm/v1/attention/backends/flashinfer.py:558-571, utils/torch_utils.py:542-544 "
+                                  "(vLLM 0.33.0): an FP8 scale per 16 values"),
+}
 
 _ALL_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4", "fp4", "int2")
 
@@ -118,7 +166,18 @@ ENGINES: dict[str, Engine] = {
                    "octave_k3v3": (None, "3-bit"), "octave_k3v3_compact": (None, "3-bit"),
                },
                flags=Flags("--kv-cache-dtype", "--block-size", "--max-num-seqs", "--max-model-len",
-                           "--tensor-parallel-size", "--pipeline-parallel-size")),
+                           "--tensor-parallel-size", "--pipeline-parallel-size"),
+               # vLLM 0.33.0's MLA backends list only auto/float16/bfloat16/fp8 (v1/attention/backends/mla/*.py,
+               # supported_kv_cache_dtypes): the *_per_token_head modes are TRITON_ATTN's, and nvfp4 is a VllmConfig
+               # error, "nvfp4 KV cache is not supported with MLA (Multi-head Latent Attention) backends"
+               # (nvfp4_ds_mla needs a sparse MLA backend, which DeepSeek-V3 has not).
+               mla_refuses=("int8", "int4", "fp4"), page_scales=_VLLM_SCALES,
+               memory=MemoryDefaults(
+                   0.92, "vllm/config/cache.py:215 (vLLM 0.33.0): --gpu-memory-utilization default 0.92, a fraction "
+                         "of the device's total memory (v1/worker/utils.py:716-726)",
+                   # Assumed round figures: vLLM measures both at start-up and logs them ("PyTorch activation peak
+                   # memory takes X GiB", "Estimated CUDA graph memory: X GiB"); measure yours and override.
+                   cudagraph=1 * GiB, activation_per_token=128 * KiB)),
         Engine("sglang", "SGLang", "0.5.23", "SGLang 0.5.23",
                {"bf16": "bfloat16",
                 # SGLang names no float16 KV dtype; `auto` follows the checkpoint's dtype, which is fp16 exactly

@@ -16,7 +16,7 @@ also has its record in kvplan.catalog.engines (docs/architecture.md, "Where to a
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Literal, Optional
 
 from kvplan.base.errors import KvplanError
 from kvplan.base.evidence import Value
@@ -66,7 +66,7 @@ def resolve_targets(names: str | None, engine: str) -> tuple[str, ...]:
 
 
 def emit(plan: Plan, target: str, *, spec: str = "", reserves: Optional[Reserves] = None,
-         deploy: Optional[DeployOptions] = None) -> Emitted:
+         deploy: Optional[DeployOptions] = None, sizing: Literal["fill", "exact"] = "fill") -> Emitted:
     """The files `target` takes for `plan`, with warnings and the KV capacity they give. The memory
     accounting uses the reserves the plan was made with unless `reserves` is given; `deploy` holds the
     overrides of a packaging target's defaults (kvplan/engines/k8s.py)."""
@@ -74,7 +74,7 @@ def emit(plan: Plan, target: str, *, spec: str = "", reserves: Optional[Reserves
     targets = TARGETS
     if target not in targets:
         raise KvplanError(f"unknown target '{target}'", help=suggest(target, targets))
-    return targets[target].build(EmitRequest(plan, spec, reserves, deploy or DeployOptions()))
+    return targets[target].build(EmitRequest(plan, spec, reserves, deploy or DeployOptions(), sizing))
 
 
 def capacity_line(out: Emitted) -> str:

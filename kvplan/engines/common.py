@@ -27,7 +27,7 @@ import math
 import re
 import shlex
 from fractions import Fraction
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Callable, Literal, Mapping, Optional, Sequence
 
 import attrs
 
@@ -38,6 +38,7 @@ from kvplan.base.records import record
 from kvplan.base.units import fmt_bytes
 from kvplan.catalog import DTYPE_ORDER, DTYPES, Dtype, Model
 from kvplan.catalog.engines import Engine as EngineRecord
+from kvplan.catalog.engines import PageScale
 from kvplan.engines.flagparse import Read
 from kvplan.model import memory
 from kvplan.model.footprint import fragmentation
@@ -115,6 +116,8 @@ class Backend:
     build: Callable[["EmitRequest"], Emitted]
     #: An engine target's reader, for `kvplan import --from ID`: (text, base directory, where) -> Read.
     read: Optional[Callable[[str, str, str], Read]] = None
+    #: kvplan dtype ids the engine refuses on MLA models (its catalog record's `mla_refuses`).
+    mla_refuses: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -129,7 +132,7 @@ def engine_backend(engine: EngineRecord, *, flags: tuple[str, ...], source: str,
     return Backend(id=engine.id, engine=engine.name, version=engine.version, kv_dtypes=engine.kv_names,
                    block_sizes=engine.block_sizes, default_block=engine.default_block,
                    prefix_caching=engine.prefix_caching, tiers=engine.tiers, eviction=engine.eviction,
-                   flags=flags, source=source, build=build, read=read)
+                   flags=flags, source=source, build=build, read=read, mla_refuses=engine.mla_refuses)
 
 
 @record
@@ -151,6 +154,7 @@ class EmitRequest:
     spec: str = ""            # the spec path as the user gave it
     reserves: Optional[Reserves] = None  # None: the reserves the plan was made with
     deploy: DeployOptions = DeployOptions()
+    sizing: Literal["fill", "exact"] = "fill"
 
 
 # ---------------------------------------------------------------- header
@@ -243,10 +247,18 @@ def map_choices(plan: Plan, backend: Backend) -> Mapped:
     changed: list[str] = []
     eng = backend.label
     want = plan.kv_dtype.id
-    if want in backend.kv_dtypes:
+    mla = plan.scenario.model.kv_kind == "mla"
+    runs = [d for d in backend.kv_dtypes if not (mla and d in backend.mla_refuses)]
+    if want in runs:
         dt = plan.kv_dtype
+    elif want in backend.kv_dtypes:  # the engine has the dtype but refuses it on this model's attention
+        dt = DTYPES[nearest_dtype(want, runs)]
+        changed.append(f"kv_dtype {want} → {dt.id}: {eng} refuses {backend.kv_dtypes[want]} on MLA models (its MLA "
+                       f"attention backends store {', '.join(backend.kv_dtypes[d] for d in runs)}); the nearest that "
+                       f"is not lossier is {dt.id} ({backend.kv_dtypes[dt.id]}), "
+                       f"{dt.width / DTYPES[want].width:g}x the plan's bytes")
     else:
-        dt = DTYPES[nearest_dtype(want, list(backend.kv_dtypes))]
+        dt = DTYPES[nearest_dtype(want, runs)]
         changed.append(f"kv_dtype {want} → {dt.id}: {eng} has no {want} KV cache "
                        f"(it takes {', '.join(sorted(backend.kv_dtypes))}); the nearest that is not lossier is "
                        f"{dt.id} ({backend.kv_dtypes[dt.id]}), {dt.width / DTYPES[want].width:g}x the plan's bytes")
@@ -293,10 +305,12 @@ class KvLayout:
     head_size: int
     head_size_v: int
     dtype_bytes: float
+    scale_bytes: float = 0.0    # per token and KV head, K and V together: the engine's inline scales
 
     def page_bytes_per_layer(self, block: int) -> float:
-        """engines.md: num_kv_heads (per TP shard) × block_size × (head_size + head_size_v) × dtype bytes."""
-        return self.heads * block * (self.head_size + self.head_size_v) * self.dtype_bytes
+        """engines.md: num_kv_heads (per TP shard) × block_size × ((head_size + head_size_v) × dtype bytes
+        + the scale bytes the engine stores inline per token-head: vLLM's per-token-head fp32 scales)."""
+        return self.heads * block * ((self.head_size + self.head_size_v) * self.dtype_bytes + self.scale_bytes)
 
     def block_bytes(self, block: int) -> float:
         return self.layers * self.page_bytes_per_layer(block)
@@ -306,12 +320,15 @@ class KvLayout:
         return self.block_bytes(1)
 
 
-def kv_layout(model: Model, tp: int, pp: int, dtype_bytes: float) -> KvLayout:
+def kv_layout(model: Model, tp: int, pp: int, dtype_bytes: float, scale: Optional[PageScale] = None) -> KvLayout:
+    """`scale`: the engine's inline scale bytes for the dtype (its record's page_scales), none on MLA latents."""
     layers = math.ceil(model.n_layers / max(1, pp))
     if model.kv_kind == "mla":
         return KvLayout(layers, 1, model.mla_kv_rank + model.mla_rope_dim, 0, dtype_bytes)
     heads = math.ceil(model.n_kv / tp) if tp <= model.n_kv else 1
-    return KvLayout(layers, heads, model.head_dim, model.v_head_dim or model.head_dim, dtype_bytes)
+    dv = model.v_head_dim or model.head_dim
+    extra = scale.bytes_per_token_head(model.head_dim, dv) if scale is not None else 0.0
+    return KvLayout(layers, heads, model.head_dim, dv, dtype_bytes, extra)
 
 
 def pinned_engine_flags(sc: Scenario, names: tuple[Optional[str], Optional[str], Optional[str], Optional[str]]
@@ -408,9 +425,11 @@ class Sizing:
         return ceil_div(self.tier_tokens, self.block) * self.block_bytes
 
 
-def size(plan: Plan, mapped: Mapped, reserves: Optional[Reserves] = None) -> Sizing:
+def size(plan: Plan, mapped: Mapped, reserves: Optional[Reserves] = None,
+         scales: Mapping[str, PageScale] = {}) -> Sizing:
     """The per-GPU memory of the plan under the target's dtype, block size and retention, for its
-    most loaded GPU (kvplan.model.memory); `reserves` None takes the plan's own."""
+    most loaded GPU (kvplan.model.memory); `reserves` None takes the plan's own; `scales` are the engine's
+    inline scale bytes per dtype (its record's page_scales)."""
 
     sc = plan.scenario
     m = sc.model
@@ -427,7 +446,7 @@ def size(plan: Plan, mapped: Mapped, reserves: Optional[Reserves] = None) -> Siz
         phi = float(fragmentation(sc.context, mapped.block))
         tokens = tokens / (1.0 + phi_plan) * (1.0 + phi)
     tokens = _whole(tokens)
-    layout = kv_layout(m, tp, pp, mapped.dtype.width)
+    layout = kv_layout(m, tp, pp, mapped.dtype.width, scales.get(mapped.dtype.id))
     # each attention group's ranks hold their own share of the sequences (pin.attention_dp)
     blocks = ceil_div(_whole(tokens / sc.attention_dp), mapped.block)
     activation, runtime = (plan.reserves if reserves is None else reserves).resolve(sc.device.memory)
@@ -458,10 +477,14 @@ def fmt_int(x: float) -> str:
     return f"{int(x):,}"
 
 
-def capacity(sizing: Sizing, engine_tokens: float, how: str) -> tuple[tuple[str, Value], ...]:
-    """The capacity rows every engine target prints: the engine's figure beside the plan's."""
+def capacity(sizing: Sizing, engine_tokens: float, how: str,
+             sequences: Optional[int] = None) -> tuple[tuple[str, Value], ...]:
+    """The capacity rows every engine target prints: the engine's figure beside the plan's; `sequences` the
+    engine's own count where tokens over tokens per sequence is not it (vLLM's hybrid KV cache groups)."""
     per_seq = sizing.tokens_per_seq
     seqs = math.floor(_whole(engine_tokens / per_seq)) if per_seq > 0 else 0
+    if sequences is not None:
+        seqs = sequences
     return (
         ("kv_tokens", derived(engine_tokens, "tokens", how)),
         ("plan_kv_tokens", derived(sizing.plan_tokens, "tokens",

@@ -32,7 +32,7 @@ from kvplan.catalog import Model, aliases, by_repo_id, get_device, hub, models, 
 from kvplan.catalog.engines import get_engine
 from kvplan.catalog.hf_config import load_config
 from kvplan.catalog.quality import BUDGETS, admissible
-from kvplan.engines import TARGETS
+from kvplan.engines import TARGETS, emit
 from kvplan.engines.flagparse import LIMIT_HELP, MAX_TOKENS, DeploymentReadError, Read, in_range, split_command
 from kvplan.engines.sglang import sglang_tokens
 from kvplan.engines.trtllm import trtllm_tokens
@@ -412,8 +412,10 @@ def _derive(engine: str, wl: _Workload, spec: Callable[[tuple[int, str], tuple[i
     sc = attrs.evolve(checked.scenarios[0], max_context=wl.bound[0])
 
     def fits(b: int, c: int) -> bool:
+        # kvplan's memory model, and the engine's own sizing of the pool the flags give (kvplan emit's): a
+        # deployment the engine would hold fewer sequences in than the plan is not the one it runs
         p = plan(attrs.evolve(sc, batch=b, context=c), suggest=False)
-        return not any(u.constraint == "fits" for u in p.unmet)
+        return not any(u.constraint == "fits" for u in p.unmet) and not emit(p, engine).findings
 
     flag = get_engine(engine).flags.batch
     if wl.derive == "context":
@@ -431,7 +433,7 @@ def _derive(engine: str, wl: _Workload, spec: Callable[[tuple[int, str], tuple[i
         return (1, f"{flag} is not set, and the pool holds no sequence of {context[0]:,} tokens"), context
     b = _largest(1, limits.MAX_BATCH, lambda x: fits(x, context[0]))
     return (b, f"derived: {flag} is not set; the sequences of {context[0]:,} tokens the KV pool holds "
-               "(kvplan's memory model); pass --batch for the concurrency you serve"), context
+               "(kvplan's memory model and the engine's sizing); pass --batch for the concurrency you serve"), context
 
 
 def _largest(lo: int, hi: int, works: Callable[[int], bool]) -> int:

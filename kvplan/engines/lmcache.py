@@ -4,10 +4,21 @@ Written only when the plan has a tier; otherwise a warning says there is
 nothing to tier. Sizes are per engine worker (one per GPU): the plan's tier
 bytes, replicated as the GPU pool is, divided over the GPUs, in whole blocks.
 
-- host: `local_cpu: true`, `max_local_cpu_size` = that size in GB.
-- ssd: `local_disk` with `max_local_disk_size` = that size; the CPU level keeps
-  LMCache's default `max_local_cpu_size` (5.0 GB, engines.md) as staging. The
+- host: `local_cpu: true`, `max_local_cpu_size` = that size in GiB: LMCache
+  allocates int(max_local_cpu_size × 1024³) bytes (lmcache/v1/cache_engine.py:2087-2110,
+  LMCache 0.5.6), although its log prints "GB"; kvplan writes the fewest
+  hundredths of a GiB that hold the plan's bytes.
+- ssd: `local_disk` with `max_local_disk_size` = that size, GiB too
+  (v1/storage_backend/local_disk_backend.py:190); the CPU level keeps
+  LMCache's default `max_local_cpu_size` (5.0 GiB, config.py:88-113) as staging. The
   disk path is a placeholder to edit.
+
+The tokens stated are LMCache's: whole chunks of `chunk_size` (256) tokens, one
+chunk being kv_shape (layers on the GPU, 2, or 1 for MLA, 256, KV heads per TP
+shard, head size) elements of vLLM's KV torch dtype (lmcache/integration/vllm/utils.py:405-415):
+2 B for bf16/fp16, 1 B (uint8/int8) for fp8, int8/int4_per_token_head and nvfp4
+(vllm/utils/torch_utils.py STR_DTYPE_TO_TORCH_DTYPE), so an int4 KV cache takes
+twice its packed bytes in LMCache.
 - remote: `remote_url` has to name your store (redis://, lm://, s3://,
   mooncakestore://, ...); kvplan cannot know it, so the line is left commented
   and a finding says the tier is not configured until it is set.
@@ -33,7 +44,8 @@ from kvplan.engines.common import Backend, EmitRequest, Emitted, EmittedFile
 
 #: LMCache's default chunk size in tokens (engines.md).
 CHUNK_SIZE = 256
-#: LMCache's default CPU size in GB (engines.md), kept as the staging level in front of a disk or remote tier.
+#: LMCache's default CPU size in GiB (lmcache/v1/config.py:88-113), kept as the staging level in front of a disk or
+#: remote tier.
 DEFAULT_CPU_GB = 5.0
 #: Where the SSD tier lives: a placeholder to edit (LMCache takes `file:///path/`).
 DISK_PLACEHOLDER = "file:///mnt/nvme/lmcache/"
@@ -51,8 +63,31 @@ def _loaders(engine: str) -> tuple[str, ...]:
     return (engine,) if engine in LOADERS else tuple(LOADERS)
 
 
-def _gb_up(x: float) -> float:
-    return max(0.01, math.ceil(x / 1e9 * 100) / 100)
+GiB = 1024**3
+
+
+def _gib_up(x: float) -> float:
+    """The fewest hundredths of a GiB whose int(value × 1024³) bytes, as LMCache reads them, hold `x` bytes."""
+    v = max(1, math.ceil(x / GiB * 100))
+    while int(v / 100 * GiB) < x:
+        v += 1
+    return v / 100
+
+
+def lmcache_bytes(size_gib: float) -> int:
+    """The bytes LMCache allocates for a size in GiB: int(size × 1024**3) (cache_engine.py:2087-2110)."""
+    return int(size_gib * GiB)
+
+
+def element_bytes(dtype_id: str) -> int:
+    """Bytes per element of vLLM's KV torch dtype, which LMCache's chunks use: 2 for 16-bit, else 1 (uint8)."""
+    return 2 if dtype_id in ("bf16", "fp16") else 1
+
+
+def chunk_bytes(layout: common.KvLayout, dtype_id: str, mla: bool) -> int:
+    """One LMCache chunk: kv_shape (layers, 1 if MLA else 2, chunk_size, KV heads, head size) × element bytes
+    (lmcache/integration/vllm/utils.py:405-415)."""
+    return layout.layers * (1 if mla else 2) * CHUNK_SIZE * layout.heads * layout.head_size * element_bytes(dtype_id)
 
 
 def _lossy_transport_admitted(budget: str) -> bool:
@@ -68,6 +103,9 @@ class _Config:
     keynotes: dict[str, str]
     notes: tuple[str, ...]
     findings: tuple[str, ...]
+    held: int = 0      # bytes LMCache allocates per worker for the tier (or the staging level)
+    tokens: int = 0    # the tokens those bytes hold in LMCache's chunks
+    how: str = ""
 
 
 def _config(req: EmitRequest, mapped: common.Mapped, sz: common.Sizing) -> _Config:
@@ -77,21 +115,41 @@ def _config(req: EmitRequest, mapped: common.Mapped, sz: common.Sizing) -> _Conf
     findings: list[str] = []
     per_gpu = sz.tier_bytes_per_gpu()
     body: dict[str, object] = {"chunk_size": CHUNK_SIZE, "local_cpu": True}
-    comments = [common.header(req, BACKEND.label),
-                f"# the plan's {mapped.tier} tier: {common.fmt_int(per_gpu)} B per engine worker (one per GPU) = "
-                f"{common.fmt_int(sz.tier_tokens)} tokens of KV in whole blocks (derived)"]
+    size = _gib_up(per_gpu)
+    chunk = chunk_bytes(sz.layout, mapped.dtype.id, sc.model.kv_kind == "mla")
+    held = lmcache_bytes(size if mapped.tier in ("host", "ssd") else DEFAULT_CPU_GB)
+    tokens = held // chunk * CHUNK_SIZE
+    key = "max_local_disk_size" if mapped.tier == "ssd" else "max_local_cpu_size"
+    comments = [common.header(req, BACKEND.label)]
+    if mapped.tier in ("host", "ssd"):
+        comments.append(
+            f"# the plan's {mapped.tier} tier: {common.fmt_int(held)} B per engine worker (one per GPU) = "
+            f"{common.fmt_int(tokens)} tokens in LMCache chunks of {CHUNK_SIZE} "
+            f"({common.fmt_int(held // chunk)} chunks "
+            f"× {common.fmt_int(chunk)} B at {element_bytes(mapped.dtype.id)} B per element) (derived); "
+            f"{key} {size} GiB = int({size} × 1024³) B holds the plan's {common.fmt_int(per_gpu)} B = "
+            f"{common.fmt_int(sz.tier_tokens)} tokens of KV in whole blocks")
+        if tokens < sz.tier_tokens:
+            notes.append(f"LMCache stores {mapped.dtype_name} "
+                         f"KV at {element_bytes(mapped.dtype.id)} B per element: the plan's "
+                         f"{common.fmt_int(per_gpu)} B per worker hold {common.fmt_int(tokens)} tokens in LMCache, "
+                         f"not the plan's {common.fmt_int(sz.tier_tokens)}")
+    else:
+        comments.append(f"# the plan's {mapped.tier} tier holds {common.fmt_int(per_gpu)} B per engine worker "
+                        f"({common.fmt_int(sz.tier_tokens)} tokens of KV in whole blocks) in your store; the local CPU "
+                        f"level is LMCache's default {DEFAULT_CPU_GB} GiB = {common.fmt_int(held)} B of staging")
     keynotes: dict[str, str] = {}
     if mapped.tier == "host":
-        body["max_local_cpu_size"] = _gb_up(per_gpu)
-        keynotes["max_local_cpu_size"] = "GB per worker: the plan's tier bytes"
+        body["max_local_cpu_size"] = size
+        keynotes["max_local_cpu_size"] = "GiB per worker (× 1024³ B): the plan's tier bytes"
     else:
         body["max_local_cpu_size"] = DEFAULT_CPU_GB
-        keynotes["max_local_cpu_size"] = "GB, LMCache's default, staging in front of the tier"
+        keynotes["max_local_cpu_size"] = "GiB, LMCache's default, staging in front of the tier"
     if mapped.tier == "ssd":
         body["local_disk"] = DISK_PLACEHOLDER
-        body["max_local_disk_size"] = _gb_up(per_gpu)
+        body["max_local_disk_size"] = size
         keynotes["local_disk"] = "placeholder: your NVMe mount"
-        keynotes["max_local_disk_size"] = "GB per worker: the plan's tier bytes"
+        keynotes["max_local_disk_size"] = "GiB per worker (× 1024³ B): the plan's tier bytes"
         notes.append(f"local_disk {DISK_PLACEHOLDER} is a placeholder: point it at your NVMe mount")
     if mapped.tier == "remote":
         comments.append("# remote_url: redis://HOST:PORT   (or lm://, s3://, mooncakestore://: set your store)")
@@ -103,7 +161,9 @@ def _config(req: EmitRequest, mapped: common.Mapped, sz: common.Sizing) -> _Conf
                                     "chose no transport codec")
     else:
         keynotes["remote_serde"] = f"lossless: budget {sc.budget} admits no lossy transport (cachegen)"
-    return _Config(tuple(comments), body, keynotes, tuple(notes), tuple(findings))
+    how = (f"int({key} {body[key]} × 1024³) B // {common.fmt_int(chunk)} B per chunk × {CHUNK_SIZE} tokens "
+           "(lmcache/v1/cache_engine.py:2087-2110, integration/vllm/utils.py:405-415, LMCache 0.5.6)")
+    return _Config(tuple(comments), body, keynotes, tuple(notes), tuple(findings), held, tokens, how)
 
 
 def render(req: EmitRequest) -> Emitted:
@@ -123,9 +183,12 @@ def render(req: EmitRequest) -> Emitted:
     files = [EmittedFile("lmcache.yaml", common.yaml_text(cfg.comments, cfg.body, cfg.keynotes))]
     warnings = list(cfg.notes)
     rows: list[tuple[str, Value]] = [
-        ("tier_bytes_per_worker", derived(sz.tier_bytes_per_gpu(), "B", "plan tier bytes × replication / devices, "
-                                                                        "whole blocks")),
-        ("tier_tokens", derived(sz.tier_tokens, "tokens", "plan tier bytes / bytes per token")),
+        ("tier_bytes_per_worker", derived(cfg.held, "B", "the GiB LMCache reads × 1024³, the fewest hundredths that "
+                                                         "hold the plan's tier bytes per worker")),
+        ("tier_tokens", derived(cfg.tokens, "tokens", cfg.how)),
+        ("plan_tier_bytes_per_worker", derived(sz.tier_bytes_per_gpu(), "B", "plan tier bytes × replication / "
+                                                                             "devices, whole blocks")),
+        ("plan_tier_tokens", derived(sz.tier_tokens, "tokens", "plan tier bytes / bytes per token")),
     ]
     if p.tier.bytes is not None:
         rows.append(("plan_tier_bytes", p.tier.bytes))

@@ -1,11 +1,15 @@
 """vLLM 0.33.0: the plan as a `vllm serve` command line, written to vllm.sh.
 
-The KV pool is set with `--kv-cache-memory-bytes` (per GPU), not with
-`--gpu-memory-utilization`: the byte count fixes the number of blocks exactly
-(num_blocks = bytes // bytes per block, engines.md), whereas the utilization
-fraction leaves the pool to whatever the activation peak and non-torch memory
-turn out to be at start-up, which kvplan can only assume. The equivalent
-utilization under the assumed reserves is written as a comment.
+The KV pool is sized one of two ways (`EmitRequest.sizing`, `kvplan emit --sizing`):
+`fill` (the default) writes vLLM's own `--gpu-memory-utilization` (0.92) and states the
+capacity vLLM's formula gives under it, ceil(total × u) − weights − non-torch memory −
+the activation peak at `--max-num-batched-tokens` − the CUDA-graph estimate
+(v1/worker/gpu_worker.py:641-757, vLLM 0.33.0; the non-weight terms are kvplan's
+assumed, overridable defaults); `exact` writes `--kv-cache-memory-bytes`, the plan's
+blocks plus the null block vLLM's BlockPool holds back (v1/core/block_pool.py:191).
+Pages are vLLM's: the per-token-head dtypes carry fp32 scales (TRITON_ATTN), nvfp4
+FP8 block scales; a windowed model's layers form KV cache groups that share one pool
+(v1/core/kv_cache_planning.py). docs/cli-emit.md "Sizing" has the formulas.
 
 A host tier uses vLLM's own offloading (`--kv-offloading-size`, summed over TP
 ranks, with `--kv-offloading-backend native`); an SSD or remote tier goes
@@ -23,12 +27,17 @@ from __future__ import annotations
 import json
 import math
 import re
+from typing import Optional, Sequence
+
+import attrs
 
 from kvplan.base import limits
-from kvplan.base.evidence import derived
+from kvplan.base.evidence import Value, assumed, derived, reported
+from kvplan.base.units import fmt_bytes
+from kvplan.catalog import Model
 from kvplan.catalog.engines import get_engine
 from kvplan.engines import common
-from kvplan.engines.common import EmitRequest, Emitted, EmittedFile, Flag
+from kvplan.engines.common import EmitRequest, Emitted, EmittedFile, Flag, Reserves
 from kvplan.engines.flagparse import (
     DeploymentReadError,
     Read,
@@ -55,6 +64,7 @@ from kvplan.engines.flagparse import (
     warn_flag,
     weights_dtype,
 )
+from kvplan.planner.plan import Plan
 
 ENGINE = get_engine("vllm")
 F = ENGINE.flags
@@ -63,7 +73,8 @@ KV_DTYPES = ENGINE.kv_names
 
 FLAGS = ("--kv-cache-dtype", "--block-size", "--enable-prefix-caching", "--disable-prefix-caching",
          "--tensor-parallel-size", "--pipeline-parallel-size", "--max-model-len", "--max-num-seqs",
-         "--kv-cache-memory-bytes", "--kv-offloading-size", "--kv-offloading-backend",
+         "--kv-cache-memory-bytes", "--gpu-memory-utilization", "--max-num-batched-tokens", "--kv-offloading-size",
+         "--kv-offloading-backend",
          "--kv-transfer-config", "kv_connector", "kv_role", "LMCacheConnectorV1", "kv_both")
 
 LMCACHE_CONNECTOR = {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
@@ -73,26 +84,268 @@ def _gib_up(x: float) -> int:
     return max(1, math.ceil(x / common.GiB))
 
 
+def _gib(b: float) -> str:
+    """vLLM's format_gib (vllm/utils/mem_utils.py:30): GiB rounded to 2 decimals, as its messages print them."""
+    return f"{round(b / common.GiB, 2)}"
+
+
+def default_batched_tokens(device_memory: float, device_id: str) -> tuple[int, str]:
+    """vLLM 0.33.0's default --max-num-batched-tokens for `vllm serve` (OPENAI_API_SERVER) on a GPU of this much
+    memory (vllm/engine/arg_utils.py:2955-3005): 16,384 from 160 GiB, 8,192 from 70 GiB (not A100), else 2,048."""
+    gib = device_memory / common.GiB
+    if gib >= 160:
+        return 16384, "vLLM's default for GPUs of 160 GiB or more (engine/arg_utils.py:2975)"
+    if gib >= 70 and "a100" not in device_id:
+        return 8192, "vLLM's default for GPUs of 70 GiB or more but A100 (engine/arg_utils.py:2989)"
+    return 2048, "vLLM's default for smaller GPUs and A100 (engine/arg_utils.py:2999)"
+
+
+@attrs.frozen(slots=True)
+class Groups:
+    """vLLM's KV cache groups on one GPU (v1/core/kv_cache_planning.py:416-560): layers bucketed by attention
+    window, each bucket split into groups of `group_size` layers; all groups draw block ids from one pool, and
+    one pool block is one page of `group_size` layers."""
+
+    group_size: int
+    windows: tuple[Optional[int], ...]   # one per group: None for full attention
+
+    @property
+    def hybrid(self) -> bool:
+        return len(self.windows) > 1
+
+
+def kv_groups(windows: Sequence[Optional[int]]) -> Groups:
+    """_get_kv_cache_groups_uniform_page_size (kv_cache_planning.py:505-560) for layers of equal page size:
+    group size = the fewest layers of one window, or the most when no bucket has 1.5x the fewest."""
+    buckets: dict[Optional[int], int] = {}
+    for w in windows:
+        buckets[w] = buckets.get(w, 0) + 1
+    if len(buckets) == 1:
+        return Groups(len(windows), (next(iter(buckets)),))
+    least, most = min(buckets.values()), max(buckets.values())
+    size = most if most < least * 1.5 else least
+    return Groups(size, tuple(w for w, n in buckets.items() for _ in range(math.ceil(n / size))))
+
+
+def blocks_per_request(groups: Groups, max_len: int, block: int, in_flight: int) -> int:
+    """Pool blocks one request at max_len takes (kv_cache_utils.py:1061-1090, the sum over groups): a full
+    group cdiv(max_len, block) (kv_cache_interface.py:643-648); a sliding-window group
+    cdiv(min(window - 1 + in-flight tokens, max_len), block) + 1 (kv_cache_interface.py:918-944)."""
+    total = 0
+    for w in groups.windows:
+        if w is None:
+            total += math.ceil(max_len / block)
+        else:
+            total += math.ceil(min(w - 1 + in_flight, max_len) / block) + 1
+    return total
+
+
+@attrs.frozen(slots=True)
+class Pool:
+    """One GPU's vLLM KV pool: `num_blocks` pool blocks of `block_bytes` (the null block among them)."""
+
+    num_blocks: int
+    block_bytes: int
+    block: int
+    per_request: int          # pool blocks one request at --max-model-len takes
+    max_len: int
+    groups: Groups
+
+    @property
+    def bytes(self) -> int:
+        return self.num_blocks * self.block_bytes
+
+    @property
+    def tokens(self) -> int:
+        """The capacity kvplan states: usable token slots, (num_blocks - 1) x block (the BlockPool holds one
+        null block, v1/core/block_pool.py:191); with several KV cache groups vLLM's own figure,
+        int(num_blocks / blocks per request x max-model-len) (kv_cache_utils.py:1119-1128)."""
+        if self.groups.hybrid:
+            return int(self.num_blocks / self.per_request * self.max_len)
+        return max(0, self.num_blocks - 1) * self.block
+
+    @property
+    def requests(self) -> int:
+        """Requests at --max-model-len that fit beside the null block."""
+        return max(0, self.num_blocks - 1) // self.per_request if self.per_request else 0
+
+    def refusal(self, fix: str) -> Optional[str]:
+        """vLLM's own words when one request at --max-model-len does not fit (kv_cache_planning.py:50-88,
+        checked against the pool less the null block, 1533-1556), with the flag that would fix it."""
+        avail = self.bytes - self.block_bytes
+        needed = self.per_request * self.block_bytes
+        if self.bytes <= 0:
+            return ("vLLM would refuse to start: \"No available memory for the cache blocks. Try increasing "
+                    f"`gpu_memory_utilization` when initializing the engine\"; {fix}")
+        if needed <= avail:
+            return None
+        est = max(0, self.num_blocks - 1) * self.block if not self.groups.hybrid else 0
+        est_msg = f"Based on the available memory, the estimated maximum model length is {est}. " if est > 0 else ""
+        return (f"vLLM would refuse to start: \"To serve at least one request with the model's max seq len "
+                f"({self.max_len}), ({_gib(needed)} GiB KV cache is needed, which is larger than the available KV "
+                f"cache memory ({_gib(avail)} GiB). {est_msg}Try increasing "
+                f"`gpu_memory_utilization` ... or decreasing `max_model_len`\"; {fix}")
+
+
+def _layer_windows(model: Model, pp: int) -> tuple[Optional[int], ...]:
+    """The windows of the most loaded pipeline stage's layers (the first: vLLM's get_pp_indices)."""
+    return tuple(model.windows[:math.ceil(model.n_layers / max(1, pp))])
+
+
+def fill_fraction(plan: Plan) -> tuple[float, str]:
+    """The --gpu-memory-utilization fill mode writes: the spec's pin (what `kvplan import` read), else vLLM's
+    default (the engine record)."""
+    pinned = plan.scenario.memory_fraction
+    if pinned is not None:
+        return pinned, "pin memory_fraction: the deployment's --gpu-memory-utilization"
+    mem = ENGINE.memory
+    assert mem is not None
+    return mem.fraction, mem.fraction_source
+
+
+@attrs.frozen(slots=True)
+class Shape:
+    """What fixes vLLM's pool arithmetic for one GPU: its KV cache groups, the bytes of one pool block, the blocks
+    one request at --max-model-len takes, and the --max-num-batched-tokens written."""
+
+    groups: Groups
+    block_bytes: int
+    per_request: int
+    batched: int
+    batched_why: str
+
+
+def shape(p: Plan, sz: common.Sizing, block: int) -> Shape:
+    sc = p.scenario
+    groups = kv_groups(_layer_windows(sc.model, p.pp))
+    page = sz.layout.page_bytes_per_layer(block)
+    block_bytes = math.ceil(page * groups.group_size) if groups.hybrid else math.ceil(sz.block_bytes)
+    pinned = sc.pins.get("max_batched_tokens")
+    if pinned is not None:
+        batched, why = int(float(pinned.value)), "pin max_batched_tokens: the deployment's --max-num-batched-tokens"
+    else:
+        batched, why = default_batched_tokens(sz.total, sc.device.id)
+        batched = max(batched, sc.batch)  # vLLM requires max_num_batched_tokens >= max_num_seqs
+    in_flight = (2 if p.pp <= 1 else p.pp) * batched  # VllmConfig.max_in_flight_tokens (config/vllm.py:588-609)
+    # one request at --max-model-len must fit (kv_cache_planning.py:1533-1556): the spec's bound, not its context
+    return Shape(groups, block_bytes, blocks_per_request(groups, sc.context_bound, block, in_flight), batched, why)
+
+
+@attrs.frozen(slots=True)
+class Sized:
+    """One sizing mode's outcome: the pool, the Sizing it gives, the memory flag, the comment line and the
+    capacity rows that explain it, and the findings (a refusal, a pool smaller than the plan)."""
+
+    pool: Pool
+    sizing: common.Sizing
+    flag: Flag
+    line: str
+    how: str
+    rows: tuple[tuple[str, Value], ...]
+    findings: tuple[str, ...]
+
+
+def _on_pool(sz: common.Sizing, pool: Pool, activation: Optional[Value] = None,
+             runtime: Optional[Value] = None) -> common.Sizing:
+    """`sz` with the engine's pool (its blocks; for hybrid groups a block of group_size layers) and reserves."""
+    layout = attrs.evolve(sz.layout, layers=pool.groups.group_size) if pool.groups.hybrid else sz.layout
+    return attrs.evolve(sz, blocks=pool.num_blocks, layout=layout, activation=activation or sz.activation,
+                        runtime=runtime or sz.runtime)
+
+
+def size_exact(p: Plan, sz: common.Sizing, sh: Shape, block: int) -> Sized:
+    """--kv-cache-memory-bytes: the plan's blocks (for hybrid groups the batch's requests) and the null block
+    vLLM holds back, so every request at --max-model-len fits."""
+    want = p.scenario.batch * sh.per_request if sh.groups.hybrid else max(sz.blocks, sh.per_request)
+    pool = Pool(want + 1, sh.block_bytes, block, sh.per_request, p.scenario.context, sh.groups)
+    sized = _on_pool(sz, pool)
+    util = math.ceil((sized.weights + pool.bytes + sized.reserves) / sized.total * 1e4) / 1e4
+    line = (f"# --kv-cache-memory-bytes fixes the pool ({common.fmt_int(pool.num_blocks)} blocks, 1 of them "
+            f"vLLM's null block); under the assumed reserves it equals --gpu-memory-utilization {util:.4f}")
+    how = (f"(--kv-cache-memory-bytes {pool.bytes} // {common.fmt_int(sh.block_bytes)} B per block − 1 null block) "
+           f"× {block} tokens (vllm/v1/core/kv_cache_planning.py:681, block_pool.py:191)")
+    rows = (("gpu_memory_utilization_equivalent",
+             derived(util, "1", "(weights + KV pool + reserves) / memory, rounded up to 0.0001")),)
+    refused = pool.refusal(f"raise --kv-cache-memory-bytes to {(sh.per_request + 1) * sh.block_bytes}")
+    return Sized(pool, sized, ("--kv-cache-memory-bytes", str(pool.bytes)), line, how, rows,
+                 (refused,) if refused else ())
+
+
+def _fill_terms(reserves: Reserves, total: float, batched: int) -> tuple[Value, Value, Value]:
+    """(non-torch, activation peak, CUDA graphs) per GPU: the user's figures, else kvplan's assumed defaults."""
+    mem = ENGINE.memory
+    assert mem is not None
+    _, runtime = reserves.resolve(total)
+    if reserves.activation is None:
+        activation = assumed(batched * mem.activation_per_token, "B",
+                             f"activation peak of vLLM's profile run at --max-num-batched-tokens {batched:,}: "
+                             f"{common.fmt_int(mem.activation_per_token)} B per batched token, a round default; "
+                             "vLLM logs the measured peak; --activation-reserve")
+    else:
+        activation = assumed(reserves.activation, "B", "activation peak per GPU (--activation-reserve)")
+    if reserves.cudagraph is None:
+        graphs = assumed(mem.cudagraph, "B", "CUDA-graph memory per GPU: 1 GiB, a round default; vLLM estimates "
+                                             "it at start-up (envs.py:329); --cudagraph-reserve")
+    else:
+        graphs = assumed(reserves.cudagraph, "B", "CUDA-graph memory per GPU (--cudagraph-reserve)")
+    return runtime, activation, graphs
+
+
+def size_fill(p: Plan, sz: common.Sizing, sh: Shape, block: int, reserves: Reserves) -> Sized:
+    """--gpu-memory-utilization: ceil(total × u) − weights − non-torch − activation peak − CUDA graphs
+    (v1/worker/gpu_worker.py:641-757), in whole pool blocks, one of them the null block."""
+    sc = p.scenario
+    frac, frac_why = fill_fraction(p)
+    runtime, activation, graphs = _fill_terms(reserves, sz.total, sh.batched)
+    avail = math.ceil(sz.total * frac) - sz.weights - runtime.value - activation.value - graphs.value
+    pool = Pool(math.floor(avail) // sh.block_bytes if avail > 0 else 0, sh.block_bytes, block, sh.per_request,
+                sc.context_bound, sh.groups)
+    sized = _on_pool(sz, pool, activation=activation,
+                     runtime=assumed(float(runtime.value + graphs.value), "B",
+                                     f"vLLM's non-torch memory, the {runtime.source}; + {graphs.source}"))
+    line = (f"# --gpu-memory-utilization {frac:g} (vLLM's default): pool = ceil({common.fmt_int(sz.total)} B "
+            f"× {frac:g}) − weights {common.fmt_int(sz.weights)} B "
+            f"− non-torch {common.fmt_int(runtime.value)} B "
+            f"− activation peak {common.fmt_int(activation.value)} B − CUDA graphs "
+            f"{common.fmt_int(graphs.value)} B (assumed) = {common.fmt_int(max(0.0, avail))} B "
+            f"= {common.fmt_int(pool.num_blocks)} blocks, 1 of them vLLM's null block")
+    how = (f"(ceil(memory × {frac:g}) − weights − non-torch − activation peak − CUDA graphs) // "
+           f"{common.fmt_int(sh.block_bytes)} B per block − 1 null block, × {block} tokens "
+           "(vllm/v1/worker/gpu_worker.py:641-757, kv_cache_planning.py:681, block_pool.py:191)")
+    need = sz.weights + runtime.value + activation.value + graphs.value + (sh.per_request + 1) * sh.block_bytes
+    least = math.ceil(need / sz.total * 100) / 100
+    fix = (f"--gpu-memory-utilization {least:.2f} would start it" if least <= 1 else
+           f"no --gpu-memory-utilization fits one request of {sc.context_bound:,} tokens on {sc.device.id}")
+    if pool.num_blocks > 1 and not sh.groups.hybrid:
+        fix += f", or --max-model-len {(pool.num_blocks - 1) * block}"
+    fix += "; kvplan emit --sizing exact writes the plan's own pool"
+    findings = [pool.refusal(fix)]
+    if pool.requests >= 1 and pool.tokens < sz.tokens and not sh.groups.hybrid:
+        findings.append(f"--gpu-memory-utilization {frac:g} leaves a KV pool of {common.fmt_int(pool.tokens)} "
+                        f"tokens, fewer than the plan's {common.fmt_int(math.ceil(sz.tokens))}: the plan's batch "
+                        f"of {sc.batch} does not fit (emit --sizing exact sizes the pool to the plan)")
+    rows = (("gpu_memory_utilization", reported(frac, "1", frac_why)), ("cudagraph_reserve", graphs))
+    return Sized(pool, sized, ("--gpu-memory-utilization", f"{frac:g}"), line, how, rows,
+                 tuple(f for f in findings if f))
+
+
 def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh", label: str = "") -> Emitted:
     """vllm.sh for the plan; `via_lmcache` puts any tier behind LMCache (the lmcache target)."""
     p = req.plan
     sc = p.scenario
     mapped = common.map_choices(p, BACKEND)
-    sz = common.size(p, mapped, req.reserves)
+    sz = common.size(p, mapped, req.reserves, ENGINE.page_scales)
     notes = common.model_notes(p, BACKEND)
     if sc.attention_dp > 1:
         notes.append(f"pin attention_dp = {sc.attention_dp} (SGLang's DP attention) is not written: kvplan writes no "
                      "vLLM flag for attention groups inside one tensor-parallel group")
-    kv_bytes = math.ceil(sz.pool)
-    engine_blocks = kv_bytes // math.ceil(sz.block_bytes)
-    engine_tokens = engine_blocks * sz.block
-    util = math.ceil((sz.weights + kv_bytes + sz.reserves) / sz.total * 1e4) / 1e4
-    util_text = f"{util:.4f}"
     if sc.model.kv_kind == "mla" and mapped.dtype.id in ("fp8", "fp4"):
         notes.append(f"docs/engines.md also lists {'fp8' if mapped.dtype.id == 'fp8' else 'nvfp4'}_ds_mla without its "
                      f"page layout; kvplan writes {mapped.dtype_name}, "
                      "whose page bytes follow the docs/engines.md formula")
-
+    sh = shape(p, sz, mapped.block)
+    got = (size_exact(p, sz, sh, mapped.block) if req.sizing == "exact" else
+           size_fill(p, sz, sh, mapped.block, p.reserves if req.reserves is None else req.reserves))
     flags: list[Flag] = [
         (F.kv_dtype, mapped.dtype_name),
         (F.block, str(mapped.block)),
@@ -102,9 +355,8 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh"
     if p.pp > 1:
         flags.append((F.pp, str(p.pp)))
     flags += [(F.context, str(sc.context_bound)), (F.batch, str(sc.batch)),
-              ("--kv-cache-memory-bytes", str(kv_bytes))]
-    flags += common.pinned_engine_flags(sc, ("--gpu-memory-utilization", "--max-num-batched-tokens",
-                                             "--data-parallel-size", None))
+              ("--max-num-batched-tokens", str(sh.batched)), got.flag]
+    flags += common.pinned_engine_flags(sc, (None, None, "--data-parallel-size", None))
     env: list[tuple[str, str]] = []
     tier_lines: list[str] = []
     tier_gpu = sz.tier_bytes_per_gpu()
@@ -120,19 +372,33 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh"
             line, more = common.lmcache_tier(mapped.tier, via_lmcache)
             tier_lines.append(line)
             notes += more
-    head = [common.header(req, label or BACKEND.label),
-            *common.summary_comments(sz, engine_tokens),
-            f"# --kv-cache-memory-bytes fixes the pool ({common.fmt_int(engine_blocks)} blocks); under the assumed "
-            f"reserves it equals --gpu-memory-utilization {util_text}",
-            *tier_lines]
+    head = [common.header(req, label or BACKEND.label), *_comments(got.sizing, got.pool), got.line, *tier_lines]
     launch = common.Launch(("vllm", "serve", common.model_ref(p)), tuple(flags), tuple(env), tuple(head[1:]))
     text = common.shell_script(head, launch.program, launch.flags, launch.env)
-    how = (f"--kv-cache-memory-bytes {kv_bytes} // {common.fmt_int(sz.block_bytes)} B per block "
-           f"× {sz.block} tokens (docs/engines.md)")
-    rows = common.capacity(sz, engine_tokens, how) + (
-        ("gpu_memory_utilization_equivalent",
-         derived(util, "1", "(weights + KV pool + reserves) / memory, rounded up to 0.0001")),)
-    return common.finish(BACKEND, mapped, sz, [EmittedFile(name, text)], rows, notes, launch=launch)
+    rows = common.capacity(got.sizing, got.pool.tokens, got.how, got.pool.requests if sh.groups.hybrid else None) + (
+        ("max_num_batched_tokens", reported(sh.batched, "tokens", sh.batched_why + ", written explicitly")),
+        *got.rows)
+    return common.finish(BACKEND, mapped, got.sizing, [EmittedFile(name, text)], rows, notes, got.findings,
+                         launch=launch)
+
+
+def _comments(sz: common.Sizing, pool: Pool) -> list[str]:
+    """The capacity and per-GPU lines: vLLM's usable blocks (the null block left out) and the sequences they hold."""
+    if not pool.groups.hybrid:
+        return common.summary_comments(sz, pool.tokens)
+    n = len(pool.groups.windows)
+    return [
+        f"# KV capacity (derived): {common.fmt_int(pool.tokens)} tokens ({common.fmt_int(pool.num_blocks - 1)} blocks "
+        f"of {pool.block} tokens) = vLLM's own figure, {common.fmt_int(pool.num_blocks)} blocks / "
+        f"{common.fmt_int(pool.per_request)} blocks per request × {pool.max_len:,} (kv_cache_utils.py:1119-1128): "
+        f"{n} KV cache groups of {pool.groups.group_size} layers (full and sliding-window) draw one pool; "
+        f"{pool.requests} sequence{'s' if pool.requests != 1 else ''} of {pool.max_len:,} tokens fit beside the null "
+        f"block; the plan stores {common.fmt_int(math.ceil(sz.plan_tokens))} token slots for its batch of {sz.batch}",
+        f"# per GPU: KV pool {common.fmt_int(pool.num_blocks)} blocks × {common.fmt_int(pool.block_bytes)} B = "
+        f"{fmt_bytes(pool.bytes)} (derived), weights {fmt_bytes(sz.weights)} (derived), reserves "
+        f"{fmt_bytes(sz.activation.value)} activations + {fmt_bytes(sz.runtime.value)} runtime (assumed), "
+        f"device {fmt_bytes(sz.total)}",
+    ]
 
 
 # --------------------------------------------------------------- read back (kvplan import)

@@ -58,9 +58,14 @@ class Reserves:
     activation: Optional[float] = None
     runtime: Optional[float] = None
     fraction: float = DEFAULT_RESERVE
+    #: CUDA-graph memory per device, bytes, that an engine subtracts from its memory fraction (`kvplan emit
+    #: --cudagraph-reserve`; None: the engine record's assumed default). Not part of the planner's fit: the
+    #: planner's reserves are the 8% the engine's fraction leaves, and this sits inside the fraction.
+    cudagraph: Optional[float] = None
 
     def __attrs_post_init__(self) -> None:
-        for option, v in (("--activation-reserve", self.activation), ("--runtime-reserve", self.runtime)):
+        for option, v in (("--activation-reserve", self.activation), ("--runtime-reserve", self.runtime),
+                          ("--cudagraph-reserve", self.cudagraph)):
             if v is not None and not (math.isfinite(v) and 0 <= v < 2**64):
                 raise ModelInputError(f"{option} must be a byte size from 0 to 2^64 B, got "
                                       f"{fmt_unit(v, 'B') if math.isfinite(v) else v}",

@@ -60,12 +60,13 @@ def _pin(sc: Scenario, key: str) -> Optional[PinValue]:
     return None if p is None else p.value
 
 
-def admissible_dtypes(budget: str, engine: str) -> tuple[str, ...]:
-    """KV dtypes the budget admits (LANGUAGE.md) that the engine can store."""
+def admissible_dtypes(budget: str, engine: str, kv_kind: str = "gqa") -> tuple[str, ...]:
+    """KV dtypes the budget admits (LANGUAGE.md) that the engine can store for a model of `kv_kind` (vLLM
+    refuses nvfp4 on MLA models: its record's `mla_refuses`)."""
 
     allowed = admissible(budget, False).kv_dtypes
-    eng = get_engine(engine)
-    return tuple(d for d in DTYPE_ORDER if d in allowed and d in eng.kv_dtypes and d != "fp16")
+    eng = get_engine(engine).kv_dtypes_for(kv_kind)
+    return tuple(d for d in DTYPE_ORDER if d in allowed and d in eng and d != "fp16")
 
 
 def eviction_admissible(sc: Scenario) -> bool:
@@ -77,7 +78,7 @@ def _space(sc: Scenario) -> tuple[Space, dict[str, str]]:
     R3 is applied per candidate afterwards: whether a layout is below s* depends on its
     tensor-parallel replication."""
     why: dict[str, str] = {}
-    dtypes = admissible_dtypes(sc.budget, sc.engine)
+    dtypes = admissible_dtypes(sc.budget, sc.engine, sc.model.kv_kind)
     if not sc.device.fp4:
         dtypes = tuple(x for x in dtypes if x != "fp4")
     pin_dt = _pin(sc, "kv_dtype")

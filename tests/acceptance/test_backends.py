@@ -78,3 +78,27 @@ def test_cli_errors_exit_2(monkeypatch: pytest.MonkeyPatch) -> None:
         resolve_targets("nope", "any")
     assert resolve_targets(None, "any") == tuple(t for t in TARGETS if t != "k8s")  # k8s only when named
     assert resolve_targets(None, "sglang") == ("sglang",)
+
+
+def test_cli_sizing_is_a_checked_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    fill = CliRunner().invoke(main, ["emit", "examples/w2-batch32.kvp", "--target", "vllm"])
+    exact = CliRunner().invoke(main, ["emit", "examples/w2-batch32.kvp", "--target", "vllm", "--sizing", "exact"])
+    assert fill.exit_code == exact.exit_code == 0, (fill.output, exact.output)
+    assert "--gpu-memory-utilization 0.92" in fill.stdout and "--kv-cache-memory-bytes" not in fill.stdout
+    assert "--kv-cache-memory-bytes 89129308160" in exact.stdout   # (256,000 + 1 null) blocks × 348,160 B
+    bad = CliRunner().invoke(main, ["emit", "examples/w2-batch32.kvp", "--sizing", "full"])
+    assert bad.exit_code == 2 and "'full' is not one of 'fill', 'exact'" in bad.stderr
+
+
+def test_cli_reports_a_deployment_vllm_would_refuse_and_exits_1(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    r = CliRunner().invoke(main, ["emit", "examples/w2-batch32.kvp", "--target", "vllm",
+                                  "--cudagraph-reserve", "136GB"])
+    assert r.exit_code == 1
+    line = next(ln for ln in r.stderr.splitlines() if "would refuse to start" in ln)
+    assert line.startswith("kvplan: warning: w2-batch32: vLLM 0.33.0: vLLM would refuse to start: \"To serve at "
+                           "least one request with the model's max seq len (128000)")
+    assert "--gpu-memory-utilization 0.93 would start it" in line
+    r = CliRunner().invoke(main, ["emit", "examples/w2-batch32.kvp", "--cudagraph-reserve", "5 tokens"])
+    assert r.exit_code == 2 and "--cudagraph-reserve" in r.stderr

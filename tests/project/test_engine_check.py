@@ -34,11 +34,11 @@ W3 = str(ROOT / "examples" / "w3-shared-prefix.kvp")
 HOST = str(ROOT / "tests" / "data" / "emit" / "host-tier.kvp")
 
 
-def _emits(spec: str, device: str, tmp_path: Path, name: str, scenario: int = 0) -> Any:
+def _emits(spec: str, device: str, tmp_path: Path, name: str, scenario: int = 0, sizing: str = "fill") -> Any:
     got, why = ec.plans(spec, device)
     assert why is None, why
     dirs = ec.ModelDirs(tmp_path / "models")
-    return next(e for e in ec.emits(spec, device, got[scenario], dirs) if e.name == name)
+    return next(e for e in ec.emits(spec, device, got[scenario], dirs, sizing) if e.name == name)
 
 
 def _checked(engine: str, spec: str, device: str, tmp_path: Path) -> tuple[Any, Any]:
@@ -61,15 +61,22 @@ def test_compare_states_the_difference_in_tokens_and_blocks() -> None:
     assert ec.compare(5, None) == ("-", "")
 
 
-def test_parse_stated_reads_what_kvplan_writes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sizing", ["exact", "fill"])
+def test_parse_stated_reads_what_kvplan_writes(sizing: str, tmp_path: Path) -> None:
     """The comment parser against kvplan's own emitted vllm.sh: the tokens, blocks and block bytes it states are
-    the capacity rows the emitter computed."""
-    e = _emits(W2, "b200", tmp_path, "vllm.sh")
+    the capacity rows the emitter computed; the pool holds one block more, vLLM's null block."""
+    e = _emits(W2, "b200", tmp_path, "vllm.sh", sizing=sizing)
     stated = ec.parse_stated(e.text)
     assert stated is not None
-    assert stated.tokens == e.capacity["kv_tokens"] == 4_096_000
-    assert stated.block == 16 and stated.blocks == 256_000
-    assert stated.block_bytes is not None and stated.blocks * stated.block_bytes == e.capacity["kv_pool_per_gpu"]
+    assert stated.tokens == e.capacity["kv_tokens"] and stated.block == 16
+    assert stated.blocks is not None and stated.blocks * 16 == stated.tokens
+    # int4_per_token_head on TRITON_ATTN: 2 × (64 + 4) B per token-head, 2 KV heads per GPU, 80 layers, 16 tokens
+    assert stated.block_bytes == 2 * (64 + 4) * 2 * 80 * 16 == 348_160
+    assert (stated.blocks + 1) * stated.block_bytes == e.capacity["kv_pool_per_gpu"]
+    if sizing == "exact":
+        assert stated.tokens == 32 * 128_000                      # the plan's own pool: W2's batch × context
+    else:
+        assert stated.tokens > 32 * 128_000                       # the engine's usual fraction buys more
     assert ec.parse_stated("# nothing here\n") is None
 
 

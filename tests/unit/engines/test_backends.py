@@ -110,6 +110,19 @@ def token_bytes(p: Plan, width: float, layers: Optional[int] = None) -> float:
     return n_layers * heads * (m.head_dim + (m.v_head_dim or m.head_dim)) * width
 
 
+def vllm_token_bytes(p: Plan, kv_dtype: str) -> float:
+    """vLLM 0.33.0's page bytes per token on one GPU: TRITON_ATTN's per-token-head modes add one fp32 scale per
+    K/V side and token-head (int4 packs 2 values a byte: 2 × (d/2 + 4) B), nvfp4 an FP8 scale per 16 values."""
+    m = p.scenario.model
+    width = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0, "int8_per_token_head": 1.0, "int4_per_token_head": 0.5,
+             "nvfp4": 0.5}[kv_dtype]
+    if m.kv_kind == "mla":
+        return token_bytes(p, width)
+    d, dv = m.head_dim, m.v_head_dim or m.head_dim
+    scale = {"int8_per_token_head": 8.0, "int4_per_token_head": 8.0, "nvfp4": (d + dv) / 16}.get(kv_dtype, 0.0)
+    return -(-m.n_layers // p.pp) * max(1, m.n_kv // p.tp) * ((d + dv) * width + scale)
+
+
 def plan_tokens(p: Plan) -> float:
     """The token slots the plan's KV bytes hold: KV bytes per GPU / bytes per token per GPU."""
     m = p.scenario.model
@@ -219,7 +232,8 @@ def test_artifacts_parse_and_use_only_known_names(spec: str, p: Plan, target: st
                 assert int(fl.get("--pipeline-parallel-size", 1)) == p.pp
                 assert int(fl["--max-model-len"]) == sc.context and int(fl["--max-num-seqs"]) == sc.batch
                 assert ("--enable-prefix-caching" in fl) == p.prefix_caching != ("--disable-prefix-caching" in fl)
-                assert "--gpu-memory-utilization" not in fl  # one memory setting: the byte count
+                # one memory setting: the fraction (fill sizing, the default) or the byte count (exact), not both
+                assert ("--gpu-memory-utilization" in fl) != ("--kv-cache-memory-bytes" in fl)
                 if "--kv-transfer-config" in fl:
                     cfg = json.loads(fl["--kv-transfer-config"])
                     assert cfg == {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
@@ -277,8 +291,14 @@ def engine_tokens(p: Plan, name: str, text: str) -> int:
              "int8_per_token_head": 1.0, "int4_per_token_head": 0.5, "nvfp4": 0.5}[fl["--kv-cache-dtype"]]
     if program[0] == "vllm":
         block = int(fl["--block-size"])
-        per_block = token_bytes(p, width) * block
-        return int(fl["--kv-cache-memory-bytes"]) // int(per_block) * block
+        per_block = vllm_token_bytes(p, fl["--kv-cache-dtype"]) * block
+        if "--kv-cache-memory-bytes" in fl:
+            pool = int(fl["--kv-cache-memory-bytes"])
+        else:  # fill: vLLM's requested memory less weights, non-torch, activation peak, CUDA graphs (assumed)
+            mem = p.scenario.device.memory
+            pool = math.floor(math.ceil(mem * float(fl["--gpu-memory-utilization"])) - weights_per_gpu(p) - GiB
+                              - int(fl["--max-num-batched-tokens"]) * 128 * 1024 - GiB)
+        return (pool // int(per_block) - 1) * block  # vLLM's BlockPool keeps one null block (block_pool.py:191)
     page = int(fl["--page-size"])
     pool = Fraction(fl["--mem-fraction-static"]) * Fraction(p.scenario.device.memory) - Fraction(weights_per_gpu(p))
     return math.floor(pool / Fraction(token_bytes(p, width)) / page) * page
@@ -287,7 +307,9 @@ def engine_tokens(p: Plan, name: str, text: str) -> int:
 @pytest.mark.parametrize("spec,p,target", [c for c in CASES if c[2] in ENGINE_TARGETS],
                          ids=[i for i, c in zip(IDS, CASES) if c[2] in ENGINE_TARGETS])
 def test_engine_capacity_is_the_plans_footprint_within_one_block(spec: str, p: Plan, target: str) -> None:
-    out = emit(p, target, spec=spec)
+    if target == "vllm" and not p.scenario.model.all_full:
+        pytest.skip("vLLM's hybrid KV cache groups: test_vllm_windowed_capacity_is_vllms_own_figure")
+    out = emit(p, target, spec=spec, sizing="exact")
     fs = files(out)
     script = fs["trtllm.yaml"] if target == "trtllm" else fs[f"{target}.sh"]
     tokens = engine_tokens(p, "trtllm.yaml" if target == "trtllm" else f"{target}.sh", script)
@@ -307,7 +329,11 @@ def test_engine_capacity_is_the_plans_footprint_within_one_block(spec: str, p: P
     assert want - 1e-6 * want <= tokens < want + size, (tokens, want, size)
     assert rows["kv_sequences"].value >= p.scenario.batch
     assert rows["plan_kv_tokens"].value == pytest.approx(want, rel=1e-9)
-    if p.scenario.model.n_layers % p.pp == 0:  # bytes per GPU: the plan's KV / devices, up to one block
+    if target == "vllm":  # the plan's blocks and vLLM's null block, at vLLM's page bytes (scales included)
+        fl = flags(shell(script)[1])[1]
+        per_block = vllm_token_bytes(p, fl["--kv-cache-dtype"]) * size
+        assert rows["kv_pool_per_gpu"].value == int(fl["--kv-cache-memory-bytes"]) == (tokens // size + 1) * per_block
+    elif p.scenario.model.n_layers % p.pp == 0:  # bytes per GPU: the plan's KV / devices, up to one block
         pool = rows["kv_pool_per_gpu"].value
         plan_gpu = p.metric("kv_bytes").value / p.n_devices
         assert plan_gpu * (1 - 1e-9) <= pool < plan_gpu + size * token_bytes(p, p.kv_dtype.width) + 1
@@ -332,7 +358,7 @@ def test_capacity_law_on_random_deployments(model: str, device: str, n: int, eng
     result = check_source(source, "r.kvp")
     assert result.ok, result.diagnostics
     (p,) = plans_for(result)
-    out = emit(p, engine, spec="r.kvp")
+    out = emit(p, engine, spec="r.kvp", sizing="exact")
     assert not [f for f in out.findings if "→" in f], out.findings
     fs = files(out)
     name = "trtllm.yaml" if engine == "trtllm" else f"{engine}.sh"
@@ -344,10 +370,10 @@ def test_capacity_law_on_random_deployments(model: str, device: str, n: int, eng
 def test_uneven_pipeline_stages_size_the_pool_for_the_largest() -> None:
     (p,) = plans("tests/data/emit/pipeline.kvp")
     assert (p.tp, p.pp) == (1, 3)
-    out = emit(p, "vllm", spec="x")
+    out = emit(p, "vllm", spec="x", sizing="exact")
     _, argv = shell(files(out)["vllm.sh"])
     kv = int(flags(argv)[1]["--kv-cache-memory-bytes"])
-    blocks = -(-p.scenario.batch * p.scenario.context // 32)
+    blocks = -(-p.scenario.batch * p.scenario.context // 32) + 1  # and vLLM's null block
     assert kv == blocks * 27 * 8 * 32 * 256 * 2  # 27 of 80 layers, 8 KV heads, K and V of 128, bf16
 
 
@@ -355,7 +381,7 @@ def test_eviction_and_int2_are_named_and_the_pool_holds_every_token() -> None:
     (p,) = plans("tests/data/emit/evict.kvp")
     assert (p.kv_dtype.id, p.retention) == ("int2", 0.5)
     for target in ENGINE_TARGETS:
-        out = emit(p, target, spec="x")
+        out = emit(p, target, spec="x", sizing="exact")
         assert any("int2 →" in f for f in out.findings) and any("retention 0.5 → 1" in f for f in out.findings)
         tokens = dict(out.capacity)["kv_tokens"].value
         assert tokens == p.scenario.batch * p.scenario.context  # 128k is a whole number of 16-token pages
@@ -379,7 +405,8 @@ def test_host_tier_sizes_per_engine() -> None:
     assert per_gpu <= kv["host_cache_size"] < per_gpu + 16 * token_bytes(p, 2.0)
     out = emit(p, "lmcache")
     body = yaml.safe_load(files(out)["lmcache.yaml"])
-    assert per_gpu <= body["max_local_cpu_size"] * 1e9 < per_gpu + 1e7
+    # GiB, as LMCache reads it: int(size × 1024³) B (cache_engine.py:2087-2110), the fewest hundredths that hold it
+    assert per_gpu <= int(body["max_local_cpu_size"] * 1024**3) < per_gpu + 0.01 * 1024**3
     assert "local_disk" not in body and not out.findings
     assert set(files(out)) == {"lmcache.yaml", "lmcache-vllm.sh"}  # the spec's engine is vllm
 
@@ -396,7 +423,7 @@ def test_tiers_beyond_host(tier: str) -> None:
     per_gpu = p.tier.bytes.value / p.n_devices
     if tier == "ssd":
         assert body["local_disk"].startswith("file://")
-        assert per_gpu <= body["max_local_disk_size"] * 1e9 < per_gpu + 1e7
+        assert per_gpu <= int(body["max_local_disk_size"] * 1024**3) < per_gpu + 0.01 * 1024**3
         assert body["max_local_cpu_size"] == lmc.DEFAULT_CPU_GB
         assert not out.findings
     elif tier == "remote":
@@ -404,7 +431,7 @@ def test_tiers_beyond_host(tier: str) -> None:
         assert any("remote_url" in f for f in out.findings)
     else:
         assert any("tier peer → host" in f for f in out.findings)
-        assert per_gpu <= body["max_local_cpu_size"] * 1e9
+        assert per_gpu <= int(body["max_local_cpu_size"] * 1024**3)
     if tier != "peer":  # vLLM and SGLang reach SSD and remote tiers through LMCache
         env, argv = shell(files(emit(p, "vllm"))["vllm.sh"])
         assert json.loads(flags(argv)[1]["--kv-transfer-config"])["kv_connector"] == "LMCacheConnectorV1"
@@ -445,8 +472,8 @@ def test_windowed_and_unnamed_models_are_noted() -> None:
 
 def test_reserves_decide_fit_not_the_pool() -> None:
     (p,) = plans("examples/w2-batch32.kvp")
-    base = emit(p, "vllm")
-    big = emit(p, "vllm", reserves=Reserves(activation=100e9, runtime=2 * GiB))
+    base = emit(p, "vllm", sizing="exact")
+    big = emit(p, "vllm", reserves=Reserves(activation=100e9, runtime=2 * GiB), sizing="exact")
     assert flags(shell(files(base)["vllm.sh"])[1])[1]["--kv-cache-memory-bytes"] == \
         flags(shell(files(big)["vllm.sh"])[1])[1]["--kv-cache-memory-bytes"]
     assert not base.findings and any("does not fit" in f for f in big.findings)
