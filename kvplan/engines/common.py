@@ -27,7 +27,7 @@ import math
 import re
 import shlex
 from fractions import Fraction
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Callable, Literal, Mapping, Optional, Sequence
 
 import attrs
 
@@ -149,6 +149,7 @@ class EmitRequest:
     spec: str = ""            # the spec path as the user gave it
     reserves: Optional[Reserves] = None  # None: the reserves the plan was made with
     deploy: DeployOptions = DeployOptions()
+    sizing: Literal["fill", "exact"] = "fill"
 
 
 # ---------------------------------------------------------------- header
@@ -277,6 +278,14 @@ def map_tier(plan: Plan, backend: Backend) -> tuple[str, list[str]]:
         return near, [f"tier {tier} → {near}: {eng} has no {tier} tier (it holds {', '.join(backend.tiers)}); "
                       f"the {near} tier gets the plan's tier bytes"]
     return "none", [f"tier {tier} → none: {eng} has no second KV tier"]
+
+
+def runnable(backend: Backend, engine: EngineRecord, plan: Plan) -> Backend:
+    """The backend with only the KV dtypes the engine runs on the plan's device and model (the record's
+    kv_needs: NVFP4 only with FP4 hardware, ...), so that map_choices never writes one the engine refuses."""
+    sc = plan.scenario
+    on = engine.kv_dtypes_on(sc.device.fp4, sc.model.kv_kind == "mla")
+    return attrs.evolve(backend, kv_dtypes={d: n for d, n in backend.kv_dtypes.items() if d in on})
 
 
 # ---------------------------------------------------------------- memory accounting
