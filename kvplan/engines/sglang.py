@@ -327,7 +327,7 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
             flags += [("--enable-hierarchical-cache", None), ("--hicache-size", str(gb))]
             tier_lines.append(f"# host tier: --hicache-size {gb} GB per rank (10^9 B) = a host pool of {host:,} "
                               f"tokens; it mirrors the device pool's {mem.tokens:,}, so it adds {adds:,} tokens "
-                              "(the plan's host tier) beyond it")
+                              f"(the plan's host tier: {_contexts(adds, sc.context)} kept for reuse) beyond it")
         else:
             flags += [("--enable-lmcache", None), ("--lmcache-config-file", common.beside("lmcache.yaml"))]
             line, more = common.lmcache_tier(mapped.tier, via_lmcache)
@@ -355,6 +355,11 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
            f"per token, whole pages of {sz.block} (SGLang 0.5.23 kv_cache_configurator.py, pool_configurator.py)")
     rows = _rows(common.capacity(sz, mem.tokens, how), mem, sz.weights, float(sz.runtime.value))
     return common.finish(BACKEND, mapped, None, [EmittedFile(name, text)], rows, notes, findings, launch=launch)
+
+
+def _contexts(tokens: int, context: int) -> str:
+    n = tokens // max(1, context)
+    return f"{n} context{'' if n == 1 else 's'} of {context:,} tokens"
 
 
 def _memory_findings(mem: SglangMemory, sz: common.Sizing, context: int) -> list[str]:
