@@ -75,6 +75,25 @@ _AUTO = ("bf16", "auto keeps the model's dtype: bf16 assumed")
 
 
 @record
+class KvNeed:
+    """What an engine needs to store KV in one dtype, beyond naming it: FP4 formats in hardware (the device
+    record's `fp4`: NVIDIA Blackwell, SM100/SM120, in the catalog), or an MHA model (its MLA backends refuse
+    the dtype). `why` is the engine's reason, in its words where it has some."""
+
+    fp4_hardware: bool = False
+    mha_only: bool = False
+    why: str = ""
+
+
+#: SGLang 0.5.23 on nvfp4: arg_groups/kv_cache_hook.py:112-131 ("--kv-cache-dtype=nvfp4 requires Blackwell SM100 or
+#: SM120"; before that check nvfp4 selects the trtllm_mha decode backend, which A100 and AMD GPUs refuse,
+#: attention_hook.py:226), and on an MLA model the trtllm_mla backend provides no NVFP4 prefill
+#: (kv_cache_hook.py:34-60).
+_SGLANG_NVFP4 = KvNeed(True, True, "SGLang: --kv-cache-dtype=nvfp4 requires Blackwell SM100 or SM120, and its MLA "
+                                   "backend (trtllm_mla) provides no NVFP4 prefill")
+
+
+@record
 class Engine:
     id: str
     name: str                      # as configs and messages name it: "vLLM"
@@ -88,7 +107,7 @@ class Engine:
     prefix_caching: bool           # whether the engine can share prefix pages (on by default when it can)
     host_tier: bool                # native host-memory KV tier
     source: str
-    pipeline: bool = True          # pipeline-parallel stages (engines.md names no SGLang flag)
+    pipeline: bool = True          # pipeline-parallel stages
     tiers: tuple[str, ...] = ()    # second tiers its emitted config can hold (natively or through LMCache)
     lmcache: bool = False          # LMCache loads into it (engines.md § LMCache)
     kv_reads: KvReads = attrs.field(factory=dict)   # its KV dtype names read back (kvplan import)
@@ -101,6 +120,21 @@ class Engine:
     def kv_dtypes_for(self, kv_kind: str) -> tuple[str, ...]:
         """The kvplan dtype ids it can store KV in for a model of this `kv_kind` ("mla", "gqa", ...)."""
         return tuple(d for d in self.kv_names if kv_kind != "mla" or d not in self.mla_refuses)
+    kv_needs: Mapping[str, KvNeed] = attrs.field(factory=dict)  # kvplan dtype id -> what storing KV in it needs
+
+    def kv_refusal(self, dtype: str, device_fp4: bool, mla: bool) -> Optional[str]:
+        """Why the engine refuses KV in `dtype` on a device (with FP4 formats or not) and model (MLA or not);
+        None where it runs it."""
+        need = self.kv_needs.get(dtype)
+        if need is None:
+            return None
+        if (need.fp4_hardware and not device_fp4) or (need.mha_only and mla):
+            return need.why
+        return None
+
+    def kv_dtypes_on(self, device_fp4: bool, mla: bool) -> tuple[str, ...]:
+        """The kvplan dtype ids the engine stores KV in on such a device and model."""
+        return tuple(d for d in self.kv_names if self.kv_refusal(d, device_fp4, mla) is None)
 
     @property
     def kv_dtypes(self) -> tuple[str, ...]:
@@ -179,7 +213,9 @@ ENGINES: dict[str, Engine] = {
                    # memory takes X GiB", "Estimated CUDA graph memory: X GiB"); measure yours and override.
                    cudagraph=1 * GiB, activation_per_token=128 * KiB)),
         Engine("sglang", "SGLang", "0.5.23", "SGLang 0.5.23",
-               {"bf16": "bfloat16",
+               # bf16 is written `bf16`: the trtllm_mla backend (DeepSeek on Blackwell) accepts the spellings
+               # fp8_e4m3, bf16 and auto only (arg_groups/overrides.py:1203-1218), `bfloat16` is refused there.
+               {"bf16": "bf16",
                 # SGLang names no float16 KV dtype; `auto` follows the checkpoint's dtype, which is fp16 exactly
                 # when the checkpoint is (a warning says so when the weights are not fp16).
                 "fp16": "auto",
@@ -187,7 +223,8 @@ ENGINES: dict[str, Engine] = {
                False, 1, (1, 16, 32, 64, 128), True, True,
                "docs/engines.md: --kv-cache-dtype fp8_e4m3/fp8_e5m2/nvfp4 (no int8, int4 or 2-bit); "
                "--page-size default 1; radix cache on by default; --enable-hierarchical-cache; "
-               "no pipeline-parallel flag", pipeline=False, tiers=("host", "ssd", "remote"), lmcache=True,
+               "--pp-size (arg_groups/fields/parallel.py:59); nvfp4 only on Blackwell and MHA models",
+               tiers=("host", "ssd", "remote"), lmcache=True, kv_needs={"fp4": _SGLANG_NVFP4},
                kv_reads={
                    "auto": _AUTO,
                    "bf16": ("bf16", ""), "bfloat16": ("bf16", ""),
@@ -203,6 +240,7 @@ ENGINES: dict[str, Engine] = {
                False, 32, (8, 16, 32, 64, 128), True, True,
                "docs/engines.md: kv_cache_config.dtype auto|fp8|nvfp4, INT8 KV quantization; tokens_per_block 32; "
                "enable_block_reuse; host_cache_size; eviction only experimental on main", tiers=("host",),
+               kv_needs={"fp4": KvNeed(True, False, "TensorRT-LLM: NVFP4 KV needs FP4 tensor cores (Blackwell)")},
                kv_reads={"auto": _AUTO, "fp8": ("fp8", ""), "nvfp4": ("fp4", "")},
                flags=Flags("kv_cache_config.dtype", "kv_cache_config.tokens_per_block", "max_batch_size",
                            "max_seq_len", "tensor_parallel_size", "pipeline_parallel_size"),

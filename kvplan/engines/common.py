@@ -293,6 +293,14 @@ def map_tier(plan: Plan, backend: Backend) -> tuple[str, list[str]]:
     return "none", [f"tier {tier} → none: {eng} has no second KV tier"]
 
 
+def runnable(backend: Backend, engine: EngineRecord, plan: Plan) -> Backend:
+    """The backend with only the KV dtypes the engine runs on the plan's device and model (the record's
+    kv_needs: NVFP4 only with FP4 hardware, ...), so that map_choices never writes one the engine refuses."""
+    sc = plan.scenario
+    on = engine.kv_dtypes_on(sc.device.fp4, sc.model.kv_kind == "mla")
+    return attrs.evolve(backend, kv_dtypes={d: n for d, n in backend.kv_dtypes.items() if d in on})
+
+
 # ---------------------------------------------------------------- memory accounting
 
 @record

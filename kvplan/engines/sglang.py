@@ -1,15 +1,32 @@
 """SGLang 0.5.23: the plan as a `python -m sglang.launch_server` command line, written to sglang.sh.
 
-`--mem-fraction-static` is weights plus KV pool as a fraction of total memory
-(engines.md), so the pool the engine gets is fraction × memory − weights. The
-fraction is rounded UP with just enough decimals that the rounding adds less
-than one page of pool: the engine allocates exactly the plan's pages. The
-assumed activation and runtime reserves only decide whether it fits.
+SGLang sizes its KV pool from the free memory it measures after CUDA and NCCL start-up, not from the
+device (docs/engine-memory.md § SGLang; paths inside the installed `sglang/srt/` package, 0.5.23):
+
+    pre_model_load   = device memory − runtime reserve            (distributed/bootstrap.py:193-212,
+                                                                    model_executor/model_runner.py:1262; GiB,
+                                                                    utils/common.py:576. kvplan's runtime
+                                                                    reserve, assumed, --runtime-reserve)
+    rest             = (pre − weights) − pre × (1 − fraction)     (mem_cache/kv_cache_configurator.py:2990-3060)
+    pool tokens      = int(rest × 2^30) // cell // page × page     (model_executor/pool_configurator.py:637-647)
+    cell (MHA)       = max(1, n_kv // attn_tp) × (d + d_v) × layers × dtype bytes   (pool_configurator.py:491-499)
+    cell (MLA)       = (kv_lora_rank + qk_rope) × layers × dtype bytes                (pool_configurator.py:359-386)
+    cell (nvfp4 MHA) = heads × (d/2 + d/16) × 2 × layers on SM100: FP4 data + one FP8 scale layout (TRT-LLM
+                       GenMHA's)      (layers/quantization/fp4_kv_cache_quant_method.py:744-768)
+
+`--sizing fill` (the default) writes SGLang's own default fraction for the GPU (arg_groups/memory_hook.py:281-342,
+modelled below) and states the capacity it buys; `--sizing exact` solves for the fraction that gives exactly the
+plan's pool (whole pages). On AMD GPUs with the aiter attention backend and a context above 8,192 SGLang
+multiplies the fraction by 0.85 (arg_groups/attention_hook.py:243-268): fill keeps that (it is SGLang's default
+behaviour), exact writes fraction / 0.85 so that the engine's product is the plan's pool (the same effect as
+SGLANG_AITER_HONOR_EXPLICIT_MEM_FRACTION=1, without an environment variable the reader might drop).
 
 Prefix caching (the radix cache) is on by default: `--disable-radix-cache` is
 written only when the plan turns it off. A host tier is SGLang's hierarchical
-cache (`--enable-hierarchical-cache --hicache-size GB`, per rank); an SSD or
-remote tier goes through LMCache (`--enable-lmcache --lmcache-config-file`).
+cache (`--enable-hierarchical-cache --hicache-size GB`, per rank, 10^9 B): its host
+pool holds copies of device pages (mem_cache/pool_host/base.py:205-246), so it is
+sized to the device pool plus the plan's host-tier tokens. An SSD or remote tier
+goes through LMCache (`--enable-lmcache --lmcache-config-file`).
 
 The engine's facts (dtype names, page sizes, defaults, setting names) are its catalog record
 (kvplan.catalog.engines); this module holds the code that writes and reads them.
@@ -20,9 +37,13 @@ from __future__ import annotations
 
 import math
 import re
-from fractions import Fraction
+from typing import Optional
 
-from kvplan.base.evidence import derived
+import attrs
+
+from kvplan.base.evidence import Value, assumed, derived
+from kvplan.base.units import fmt_bytes
+from kvplan.catalog import DTYPES, Model
 from kvplan.catalog.engines import get_engine
 from kvplan.engines import common
 from kvplan.engines.common import EmitRequest, Emitted, EmittedFile, Flag
@@ -50,81 +71,346 @@ from kvplan.engines.flagparse import (
     tokens_in_range,
     weights_dtype,
 )
+from kvplan.model.memory import GiB
+from kvplan.planner.plan import Plan
 
 ENGINE = get_engine("sglang")
 F = ENGINE.flags
 #: kvplan dtype -> SGLang's --kv-cache-dtype name (the catalog record's, kvplan.catalog.engines).
 KV_DTYPES = ENGINE.kv_names
 
-FLAGS = ("--model-path", "--kv-cache-dtype", "--page-size", "--mem-fraction-static", "--tp-size",
+FLAGS = ("--model-path", "--kv-cache-dtype", "--page-size", "--mem-fraction-static", "--tp-size", "--pp-size",
          "--context-length", "--max-running-requests", "--disable-radix-cache", "--enable-hierarchical-cache",
          "--hicache-size", "--enable-lmcache", "--lmcache-config-file")
 
+MiB = 2**20
+#: arg_groups/attention_hook.py:243-268: aiter at a context above this scales --mem-fraction-static by AITER_SCALE.
+AITER_CONTEXT = 8192
+AITER_SCALE = 0.85
 
-def pool_tokens(fraction: Fraction, total: float, weights: float, token_bytes: float, page: int) -> int:
-    """engines.md: the KV pool is fraction × total − weights; it holds whole pages of tokens."""
-    pool = fraction * Fraction(total) - Fraction(weights)
-    if pool <= 0:
+
+# --------------------------------------------------------------- SGLang's memory arithmetic
+
+def cell_bytes(model: Model, dtype_id: str, tp: int, pp: int) -> int:
+    """Bytes per token of the KV pool on the most loaded GPU, as DefaultPoolConfigurator._compute_cell_size
+    (model_executor/pool_configurator.py:340-534) computes it. Layers: the most loaded pipeline rank's,
+    ceil(L / pp) (distributed/utils.py get_pp_indices gives the extra layers to the last ranks). Heads:
+    ModelConfig.get_num_kv_heads(attn_tp) = max(1, n_kv // tp) under plain tensor parallelism."""
+    layers = math.ceil(model.n_layers / max(1, pp))
+    if model.kv_kind == "mla":
+        dim = model.mla_kv_rank + model.mla_rope_dim
+        if dtype_id == "fp4":  # pool_configurator.py:387-398: half the latent + one FP8 scale per 16 values
+            return dim * layers // 2 + (dim // 16) * layers
+        return dim * layers * int(DTYPES[dtype_id].width)
+    heads = max(1, model.n_kv // tp)
+    d, dv = model.head_dim, model.v_head_dim or model.head_dim
+    if dtype_id == "fp4":
+        # NVFP4KVCacheMethod.compute_cell_size (fp4_kv_cache_quant_method.py:744-768) on SM100 with SGLang's
+        # trtllm_mha backends: FP4 data heads·(d/2)·L·2 + the native FP8 scale layout heads·(d/16)·L·2, no dequant
+        # workspace. (SM120, or a FlashInfer prefill, adds the linear scale layout and a workspace: more bytes.)
+        return heads * (d // 2) * layers * 2 + heads * (d // 16) * layers * 2
+    return heads * (d + dv) * layers * int(DTYPES[dtype_id].width)
+
+
+def blackwell(device_name: str, fp4: bool) -> bool:
+    """An NVIDIA GPU with FP4 formats: SM100 or SM120 (the catalog's B200, B300, GB200)."""
+    return fp4 and "NVIDIA" in device_name
+
+
+def page_sizes(p: Plan) -> tuple[int, ...]:
+    """The --page-size values SGLang's default attention backend keeps on the plan's GPU: on Blackwell, trtllm_mha
+    takes 16, 32, 64 or 128 and the MLA backends 32 or 64; any other value is changed to 64
+    (arg_groups/overrides.py:1146-1199). Elsewhere the record's page sizes."""
+    sc = p.scenario
+    if not blackwell(sc.device.name, sc.device.fp4):
+        return ENGINE.block_sizes
+    return (32, 64) if sc.model.kv_kind == "mla" else (16, 32, 64, 128)
+
+
+def uses_aiter(model: Model, device_name: str, tp: int) -> bool:
+    """SGLang's default attention backend on AMD is aiter for MHA models, and for MLA models with 16 or 128
+    heads per rank (arg_groups/model_override_base.py:300-350)."""
+    if "AMD" not in device_name:
+        return False
+    return model.kv_kind != "mla" or max(1, model.n_q // tp) in (16, 128)
+
+
+def pre_model_load(total: float, runtime: float) -> float:
+    """SGLang's pre_model_load_memory in GiB: free memory after CUDA and NCCL start-up, modelled as the device
+    memory less kvplan's runtime reserve (assumed; SGLang measures it on the GPU)."""
+    return (total - runtime) / GiB
+
+
+def pool_bytes(fraction: float, pre: float, weights: float) -> float:
+    """KVCacheConfigurator._profile_available_bytes (kv_cache_configurator.py:2990-3060), in GiB floats as SGLang
+    computes them: the free memory after the weights less the (1 − fraction) share of pre_model_load."""
+    available = pre - weights / GiB
+    return available - pre * (1 - fraction)
+
+
+def pool_tokens(fraction: float, pre: float, weights: float, cell: int, page: int) -> int:
+    """max_total_num_tokens: int(pool × 2^30) // cell, rounded down to whole pages (pool_configurator.py:637-647);
+    0 where SGLang refuses to start."""
+    rest = pool_bytes(fraction, pre, weights)
+    if rest <= 0:
         return 0
-    return math.floor(pool / Fraction(token_bytes) / page) * page
+    return int(rest * GiB) // cell // page * page
+
+
+def refusal(fraction: float, pre: float, weights: float) -> str:
+    """SGLang's own words when the weights leave no KV pool (kv_cache_configurator.py:3042-3058)."""
+    minimum = 1 - (pre - weights / GiB) / pre
+    return (f"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={fraction:g}. "
+            f"Raise --mem-fraction-static above {math.ceil(minimum * 1000) / 1000:.3f}")
+
+
+def _gpu_defaults(gpu_mib: float, tp: int) -> tuple[int, int]:
+    """(chunked_prefill_size, decode CUDA-graph max batch) SGLang picks for a GPU of `gpu_mib` MiB
+    (arg_groups/memory_hook.py:89-170)."""
+    if gpu_mib < 20 * 1024:
+        return 2048, 8
+    if gpu_mib < 35 * 1024:
+        return 4096, 48 if tp < 4 else 160
+    if gpu_mib < 60 * 1024:
+        return 4096, 32 if tp < 4 else 160
+    if gpu_mib < 160 * 1024:
+        return 8192, 256 if tp < 4 else 512
+    return 16384, 512
+
+
+def default_fraction(total: float, tp: int, pp: int, batch: int) -> tuple[float, float]:
+    """SGLang's default --mem-fraction-static for this GPU and its reserved memory in bytes
+    (arg_groups/memory_hook.py:281-342): round((gpu − reserved) / gpu, 3), reserved = 512 MiB + 1.5 MiB per
+    activation token (max(chunked prefill, 2048)) + tp·pp/8 GiB + 2 MiB per decode CUDA-graph batch (capped
+    at --max-running-requests), at least 10 GiB on GPUs over 60 GiB. Left out (assumed 0): the prefill CUDA
+    graph's non-torch memory, DeepEP buffers and multimodal adjustments."""
+    gpu_mib = total / MiB
+    chunk, max_bs = _gpu_defaults(gpu_mib, tp)
+    reserved = 512 + 1.5 * max(chunk, 2048) + tp * pp / 8 * 1024 + 2 * min(max_bs, batch)
+    if gpu_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return round((gpu_mib - reserved) / gpu_mib, 3), reserved * MiB
+
+
+def exact_fraction(tokens: int, pre: float, weights: float, cell: int, page: int, scale: float) -> tuple[str, float]:
+    """The shortest decimal fraction (its last digit worth at most one page of pre_model_load) whose pool,
+    after SGLang's `scale` (aiter's 0.85, else 1), holds `tokens`: (text, the value SGLang applies)."""
+    if pre <= 0:  # the runtime reserve takes the whole device: no fraction gives a pool
+        return "1", scale
+    page_gib = cell * page / GiB
+    digits = min(9, max(3, math.ceil(math.log10(pre / page_gib)))) if page_gib > 0 else 6
+    unit = 10**digits
+    want = (tokens * cell / GiB + weights / GiB) / pre / scale
+    units = math.ceil(want * unit)
+    for _ in range(64):  # float rounding in SGLang's GiB arithmetic: a digit or two more at most
+        if pool_tokens(units / unit * scale, pre, weights, cell, page) >= tokens:
+            break
+        units += 1
+    text = f"{units / unit:.{digits}f}".rstrip("0")
+    return (text + "0" if text.endswith(".") else text), float(text) * scale
+
+
+@attrs.frozen(slots=True)
+class SglangMemory:
+    """One GPU as SGLang 0.5.23 sizes it."""
+
+    fraction_text: str       # what --mem-fraction-static says
+    applied: float           # the fraction SGLang applies (× 0.85 on aiter)
+    pre: float               # pre_model_load_memory, GiB
+    cell: int                # B per token
+    page: int
+    tokens: int              # max_total_num_tokens
+    aiter: bool
+    how: str                 # why this fraction
+    exact_text: str          # the fraction that gives exactly the plan's pool
+    reserved: Optional[float] = None  # SGLang's reserved memory under its default rule, B
+
+    @property
+    def pool(self) -> float:
+        return float(self.tokens * self.cell)
+
+    @property
+    def fits(self) -> bool:
+        """Whether the plan's pool fits under SGLang: its exact fraction is at most 1."""
+        return float(self.exact_text) <= 1
+
+
+def _text(fraction: float) -> str:
+    return f"{fraction:.3f}".rstrip("0").rstrip(".") or "0"
+
+
+def sglang_memory(req: EmitRequest, sz: common.Sizing, dtype_id: str) -> SglangMemory:
+    """--mem-fraction-static and the pool it gives. exact: the plan's pool. fill: SGLang's default fraction for
+    the GPU, or the exact one where the default holds less than the plan's pool (the plan's footprint is the
+    least the engine must get); where even that exceeds 1 the default is written and the findings say so."""
+    p = req.plan
+    sc = p.scenario
+    cell = cell_bytes(sc.model, dtype_id, p.tp, p.pp)
+    pre = pre_model_load(sz.total, float(sz.runtime.value))
+    aiter = uses_aiter(sc.model, sc.device.name, p.tp) and sc.context > AITER_CONTEXT
+    scale = AITER_SCALE if aiter else 1.0
+    plan_tokens = sz.blocks * sz.block
+    exact_text, exact_applied = exact_fraction(plan_tokens, pre, sz.weights, cell, sz.block, scale)
+    given = (req.reserves or p.reserves).activation
+    if given is None:
+        default, reserved = default_fraction(sz.total, p.tp, p.pp, sc.batch)
+        why = (f"SGLang's default rule for this GPU (arg_groups/memory_hook.py:281-342, reserved "
+               f"{fmt_bytes(reserved)}, assumed)")
+    else:  # --activation-reserve replaces SGLang's reserved memory
+        reserved = float(given)
+        default = math.floor((sz.total - reserved) / sz.total * 1000) / 1000
+        why = f"(memory − --activation-reserve {fmt_bytes(reserved)}) / memory"
+    default_tokens = pool_tokens(float(_text(default)) * scale, pre, sz.weights, cell, sz.block)
+    fits = float(exact_text) <= 1
+    if sc.memory_fraction is not None and req.sizing == "fill":  # the deployment's own fraction (kvplan import)
+        text = _text(sc.memory_fraction)
+        applied = float(text) * scale
+        how = "pin memory_fraction: the deployment's --mem-fraction-static"
+    elif fits and (req.sizing == "exact" or default_tokens < plan_tokens):
+        text, applied = exact_text, exact_applied
+        how = ("solved so that the pool is the plan's, in whole pages" if req.sizing == "exact" else
+               f"the plan's pool: {why} gives {_text(default)}, {default_tokens:,} tokens, less than the plan's "
+               f"{plan_tokens:,}")
+    else:
+        text = _text(default)
+        applied = float(text) * scale
+        how = why
+    tokens = pool_tokens(applied, pre, sz.weights, cell, sz.block)
+    return SglangMemory(text, applied, pre, cell, sz.block, tokens, aiter, how, exact_text,
+                        reserved if given is None else None)
+
+
+def _refused_note(p: Plan, mapped: common.Mapped) -> list[str]:
+    sc = p.scenario
+    why = ENGINE.kv_refusal(p.kv_dtype.id, sc.device.fp4, sc.model.kv_kind == "mla")
+    if why is None or mapped.dtype.id == p.kv_dtype.id:
+        return []
+    return [f"kv_dtype {p.kv_dtype.id}: {why} ({sc.device.id}, {sc.model.id}); written {mapped.dtype_name}"]
+
+
+def _hicache(sz: common.Sizing, mem: SglangMemory) -> tuple[int, int, int]:
+    """(--hicache-size GB, host pool tokens, tokens it adds): the host pool mirrors device pages, so it must
+    hold the device pool plus the plan's host-tier tokens (pool_host/base.py:205-246: GB × 10^9 // cell, then
+    one padding page)."""
+    tier = common.ceil_div(sz.tier_tokens, sz.block) * sz.block
+    gb = max(1, math.ceil((mem.tokens + tier) * mem.cell / 1e9))
+    host = (int(gb * 1e9 // mem.cell) // mem.page + 1) * mem.page
+    return gb, host, max(0, host - mem.tokens)
 
 
 def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.sh", label: str = "") -> Emitted:
     p = req.plan
     sc = p.scenario
-    mapped = common.map_choices(p, BACKEND)
+    mapped = common.map_choices(p, attrs.evolve(common.runnable(BACKEND, ENGINE, p), block_sizes=page_sizes(p)))
     sz = common.size(p, mapped, req.reserves)
     notes = common.model_notes(p, BACKEND)
     findings: list[str] = []
     if mapped.dtype_name == "auto" and sc.weights.id != mapped.dtype.id:
         notes.append(f"KV dtype {mapped.dtype.id} is written `auto` (SGLang has no explicit name for it); auto "
                      f"follows the checkpoint's dtype, and the weights are {sc.weights.id}")
-    frac_text, frac = common.fraction_up(sz.weights + sz.pool, sz.total, sz.block_bytes)
-    if sc.memory_fraction is not None:  # the deployment's own fraction, pinned (kvplan import)
-        frac_text, frac = f"{sc.memory_fraction:g}", Fraction(str(sc.memory_fraction))
-    # with DP attention every attention group's ranks keep a pool of their own (pin.attention_dp)
-    engine_tokens = pool_tokens(frac, sz.total, sz.weights, sz.layout.token_bytes, sz.block) * sc.attention_dp
-    ceiling = 1.0 - sz.reserves / sz.total
+    findings += _refused_note(p, mapped)
+    mem = sglang_memory(req, sz, mapped.dtype.id)
     flags: list[Flag] = [
         ("--model-path", common.model_ref(p)),
         (F.kv_dtype, mapped.dtype_name),
         (F.block, str(mapped.block)),
-        ("--mem-fraction-static", frac_text),
+        ("--mem-fraction-static", mem.fraction_text),
         (F.tp, str(p.tp)),
-        (F.context, str(sc.context_bound)),
-        (F.batch, str(sc.batch)),
-        *common.pinned_engine_flags(sc, (None, "--chunked-prefill-size", "--dp-size", "--enable-dp-attention")),
     ]
     if p.pp > 1:
-        findings.append(f"pipeline parallelism of {p.pp} stages is not written: docs/engines.md names "
-                        f"no SGLang pipeline flag; the command runs --tp-size {p.tp} on one stage — add the "
-                        "pipeline size yourself")
+        flags.append((F.pp, str(p.pp)))
+    flags += [(F.context, str(sc.context_bound)), (F.batch, str(sc.batch))]
+    flags += common.pinned_engine_flags(sc, (None, "--chunked-prefill-size", "--dp-size", "--enable-dp-attention"))
     if not p.prefix_caching:
         flags.append(("--disable-radix-cache", None))
+    findings += _memory_findings(mem, sz, sc.context)
     tier_lines: list[str] = []
     if mapped.tier != "none":
         if mapped.tier == "host" and not via_lmcache:
-            gb = max(1, math.ceil(sz.tier_bytes_per_gpu() / 1e9))
+            gb, host, adds = _hicache(sz, mem)
             flags += [("--enable-hierarchical-cache", None), ("--hicache-size", str(gb))]
-            tier_lines.append(f"# host tier: --hicache-size {gb} GB per rank ({common.fmt_int(sz.tier_bytes_per_gpu())}"
-                              " B, the plan's tier bytes per GPU in whole pages)")
+            tier_lines.append(f"# host tier: --hicache-size {gb} GB per rank (10^9 B) = a host pool of {host:,} "
+                              f"tokens; it mirrors the device pool's {mem.tokens:,}, so it adds {adds:,} tokens "
+                              f"(the plan's host tier: {_contexts(adds, sc.context)} kept for reuse) beyond it")
         else:
             flags += [("--enable-lmcache", None), ("--lmcache-config-file", common.beside("lmcache.yaml"))]
             line, more = common.lmcache_tier(mapped.tier, via_lmcache)
             tier_lines.append(line)
             notes += more
+    if sc.model.kv_kind == "mla" and p.tp > 1:
+        notes.append(f"MLA under plain TP: each of the {p.tp} ranks stores every request's latent, as planned; with "
+                     f"--enable-dp-attention --dp {p.tp} each rank stores only its own requests ({p.tp}x the "
+                     "sequences)")
+    # with DP attention every attention group's ranks keep a pool of their own (pin.attention_dp)
+    total = mem.tokens * sc.attention_dp
+    aiter_line = (f"; SGLang's aiter backend multiplies it by {AITER_SCALE} at context > {AITER_CONTEXT:,} "
+                  f"(arg_groups/attention_hook.py:243-268): {mem.applied:.6g} applied" if mem.aiter else "")
     head = [common.header(req, label or BACKEND.label),
-            *common.summary_comments(sz, engine_tokens),
-            f"# --mem-fraction-static = (weights + KV pool) / memory, rounded up by less than one page; the assumed "
-            f"reserves leave at most {ceiling:.4f}",
+            f"# KV capacity (derived): {common.capacity_text(sz, total)}; the plan stores "
+            f"{common.fmt_int(math.ceil(sz.plan_tokens))} tokens for its batch of {sz.batch}",
+            f"# per GPU: KV pool {common.fmt_int(mem.tokens)} tokens × {common.fmt_int(mem.cell)} B per token = "
+            f"{fmt_bytes(mem.pool)} (derived), weights {fmt_bytes(sz.weights)} (derived), pre_model_load "
+            f"{fmt_bytes(mem.pre * GiB)} = device {fmt_bytes(sz.total)} − runtime reserve "
+            f"{fmt_bytes(sz.runtime.value)} (assumed)",
+            f"# --mem-fraction-static {mem.fraction_text} ({req.sizing}): {mem.how}{aiter_line}; pool = "
+            "pre_model_load × fraction − weights",
             *tier_lines]
     launch = common.Launch(("python", "-m", "sglang.launch_server"), tuple(flags), (), tuple(head[1:]))
     text = common.shell_script(head, launch.program, launch.flags)
-    how = (f"(--mem-fraction-static {frac_text} × memory − weights) / {common.fmt_int(sz.layout.token_bytes)} B "
-           f"per token, whole pages of {sz.block} (docs/engines.md)")
-    rows = common.capacity(sz, engine_tokens, how) + (
-        ("mem_fraction_static", derived(float(frac), "1", "(weights + KV pool) / memory, rounded up")),)
-    return common.finish(BACKEND, mapped, sz, [EmittedFile(name, text)], rows, notes, findings, launch=launch)
+    how = (f"(pre_model_load {mem.pre:.6g} GiB × {mem.applied:.6g} − weights) // {common.fmt_int(mem.cell)} B "
+           f"per token, whole pages of {sz.block} (SGLang 0.5.23 kv_cache_configurator.py, pool_configurator.py)")
+    rows = _rows(common.capacity(sz, total, how), mem, sz.weights, float(sz.runtime.value))
+    return common.finish(BACKEND, mapped, None, [EmittedFile(name, text)], rows, notes, findings, launch=launch)
+
+
+def _contexts(tokens: int, context: int) -> str:
+    n = tokens // max(1, context)
+    return f"{n} context{'' if n == 1 else 's'} of {context:,} tokens"
+
+
+def _memory_findings(mem: SglangMemory, sz: common.Sizing, context: int) -> list[str]:
+    """A pool SGLang refuses to start with, one that holds no request, or one short of the plan's."""
+    plan_tokens = sz.blocks * sz.block
+    aiter_fix = (f"; on aiter SGLang multiplies an explicit fraction by {AITER_SCALE} too: write it ÷ {AITER_SCALE}"
+                 " or export SGLANG_AITER_HONOR_EXPLICIT_MEM_FRACTION=1" if mem.aiter else "")
+    if mem.tokens <= 0:
+        return [f"SGLang would refuse to start: \"{refusal(mem.applied, mem.pre, sz.weights)}\" (modelled: "
+                f"weights {fmt_bytes(sz.weights)} per GPU, pre_model_load {fmt_bytes(mem.pre * GiB)}){aiter_fix}; "
+                "more GPUs (--tp-size, --pp-size) fix it where no fraction below 1 does"]
+    out = []
+    if not mem.fits:
+        out.append(f"the plan's pool does not fit under SGLang: it needs --mem-fraction-static {mem.exact_text} > 1 "
+                   f"(weights {fmt_bytes(sz.weights)} + KV {fmt_bytes(plan_tokens * mem.cell)} of "
+                   f"{fmt_bytes(mem.pre * GiB)} free after start-up); written {mem.fraction_text}, which holds "
+                   f"{mem.tokens:,} of the plan's {plan_tokens:,} tokens")
+    if mem.tokens < context:
+        out.append(f"SGLang's pool of {mem.tokens:,} tokens holds no request at --context-length {context:,}: raise "
+                   f"--mem-fraction-static{aiter_fix}, or use more GPUs")
+    return out
+
+
+def _rows(rows: tuple[tuple[str, Value], ...], mem: SglangMemory, weights: float,
+          runtime: float) -> tuple[tuple[str, Value], ...]:
+    """The shared capacity rows with SGLang's own pool, cell and fraction."""
+    left = mem.pre * GiB * (1 - mem.applied) if mem.tokens > 0 else 0.0
+    own = {
+        "kv_pool_per_gpu": derived(mem.pool, "B", f"{mem.tokens:,} tokens × {mem.cell:,} B per token (SGLang's cell)"),
+        "memory_needed_per_gpu": derived(
+            weights + mem.pool + left + runtime, "B",
+            "weights + KV pool + what the fraction leaves free (activations, CUDA graphs) + runtime reserve"),
+    }
+    out = tuple((k, own.get(k, v)) for k, v in rows)
+    extra: list[tuple[str, Value]] = [
+        ("kv_cell_bytes", derived(mem.cell, "B", "SGLang's bytes per token, all layers on the GPU "
+                                                 "(pool_configurator.py)")),
+        ("pre_model_load", assumed(mem.pre * GiB, "B", "free memory after CUDA/NCCL start-up: device memory − "
+                                                       "runtime reserve (--runtime-reserve)")),
+        ("mem_fraction_static", derived(float(mem.fraction_text), "1", mem.how)),
+    ]
+    if mem.reserved is not None:
+        extra.append(("sglang_reserved_memory", assumed(mem.reserved, "B", "SGLang's reserved memory under its "
+                                                                          "default rule; --activation-reserve")))
+    return out + tuple(extra)
 
 
 # --------------------------------------------------------------- read back (kvplan import)

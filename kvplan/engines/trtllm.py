@@ -1,12 +1,28 @@
 """TensorRT-LLM (main, newer than 1.2.1): the plan as trtllm.yaml for `trtllm-serve MODEL --config`,
 and trtllm.sh with that command.
 
-The pool is set with `kv_cache_config.max_tokens` (the plan's blocks × tokens
-per block), so the token count is exact. `free_gpu_memory_fraction` (a fraction
-of the memory left after the weights, engines.md) is written too, sized so that
-it admits those tokens even when the assumed activation and runtime reserves are
-also taken out of the free memory: whichever of the two the engine applies, the
-pool holds at least the plan's tokens, and with both it holds max_tokens.
+How TensorRT-LLM sizes its KV pool (docs/engine-memory.md § TensorRT-LLM; NVIDIA/TensorRT-LLM, files at the
+commits named):
+
+    bytes per token  = x × 2 (16-bit), x (FP8), ceil(x/2) + ceil(x/16) (NVFP4: FP8 scale per 16 values)
+    x                = kv_factor × layers on the rank × head_dim × n_kv // tp   (MHA, kv_factor 2)
+                       1 × layers × (kv_lora_rank + qk_rope_head_dim)            (MLA: no TP division)
+                       (tensorrt_llm/_torch/pyexecutor/resource_manager.py, KVCacheManager.get_cache_size_per_token,
+                        commit d2a5560abdadfbdf496ce057696103e0509a71ed)
+    free_gpu_memory_fraction of the memory free after the profiling run: (total − peak) × fraction, peak = weights
+                       + activations at max_num_tokens + non-torch memory (tensorrt_llm/_torch/pyexecutor/_util.py,
+                       KvCacheCreator._cal_max_memory, commit 0004396720054fd8e205cbf616f21f0b57c6b412); kvplan
+                       models the peak as weights + its activation and runtime reserves (assumed)
+    tokens           = min(max_tokens, fraction × free / bytes per token) when both are set (the field's default
+                       fraction is 0.9, so it always applies); blocks = int(tokens // tokens_per_block);
+                       host blocks = host_cache_size // bytes per token // tokens_per_block
+                       (resource_manager.py calculate_max_num_blocks, same commit; the fraction must be < 1.0)
+    KvCacheConfig    = tensorrt_llm/llmapi/llm_args.py (commit 0004396720054fd8e205cbf616f21f0b57c6b412): dtype
+                       auto|fp8|fp8_ds_mla|nvfp4, tokens_per_block 32, host_cache_size in bytes
+
+`--sizing exact` writes `max_tokens` = the plan's blocks × tokens_per_block and a fraction that admits them with
+the assumed reserves; `--sizing fill` (the default) writes the engine's default fraction 0.9 and states the
+tokens it buys, or the exact settings where 0.9 buys fewer than the plan's tokens.
 
 KV dtype: `kv_cache_config.dtype` takes auto|fp8|nvfp4. 16-bit KV is `auto`
 (the checkpoint's dtype). INT8 is one of TensorRT-LLM's KV quantization
@@ -29,7 +45,9 @@ from typing import Mapping, Protocol, Union
 
 from kvplan.base import files
 from kvplan.base.errors import Span
-from kvplan.base.evidence import derived
+from kvplan.base.evidence import Value, derived
+from kvplan.base.units import fmt_bytes
+from kvplan.catalog import Model
 from kvplan.catalog.engines import get_engine
 from kvplan.engines import common
 from kvplan.engines.common import EmitRequest, Emitted, EmittedFile
@@ -53,6 +71,7 @@ from kvplan.engines.flagparse import (
     strip_env,
     whole,
 )
+from kvplan.planner.plan import Plan
 
 ENGINE = get_engine("trtllm")
 #: kvplan dtype -> kv_cache_config.dtype (the catalog record's, kvplan.catalog.engines).
@@ -62,33 +81,95 @@ FLAGS = ("--config", "kv_cache_config", "free_gpu_memory_fraction", "max_tokens"
          "tokens_per_block", "dtype", "host_cache_size", "max_batch_size", "max_seq_len", "tensor_parallel_size",
          "pipeline_parallel_size")
 
+#: KvCacheConfig.free_gpu_memory_fraction's default (tensorrt_llm/llmapi/llm_args.py, commit 0004396).
+DEFAULT_FRACTION = 0.9
 
-def render(req: EmitRequest) -> Emitted:
-    p = req.plan
+
+def exact_fraction(pool: float, free: float, block_bytes: float) -> float:
+    """pool / free rounded up with just enough decimals that the rounding adds less than one block, kept below 1:
+    calculate_max_num_blocks asserts free_mem_fraction < 1.0 (resource_manager.py, commit d2a5560)."""
+    if free <= 0:
+        return 0.999
+    text, value = common.fraction_up(pool, free, block_bytes)
+    if value < 1:
+        return float(text)
+    digits = max(3, len(text.split(".")[1]))
+    return 1 - 10.0**-digits
+
+
+def token_bytes(model: Model, dtype_id: str, tp: int, pp: int) -> int:
+    """KVCacheManager.get_cache_size_per_token (resource_manager.py, commit d2a5560): bytes per token on the most
+    loaded rank (layers: ceil(L / pp), TensorRT-LLM's pp_layers gives the first ranks the extra layers)."""
+    layers = math.ceil(model.n_layers / max(1, pp))
+    if model.kv_kind == "mla":
+        x = layers * (model.mla_kv_rank + model.mla_rope_dim)
+    else:
+        x = 2 * layers * (model.head_dim * model.n_kv // tp)
+    if dtype_id == "fp4":
+        return math.ceil(x / 2) + math.ceil(x / 16)  # 1 B per 2 elements + an FP8 scale per 16 elements
+    return x * (2 if dtype_id in ("bf16", "fp16") else 1)
+
+
+def fill_tokens(fraction: float, free: float, per_token: int, block: int) -> int:
+    """Tokens a fraction of the free memory buys, in whole blocks: int(fraction × free / B // block) × block."""
+    if free <= 0:
+        return 0
+    return int(fraction * free / per_token // block) * block
+
+
+def _dtype_notes(p: Plan, mapped: common.Mapped, notes: list[str]) -> list[str]:
+    """The findings (a dtype TensorRT-LLM refuses on this device) and notes (`auto` for INT8 or 16-bit) on the KV
+    dtype written; `notes` gets the notes."""
     sc = p.scenario
-    mapped = common.map_choices(p, BACKEND)
-    sz = common.size(p, mapped, req.reserves)
-    notes = common.model_notes(p, BACKEND)
+    findings: list[str] = []
+    why = ENGINE.kv_refusal(p.kv_dtype.id, sc.device.fp4, sc.model.kv_kind == "mla")
+    if why is not None and mapped.dtype.id != p.kv_dtype.id:
+        findings.append(f"kv_dtype {p.kv_dtype.id}: {why} ({sc.device.id}); written {mapped.dtype_name}")
     if mapped.dtype.id == "int8":
         notes.append("INT8 KV: kv_cache_config.dtype takes auto|fp8|nvfp4 only, so it is `auto`; quantize the "
                      "checkpoint with the INT8 KV quantization algorithm, or auto stays 16-bit")
     elif mapped.dtype_name == "auto" and sc.weights.id != mapped.dtype.id:
         notes.append(f"KV dtype {mapped.dtype.id} is written `auto` (the checkpoint's dtype); the weights are "
                      f"{sc.weights.id}, so check that auto gives {mapped.dtype.id}")
-    max_tokens = sz.blocks * sz.block
+    return findings
+
+
+def _pool(sizing: str, sz: common.Sizing, per_token: int, findings: list[str]) -> tuple[bool, float, int]:
+    """(whether max_tokens is written, free_gpu_memory_fraction, the tokens TensorRT-LLM allocates): exact, or fill
+    where the default fraction holds the plan's pool; a pool that does not fit goes to `findings`."""
+    plan_tokens = sz.blocks * sz.block
     free_after = sz.total - sz.weights - sz.reserves
-    if free_after > 0:
-        fraction = min(1.0, math.ceil(sz.pool / free_after * 1000) / 1000)
-    else:
-        fraction = 1.0
-    host = math.ceil(sz.tier_bytes_per_gpu()) if mapped.tier == "host" else 0
-    kv_cfg: dict[str, object] = {
-        "dtype": mapped.dtype_name,
-        "tokens_per_block": mapped.block,
-        "enable_block_reuse": bool(p.prefix_caching),
-        "max_tokens": max_tokens,
-        "free_gpu_memory_fraction": fraction,
-    }
+    filled = fill_tokens(DEFAULT_FRACTION, free_after, per_token, sz.block)
+    if sizing != "exact" and filled >= plan_tokens:
+        return False, DEFAULT_FRACTION, filled
+    fraction = exact_fraction(plan_tokens * per_token, free_after, per_token * sz.block)
+    tokens = min(plan_tokens, fill_tokens(fraction, free_after, per_token, sz.block))
+    if tokens < plan_tokens:
+        findings.append(f"the plan's pool does not fit under TensorRT-LLM: {plan_tokens:,} tokens × {per_token:,} B "
+                        f"need more than free_gpu_memory_fraction {fraction:g} of the "
+                        f"{fmt_bytes(max(0.0, free_after))} left after weights and the assumed reserves; it gets "
+                        f"{tokens:,}")
+    return True, fraction, tokens
+
+
+def render(req: EmitRequest) -> Emitted:
+    p = req.plan
+    sc = p.scenario
+    mapped = common.map_choices(p, common.runnable(BACKEND, ENGINE, p))
+    sz = common.size(p, mapped, req.reserves)
+    notes = common.model_notes(p, BACKEND)
+    findings = _dtype_notes(p, mapped, notes)
+    per_token = token_bytes(sc.model, mapped.dtype.id, p.tp, p.pp)
+    plan_tokens = sz.blocks * sz.block
+    free_after = sz.total - sz.weights - sz.reserves
+    use_exact, fraction, tokens = _pool(req.sizing, sz, per_token, findings)
+    host_tokens = common.ceil_div(sz.tier_tokens, sz.block) * sz.block if mapped.tier == "host" else 0
+    host = host_tokens * per_token
+    kv_cfg: dict[str, object] = {"dtype": mapped.dtype_name, "tokens_per_block": mapped.block,
+                                 "enable_block_reuse": bool(p.prefix_caching)}
+    if use_exact:
+        kv_cfg["max_tokens"] = plan_tokens
+    kv_cfg["free_gpu_memory_fraction"] = fraction
     if host:
         kv_cfg["host_cache_size"] = host
     body = {
@@ -99,23 +180,50 @@ def render(req: EmitRequest) -> Emitted:
         "kv_cache_config": kv_cfg,
     }
     notes_by_key = {
-        "kv_cache_config.max_tokens": f"{common.fmt_int(sz.blocks)} blocks of {sz.block} tokens per GPU",
-        "kv_cache_config.free_gpu_memory_fraction": "of memory after weights, admits max_tokens with the reserves",
+        "kv_cache_config.max_tokens": f"{common.fmt_int(sz.blocks)} blocks of {sz.block} tokens per GPU: the plan's",
+        "kv_cache_config.free_gpu_memory_fraction": (
+            "of memory free after the profiling run; admits max_tokens with the assumed reserves" if use_exact
+            else "KvCacheConfig's default: of memory free after the profiling run"),
     }
     if host:
-        notes_by_key["kv_cache_config.host_cache_size"] = "bytes per GPU: the plan's host tier in whole blocks"
-    head = [common.header(req, BACKEND.label), *common.summary_comments(sz, max_tokens),
+        notes_by_key["kv_cache_config.host_cache_size"] = (f"bytes per GPU: {host_tokens // sz.block:,} host blocks, "
+                                                           "the plan's host tier")
+    how = (f"min(max_tokens, {fraction:g} × {fmt_bytes(max(0.0, free_after))} free / {per_token:,} B per token) "
+           f"in blocks of {sz.block}" if use_exact else
+           f"{fraction:g} × {fmt_bytes(max(0.0, free_after))} free after weights and reserves (assumed) / "
+           f"{per_token:,} B per token, in blocks of {sz.block}")
+    head = [common.header(req, BACKEND.label),
+            f"# KV capacity (derived): {common.capacity_text(sz, tokens)}; the plan stores "
+            f"{common.fmt_int(math.ceil(sz.plan_tokens))} tokens for its batch of {sz.batch}",
+            f"# per GPU: KV pool {common.fmt_int(tokens)} tokens × {per_token:,} B per token = "
+            f"{fmt_bytes(tokens * per_token)} (derived: {how}), weights {fmt_bytes(sz.weights)} (derived), reserves "
+            f"{fmt_bytes(sz.activation.value)} activations + {fmt_bytes(sz.runtime.value)} runtime (assumed), "
+            f"device {fmt_bytes(sz.total)}",
+            f"# sizing {req.sizing}: " + ("max_tokens = the plan's pool" if use_exact and req.sizing == "exact" else
+                                          "the default fraction buys fewer than the plan's tokens: max_tokens = "
+                                          "the plan's pool" if use_exact else "the default fraction"),
             f"# serve: trtllm-serve {common.model_ref(p)} --config trtllm.yaml (trtllm.sh)"]
     yaml = common.yaml_text(head, body, notes_by_key)
     launch = common.Launch(("trtllm-serve", common.model_ref(p)), (("--config", common.beside("trtllm.yaml")),),
                            comments=tuple(head[1:-1]))
     script = common.shell_script([common.header(req, BACKEND.label)], launch.program, launch.flags)
-    how = f"kv_cache_config.max_tokens = {common.fmt_int(sz.blocks)} blocks × {sz.block} tokens per block"
-    rows = common.capacity(sz, max_tokens, how) + (
-        ("free_gpu_memory_fraction", derived(fraction, "1", "KV pool / (memory − weights − reserves), "
-                                                                   "rounded up to 0.001")),)
-    return common.finish(BACKEND, mapped, sz, [EmittedFile("trtllm.yaml", yaml), EmittedFile("trtllm.sh", script)],
-                         rows, notes, launch=launch)
+    rows = _rows(sz, tokens, per_token, fraction, use_exact, how)
+    return common.finish(BACKEND, mapped, None, [EmittedFile("trtllm.yaml", yaml), EmittedFile("trtllm.sh", script)],
+                         rows, notes, findings, launch=launch)
+
+
+def _rows(sz: common.Sizing, tokens: int, per_token: int, fraction: float, use_exact: bool,
+          how: str) -> tuple[tuple[str, Value], ...]:
+    """The shared capacity rows with TensorRT-LLM's own pool, bytes per token and fraction."""
+    own = {"kv_pool_per_gpu": derived(float(tokens * per_token), "B", f"{tokens:,} tokens × {per_token:,} B per "
+                                                                      "token (TensorRT-LLM's bytes per token)"),
+           "memory_needed_per_gpu": derived(sz.weights + tokens * per_token + sz.reserves, "B",
+                                            "weights + KV pool + reserves")}
+    return tuple((k, own.get(k, v)) for k, v in common.capacity(sz, tokens, how)) + (
+        ("kv_token_bytes", derived(per_token, "B", "KVCacheManager.get_cache_size_per_token")),
+        ("free_gpu_memory_fraction", derived(fraction, "1", "KV pool / (memory − weights − reserves), rounded up by "
+                                                            "less than one block" if use_exact
+                                             else "KvCacheConfig's default")),)
 
 
 # --------------------------------------------------------------- read back (kvplan import)

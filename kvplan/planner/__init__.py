@@ -81,6 +81,8 @@ def _space(sc: Scenario) -> tuple[Space, dict[str, str]]:
     dtypes = admissible_dtypes(sc.budget, sc.engine, sc.model.kv_kind)
     if not sc.device.fp4:
         dtypes = tuple(x for x in dtypes if x != "fp4")
+    on = get_engine(sc.engine).kv_dtypes_on(sc.device.fp4, sc.model.kv_kind == "mla")  # the record's kv_needs
+    dtypes = tuple(x for x in dtypes if x in on)
     pin_dt = _pin(sc, "kv_dtype")
     if pin_dt is not None:
         dtypes = (DTYPES[str(pin_dt)].id if str(pin_dt) in DTYPES else str(pin_dt),)

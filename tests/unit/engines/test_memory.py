@@ -83,5 +83,6 @@ def test_a_plan_that_fits_fits_every_backend_and_the_numbers_agree() -> None:
                 assert per_gpu - pool == pytest.approx(by_hand - plan_kv, abs=1e6)
             elif "→" not in " ".join(out.findings):     # the target runs the plan's own dtype
                 assert per_gpu == pytest.approx(by_hand, abs=max(page, 1e6))
-            if fits:
+            if fits and "→" not in " ".join(out.findings):  # a fallback dtype may cost more (TRT-LLM's nvfp4 for
+                # int4 is 1.125x with its FP8 scales) and is then an error, not a fit
                 assert not [f for f in out.findings if "does not fit" in f], (devices, target, out.findings)
