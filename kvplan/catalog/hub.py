@@ -22,12 +22,13 @@ import logging
 import os
 import re
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Mapping, Optional
 
 import attrs
 
 from kvplan.base import files
 from kvplan.base.errors import CatalogError, ConfigError, KvplanError
+from kvplan.base.json_types import JSONObject, JSONValue
 from kvplan.catalog import Model, WeightBytes, get_model, hf_config, weight_bytes
 
 #: `org/name`, as the hub spells repo ids (letters, digits, `-`, `_`, `.`; at most 96 characters each).
@@ -133,10 +134,10 @@ def _fetch(repo: str, filename: str, revision: Optional[str], required: bool) ->
     return HubFile(repo=repo, filename=filename, revision=Path(path).parent.name, path=path)
 
 
-def _read_json(f: HubFile) -> Mapping[str, Any]:
+def _read_json(f: HubFile) -> JSONObject:
     text = files.read_text(f.path, what=f.filename)
     try:
-        data = json.loads(text)
+        data: JSONValue = json.loads(text)
     except ValueError as e:
         raise ConfigError(f"{f.cited} is not valid JSON: {e}") from None
     if not isinstance(data, dict):
@@ -144,14 +145,14 @@ def _read_json(f: HubFile) -> Mapping[str, Any]:
     return data
 
 
-def checkpoint_bytes(config: Mapping[str, Any], model: Model, cfg: HubFile,
+def checkpoint_bytes(config: Mapping[str, hf_config.HFConfigValue], model: Model, cfg: HubFile,
                      index: Optional[HubFile]) -> Optional[WeightBytes]:
     """The checkpoint's weight bytes: index total_size (reported), else quantization_config (derived), else None."""
     derived = weight_bytes.from_config(config, cfg.path, cfg.cited)
     if index is not None:
         width, _ = weight_bytes.torch_width(config, cfg.path)
         found = weight_bytes.from_index(_read_json(index), config, derived, index.cited, model.params,
-                                        model.params_routed, width)
+                                        model.params_routed, width, cfg.path)
         if found is not None:
             return found
     return derived
@@ -159,7 +160,7 @@ def checkpoint_bytes(config: Mapping[str, Any], model: Model, cfg: HubFile,
 
 def _from_files(name: str, cfg: HubFile, index: Optional[HubFile], hub_id: str) -> Resolved:
     model = hf_config.load_config(cfg.path)
-    config = _read_json(cfg)
+    config = hf_config.load_config_data(cfg.path)
     wb = checkpoint_bytes(config, model, cfg, index)
     read = (cfg, *([index] if index is not None else []))
     source = "; ".join(f.cited for f in read)

@@ -116,8 +116,7 @@ def test_the_index_total_size_is_the_weight_bytes_and_the_plan_records_it(cache:
     # the plan's inputs name both files and the revision; its weight bytes are the index's, not P · 2 B
     cited = [a for a in p.assumptions if "metadata.total_size" in a.source]
     assert cited and cited[0].value == 8_044_982_272 and COMMIT in cited[0].source
-    assert p.metric("weight_bytes").value == pytest.approx(8_044_982_272) if any(
-        k == "weight_bytes" for k, _ in p.metrics) else True
+    assert p.metrics.weight_bytes.value == pytest.approx(8_044_982_272)
 
 
 def test_lint_and_map_name_a_repo_id(cache: Path, tmp_path: Path) -> None:

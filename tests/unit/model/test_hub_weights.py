@@ -118,3 +118,20 @@ def test_moe_reads_the_touched_experts_at_their_own_width() -> None:
 def test_bad_quantization_configs_name_what_is_wrong(q: dict[str, Any], words: str) -> None:
     with pytest.raises(ConfigError, match=words.replace("(", r"\(")):
         wb.from_config(dict(cfg("meta-llama--Meta-Llama-3.1-8B"), quantization_config=q), "c", "c")
+
+
+@pytest.mark.parametrize("change,words", [
+    ({"quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": "no"}},
+     "'zero_point' must be true or false"),
+    ({"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, True]}}, "'weight_block_size'"),
+    ({"quantization_config": {"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {
+        "num_bits": 4, "strategy": "group", "group_size": 128, "symmetric": "yes"}}}}}, "'symmetric'"),
+    ({"quantization_config": {"quant_method": "fp8"}, "vocab_size": "128256"}, "'vocab_size' must be an integer"),
+    ({"quantization_config": "fp8"}, "'quantization_config' must be an object"),
+])
+def test_a_value_of_the_wrong_type_is_one_error_naming_the_file_and_key(change: dict[str, Any], words: str) -> None:
+    # a string where a flag belongs was read as true; a string where a count belongs was a TypeError
+    with pytest.raises(ConfigError, match=words) as e:
+        wb.from_config(dict(cfg("meta-llama--Meta-Llama-3.1-8B"), **change), "ckpt/config.json", "c")
+    assert e.value.span is not None and e.value.span.file == "ckpt/config.json"
+    assert "\n" not in e.value.message
