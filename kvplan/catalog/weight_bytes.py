@@ -49,7 +49,7 @@ import attrs
 
 from kvplan.base.errors import ConfigError, Span
 from kvplan.base.json_types import JSONValue
-from kvplan.catalog import WeightBytes
+from kvplan.catalog import DTYPES, Dtype, Model, WeightBytes
 from kvplan.catalog.hf_config import HFConfigValue, count_params
 
 #: A parsed config.json (kvplan.catalog.hf_config) or one of its tables.
@@ -59,6 +59,7 @@ Config = Mapping[str, HFConfigValue]
 METHODS = ("fp8", "mxfp4", "awq", "gptq", "compressed-tensors")
 
 _TORCH_WIDTH = {"bfloat16": 2.0, "float16": 2.0, "half": 2.0, "float32": 4.0, "float": 4.0}
+_TORCH_NAME = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}
 
 
 @attrs.frozen(slots=True)
@@ -250,7 +251,7 @@ def from_config(config: Config, where: str, source: str) -> Optional[WeightBytes
         checkpoint += mtp * per + plain * width
     note = f"{how}; the rest at {width_note}"
     return WeightBytes(held=held, routed=routed, checkpoint=checkpoint, evidence="derived",
-                       source=f"quantization_config in {source} ({note})", method=method)
+                       source=f"quantization_config in {source} ({note})", method=method, format=method)
 
 
 def from_index(index: Mapping[str, JSONValue], config: Config, derived: Optional[WeightBytes],
@@ -268,14 +269,16 @@ def from_index(index: Mapping[str, JSONValue], config: Config, derived: Optional
     if derived is not None and derived.checkpoint > 0:
         held = total * derived.held / derived.checkpoint
         routed = held * derived.routed / derived.held if derived.held else 0.0
-        method = derived.method
+        method = fmt = derived.method
     else:
         mtp = _mtp_params(config, where) * width
         held = total - mtp if total > mtp else total
         routed = held * params_routed / params if params else 0.0
         method = ""
+        raw = config.get("torch_dtype", config.get("dtype"))
+        fmt = _TORCH_NAME.get(raw, "bf16") if isinstance(raw, str) else "bf16"
     return WeightBytes(held=held, routed=routed, checkpoint=total, evidence="reported",
-                       source=f"metadata.total_size {int(total):,} B in {source}", method=method)
+                       source=f"metadata.total_size {int(total):,} B in {source}", method=method, format=fmt)
 
 
 def declared(params: float, params_routed: float, width: float, dtype_id: str) -> WeightBytes:
@@ -283,3 +286,29 @@ def declared(params: float, params_routed: float, width: float, dtype_id: str) -
     held = params * width
     return WeightBytes(held=held, routed=params_routed * width, checkpoint=held, evidence="assumed",
                        source=f"declared weights = {dtype_id}: parameters × {width:g} B", method="")
+
+
+#: Bits per quantized weight of the formats `weights` shows (the rest of a checkpoint at its torch_dtype).
+_FORMAT_BITS = {"fp8": 8, "mxfp4": 4, "fp32": 32}
+
+
+def checkpoint_dtype(model: Model) -> Optional[Dtype]:
+    """What `weights` is for a model planned at its checkpoint's bytes: the checkpoint's format (fp8, mxfp4, ...)
+    at the width the bytes give per parameter (held / params), so that P · w_p is the checkpoint's bytes too;
+    None without them."""
+    wb = model.weight_bytes
+    if wb is None or model.params <= 0:
+        return None
+    fmt = wb.format or wb.method or "bf16"
+    width = wb.held / model.params
+    return Dtype(fmt, width, _FORMAT_BITS.get(fmt, max(1, round(8 * width))), bool(wb.method),
+                 f"the checkpoint's weight bytes (docs/weights.md): {wb.source}")
+
+
+def planned(model: Model, declared: Optional[Dtype]) -> tuple[Model, Dtype]:
+    """The model and weights dtype a plan uses (docs/weights.md). A declared dtype (`weights = ...` in a spec,
+    `--weights`) wins: the user serves another checkpoint, planned at parameters × its width, so the model's
+    checkpoint bytes are dropped. Without one, the checkpoint's bytes and format; without those, bf16."""
+    if declared is not None:
+        return (model if model.weight_bytes is None else attrs.evolve(model, weight_bytes=None)), declared
+    return model, checkpoint_dtype(model) or DTYPES["bf16"]

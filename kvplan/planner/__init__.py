@@ -518,7 +518,8 @@ def _metrics(cfg: rf.Config, b: int, s: int, reserves: memory.Reserves) -> Metri
         step_time=derived(step, "s", "T_step ≥ max(M/β_eff, F/π) (docs/model.md §4)"),
         throughput=derived(b / step, "tok/s", "b / T_step"),
         kv_bytes=derived(kv, "B", "b·B_kv(s)·(w_q/w_kv)·r·(1+φ)/σ (docs/model.md §3)"),
-        weight_bytes=derived(weights, "B", "P·w_p"),
+        weight_bytes=derived(weights, "B", "P·w_p" if cfg.model.weight_bytes is None
+                             else "the checkpoint's weight bytes (docs/weights.md)"),
         memory_needed=derived(weights + kv, "B", "weights + KV"),
         memory_usable=derived(cfg.capacity, "B", "N·(C − reserves)"),
         device_need=derived(dev.needed, "B", f"most loaded device: weights + KV on {layers} of "
