@@ -269,7 +269,9 @@ def _allow_path_option(fn: F) -> F:
               help="Concurrent sequences.")
 @click.option("--context", type=_tokens_type(limits.MAX_TOKENS), default="128k", show_default=True, metavar="TOKENS",
               help="Tokens per sequence (128k = 128,000; 128Ki = 131,072).")
-@click.option("--weights", default="bf16", show_default=True, help="Weight dtype.")
+@click.option("--weights", default=None,
+              help="Weight dtype: parameters × its width  [default: the checkpoint's own bytes where the model "
+                   "has them (docs/weights.md), else bf16]")
 @click.option("--kv-dtype", default="bf16", show_default=True, help="KV cache dtype.")
 @click.option("--placement", type=click.Choice(["striped", "pinned", "affinity"]), default="striped",
               show_default=True, help="KV page placement on multi-partition devices.")
@@ -281,20 +283,22 @@ def _allow_path_option(fn: F) -> F:
               help="Also draw the roofline with this point to this file (needs matplotlib: pip install matplotlib).")
 @handles_errors
 def map_cmd(model_id: str | None, model_config: str | None, device_id: str, n_devices: int, tp: int,
-            batch: int, context: int, weights: str, kv_dtype: str, placement: str, fmt: str,
+            batch: int, context: int, weights: str | None, kv_dtype: str, placement: str, fmt: str,
             plot_path: str | None, roofline_path: str | None) -> None:
     """The regime map at one point: κ, s*, s_cap, β_eff, intensity, step time, regime, by KV dtype."""
     from kvplan import catalog
+    from kvplan.catalog import weight_bytes
     from kvplan.catalog.hub import resolve_model
     from kvplan.model import roofline as rf
     from kvplan.model.regime import regime_map
     from kvplan.render import map_view
 
-    model = resolve_model(model_id, model_config)
     device = catalog.get_device(device_id)
     b, s = batch, context
     rf.check_batch_context(b, s)
-    w, kv = catalog.dtype(weights), catalog.dtype(kv_dtype)
+    model, w = weight_bytes.planned(resolve_model(model_id, model_config),
+                                    catalog.dtype(weights) if weights is not None else None)
+    kv = catalog.dtype(kv_dtype)
     cfg = rf.Config(model, device, n_devices=n_devices, tp=tp, w_p=w.width, w_kv=kv.width, placement=placement)
     rm = regime_map(cfg, b, s, weights=w, kv=kv)
     if plot_path or roofline_path:
@@ -321,7 +325,8 @@ def map_cmd(model_id: str | None, model_config: str | None, device_id: str, n_de
 @click.option("--batch", metavar="LIST", help="Batch sizes: 1,8,32 or 1..64 or 1..1024:x2  [default: 1]")
 @click.option("--context", metavar="LIST",
               help="Contexts: 32k,128k or 4k..1M:x2 or 8k..128k:+8k  [default: 128k]")
-@click.option("--weights", default=None, help="Weight dtype  [default: bf16]")
+@click.option("--weights", default=None,
+              help="Weight dtype  [default: the checkpoint's own bytes where known (docs/weights.md), else bf16]")
 @click.option("--placement", type=click.Choice(["striped", "pinned", "affinity"]), default=None,
               help="KV page placement  [default: striped]")
 @click.option("--format", "fmt", type=click.Choice(["csv", "json"]), default="csv", show_default=True)
@@ -357,7 +362,7 @@ def sweep_cmd(spec_file: str | None, model_id: str | None, model_config: str | N
             raise KvplanError("missing --device", help="name a catalog device (kvplan devices), or give a .kvp FILE")
         given = {k: v for k, v in lists.items() if v is not None}
         specs = [sw.spec_from_flags(resolve_model(model_id, model_config), catalog.get_device(device_id),
-                                    weights=weights or "bf16", placement=placement or "striped", **given)]
+                                    weights=weights, placement=placement or "striped", **given)]
     stream = sw.csv_text(specs) if fmt == "csv" else sw.json_text(specs)
     total = sw.total_points(specs)
     out = sys.stdout if output == "-" else open(output, "w", encoding="utf-8", newline="")

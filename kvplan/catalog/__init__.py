@@ -94,6 +94,7 @@ class WeightBytes:
     evidence: str
     source: str
     method: str = ""
+    format: str = ""     # what `weights` shows for the checkpoint: the method, else its torch dtype (bf16)
 
 
 @record
@@ -383,7 +384,24 @@ def model_from_entry(mid: str, e: CatalogEntry) -> Model:
         note=_text(e, "note", mid, ""),
         hf_ids=tuple(dict.fromkeys([*([_text(e, "hf_id", mid)] if e.get("hf_id") else []),
                                     *_texts(e, "hf_ids", mid)])),
+        weight_bytes=_weight_bytes(mid, e),
     )
+
+
+def _weight_bytes(mid: str, e: CatalogEntry) -> Optional[WeightBytes]:
+    """The published checkpoint's weight bytes (`[id.weight_bytes]`: held, routed, checkpoint, with the method, its
+    evidence and source), as kvplan.catalog.weight_bytes computes them from the checkpoint's config.json
+    (tests/unit/catalog/test_catalog.py recomputes them; docs/weights.md); None where the entry has none."""
+    raw = e.get("weight_bytes")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise _wrong(mid, "weight_bytes", raw, "a table")
+    where = f"{mid}.weight_bytes"
+    method = _text(raw, "method", where, "")
+    return WeightBytes(held=_float(raw, "held", where), routed=_float(raw, "routed", where),
+                       checkpoint=_float(raw, "checkpoint", where), evidence=_text(raw, "evidence", where),
+                       source=_text(raw, "source", where), method=method, format=_text(raw, "format", where, method))
 
 
 def _int_list(entry: CatalogEntry, key: str, where: str) -> list[int]:

@@ -450,9 +450,10 @@ def _count(c: _Config, n_layers: int, n_q: int, n_kv: int, d_h: int) -> tuple[in
     return total, active, routed
 
 
-def count_params(config: Mapping[str, HFConfigValue]) -> tuple[float, float, float]:
-    """(parameters held in memory, parameters read per token at batch 1, routed-expert parameters)."""
-    c = _Config(config, "<config>")
+def count_params(config: Mapping[str, HFConfigValue], where: str = "<config>") -> tuple[float, float, float]:
+    """(parameters held in memory, parameters read per token at batch 1, routed-expert parameters); errors
+    name `where` as the file."""
+    c = _Config(config, where)
     n_layers, n_q, n_kv, d_h = _core(c)
     total, active, routed = _count(c, n_layers, n_q, n_kv, d_h)
     return float(total), float(active), float(routed)
@@ -559,9 +560,8 @@ def model_from_config(config: Mapping[str, HFConfigValue], *, id: str, source: s
     return _build(_Config(config, source or id), id, source, params)
 
 
-def load_config(path: str | os.PathLike[str]) -> Model:
-    """A Model from a config.json file (or a directory holding one); the id is the file stem,
-    or the directory name for a file called config.json."""
+def _read(path: str | os.PathLike[str]) -> tuple[str, _Config]:
+    """A config.json file (or a directory holding one), read and parsed, every error naming the file."""
     where = files.pure_path(path)
     if os.path.isdir(where):
         where = files.pure_path(os.path.join(where, "config.json"))
@@ -575,10 +575,23 @@ def load_config(path: str | os.PathLike[str]) -> Model:
         raise ConfigError(f"cannot read config file '{where}': {e.strerror}") from None
     files.refuse_blank(text, where, what="the model config", holds="one JSON object (a Hugging Face config.json)",
                        comment=None)
+    return where, _parse(text, where)
+
+
+def load_config(path: str | os.PathLike[str]) -> Model:
+    """A Model from a config.json file (or a directory holding one); the id is the file stem,
+    or the directory name for a file called config.json."""
+    where, c = _read(path)
     mid = files.stem(where)
     if mid == "config" and files.name(files.parent(where)):
         mid = files.name(files.parent(where))
-    return _build(_parse(text, where), mid, where, None)
+    return _build(c, mid, where, None)
+
+
+def load_config_data(path: str | os.PathLike[str]) -> Mapping[str, HFConfigValue]:
+    """The values of a config.json file, parsed as load_config parses them (a number beyond every range kept
+    unconverted), for readers of keys the Model does not carry (kvplan.catalog.weight_bytes)."""
+    return _read(path)[1].data
 
 
 def resolve_model(name: str | None, config_path: str | None) -> Model:

@@ -21,13 +21,13 @@ import json
 import logging
 import os
 import re
-from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Mapping, Optional
 
 import attrs
 
 from kvplan.base import files
 from kvplan.base.errors import CatalogError, ConfigError, KvplanError
+from kvplan.base.json_types import JSONObject, JSONValue
 from kvplan.catalog import Model, WeightBytes, get_model, hf_config, weight_bytes
 
 #: `org/name`, as the hub spells repo ids (letters, digits, `-`, `_`, `.`; at most 96 characters each).
@@ -130,13 +130,13 @@ def _fetch(repo: str, filename: str, revision: Optional[str], required: bool) ->
         finally:
             quiet.setLevel(level)
     assert path is not None
-    return HubFile(repo=repo, filename=filename, revision=Path(path).parent.name, path=path)
+    return HubFile(repo=repo, filename=filename, revision=files.name(files.parent(path)), path=path)
 
 
-def _read_json(f: HubFile) -> Mapping[str, Any]:
+def _read_json(f: HubFile) -> JSONObject:
     text = files.read_text(f.path, what=f.filename)
     try:
-        data = json.loads(text)
+        data: JSONValue = json.loads(text)
     except ValueError as e:
         raise ConfigError(f"{f.cited} is not valid JSON: {e}") from None
     if not isinstance(data, dict):
@@ -144,14 +144,14 @@ def _read_json(f: HubFile) -> Mapping[str, Any]:
     return data
 
 
-def checkpoint_bytes(config: Mapping[str, Any], model: Model, cfg: HubFile,
+def checkpoint_bytes(config: Mapping[str, hf_config.HFConfigValue], model: Model, cfg: HubFile,
                      index: Optional[HubFile]) -> Optional[WeightBytes]:
     """The checkpoint's weight bytes: index total_size (reported), else quantization_config (derived), else None."""
     derived = weight_bytes.from_config(config, cfg.path, cfg.cited)
     if index is not None:
         width, _ = weight_bytes.torch_width(config, cfg.path)
         found = weight_bytes.from_index(_read_json(index), config, derived, index.cited, model.params,
-                                        model.params_routed, width)
+                                        model.params_routed, width, cfg.path)
         if found is not None:
             return found
     return derived
@@ -159,7 +159,7 @@ def checkpoint_bytes(config: Mapping[str, Any], model: Model, cfg: HubFile,
 
 def _from_files(name: str, cfg: HubFile, index: Optional[HubFile], hub_id: str) -> Resolved:
     model = hf_config.load_config(cfg.path)
-    config = _read_json(cfg)
+    config = hf_config.load_config_data(cfg.path)
     wb = checkpoint_bytes(config, model, cfg, index)
     read = (cfg, *([index] if index is not None else []))
     source = "; ".join(f.cited for f in read)
@@ -170,17 +170,18 @@ def _from_files(name: str, cfg: HubFile, index: Optional[HubFile], hub_id: str) 
 
 def resolve_path(path: str) -> Resolved:
     """A local checkpoint: a directory holding config.json (and maybe the index), or a config.json path."""
-    p = Path(path)
-    folder = p if p.is_dir() else p.parent
-    cfg_path = p / CONFIG if p.is_dir() else p
-    if not cfg_path.is_file():
+    p = files.pure_path(path)  # paths as text, as pathlib writes them (kvplan.base.files: no pathlib at start-up)
+    is_dir = os.path.isdir(p)
+    folder = p if is_dir else files.parent(p)
+    cfg_path = files.pure_path(os.path.join(p, CONFIG)) if is_dir else p
+    if not os.path.isfile(cfg_path):
         raise ConfigError(f"config file '{cfg_path}' does not exist",
                           help="give a checkpoint folder holding config.json, or a hub repo id")
-    cfg = HubFile(repo=str(folder), filename=cfg_path.name, revision="local", path=str(cfg_path))
-    idx_path = folder / INDEX
-    index = (HubFile(repo=str(folder), filename=INDEX, revision="local", path=str(idx_path))
-             if idx_path.is_file() else None)
-    return _from_files(folder.name or str(folder), cfg, index, "")
+    cfg = HubFile(repo=folder, filename=files.name(cfg_path), revision="local", path=cfg_path)
+    idx_path = files.pure_path(os.path.join(folder, INDEX))
+    index = (HubFile(repo=folder, filename=INDEX, revision="local", path=idx_path)
+             if os.path.isfile(idx_path) else None)
+    return _from_files(files.name(folder) or folder, cfg, index, "")
 
 
 def resolve_repo(repo: str, revision: Optional[str] = None) -> Resolved:

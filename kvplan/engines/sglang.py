@@ -343,9 +343,21 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
                      "sequences)")
     # with DP attention every attention group's ranks keep a pool of their own (pin.attention_dp)
     total = mem.tokens * sc.attention_dp
+    head = _head(req, label, sz, mem, total, tier_lines)
+    launch = common.Launch(("python", "-m", "sglang.launch_server"), tuple(flags), (), tuple(head[1:]))
+    text = common.shell_script(head, launch.program, launch.flags)
+    how = (f"(pre_model_load {mem.pre:.6g} GiB × {mem.applied:.6g} − weights) // {common.fmt_int(mem.cell)} B "
+           f"per token, whole pages of {sz.block} (SGLang 0.5.23 kv_cache_configurator.py, pool_configurator.py)")
+    rows = _rows(common.capacity(sz, total, how), mem, sz.weights, float(sz.runtime.value))
+    return common.finish(BACKEND, mapped, None, [EmittedFile(name, text)], rows, notes, findings, launch=launch)
+
+
+def _head(req: EmitRequest, label: str, sz: common.Sizing, mem: SglangMemory, total: int,
+          tier_lines: list[str]) -> list[str]:
+    """sglang.sh's comment lines: the capacity, the per-GPU pool, how the fraction was chosen, the tiers."""
     aiter_line = (f"; SGLang's aiter backend multiplies it by {AITER_SCALE} at context > {AITER_CONTEXT:,} "
                   f"(arg_groups/attention_hook.py:243-268): {mem.applied:.6g} applied" if mem.aiter else "")
-    head = [common.header(req, label or BACKEND.label),
+    return [common.header(req, label or BACKEND.label),
             f"# KV capacity (derived): {common.capacity_text(sz, total)}; the plan stores "
             f"{common.fmt_int(math.ceil(sz.plan_tokens))} tokens for its batch of {sz.batch}",
             f"# per GPU: KV pool {common.fmt_int(mem.tokens)} tokens × {common.fmt_int(mem.cell)} B per token = "
@@ -355,12 +367,6 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
             f"# --mem-fraction-static {mem.fraction_text} ({req.sizing}): {mem.how}{aiter_line}; pool = "
             "pre_model_load × fraction − weights",
             *tier_lines]
-    launch = common.Launch(("python", "-m", "sglang.launch_server"), tuple(flags), (), tuple(head[1:]))
-    text = common.shell_script(head, launch.program, launch.flags)
-    how = (f"(pre_model_load {mem.pre:.6g} GiB × {mem.applied:.6g} − weights) // {common.fmt_int(mem.cell)} B "
-           f"per token, whole pages of {sz.block} (SGLang 0.5.23 kv_cache_configurator.py, pool_configurator.py)")
-    rows = _rows(common.capacity(sz, total, how), mem, sz.weights, float(sz.runtime.value))
-    return common.finish(BACKEND, mapped, None, [EmittedFile(name, text)], rows, notes, findings, launch=launch)
 
 
 def _contexts(tokens: int, context: int) -> str:

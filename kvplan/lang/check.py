@@ -27,7 +27,7 @@ from kvplan.base.evidence import Value, assumed
 from kvplan.base.outputs import folder_name
 from kvplan.base.records import record
 from kvplan.base.units import UNITS, Dim, convert, dims_of_unit, fmt_unit, suggest_unit
-from kvplan.catalog import Device, Dtype, Model, hf_config
+from kvplan.catalog import Device, Dtype, Model, hf_config, weight_bytes
 from kvplan.catalog import engines as engine_catalog
 from kvplan.lang import checkpoint as ck
 from kvplan.lang import fixes as fx
@@ -613,8 +613,9 @@ class _Checker:
         model = self._model(top, dep, spans)
         device = self._resolve(top.get("device"), dep, spans, "device", self.devices, catalog.devices(),
                                catalog.get_device, codes.UNKNOWN_DEVICE, _Device)
-        weights = self._weights(top.get("weights"), spans, notes,
-                                exact=model is not None and model.model.weight_bytes is not None)
+        weights = self._weights(top.get("weights"), spans, notes, model.model if model is not None else None)
+        if model is not None and weights is not None and "weights" in top:  # declared: it wins (docs/weights.md)
+            model = _Model(*ck.declared_weights(model.model, model.assumptions, weights))
         devices = self._device_count(top.get("devices"), spans, notes)
         placement = self._choice(top.get("placement"), "placement", PLACEMENTS, "auto", where, spans, notes)
         engine = self._choice(top.get("engine"), "engine", engine_catalog.engine_ids(), "any", where, spans, notes)
@@ -761,10 +762,11 @@ class _Checker:
             return None
         return _Model(served, notes or model.assumptions)
 
-    def _weights(self, e: Optional[Entry], spans: dict[str, Span], notes: list[Value], exact: bool = False
+    def _weights(self, e: Optional[Entry], spans: dict[str, Span], notes: list[Value], model: Optional[Model] = None
                  ) -> Optional[Dtype]:
-        if e is None and exact:  # the checkpoint's own weight bytes stand in for a width (docs/weights.md)
-            return catalog.dtype("bf16")
+        own = weight_bytes.checkpoint_dtype(model) if e is None and model is not None else None
+        if own is not None:  # the checkpoint's own bytes and format (fp8, mxfp4), cited by the model (docs/weights.md)
+            return own
         if e is None:
             notes.append(choice("bf16", "default: weights = bf16 (the paper's baseline, docs/language.md)"))
             return catalog.dtype("bf16")

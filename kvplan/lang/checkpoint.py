@@ -14,7 +14,8 @@ from kvplan.base import codes, files
 from kvplan.base.errors import ConfigError, KvplanError
 from kvplan.base.evidence import Value, assumed, derived, reported
 from kvplan.base.records import record
-from kvplan.catalog import Model, get_model, hub
+from kvplan.base.units import fmt_bytes
+from kvplan.catalog import Dtype, Model, get_model, hub, weight_bytes
 
 
 @record
@@ -32,7 +33,27 @@ def weight_notes(model: Model) -> tuple[Value, ...]:
     if wb is None:
         return ()
     ev = {"reported": reported, "derived": derived}.get(wb.evidence, assumed)
-    return (ev(wb.held, "B", f"weights held: {wb.source}"),)
+    fmt = f"{wb.format}, " if wb.format else ""
+    return (ev(wb.held, "B", f"{_HELD} ({fmt}the checkpoint's weight bytes, docs/weights.md): {wb.source}"),)
+
+
+#: How weight_notes' figure begins (declared_weights replaces it).
+_HELD = "weights held"
+
+
+def declared_weights(model: Model, notes: tuple[Value, ...], weights: Dtype) -> tuple[Model, tuple[Value, ...]]:
+    """`weights = ...` declared in the spec wins over the checkpoint's own bytes (the user serves another
+    checkpoint, docs/weights.md): the model planned at parameters × the declared width, and the plan's inputs
+    say which was used instead of citing the checkpoint's figure."""
+    wb = model.weight_bytes
+    if wb is None:
+        return model, notes
+    served, _ = weight_bytes.planned(model, weights)
+    kept = tuple(n for n in notes if not str(n.source).startswith(_HELD))
+    said = assumed(served.params * weights.width, "B",
+                   f"weights = {weights.id} declared: parameters × {weights.width:g} B, not the checkpoint's own "
+                   f"{fmt_bytes(wb.held)} ({wb.format or wb.evidence}, docs/weights.md)")
+    return served, (*kept, said)
 
 
 def resolve_model(name: str) -> Model:
@@ -115,4 +136,5 @@ def context_problem(model: Model, context: int) -> Optional[Problem]:
                    "vLLM refuses --max-model-len beyond it (docs/rules/KV126.md)")
 
 
-__all__ = ["Problem", "checkpoint", "context_problem", "problem_of", "resolve_model", "weight_notes"]
+__all__ = ["Problem", "checkpoint", "context_problem", "declared_weights", "problem_of", "resolve_model",
+           "weight_notes"]

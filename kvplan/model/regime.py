@@ -206,7 +206,9 @@ def model_inputs(model: Model, device: Device, n_devices: int, batch: int, conte
         ("devices", assumed(n_devices, "1", "input")),
         ("batch", assumed(batch, "1", "input")),
         ("context", assumed(context, "tokens", "input")),
-        ("weight_width", assumed(weights.width, "B", f"input: weights = {weights.id}")),
+        ("weight_width", assumed(weights.width, "B", f"input: weights = {weights.id}") if model.weight_bytes is None
+         else derived(weights.width, "B", f"weights = {weights.id}: the checkpoint's weight bytes / parameters "
+                                          "(docs/weights.md)")),
         ("kv_width", assumed(kv.width, "B", f"input: kv dtype = {kv.id}")),
         *weight_bytes_inputs(model),
     ]

@@ -26,6 +26,7 @@ from kvplan.base.evidence import reported
 from kvplan.base.records import record
 from kvplan.base.units import MAX_EXACT, Dim, parse_quantity
 from kvplan.catalog import DTYPES, Device, Dtype, Model, dtype
+from kvplan.catalog.weight_bytes import planned
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import kappa
 
@@ -180,10 +181,12 @@ class SweepSpec:
                          w_kv=DTYPES[kv].width, placement=self.placement)
 
 
-def spec_from_flags(model: Model, device: Device, *, weights: str = "bf16", placement: str = "striped",
+def spec_from_flags(model: Model, device: Device, *, weights: Optional[str] = None, placement: str = "striped",
                     devices: str = "1", kv_dtypes: str = "bf16", batch: str = "1", context: str = "128k") -> SweepSpec:
-    """A SweepSpec from the command line's list texts."""
-    return SweepSpec(model=model, device=device, weights=dtype(weights), placement=placement,
+    """A SweepSpec from the command line's list texts; without `weights`, the checkpoint's own bytes where the
+    model has them, else bf16 (kvplan.catalog.weight_bytes.planned)."""
+    model, w = planned(model, dtype(weights) if weights else None)
+    return SweepSpec(model=model, device=device, weights=w, placement=placement,
                      devices=parse_list(devices, "int", "devices"), kv_dtypes=parse_dtypes(kv_dtypes),
                      batch=parse_list(batch, "int", "batch"), context=parse_list(context, "tokens", "context"))
 
@@ -215,11 +218,11 @@ def specs_from_scenarios(scenarios: Sequence["Scenario"], *, weights: Optional[s
     out = []
     for name, scs in groups.items():
         first = scs[0]
+        model, w = planned(first.model, dtype(weights)) if weights else (first.model, first.weights)
         pins = {k: p.value for k, p in first.pins.items()}
         place = placement or str(pins.get("placement") or first.placement)
         out.append(SweepSpec(
-            model=first.model, device=first.device,
-            weights=dtype(weights) if weights else first.weights,
+            model=model, device=first.device, weights=w,
             placement="striped" if place == "auto" else place,
             devices=(parse_list(devices, "int", "devices") if devices
                      else _device_counts(first.devices, pins.get("devices"))),
@@ -263,7 +266,8 @@ COLUMNS: tuple[Column, ...] = (
            "κ = 2·L·n_kv·d_h·w_kv per token (L·(d_c+d_r)·w_kv for MLA) (docs/model.md §2)"),
     Column("kv_bytes", "number", "B", "derived",
            "b·B_kv(s), windows applied, × KV replication over tp ranks (docs/model.md §3)"),
-    Column("weight_bytes", "number", "B", "derived", "P·w_p, every parameter held (docs/model.md §4)"),
+    Column("weight_bytes", "number", "B", "derived", "P·w_p, every parameter held (docs/model.md §4); the "
+           "checkpoint's weight bytes where the model has them (docs/weights.md)"),
     Column("memory_bytes", "number", "B", "derived", "weight_bytes + kv_bytes"),
     Column("fits", "boolean", source="memory_bytes ≤ N·C (docs/model.md §5)"),
     Column("s_star_tokens", "number", "tokens", "derived", "s*(b) = P·w_p/(b·κ) (docs/model.md §5)"),

@@ -527,7 +527,8 @@ def _metrics(cfg: rf.Config, b: int, s: int, reserves: memory.Reserves, replicas
         throughput=derived(replicas * b / step, "tok/s", "b / T_step" if replicas == 1 else
                            f"replicas · b / T_step ({replicas} replicas, pin.replicas)"),
         kv_bytes=derived(kv, "B", "b·B_kv(s)·(w_q/w_kv)·r·(1+φ)/σ (docs/model.md §3)"),
-        weight_bytes=derived(weights, "B", "P·w_p"),
+        weight_bytes=derived(weights, "B", "P·w_p" if cfg.model.weight_bytes is None
+                             else "the checkpoint's weight bytes (docs/weights.md)"),
         memory_needed=derived(weights + kv, "B", "weights + KV"),
         memory_usable=derived(cfg.capacity, "B", "N·(C − reserves)"),
         device_need=derived(dev.needed, "B", f"most loaded device: weights + KV on {layers} of "

@@ -262,7 +262,7 @@ def test_rope_scaling_extends_the_limit_as_vllm_reads_it() -> None:
 
 
 def test_a_catalog_model_served_from_its_cached_checkpoint_gets_its_exact_bytes(cache: Path, tmp_path: Path) -> None:
-    # DeepSeek-V3 in the catalog is planned at the declared width; its cached FP8 checkpoint gives the real bytes
+    # its cached FP8 checkpoint gives the same bytes as the catalog entry, cited with the files' revision
     put(cache, "deepseek-ai/DeepSeek-V3", {"config.json": config("deepseek-ai--DeepSeek-V3")})
     spec = _spec('    checkpoint = "deepseek-ai/DeepSeek-V3"\n', model="deepseek-v3").replace("h100-sxm", "mi300x")
     res = check_source(spec, str(tmp_path / "d.kvp"))
@@ -272,7 +272,11 @@ def test_a_catalog_model_served_from_its_cached_checkpoint_gets_its_exact_bytes(
     assert wb is not None and wb.method == "fp8" and wb.held == pytest.approx(673_043_149_609, rel=1e-9)
     assert any(COMMIT in a.source for a in sc.assumptions)
     without = check_source(_spec("", model="deepseek-v3").replace("h100-sxm", "mi300x"), "d.kvp").scenarios[0]
-    assert without.model.weight_bytes is None  # the catalog alone: params × the declared width, as before
+    assert without.model.weight_bytes is not None  # the catalog's own copy of the checkpoint's figure
+    assert without.model.weight_bytes.held == pytest.approx(wb.held, abs=1) and sc.weights.id == "fp8"
+    declared = check_source(_spec('    weights = bf16\n    checkpoint = "deepseek-ai/DeepSeek-V3"\n',
+                                  model="deepseek-v3").replace("h100-sxm", "mi300x"), "d.kvp").scenarios[0]
+    assert declared.model.weight_bytes is None and declared.weights.id == "bf16"  # declared weights win
 
 
 def test_a_catalog_model_named_by_another_of_its_repos_serves_that_repo(tmp_path: Path) -> None:

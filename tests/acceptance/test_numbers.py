@@ -36,6 +36,12 @@ def _deepseek_with_fp8_pinned(tmp_path: Path) -> Path:
 
 # ------------------------------------------------------------------ lint's gain is advise's gain
 
+#: DeepSeek-V3's FP8 checkpoint by hand from its config.json's quantization_config (fp8, weight_block_size
+#: 128 × 128: 1 B a weight and a float32 scale per 16,384), its embedding and untied head (129,280 × 7,168
+#: each) bf16: what the catalog entry plans with unless a spec declares `weights` (docs/weights.md)
+DS_FP8, DS_EMBED = 1 + 4 / 16_384, 129_280 * 7_168
+
+
 def test_kv203_gain_is_the_one_advise_prints_on_the_plans_layout(tmp_path: Path) -> None:
     """examples/deepseek-v3-mi300x.kvp with `pin { kv_dtype = fp8 }`. lint used to judge R3 and the gain
     on one device (1.06×, 1.11×, 1.14× for batch 1, 16, 32) while advise plans 4 and 8 devices with the MLA
@@ -44,14 +50,15 @@ def test_kv203_gain_is_the_one_advise_prints_on_the_plans_layout(tmp_path: Path)
     spec = _deepseek_with_fp8_pinned(tmp_path)
     m = catalog.get_model("deepseek-v3")
     # the arithmetic, independently: κ = L·(d_c + d_r)·2 B at 16-bit; K = b·s·κ·tp; W = non-routed
-    # parameters + the routed experts a batch touches, E·(1 − (1 − k/E)^b), at 1 B (fp8 weights)
+    # parameters + the routed experts a batch touches, E·(1 − (1 − k/E)^b), at the FP8 checkpoint's widths
     kappa = 61 * (512 + 64) * 2
     assert kappa == 70_272
     s = 64_000
 
     def weights_read(b: int) -> float:
-        dense = m.params - m.params_routed
-        return (dense + m.params_routed * (1 - (1 - m.experts_per_token / m.n_experts) ** b)) * 1.0
+        dense = m.params - m.params_routed - 2 * DS_EMBED
+        touched = 1 - (1 - m.experts_per_token / m.n_experts) ** b
+        return 2 * DS_EMBED * 2 + (dense + m.params_routed * touched) * DS_FP8
 
     plans = {p["batch"]: p for p in json.loads(run("advise", str(spec), "--format", "json").stdout)["plans"]}
     assert {b: (p["choices"]["devices"], p["choices"]["tensor_parallel"]) for b, p in plans.items()} == {
@@ -65,7 +72,7 @@ def test_kv203_gain_is_the_one_advise_prints_on_the_plans_layout(tmp_path: Path)
         q = next(d for d in p["decisions"] if d["domain"] == "quantization")
         assert q["numbers"]["speedup_from_quantization"]["value"] == pytest.approx(gain)
         mine = [line for line in kv203 if f"[deepseek-v3[batch={b}]]" in line]
-        if k < w:  # below s* on the plan's layout: batch 1 only (18 GB of KV vs 37.5 GB of weights)
+        if k < w:  # below s* on the plan's layout: batch 1 only (18 GB of KV vs 39.4 GB of weights)
             assert b == 1
             assert len(mine) == 1 and f"buys only {gain:.2f}×" in mine[0], kv203
             assert "on 4 × mi300x, tp 4" in mine[0]
@@ -199,11 +206,11 @@ def _no_impossible_numbers(text: str, where: str) -> None:
 
 
 def test_advise_draws_r1_at_the_fewest_devices_that_hold_the_weights(tmp_path: Path) -> None:
-    """DeepSeek-V3 in FP8 is 671 GB of weights; one MI300X holds 192 GB. R1 printed `s cap -6.817M
-    tokens` and `infx`; it is now drawn on ceil(671/192) = 4 devices, and says so."""
+    """DeepSeek-V3's FP8 checkpoint is 673 GB of weights; one MI300X holds 192 GB. R1 printed `s cap -6.817M
+    tokens` and `infx`; it is now drawn on ceil(673/192) = 4 devices, and says so."""
     spec = EXAMPLES / "deepseek-v3-mi300x.kvp"
     m = catalog.get_model("deepseek-v3")
-    w = m.params * 1.0
+    w = (m.params - 2 * DS_EMBED) * DS_FP8 + 2 * DS_EMBED * 2
     assert math.ceil(w / 192e9) == 4
     kappa = 61 * (512 + 64) * 2
     text = run("advise", str(spec)).stdout
@@ -239,7 +246,7 @@ def test_a_plan_that_cannot_hold_its_weights_prints_no_capacity_crossover(tmp_pa
     body = json.loads(run("advise", str(spec), "--format", "json").stdout)
     for p in body["plans"]:
         cap = p["map_after"]["s_cap"]
-        assert cap["value"] is None and "the weights alone (671 GB) exceed the memory (176.6 GB)" in cap["source"]
+        assert cap["value"] is None and "the weights alone (673 GB) exceed the memory (176.6 GB)" in cap["source"]
         assert p["map_after"]["context_over_s_cap"]["value"] is None
 
 
@@ -308,8 +315,10 @@ def _map_json(sc: Any, n: int, tp: int, kv: str, placement: str) -> dict[str, An
         in_catalog = False
     if in_catalog:
         r = run("map", "--model", sc.model.id, "--device", sc.device.id, "--devices", str(n), "--tp", str(tp),
-                "--batch", str(sc.batch), "--context", str(sc.context), "--weights", sc.weights.id,
-                "--kv-dtype", kv, "--placement", placement, "--format", "json")
+                "--batch", str(sc.batch), "--context", str(sc.context),
+                # a model planned at its checkpoint's bytes is drawn at them too: --weights would declare a width
+                *(() if sc.model.weight_bytes is not None else ("--weights", sc.weights.id)), "--kv-dtype", kv,
+                "--placement", placement, "--format", "json")
         assert r.exit_code == 0, r.output
         return json.loads(r.stdout)  # type: ignore[no-any-return]
     from kvplan.model import roofline as rf
@@ -505,11 +514,13 @@ def test_r1_is_drawn_where_the_most_loaded_device_holds_its_weights(tmp_path: Pa
 
 def test_map_prints_no_negative_crossover_where_a_pipeline_stage_overflows() -> None:
     """DeepSeek-V3 in BF16 (1342 GB) on 7 × MI300X (1344 GB) with tp 1: the total holds the weights,
-    but each stage holds ⌈61/7⌉ = 9 layers = 198 GB > 192 GB. map printed a negative s_cap."""
+    but each stage holds ⌈61/7⌉ = 9 layers = 198 GB > 192 GB. map printed a negative s_cap.
+    `--weights bf16` declares a BF16 checkpoint: it wins over the catalog's FP8 one (docs/weights.md)."""
     m = catalog.get_model("deepseek-v3")
     w = m.params * 2
     assert w < 7 * 192e9 and w * 9 / 61 > 192e9
-    args = ["map", "--model", "deepseek-v3", "--device", "mi300x", "--devices", "7", "--tp", "1", "--context", "64k"]
+    args = ["map", "--model", "deepseek-v3", "--device", "mi300x", "--devices", "7", "--tp", "1", "--context", "64k",
+            "--weights", "bf16"]
     r = run(*args)
     assert r.exit_code == 0, r.output
     _no_impossible_numbers(r.stdout, "map text")
@@ -523,6 +534,6 @@ def test_map_prints_no_negative_crossover_where_a_pipeline_stage_overflows() -> 
     assert all(row["s_cap"]["value"] is None for row in body["by_kv_dtype"])
     # the note's suggestion, applied, has a positive crossover
     fixed = ["map", "--model", "deepseek-v3", "--device", "mi300x", "--devices", note[2], "--context", "64k",
-             "--format", "json"] + (["--tp", note[3]] if note[3] else [])
+             "--weights", "bf16", "--format", "json"] + (["--tp", note[3]] if note[3] else [])
     cap = json.loads(run(*fixed).stdout)["results"]["s_cap"]["value"]
     assert cap is not None and cap > 0

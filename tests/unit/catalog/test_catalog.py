@@ -22,7 +22,7 @@ DEVICE_KEYS = {"name", "aliases", "fp4", "memory", "bandwidth", "compute", "comp
 MODEL_KEYS = {"name", "aliases", "hf_id", "hf_ids", "layers", "q_heads", "kv_heads", "head_dim", "params",
               "params_active", "params_routed", "experts", "experts_per_token", "kv_kind", "mla_kv_rank",
               "mla_rope_dim", "v_head_dim", "window", "layer_windows", "soft_cap", "max_context", "source",
-              "confidence", "note"}
+              "confidence", "note", "weight_bytes"}
 LINK_KEYS = {"name", "bandwidth", "source", "note", "aliases"}
 CONFIDENCE = {"V", "S", "U"}
 
@@ -175,3 +175,37 @@ def test_unknown_id_suggests_the_nearest(getter: Any, typo: str, nearest: str) -
     with pytest.raises(CatalogError) as err:
         getter(typo)
     assert f"did you mean '{nearest}'" in str(err.value)
+
+
+def test_a_catalog_models_weight_bytes_are_what_its_checkpoints_config_gives() -> None:
+    # [id.weight_bytes] is kvplan.catalog.weight_bytes run on the served checkpoint's config.json: recomputed here,
+    # and its copied quantization table is the config's own
+    from kvplan.catalog import hf_config
+    from kvplan.catalog import weight_bytes as wb
+    from tests.paths import DATA
+
+    entries = {mid: e for mid, e in raw("models.toml").items() if "weight_bytes" in e}
+    assert set(entries) == {"deepseek-v3", "gpt-oss-120b"}
+    for mid, e in entries.items():
+        path = DATA / "hf" / (e["hf_id"].replace("/", "--") + ".json")
+        config = hf_config.load_config_data(path)
+        assert e["weight_bytes"]["quantization"] == config["quantization_config"], mid
+        got = wb.from_config(config, str(path), f"config.json of {e['hf_id']}")
+        have = catalog.get_model(mid)
+        assert got is not None and have.weight_bytes is not None
+        assert (have.weight_bytes.method, have.weight_bytes.evidence) == (got.method, "derived")
+        assert have.weight_bytes.source.startswith(f"quantization_config in config.json of {e['hf_id']} (")
+        for field in ("held", "routed", "checkpoint"):  # whole bytes in the TOML
+            assert abs(getattr(have.weight_bytes, field) - getattr(got, field)) < 1, (mid, field)
+        assert have.params == hf_config.count_params(config)[0]  # the parameters the entry states
+
+
+def test_a_weight_bytes_table_of_the_wrong_shape_is_one_catalog_error() -> None:
+    from kvplan.base.errors import CatalogError
+
+    entry = {"name": "m", "layers": 1, "q_heads": 1, "head_dim": 8, "params": 10}
+    with pytest.raises(CatalogError, match=r"m.weight_bytes is 5: expected a table"):
+        catalog.model_from_entry("m", {**entry, "weight_bytes": 5})
+    with pytest.raises(CatalogError, match=r"m.weight_bytes.source"):
+        catalog.model_from_entry("m", {**entry, "weight_bytes": {"held": 1, "routed": 0, "checkpoint": 1,
+                                                                 "evidence": "derived", "source": 3}})

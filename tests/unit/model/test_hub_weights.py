@@ -118,3 +118,40 @@ def test_moe_reads_the_touched_experts_at_their_own_width() -> None:
 def test_bad_quantization_configs_name_what_is_wrong(q: dict[str, Any], words: str) -> None:
     with pytest.raises(ConfigError, match=words.replace("(", r"\(")):
         wb.from_config(dict(cfg("meta-llama--Meta-Llama-3.1-8B"), quantization_config=q), "c", "c")
+
+
+@pytest.mark.parametrize("change,words", [
+    ({"quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": "no"}},
+     "'zero_point' must be true or false"),
+    ({"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, True]}}, "'weight_block_size'"),
+    ({"quantization_config": {"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {
+        "num_bits": 4, "strategy": "group", "group_size": 128, "symmetric": "yes"}}}}}, "'symmetric'"),
+    ({"quantization_config": {"quant_method": "fp8"}, "vocab_size": "128256"}, "'vocab_size' must be an integer"),
+    ({"quantization_config": "fp8"}, "'quantization_config' must be an object"),
+])
+def test_a_value_of_the_wrong_type_is_one_error_naming_the_file_and_key(change: dict[str, Any], words: str) -> None:
+    # a string where a flag belongs was read as true; a string where a count belongs was a TypeError
+    with pytest.raises(ConfigError, match=words) as e:
+        wb.from_config(dict(cfg("meta-llama--Meta-Llama-3.1-8B"), **change), "ckpt/config.json", "c")
+    assert e.value.span is not None and e.value.span.file == "ckpt/config.json"
+    assert "\n" not in e.value.message
+
+
+def test_the_catalog_plans_deepseek_v3_and_gpt_oss_at_their_published_checkpoints() -> None:
+    # the catalog entries, not a checkpoint named in a spec: within 2% of the published sizes, and equal to the
+    # figures computed by hand from each config.json's quantization_config
+    ds = catalog.get_model("deepseek-v3")
+    assert ds.weight_bytes is not None and ds.weight_bytes.method == "fp8"
+    assert ds.weight_bytes.checkpoint == pytest.approx(DEEPSEEK_V3_FILES, rel=0.02)
+    embed, per = 129_280 * 7_168, 1 + 4 / 16_384  # fp8 with a float32 scale per 128 × 128 block
+    assert ds.weight_bytes.held == pytest.approx((ds.params - 2 * embed) * per + 2 * embed * 2, abs=1)
+    assert ds.weight_bytes.routed == pytest.approx(ds.params_routed * per, abs=1)
+    oss = catalog.get_model("gpt-oss-120b")
+    assert oss.weight_bytes is not None and oss.weight_bytes.method == "mxfp4"
+    assert oss.weight_bytes.checkpoint == pytest.approx(GPT_OSS_120B_TENSORS, rel=0.02)
+    bias = 36 * 128 * (2 * 2880 + 2880)  # the expert biases stay bf16; the expert weights 4 bits + E8M0 per 32
+    experts = (oss.params_routed - bias) * (0.5 + 1 / 32) + bias * 2
+    assert oss.weight_bytes.held == pytest.approx(experts + (oss.params - oss.params_routed) * 2, abs=1)
+    # what the issue measured: about half of P × 2 B for DeepSeek-V3, a quarter for gpt-oss
+    assert 0.67e12 < ds.weight_bytes.held < 0.69e12 and ds.params * 2 > 1.34e12
+    assert 64e9 < oss.weight_bytes.held < 66e9 and oss.params * 2 > 233e9

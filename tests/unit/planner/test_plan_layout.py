@@ -79,7 +79,11 @@ def test_r1_map_even_split_uses_the_printed_formula() -> None:
     n, C = 4, 192e9
     rho = 4.0  # an MLA latent is held by every one of the 4 tensor-parallel ranks
     kappa = mb["kappa"].value
-    want = (n * C - m.params * 1.0) / (16 * kappa * rho)
+    # the FP8 checkpoint's bytes, by hand from its quantization_config: 1 B a weight + a float32 scale per
+    # 128 × 128 block, the embedding and the untied head (129,280 × 7,168 each) bf16
+    embed = 129_280 * 7_168
+    weights = (m.params - 2 * embed) * (1 + 4 / 16_384) + 2 * embed * 2
+    want = (n * C - weights) / (16 * kappa * rho)
     assert "(N·C − P·w_p)/(b·κ·ρ)" in mb["s_cap"].source and "ρ = 4" in mb["s_cap"].source
     assert mb["s_cap"].value == pytest.approx(want, rel=1e-9)
 
