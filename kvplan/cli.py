@@ -19,6 +19,7 @@ from kvplan.base.units import MAX_EXACT, UNITS, Dim, parse_quantity, split_quant
 
 if TYPE_CHECKING:  # the commands import these when they run (start-up stays small); here they are types only
     from kvplan.base.diagnostics import Diagnostic
+    from kvplan.engines.common import Emitted
     from kvplan.lang import CheckResult
     from kvplan.lang.lint import Check
 
@@ -558,11 +559,12 @@ def advise_cmd(spec_file: str, fmt: str, scenario: str | None, reserve: float | 
     Exit 0 when every plan meets the spec, 1 when a plan misses a constraint (does not fit, an SLO), 2 when
     the spec cannot be planned.
     """
-    from kvplan.planner import plans_for
+    from kvplan.planner import plans_for, with_engines
     from kvplan.render import plan_view
 
-    plans = plans_for(_checked(spec_file, allow_paths), scenario, **_overrides(reserve, min_gain, prefill_efficiency,
-                                                                                  activation_reserve, runtime_reserve))
+    plans = [with_engines(p) for p in plans_for(_checked(spec_file, allow_paths), scenario,
+                                                **_overrides(reserve, min_gain, prefill_efficiency,
+                                                             activation_reserve, runtime_reserve))]
     render = {"text": plan_view.text, "json": plan_view.json_text, "markdown": plan_view.markdown}[fmt]
     click.echo(render(plans), nl=False)
     if any(p.unmet or not p.feasible for p in plans):
@@ -626,7 +628,7 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
     """
     from kvplan.base.outputs import OutputTree, check_out_dir, scenario_folders
     from kvplan.engines import DeployOptions, Reserves, capacity_line, emit, resolve_targets
-    from kvplan.planner import plans_for
+    from kvplan.planner import plans_for, with_engines
 
     reserves = Reserves(activation=activation_reserve, runtime=runtime_reserve)
     deploy = DeployOptions(image, namespace, pvc, shm_size, gpus_per_node, gpu_resource)
@@ -640,7 +642,8 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
         check_out_dir(out_dir)
     # one memory model: the plan is made under the reserves its configs are sized with
     given = {"activation_reserve": reserves.activation, "runtime_reserve": reserves.runtime}
-    plans = plans_for(_checked(spec_file, allow_paths), scenario, **{k: v for k, v in given.items() if v is not None})
+    plans = [with_engines(p) for p in
+             plans_for(_checked(spec_file, allow_paths), scenario, **{k: v for k, v in given.items() if v is not None})]
     for p in plans:  # a count the model cannot split has no configuration to write
         gap = next((u for u in p.unmet if u.constraint == "layout"), None)
         if gap is not None:
@@ -657,8 +660,7 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
         for target in resolve_targets(targets, p.scenario.engine):
             out = emit(p, target, spec=spec_file, reserves=reserves, deploy=deploy)
             findings += len(out.findings)
-            for w in out.warnings:
-                click.echo(f"kvplan: warning: {where}: {w}", err=True)
+            _say_emitted(where, target, out)
             for f in out.files:
                 if tree is None:
                     chunks.append(f"==> {where}/{f.name} <==\n{f.text}")
@@ -671,6 +673,18 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
         click.echo("\n".join(chunks), nl=False)
     if findings:
         sys.exit(EXIT_FINDINGS)
+
+
+def _say_emitted(where: str, target: str, out: Emitted) -> None:
+    """A target's lines on stderr: the plan it was written from when not the spec's, its errors (nothing was
+    written for it), then its warnings."""
+    for line in out.planned:
+        click.echo(f"kvplan: {where}/{target}: {line}", err=True)
+    for e in out.errors:
+        click.echo(f"kvplan: error: {where}: {e}", err=True)
+    for w in out.warnings:
+        if w not in out.errors:
+            click.echo(f"kvplan: warning: {where}: {w}", err=True)
 
 
 class _Readers(click.Choice):  # type: ignore[type-arg, unused-ignore]

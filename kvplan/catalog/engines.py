@@ -21,7 +21,7 @@ from typing import Mapping, Optional
 import attrs
 
 from kvplan.base.errors import CatalogError
-from kvplan.catalog import suggest
+from kvplan.catalog import Device, Model, suggest
 
 
 @attrs.frozen(slots=True)
@@ -48,6 +48,17 @@ _AUTO = ("bf16", "auto keeps the model's dtype: bf16 assumed")
 
 
 @attrs.frozen(slots=True)
+class KvRequires:
+    """Where an engine stores KV in one of its dtypes only on some devices or for some models: each condition
+    is the engine's own check, held as its refusal in its words with the file and version it comes from (empty:
+    no such condition). `kv_refusal` reads it; the planner never picks what it refuses, and emit plans each
+    target under it (docs/cli-emit.md)."""
+
+    fp4_hardware: str = ""        # only on a device with FP4 formats in hardware (Device.fp4: SM100/SM120)
+    no_mla: str = ""              # refused for models with multi-head latent attention
+
+
+@attrs.frozen(slots=True)
 class Engine:
     id: str
     name: str                      # as configs and messages name it: "vLLM"
@@ -67,6 +78,8 @@ class Engine:
     kv_reads: KvReads = attrs.field(factory=dict)   # its KV dtype names read back (kvplan import)
     flags: Flags = NO_FLAGS
     aliases: tuple[str, ...] = ()  # words people write for it in a spec (`trt-llm`), offered as suggestions
+    #: kvplan dtype id -> the device or model condition under which the engine stores KV in it (absent: always)
+    kv_requires: Mapping[str, KvRequires] = attrs.field(factory=dict)
 
     @property
     def kv_dtypes(self) -> tuple[str, ...]:
@@ -98,6 +111,9 @@ ENGINES: dict[str, Engine] = {
                "docs/engines.md: --kv-cache-dtype (int8/int4 as *_per_token_head, nvfp4; no 2-bit); "
                "--block-size default 16, FLASH_ATTN multiple of 16; no token eviction",
                tiers=("host", "ssd", "remote"), lmcache=True,
+               kv_requires={"fp4": KvRequires(
+                   no_mla="\"nvfp4 KV cache is not supported with MLA (Multi-head Latent Attention) backends\" "
+                          "(vllm/config/vllm.py:3422-3437, VllmConfig.validate_nvfp4_kv_cache_with_mla)")},
                kv_reads={
                    "auto": _AUTO,
                    "bfloat16": ("bf16", ""), "float16": ("fp16", ""),
@@ -128,6 +144,11 @@ ENGINES: dict[str, Engine] = {
                "docs/engines.md: --kv-cache-dtype fp8_e4m3/fp8_e5m2/nvfp4 (no int8, int4 or 2-bit); "
                "--page-size default 1; radix cache on by default; --enable-hierarchical-cache; "
                "no pipeline-parallel flag", pipeline=False, tiers=("host", "ssd", "remote"), lmcache=True,
+               kv_requires={"fp4": KvRequires(
+                   fp4_hardware="\"--kv-cache-dtype=nvfp4 requires Blackwell SM100 or SM120\" "
+                                "(sglang/srt/arg_groups/kv_cache_hook.py:124-131)",
+                   no_mla="\"NVFP4 prefill supports an FP8 E4M3 workspace or native NVFP4, but backend "
+                          "'trtllm_mla' provides neither\": the MLA backend on Blackwell (kv_cache_hook.py:34-60)")},
                kv_reads={
                    "auto": _AUTO,
                    "bf16": ("bf16", ""), "bfloat16": ("bf16", ""),
@@ -149,6 +170,27 @@ ENGINES: dict[str, Engine] = {
                aliases=("trt-llm", "tensorrt-llm", "tensorrt")),
     )
 }
+
+
+def kv_refusal(engine: Engine, dtype: str, device: Device, model: Model) -> Optional[str]:
+    """Why `engine` cannot store KV as `dtype` for `model` on `device`, or None when it can. FP4 needs FP4
+    formats in hardware on every engine (NVFP4, Device.fp4); the rest is the engine's record."""
+    if dtype not in engine.kv_names:
+        return f"{engine.described} has no {dtype} KV cache"
+    need = engine.kv_requires.get(dtype, KvRequires())
+    if need.fp4_hardware and not device.fp4:
+        return f"{engine.described} has no {dtype} KV cache on {device.id}, which has no FP4 formats in hardware: " \
+               + need.fp4_hardware
+    if need.no_mla and model.kv_kind == "mla":
+        return f"{engine.described} has no {dtype} KV cache for {model.id}, an MLA model: {need.no_mla}"
+    if dtype == "fp4" and not device.fp4:
+        return f"{device.id} has no FP4 formats in hardware"
+    return None
+
+
+def kv_dtypes_for(engine: Engine, device: Device, model: Model) -> tuple[str, ...]:
+    """The kvplan dtype ids `engine` can store KV in for `model` on `device`, in the record's order."""
+    return tuple(d for d in engine.kv_dtypes if kv_refusal(engine, d, device, model) is None)
 
 
 def get_engine(name: str) -> Engine:

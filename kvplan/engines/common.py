@@ -36,6 +36,7 @@ from kvplan.base.evidence import Value, derived, reported
 from kvplan.base.outputs import folder_name
 from kvplan.base.units import fmt_bytes
 from kvplan.catalog import DTYPE_ORDER, DTYPES, Dtype, Model
+from kvplan.catalog.engines import ENGINES, kv_dtypes_for, kv_refusal
 from kvplan.catalog.engines import Engine as EngineRecord
 from kvplan.engines.flagparse import Read
 from kvplan.model import memory
@@ -88,6 +89,11 @@ class Emitted:
     findings: tuple[str, ...] = ()
     #: An engine target's command, as its launcher script execs it (the k8s target runs the same one).
     launch: Optional["Launch"] = None
+    #: Errors (also in `findings`): a target written from its own plan that does not fit, or a fallback that
+    #: no longer fits (kvplan/engines/replan.py); its files are not written. `kvplan emit` prints them as errors.
+    errors: tuple[str, ...] = ()
+    #: "planned for sglang: ...": the target was written from the plan made for its engine, not the spec's.
+    planned: tuple[str, ...] = ()
 
 
 @attrs.frozen(slots=True)
@@ -159,8 +165,13 @@ def header(req: EmitRequest, label: str, comment: str = "#") -> str:
     p = req.plan
     over = overrides(p)
     extra = f"overrides {','.join(f'{k}={v:.17g}' for k, v in over.items())} · " if over else ""
-    return (f"{comment} kvplan {__version__} · spec {req.spec or '-'} · scenario {p.scenario.name} · "
+    head = (f"{comment} kvplan {__version__} · spec {req.spec or '-'} · scenario {p.scenario.name} · "
             f"plan {p.digest} · {extra}{label}")
+    if p.spec_engine:  # written from the plan made for this target's engine (kvplan/engines/replan.py)
+        head += (f"\n{comment} planned for {p.scenario.engine}: this file's plan is the one made under "
+                 f"{p.scenario.engine}'s capabilities (the spec says engine = {p.spec_engine}); "
+                 f"`kvplan advise` shows it beside the spec's")
+    return head
 
 
 def overrides(plan: Plan) -> dict[str, float]:
@@ -241,12 +252,16 @@ def map_choices(plan: Plan, backend: Backend) -> Mapped:
     changed: list[str] = []
     eng = backend.label
     want = plan.kv_dtype.id
-    if want in backend.kv_dtypes:
+    sc = plan.scenario
+    record = ENGINES.get(backend.id)  # an engine target: what it stores on this device for this model
+    runs = list(backend.kv_dtypes) if record is None else list(kv_dtypes_for(record, sc.device, sc.model))
+    if want in runs:
         dt = plan.kv_dtype
     else:
-        dt = DTYPES[nearest_dtype(want, list(backend.kv_dtypes))]
-        changed.append(f"kv_dtype {want} → {dt.id}: {eng} has no {want} KV cache "
-                       f"(it takes {', '.join(sorted(backend.kv_dtypes))}); the nearest that is not lossier is "
+        dt = DTYPES[nearest_dtype(want, runs or list(backend.kv_dtypes))]
+        refused = None if record is None else kv_refusal(record, want, sc.device, sc.model)
+        changed.append(f"kv_dtype {want} → {dt.id}: {refused or f'{eng} has no {want} KV cache'} "
+                       f"(it takes {', '.join(sorted(runs))} here); the nearest that is not lossier is "
                        f"{dt.id} ({backend.kv_dtypes[dt.id]}), {dt.width / DTYPES[want].width:g}x the plan's bytes")
     block = plan.block_size
     if block not in backend.block_sizes:
@@ -516,8 +531,14 @@ def finish(backend: Backend, mapped: Mapped, sizing: Optional[Sizing], files: Se
     """Assemble an Emitted: changed choices and a config that does not fit are findings."""
     label = backend.label
     all_findings = [f"{label}: {c}" for c in (*mapped.changed, *findings)]
+    errors: tuple[str, ...] = ()
     if sizing is not None:
         fw = fit_warning(sizing, backend)
+        if fw and any(c.startswith("kv_dtype ") for c in mapped.changed):
+            # a dtype moved to the nearest the target has that no longer fits: an error, nothing written
+            errors = (f"{fw.replace('the config is written as planned and will not start', 'nothing written')} "
+                      f"({'; '.join(c for c in mapped.changed if c.startswith('kv_dtype '))})",)
+            return Emitted(backend.id, (), errors, (), errors, errors=errors)
         if fw:
             all_findings.append(fw)
     notes = [f"{label}: {w}" for w in warnings]

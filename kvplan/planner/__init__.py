@@ -13,7 +13,7 @@ evidence and the options turned down.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence, TypedDict
+from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence, TypedDict, cast
 
 import attrs
 import numpy as np
@@ -23,14 +23,14 @@ from kvplan.base.errors import KvplanError
 from kvplan.base.evidence import Value, assumed, derived
 from kvplan.base.units import fmt_unit
 from kvplan.catalog import DTYPE_ORDER, DTYPES, Model, get_link, suggest
-from kvplan.catalog.engines import concrete, get_engine
+from kvplan.catalog.engines import concrete, get_engine, kv_dtypes_for
 from kvplan.catalog.quality import BUDGETS, admissible
 from kvplan.lang import CheckResult
 from kvplan.model import memory
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import KvFactors, fragmentation, kappa, kv_bytes_per_seq, sharing_factor
 from kvplan.model.regime import cap_value, devices_for_weights, over_cap_value, weights_unheld_note, widest_tp
-from kvplan.model.scenario import DeviceCount, Pin, PinValue, Scenario
+from kvplan.model.scenario import DeviceCount, Pin, PinValue, Scenario, choice
 from kvplan.model.tiering import DEFAULT_PREFILL_EFFICIENCY, fetch_time, prefill_time
 from kvplan.planner import search
 from kvplan.planner.decisions import build_decisions
@@ -77,8 +77,9 @@ def _space(sc: Scenario) -> tuple[Space, dict[str, str]]:
     tensor-parallel replication."""
     why: dict[str, str] = {}
     dtypes = admissible_dtypes(sc.budget, sc.engine)
-    if not sc.device.fp4:
-        dtypes = tuple(x for x in dtypes if x != "fp4")
+    # what the engine stores on this device for this model (FP4 only with FP4 hardware; the record's conditions)
+    runs = kv_dtypes_for(get_engine(sc.engine), sc.device, sc.model)
+    dtypes = tuple(x for x in dtypes if x in runs)
     pin_dt = _pin(sc, "kv_dtype")
     if pin_dt is not None:
         dtypes = (DTYPES[str(pin_dt)].id if str(pin_dt) in DTYPES else str(pin_dt),)
@@ -183,8 +184,38 @@ def plan(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DE
     knobs = _Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, setup.reserved)
     p = _outcome(sc, setup, map0, ev, best, found, kept, knobs, suggest)  # tier, maps, unmet
     baseline_step = p.baseline.step_time.value
+    given: dict[str, Optional[float]] = {"reserve": reserve, "min_gain": min_gain, "eta": eta,
+                                         "activation_reserve": activation_reserve, "runtime_reserve": runtime_reserve}
     return attrs.evolve(p, decisions=build_decisions(p, ev, best, found.space, found.why, baseline_step,
-                                                     yielded=kept.yielded))  # decisions
+                                                     yielded=kept.yielded),  # decisions
+                        options=tuple((k, float(v)) for k, v in given.items() if v is not None))
+
+
+def for_engine(p: Plan, engine: str) -> Plan:
+    """The plan of `p`'s scenario made under `engine`'s capabilities on its device for its model (the engine's
+    record: KV dtypes and their conditions, pages, eviction, pipeline stages), with the options `p` was made
+    with: `p` itself when it was made for that engine, else one of `p.engines`, else planned now. What an
+    emit target other than the plan's engine is written from (docs/cli-emit.md)."""
+    sc = p.scenario
+    if sc.engine == engine:
+        return p
+    for q in p.engines:
+        if q.scenario.engine == engine:
+            return q
+    get_engine(engine)  # an unknown engine is a catalog error, not a plan
+    said = f"engine = {engine}: planned for the {engine} target, the spec says engine = {sc.engine}"
+    assumptions = tuple(choice(engine, said) if a.source.startswith("default: engine =") else a
+                        for a in sc.assumptions)
+    own = plan(attrs.evolve(sc, engine=engine, assumptions=assumptions), **cast(Overrides, dict(p.options)))
+    return attrs.evolve(own, spec_engine=p.spec_engine or sc.engine)
+
+
+def with_engines(p: Plan) -> Plan:
+    """`engine = any`: `p` with the plan made for each engine (kvplan.catalog.engines.concrete) beside it, so that
+    `kvplan advise` shows what `kvplan emit` writes for each; any other plan as it is."""
+    if p.scenario.engine != "any" or p.engines:
+        return p
+    return attrs.evolve(p, engines=tuple(for_engine(p, e) for e in concrete()))
 
 
 def _setup(sc: Scenario, reserves: memory.Reserves) -> _Setup:
