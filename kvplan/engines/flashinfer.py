@@ -130,7 +130,7 @@ def build(req: EmitRequest) -> Emitted:
     kc = kernel_config(req.plan)
     error = fallback_unfit(req, kc)
     if error is not None:
-        return Emitted("flashinfer", (), (), (), (error,), errors=(error,))
+        return Emitted("flashinfer", (), (error,), (), (error,), errors=(error,))
     head = header(req, LABEL)
     py = "\n".join([head, *_summary(kc), ""]) + "\n" + plan_call(kc, int(req.plan.scenario.batch))
     body = {"_kvplan": json_header(req, BACKEND), **kernel_payload(kc)}

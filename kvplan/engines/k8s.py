@@ -41,7 +41,6 @@ from kvplan.base.units import fmt_bytes
 from kvplan.catalog import Device
 from kvplan.engines import common, lmcache, replan, sglang, trtllm, vllm
 from kvplan.engines.common import Backend, DeployOptions, EmitRequest, Emitted, EmittedFile, GiB, Launch
-from kvplan.planner import for_engine
 from kvplan.planner.plan import Plan
 
 ID = "k8s"
@@ -498,7 +497,7 @@ def manifest(req: EmitRequest, engine: str) -> tuple[Optional[EmittedFile], Emit
     out = replan.build_for(engine, req, backend.build, backend.id)
     if out.errors:
         return None, out, [], list(out.findings)
-    req = attrs.evolve(req, plan=for_engine(req.plan, engine))
+    req = attrs.evolve(req, plan=replan.written_from(req.plan, engine))
     p = req.plan
     sc = p.scenario
     opts = req.deploy

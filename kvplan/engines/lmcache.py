@@ -30,7 +30,6 @@ from kvplan.catalog.engines import get_engine
 from kvplan.catalog.quality import admissible
 from kvplan.engines import common, replan, sglang, vllm
 from kvplan.engines.common import Backend, EmitRequest, Emitted, EmittedFile
-from kvplan.planner import for_engine
 
 #: LMCache's default chunk size in tokens (engines.md).
 CHUNK_SIZE = 256
@@ -112,7 +111,7 @@ def render(req: EmitRequest) -> Emitted:
     spec_req = req
     loaders = _loaders(req.plan.scenario.engine)
     # lmcache.yaml holds what the first loader's engine hands it: sized from the plan made for that engine
-    req = attrs.evolve(req, plan=for_engine(req.plan, loaders[0]))
+    req = attrs.evolve(req, plan=replan.written_from(req.plan, loaders[0]))
     p = req.plan
     if p.tier.tier == "none":
         return Emitted(BACKEND.id, (), (f"{BACKEND.label}: the plan keeps no second tier "
@@ -146,7 +145,7 @@ def render(req: EmitRequest) -> Emitted:
         loaded = replan.build_for(eng, spec_req, functools.partial(
             mod.render, via_lmcache=True, name=f"lmcache-{eng}.sh", label=f"{mod.BACKEND.label} + {BACKEND.label}"),
             BACKEND.id)
-        own = for_engine(spec_req.plan, eng)
+        own = replan.written_from(spec_req.plan, eng)
         if not loaded.errors and own.tier.bytes != p.tier.bytes:
             loaded_warnings.append(f"{BACKEND.label}: lmcache.yaml is sized for the plan made for {loaders[0]}; the "
                                    f"plan made for {eng} keeps a different tier ({own.tier.tier}): set engine = {eng} "

@@ -90,19 +90,29 @@ def unfit(spec_plan: Plan, own: Plan) -> Optional[str]:
 def side_by_side(spec_plan: Plan, own: Plan) -> str:
     """One engine's plan beside the spec's, as `kvplan advise` prints it for `engine = any`: the words
     `kvplan emit` says for that engine's target."""
+    if own.digest == spec_plan.digest:
+        eng = ENGINES[own.scenario.engine]
+        return f"the spec's plan (plan {spec_plan.digest}): {eng.label} runs its choices as they are"
     error = unfit(spec_plan, own)
     return error if error is not None else planned_line(spec_plan, own)
+
+
+def written_from(spec_plan: Plan, engine: str) -> Plan:
+    """The plan `engine`'s target is written from: the spec's when the plan made for that engine is the same
+    plan (the same digest: its record changed nothing), else that engine's own."""
+    own = for_engine(spec_plan, engine)
+    return spec_plan if own.digest == spec_plan.digest else own
 
 
 def build_for(engine: str, req: EmitRequest, build: Callable[[EmitRequest], Emitted], target: str) -> Emitted:
     """`build` (an engine target's) on the plan made for `engine`: the spec's plan when it was made for that
     engine, else the engine's own, said in the output; an error and no files when the engine's plan does not fit."""
     spec_plan = req.plan
-    own = for_engine(spec_plan, engine)
+    own = written_from(spec_plan, engine)
     if own is spec_plan:
         return build(req)
     error = unfit(spec_plan, own)
     if error is not None:
-        return Emitted(target, (), (), (), (error,), errors=(error,))
+        return Emitted(target, (), (error,), (), (error,), errors=(error,))
     out = build(attrs.evolve(req, plan=own))
     return attrs.evolve(out, planned=(planned_line(spec_plan, own),) + out.planned)

@@ -30,7 +30,7 @@ from kvplan.model import memory
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import KvFactors, fragmentation, kappa, kv_bytes_per_seq, sharing_factor
 from kvplan.model.regime import cap_value, devices_for_weights, over_cap_value, weights_unheld_note, widest_tp
-from kvplan.model.scenario import DeviceCount, Pin, PinValue, Scenario, choice
+from kvplan.model.scenario import DeviceCount, Pin, PinValue, Scenario
 from kvplan.model.tiering import DEFAULT_PREFILL_EFFICIENCY, fetch_time, prefill_time
 from kvplan.planner import search
 from kvplan.planner.decisions import build_decisions
@@ -203,10 +203,9 @@ def for_engine(p: Plan, engine: str) -> Plan:
         if q.scenario.engine == engine:
             return q
     get_engine(engine)  # an unknown engine is a catalog error, not a plan
-    said = f"engine = {engine}: planned for the {engine} target, the spec says engine = {sc.engine}"
-    assumptions = tuple(choice(engine, said) if a.source.startswith("default: engine =") else a
-                        for a in sc.assumptions)
-    own = plan(attrs.evolve(sc, engine=engine, assumptions=assumptions), **cast(Overrides, dict(p.options)))
+    # The scenario's assumptions stay the spec's (`engine = any` by default): a plan the engine's record leaves
+    # as it was has the spec plan's digest, and `spec_engine` says for which engine it was made.
+    own = plan(attrs.evolve(sc, engine=engine), **cast(Overrides, dict(p.options)))
     return attrs.evolve(own, spec_engine=p.spec_engine or sc.engine)
 
 
