@@ -111,9 +111,14 @@ ENGINES: dict[str, Engine] = {
                "docs/engines.md: --kv-cache-dtype (int8/int4 as *_per_token_head, nvfp4; no 2-bit); "
                "--block-size default 16, FLASH_ATTN multiple of 16; no token eviction",
                tiers=("host", "ssd", "remote"), lmcache=True,
-               kv_requires={"fp4": KvRequires(
-                   no_mla="\"nvfp4 KV cache is not supported with MLA (Multi-head Latent Attention) backends\" "
-                          "(vllm/config/vllm.py:3422-3437, VllmConfig.validate_nvfp4_kv_cache_with_mla)")},
+               kv_requires={
+                   "fp4": KvRequires(
+                       no_mla="\"nvfp4 KV cache is not supported with MLA (Multi-head Latent Attention) backends\" "
+                              "(vllm/config/vllm.py:3422-3437, VllmConfig.validate_nvfp4_kv_cache_with_mla)"),
+                   **{d: KvRequires(no_mla=f"{d}_per_token_head runs on TRITON_ATTN only; no MLA backend lists it "
+                                           "(vllm/v1/attention/backends/mla/*.py supported_kv_cache_dtypes: auto, "
+                                           "float16, bfloat16, fp8, fp8_e4m3)")
+                      for d in ("int8", "int4")}},
                kv_reads={
                    "auto": _AUTO,
                    "bfloat16": ("bf16", ""), "float16": ("fp16", ""),

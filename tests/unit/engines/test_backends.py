@@ -206,9 +206,10 @@ def _check_header(text: str, spec: str, p: Plan) -> None:
 def test_artifacts_parse_and_use_only_known_names(spec: str, p: Plan, target: str) -> None:
     out = emit(p, target, spec=spec)
     assert set(out.findings) <= set(out.warnings)
-    sc = p.scenario
+    sc, spec_plan = p.scenario, p
     for name, text in files(out).items():
-        _check_header(text, spec, _written_from(p, target, name))
+        p = _written_from(spec_plan, target, name)  # its choices are the plan it is written from
+        _check_header(text, spec, p)
         if name.endswith(".sh"):
             env, argv = shell(text)
             program, fl = flags(argv)
@@ -500,8 +501,10 @@ def test_digest_check_reads_json_headers_and_missing_scenarios(tmp_path: Path) -
 
 # ------------------------------------------------------------------ goldens
 
-#: The three examples, plus two with a second tier (host, ssd) so that LMCache writes something.
+#: The three examples, plus two with a second tier (host, ssd) so that LMCache writes something,
 GOLDEN_SPECS = [f"examples/{n}.kvp" for n in (*EXAMPLES, "w4-reuse")] + ["tests/data/emit/tier-ssd.kvp"]
+#: ... and W2 on H100 with engine = any: each engine target written from its own plan (kvplan/engines/replan.py).
+GOLDEN_SPECS += ["tests/data/emit/w2-h100-any.kvp"]
 
 
 @pytest.mark.parametrize("spec", GOLDEN_SPECS)
@@ -512,7 +515,9 @@ def test_emit_golden(spec: str, target: str, golden: Callable[[Path, str], None]
         out = emit(p, target, spec=spec)
         chunks.append(f"### {p.scenario.name}")
         chunks += [f"==> {f.name} <==\n{f.text}" for f in out.files]
-        chunks += [f"{'finding' if w in out.findings else 'warning'}: {w}" for w in out.warnings]
+        chunks += [f"planned: {line}" for line in out.planned]
+        chunks += [f"{'error' if w in out.errors else 'finding' if w in out.findings else 'warning'}: {w}"
+                   for w in out.warnings]
         chunks += [f"capacity: {k} = {v.text()} — {v.source}" for k, v in out.capacity]
         chunks.append(f"summary: {capacity_line(out)}")
     golden(GOLDEN / f"{Path(spec).stem}.{target}.txt", "\n".join(chunks) + "\n")

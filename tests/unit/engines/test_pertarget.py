@@ -49,6 +49,8 @@ def test_the_records_say_what_the_engines_refuse() -> None:
     mla = kv_refusal(vllm, "fp4", b200, deepseek)
     assert mla is not None and "not supported with MLA" in mla and "vllm/config/vllm.py" in mla
     assert kv_refusal(vllm, "fp4", b200, llama) is None and kv_refusal(vllm, "int4", h100, llama) is None
+    # vLLM's per-token-head int8/int4 run on TRITON_ATTN only: no MLA backend takes them
+    assert kv_dtypes_for(vllm, get_device("mi300x"), deepseek) == ("bf16", "fp16", "fp8")
     # FP4 needs FP4 hardware on every engine; `any` too
     assert "fp4" not in kv_dtypes_for(trtllm, h100, llama) and "fp4" not in kv_dtypes_for(ENGINES["any"], h100, llama)
 
