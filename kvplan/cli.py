@@ -622,9 +622,11 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
     """Write the engine configurations of a plan: command lines and YAML the engine takes as written.
 
     Without -o the files go to stdout, each after a `==> scenario/name <==` line; warnings and the KV
-    capacity each config gives go to stderr. Exit 0 when every plan choice was written as planned, 1 when
-    a choice was changed to the nearest the target has or a config does not fit the device, 2 when the
-    spec cannot be planned.
+    capacity each config gives go to stderr. A target other than the spec's engine (each one for `engine =
+    any`) is written from the plan made for its engine, and says so. Exit 0 when every config was written
+    from a plan that fits, 1 when a pinned choice was changed to the nearest the target has, a config does
+    not fit the device, or a target's own plan does not fit (an error: nothing is written for it), 2 when
+    the spec cannot be planned.
     """
     from kvplan.base.outputs import OutputTree, check_out_dir, scenario_folders
     from kvplan.engines import DeployOptions, Reserves, capacity_line, emit, resolve_targets
