@@ -6,7 +6,7 @@ import textwrap
 from typing import Sequence, Union
 
 from kvplan.base.evidence import Value, to_jsonable
-from kvplan.engines import replan
+from kvplan.planner import per_engine
 from kvplan.planner.plan import Decision, Plan, Rejection
 from kvplan.planner.rules import RULES
 from kvplan.render.common import dump_json
@@ -111,7 +111,7 @@ def _engines_text(p: Plan) -> list[str]:
         return []
     out = ["per engine (engine = any: each engine target is written from the plan made for it, kvplan emit)"]
     for q in p.engines:
-        out.extend(_wrap(f"{q.scenario.engine}: {replan.side_by_side(p, q)}", "  ", "    "))
+        out.extend(_wrap(f"{q.scenario.engine}: {per_engine.side_by_side(p, q)}", "  ", "    "))
     return out + [""]
 
 
@@ -150,13 +150,13 @@ def plan_payload(p: Plan) -> dict[str, object]:
 
 def _engine_json(p: Plan, q: Plan) -> dict[str, object]:
     """One engine's own plan beside the spec's (`engine = any`): what `kvplan emit` writes for its target."""
-    error = replan.unfit(p, q)
+    error = per_engine.unfit(p, q)
     return {"engine": q.scenario.engine, "choices": q.choices, "digest": q.digest, "feasible": q.feasible,
-            "written": error is None, "differences": replan.differences(p, q),
+            "written": error is None, "differences": per_engine.differences(p, q),
             "metrics": dict(q.metrics.items()),
             "unmet": [{"constraint": u.constraint, "message": u.message, "shortfall": u.shortfall,
                        "suggestions": list(u.suggestions)} for u in q.unmet],
-            "summary": replan.side_by_side(p, q)}
+            "summary": per_engine.side_by_side(p, q)}
 
 
 def json_text(plans: Sequence[Plan], extra: dict[str, object] | None = None) -> str:
@@ -246,5 +246,5 @@ def index_markdown(p: Plan) -> str:
     if p.engines:
         out += ["", "## Per engine", "",
                 "`engine = any`: each engine target is written from the plan made for it (`kvplan emit`).", ""]
-        out += [f"- **{q.scenario.engine}**: {replan.side_by_side(p, q)}" for q in p.engines]
+        out += [f"- **{q.scenario.engine}**: {per_engine.side_by_side(p, q)}" for q in p.engines]
     return "\n".join(out) + "\n"
