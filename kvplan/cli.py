@@ -21,6 +21,7 @@ from kvplan.base.units import MAX_EXACT, UNITS, Dim, parse_quantity, split_quant
 if TYPE_CHECKING:  # the commands import these when they run (start-up stays small); here they are types only
     from kvplan.base.diagnostics import Diagnostic
     from kvplan.engines import DeployOptions
+    from kvplan.engines.common import Emitted
     from kvplan.lang import CheckResult
     from kvplan.lang.lint import Check
 
@@ -567,11 +568,12 @@ def advise_cmd(spec_file: str, fmt: str, scenario: str | None, reserve: float | 
     Exit 0 when every plan meets the spec, 1 when a plan misses a constraint (does not fit, an SLO), 2 when
     the spec cannot be planned.
     """
-    from kvplan.planner import plans_for
+    from kvplan.planner import plans_for, with_engines
     from kvplan.render import plan_view
 
-    plans = plans_for(_checked(spec_file, allow_paths), scenario, **_overrides(reserve, min_gain, prefill_efficiency,
-                                                                                  activation_reserve, runtime_reserve))
+    plans = [with_engines(p) for p in plans_for(_checked(spec_file, allow_paths), scenario,
+                                                **_overrides(reserve, min_gain, prefill_efficiency,
+                                                             activation_reserve, runtime_reserve))]
     render = {"text": plan_view.text, "json": plan_view.json_text, "markdown": plan_view.markdown}[fmt]
     click.echo(render(plans), nl=False)
     if any(p.unmet or not p.feasible for p in plans):
@@ -650,13 +652,15 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
     """Write the engine configurations of a plan: command lines and YAML the engine takes as written.
 
     Without -o the files go to stdout, each after a `==> scenario/name <==` line; warnings and the KV
-    capacity each config gives go to stderr. Exit 0 when every plan choice was written as planned, 1 when
-    a choice was changed to the nearest the target has or a config does not fit the device, 2 when the
-    spec cannot be planned.
+    capacity each config gives go to stderr. A target other than the spec's engine (each one for `engine =
+    any`) is written from the plan made for its engine, and says so. Exit 0 when every config was written
+    from a plan that fits, 1 when a pinned choice was changed to the nearest the target has, a config does
+    not fit the device, or a target's own plan does not fit (an error: nothing is written for it), 2 when
+    the spec cannot be planned.
     """
     from kvplan.base.outputs import OutputTree, check_out_dir, scenario_folders
     from kvplan.engines import Reserves, capacity_line, emit, resolve_targets
-    from kvplan.planner import plans_for
+    from kvplan.planner import plans_for, with_engines
 
     reserves = Reserves(activation=activation_reserve, runtime=runtime_reserve, cudagraph=cudagraph_reserve)
     deploy = _deploy(targets, image, namespace, pvc, shm_size, gpus_per_node, gpu_resource)
@@ -664,7 +668,8 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
         check_out_dir(out_dir)
     # one memory model: the plan is made under the reserves its configs are sized with
     given = {"activation_reserve": reserves.activation, "runtime_reserve": reserves.runtime}
-    plans = plans_for(_checked(spec_file, allow_paths), scenario, **{k: v for k, v in given.items() if v is not None})
+    plans = [with_engines(p) for p in
+             plans_for(_checked(spec_file, allow_paths), scenario, **{k: v for k, v in given.items() if v is not None})]
     for p in plans:  # a count the model cannot split has no configuration to write
         gap = next((u for u in p.unmet if u.constraint == "layout"), None)
         if gap is not None:
@@ -685,8 +690,7 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
                              else attrs.evolve(p.reserves, cudagraph=reserves.cudagraph))
             out = emit(p, target, spec=spec_file, reserves=plan_reserves, deploy=deploy, sizing=sizing)
             findings += len(out.findings)
-            for w in out.warnings:
-                click.echo(f"kvplan: warning: {where}: {w}", err=True)
+            _say_emitted(where, target, out)
             for f in out.files:
                 if tree is None:
                     chunks.append(f"==> {where}/{f.name} <==\n{f.text}")
@@ -699,6 +703,18 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
         click.echo("\n".join(chunks), nl=False)
     if findings:
         sys.exit(EXIT_FINDINGS)
+
+
+def _say_emitted(where: str, target: str, out: Emitted) -> None:
+    """A target's lines on stderr: the plan it was written from when not the spec's, its errors (nothing was
+    written for it), then its warnings."""
+    for line in out.planned:
+        click.echo(f"kvplan: {where}/{target}: {line}", err=True)
+    for e in out.errors:
+        click.echo(f"kvplan: error: {where}: {e}", err=True)
+    for w in out.warnings:
+        if w not in out.errors:
+            click.echo(f"kvplan: warning: {where}: {w}", err=True)
 
 
 class _Readers(click.Choice):  # type: ignore[type-arg, unused-ignore]

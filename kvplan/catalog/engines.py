@@ -22,7 +22,7 @@ import attrs
 
 from kvplan.base.errors import CatalogError
 from kvplan.base.records import record
-from kvplan.catalog import suggest
+from kvplan.catalog import Device, Model, suggest
 
 
 @record
@@ -75,22 +75,14 @@ _AUTO = ("bf16", "auto keeps the model's dtype: bf16 assumed")
 
 
 @record
-class KvNeed:
-    """What an engine needs to store KV in one dtype, beyond naming it: FP4 formats in hardware (the device
-    record's `fp4`: NVIDIA Blackwell, SM100/SM120, in the catalog), or an MHA model (its MLA backends refuse
-    the dtype). `why` is the engine's reason, in its words where it has some."""
+class KvRequires:
+    """Where an engine stores KV in one of its dtypes only on some devices or for some models: each condition
+    is the engine's own check, held as its refusal in its words with the file and version it comes from (empty:
+    no such condition). `kv_refusal` reads it; the planner never picks what it refuses, and emit plans each
+    target under it (docs/cli-emit.md)."""
 
-    fp4_hardware: bool = False
-    mha_only: bool = False
-    why: str = ""
-
-
-#: SGLang 0.5.23 on nvfp4: arg_groups/kv_cache_hook.py:112-131 ("--kv-cache-dtype=nvfp4 requires Blackwell SM100 or
-#: SM120"; before that check nvfp4 selects the trtllm_mha decode backend, which A100 and AMD GPUs refuse,
-#: attention_hook.py:226), and on an MLA model the trtllm_mla backend provides no NVFP4 prefill
-#: (kv_cache_hook.py:34-60).
-_SGLANG_NVFP4 = KvNeed(True, True, "SGLang: --kv-cache-dtype=nvfp4 requires Blackwell SM100 or SM120, and its MLA "
-                                   "backend (trtllm_mla) provides no NVFP4 prefill")
+    fp4_hardware: str = ""        # only on a device with FP4 formats in hardware (Device.fp4: SM100/SM120)
+    no_mla: str = ""              # refused for models with multi-head latent attention
 
 
 @record
@@ -113,28 +105,10 @@ class Engine:
     kv_reads: KvReads = attrs.field(factory=dict)   # its KV dtype names read back (kvplan import)
     flags: Flags = NO_FLAGS
     aliases: tuple[str, ...] = ()  # words people write for it in a spec (`trt-llm`), offered as suggestions
-    mla_refuses: tuple[str, ...] = ()  # kvplan dtype ids it refuses on MLA models (vLLM: int8, int4, nvfp4)
     page_scales: Mapping[str, PageScale] = attrs.field(factory=dict)  # scale bytes in its KV page, per dtype id
     memory: Optional[MemoryDefaults] = None  # its fill-mode sizing (kvplan emit --sizing fill)
-
-    def kv_dtypes_for(self, kv_kind: str) -> tuple[str, ...]:
-        """The kvplan dtype ids it can store KV in for a model of this `kv_kind` ("mla", "gqa", ...)."""
-        return tuple(d for d in self.kv_names if kv_kind != "mla" or d not in self.mla_refuses)
-    kv_needs: Mapping[str, KvNeed] = attrs.field(factory=dict)  # kvplan dtype id -> what storing KV in it needs
-
-    def kv_refusal(self, dtype: str, device_fp4: bool, mla: bool) -> Optional[str]:
-        """Why the engine refuses KV in `dtype` on a device (with FP4 formats or not) and model (MLA or not);
-        None where it runs it."""
-        need = self.kv_needs.get(dtype)
-        if need is None:
-            return None
-        if (need.fp4_hardware and not device_fp4) or (need.mha_only and mla):
-            return need.why
-        return None
-
-    def kv_dtypes_on(self, device_fp4: bool, mla: bool) -> tuple[str, ...]:
-        """The kvplan dtype ids the engine stores KV in on such a device and model."""
-        return tuple(d for d in self.kv_names if self.kv_refusal(d, device_fp4, mla) is None)
+    #: kvplan dtype id -> the device or model condition under which the engine stores KV in it (absent: always)
+    kv_requires: Mapping[str, KvRequires] = attrs.field(factory=dict)
 
     @property
     def kv_dtypes(self) -> tuple[str, ...]:
@@ -181,6 +155,14 @@ ENGINES: dict[str, Engine] = {
                "docs/engines.md: --kv-cache-dtype (int8/int4 as *_per_token_head, nvfp4; no 2-bit); "
                "--block-size default 16, FLASH_ATTN multiple of 16; no token eviction",
                tiers=("host", "ssd", "remote"), lmcache=True,
+               kv_requires={
+                   "fp4": KvRequires(
+                       no_mla="\"nvfp4 KV cache is not supported with MLA (Multi-head Latent Attention) backends\" "
+                              "(vllm/config/vllm.py:3422-3437, VllmConfig.validate_nvfp4_kv_cache_with_mla)"),
+                   **{d: KvRequires(no_mla=f"{d}_per_token_head runs on TRITON_ATTN only; no MLA backend lists it "
+                                           "(vllm/v1/attention/backends/mla/*.py supported_kv_cache_dtypes: auto, "
+                                           "float16, bfloat16, fp8, fp8_e4m3)")
+                      for d in ("int8", "int4")}},
                kv_reads={
                    "auto": _AUTO,
                    "bfloat16": ("bf16", ""), "float16": ("fp16", ""),
@@ -205,7 +187,7 @@ ENGINES: dict[str, Engine] = {
                # supported_kv_cache_dtypes): the *_per_token_head modes are TRITON_ATTN's, and nvfp4 is a VllmConfig
                # error, "nvfp4 KV cache is not supported with MLA (Multi-head Latent Attention) backends"
                # (nvfp4_ds_mla needs a sparse MLA backend, which DeepSeek-V3 has not).
-               mla_refuses=("int8", "int4", "fp4"), page_scales=_VLLM_SCALES,
+               page_scales=_VLLM_SCALES,
                memory=MemoryDefaults(
                    0.92, "vllm/config/cache.py:215 (vLLM 0.33.0): --gpu-memory-utilization default 0.92, a fraction "
                          "of the device's total memory (v1/worker/utils.py:716-726)",
@@ -224,7 +206,11 @@ ENGINES: dict[str, Engine] = {
                "docs/engines.md: --kv-cache-dtype fp8_e4m3/fp8_e5m2/nvfp4 (no int8, int4 or 2-bit); "
                "--page-size default 1; radix cache on by default; --enable-hierarchical-cache; "
                "--pp-size (arg_groups/fields/parallel.py:59); nvfp4 only on Blackwell and MHA models",
-               tiers=("host", "ssd", "remote"), lmcache=True, kv_needs={"fp4": _SGLANG_NVFP4},
+               tiers=("host", "ssd", "remote"), lmcache=True, kv_requires={"fp4": KvRequires(
+                   fp4_hardware="\"--kv-cache-dtype=nvfp4 requires Blackwell SM100 or SM120\" "
+                                "(sglang/srt/arg_groups/kv_cache_hook.py:124-131)",
+                   no_mla="\"NVFP4 prefill supports an FP8 E4M3 workspace or native NVFP4, but backend "
+                          "'trtllm_mla' provides neither\": the MLA backend on Blackwell (kv_cache_hook.py:34-60)")},
                kv_reads={
                    "auto": _AUTO,
                    "bf16": ("bf16", ""), "bfloat16": ("bf16", ""),
@@ -240,13 +226,34 @@ ENGINES: dict[str, Engine] = {
                False, 32, (8, 16, 32, 64, 128), True, True,
                "docs/engines.md: kv_cache_config.dtype auto|fp8|nvfp4, INT8 KV quantization; tokens_per_block 32; "
                "enable_block_reuse; host_cache_size; eviction only experimental on main", tiers=("host",),
-               kv_needs={"fp4": KvNeed(True, False, "TensorRT-LLM: NVFP4 KV needs FP4 tensor cores (Blackwell)")},
+               kv_requires={"fp4": KvRequires(fp4_hardware="NVFP4 KV needs FP4 tensor cores (Blackwell)")},
                kv_reads={"auto": _AUTO, "fp8": ("fp8", ""), "nvfp4": ("fp4", "")},
                flags=Flags("kv_cache_config.dtype", "kv_cache_config.tokens_per_block", "max_batch_size",
                            "max_seq_len", "tensor_parallel_size", "pipeline_parallel_size"),
                aliases=("trt-llm", "tensorrt-llm", "tensorrt")),
     )
 }
+
+
+def kv_refusal(engine: Engine, dtype: str, device: Device, model: Model) -> Optional[str]:
+    """Why `engine` cannot store KV as `dtype` for `model` on `device`, or None when it can. FP4 needs FP4
+    formats in hardware on every engine (NVFP4, Device.fp4); the rest is the engine's record."""
+    if dtype not in engine.kv_names:
+        return f"{engine.described} has no {dtype} KV cache"
+    need = engine.kv_requires.get(dtype, KvRequires())
+    if need.fp4_hardware and not device.fp4:
+        return f"{engine.described} has no {dtype} KV cache on {device.id}, which has no FP4 formats in hardware: " \
+               + need.fp4_hardware
+    if need.no_mla and model.kv_kind == "mla":
+        return f"{engine.described} has no {dtype} KV cache for {model.id}, an MLA model: {need.no_mla}"
+    if dtype == "fp4" and not device.fp4:
+        return f"{device.id} has no FP4 formats in hardware"
+    return None
+
+
+def kv_dtypes_for(engine: Engine, device: Device, model: Model) -> tuple[str, ...]:
+    """The kvplan dtype ids `engine` can store KV in for `model` on `device`, in the record's order."""
+    return tuple(d for d in engine.kv_dtypes if kv_refusal(engine, d, device, model) is None)
 
 
 def get_engine(name: str) -> Engine:

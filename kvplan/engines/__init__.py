@@ -8,9 +8,11 @@
 
 One module per target (kvplan/engines/<id>.py) defines `BACKEND`, a common.Backend:
 the engine and the version whose names it writes (shared/reference/engines.md), its
-capability table, and `build(EmitRequest) -> Emitted`. A plan choice the target
-cannot express is mapped to the nearest setting it has and named in a finding; it is
-never changed silently. To add a target, add its module and its BACKEND to TARGETS; an engine target
+capability table, and `build(EmitRequest) -> Emitted`. An engine target other than the
+plan's engine is written from the plan made for that engine (kvplan/engines/replan.py),
+said as such; a plan choice a target still cannot express (a pin) is mapped to the
+nearest setting it has and named in a finding, and an error when that no longer fits;
+it is never changed silently. To add a target, add its module and its BACKEND to TARGETS; an engine target
 also has its record in kvplan.catalog.engines (docs/architecture.md, "Where to add things").
 """
 
@@ -21,7 +23,7 @@ from typing import Literal, Optional
 from kvplan.base.errors import KvplanError
 from kvplan.base.evidence import Value
 from kvplan.catalog import suggest
-from kvplan.engines import flashinfer, k8s, lmcache, sglang, trtllm, vllm
+from kvplan.engines import flashinfer, k8s, lmcache, replan, sglang, trtllm, vllm
 from kvplan.engines.common import Backend, DeployOptions, EmitRequest, Emitted, EmittedFile, Reserves
 from kvplan.planner.plan import Plan
 
@@ -74,7 +76,11 @@ def emit(plan: Plan, target: str, *, spec: str = "", reserves: Optional[Reserves
     targets = TARGETS
     if target not in targets:
         raise KvplanError(f"unknown target '{target}'", help=suggest(target, targets))
-    return targets[target].build(EmitRequest(plan, spec, reserves, deploy or DeployOptions(), sizing))
+    req = EmitRequest(plan, spec, reserves, deploy or DeployOptions(), sizing)
+    engine = replan.engine_of(target)
+    if engine is None:
+        return targets[target].build(req)
+    return replan.build_for(engine, req, targets[target].build, target)
 
 
 def capacity_line(out: Emitted) -> str:

@@ -37,8 +37,8 @@ from kvplan.base.outputs import folder_name
 from kvplan.base.records import record
 from kvplan.base.units import fmt_bytes
 from kvplan.catalog import DTYPE_ORDER, DTYPES, Dtype, Model
+from kvplan.catalog.engines import ENGINES, PageScale, kv_dtypes_for, kv_refusal
 from kvplan.catalog.engines import Engine as EngineRecord
-from kvplan.catalog.engines import PageScale
 from kvplan.engines.flagparse import Read
 from kvplan.model import memory
 from kvplan.model.footprint import fragmentation
@@ -91,6 +91,11 @@ class Emitted:
     findings: tuple[str, ...] = ()
     #: An engine target's command, as its launcher script execs it (the k8s target runs the same one).
     launch: Optional["Launch"] = None
+    #: Errors (also in `findings`): a target written from its own plan that does not fit, or a fallback that
+    #: no longer fits (kvplan/engines/replan.py); its files are not written. `kvplan emit` prints them as errors.
+    errors: tuple[str, ...] = ()
+    #: "planned for sglang: ...": the target was written from the plan made for its engine, not the spec's.
+    planned: tuple[str, ...] = ()
 
 
 @record
@@ -116,8 +121,6 @@ class Backend:
     build: Callable[["EmitRequest"], Emitted]
     #: An engine target's reader, for `kvplan import --from ID`: (text, base directory, where) -> Read.
     read: Optional[Callable[[str, str, str], Read]] = None
-    #: kvplan dtype ids the engine refuses on MLA models (its catalog record's `mla_refuses`).
-    mla_refuses: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -132,7 +135,7 @@ def engine_backend(engine: EngineRecord, *, flags: tuple[str, ...], source: str,
     return Backend(id=engine.id, engine=engine.name, version=engine.version, kv_dtypes=engine.kv_names,
                    block_sizes=engine.block_sizes, default_block=engine.default_block,
                    prefix_caching=engine.prefix_caching, tiers=engine.tiers, eviction=engine.eviction,
-                   flags=flags, source=source, build=build, read=read, mla_refuses=engine.mla_refuses)
+                   flags=flags, source=source, build=build, read=read)
 
 
 @record
@@ -165,8 +168,13 @@ def header(req: EmitRequest, label: str, comment: str = "#") -> str:
     p = req.plan
     over = overrides(p)
     extra = f"overrides {','.join(f'{k}={v:.17g}' for k, v in over.items())} · " if over else ""
-    return (f"{comment} kvplan {__version__} · spec {req.spec or '-'} · scenario {p.scenario.name} · "
+    head = (f"{comment} kvplan {__version__} · spec {req.spec or '-'} · scenario {p.scenario.name} · "
             f"plan {p.digest} · {extra}{label}")
+    if p.spec_engine:  # written from the plan made for this target's engine (kvplan/engines/replan.py)
+        head += (f"\n{comment} planned for {p.scenario.engine}: this file's plan is the one made under "
+                 f"{p.scenario.engine}'s capabilities (the spec says engine = {p.spec_engine}); "
+                 f"`kvplan advise` shows it beside the spec's")
+    return head
 
 
 def overrides(plan: Plan) -> dict[str, float]:
@@ -247,20 +255,16 @@ def map_choices(plan: Plan, backend: Backend) -> Mapped:
     changed: list[str] = []
     eng = backend.label
     want = plan.kv_dtype.id
-    mla = plan.scenario.model.kv_kind == "mla"
-    runs = [d for d in backend.kv_dtypes if not (mla and d in backend.mla_refuses)]
+    sc = plan.scenario
+    record = ENGINES.get(backend.id)  # an engine target: what it stores on this device for this model
+    runs = [d for d in backend.kv_dtypes if record is None or d in kv_dtypes_for(record, sc.device, sc.model)]
     if want in runs:
         dt = plan.kv_dtype
-    elif want in backend.kv_dtypes:  # the engine has the dtype but refuses it on this model's attention
-        dt = DTYPES[nearest_dtype(want, runs)]
-        changed.append(f"kv_dtype {want} → {dt.id}: {eng} refuses {backend.kv_dtypes[want]} on MLA models (its MLA "
-                       f"attention backends store {', '.join(backend.kv_dtypes[d] for d in runs)}); the nearest that "
-                       f"is not lossier is {dt.id} ({backend.kv_dtypes[dt.id]}), "
-                       f"{dt.width / DTYPES[want].width:g}x the plan's bytes")
     else:
-        dt = DTYPES[nearest_dtype(want, runs)]
-        changed.append(f"kv_dtype {want} → {dt.id}: {eng} has no {want} KV cache "
-                       f"(it takes {', '.join(sorted(backend.kv_dtypes))}); the nearest that is not lossier is "
+        dt = DTYPES[nearest_dtype(want, runs or list(backend.kv_dtypes))]
+        refused = None if record is None else kv_refusal(record, want, sc.device, sc.model)
+        changed.append(f"kv_dtype {want} → {dt.id}: {refused or f'{eng} has no {want} KV cache'} "
+                       f"(it takes {', '.join(sorted(runs))} here); the nearest that is not lossier is "
                        f"{dt.id} ({backend.kv_dtypes[dt.id]}), {dt.width / DTYPES[want].width:g}x the plan's bytes")
     block = plan.block_size
     if block not in backend.block_sizes:
@@ -295,9 +299,9 @@ def map_tier(plan: Plan, backend: Backend) -> tuple[str, list[str]]:
 
 def runnable(backend: Backend, engine: EngineRecord, plan: Plan) -> Backend:
     """The backend with only the KV dtypes the engine runs on the plan's device and model (the record's
-    kv_needs: NVFP4 only with FP4 hardware, ...), so that map_choices never writes one the engine refuses."""
+    kv_requires: NVFP4 only with FP4 hardware, ...), so that map_choices never writes one the engine refuses."""
     sc = plan.scenario
-    on = engine.kv_dtypes_on(sc.device.fp4, sc.model.kv_kind == "mla")
+    on = kv_dtypes_for(engine, sc.device, sc.model)
     return attrs.evolve(backend, kv_dtypes={d: n for d, n in backend.kv_dtypes.items() if d in on})
 
 
@@ -571,8 +575,14 @@ def finish(backend: Backend, mapped: Mapped, sizing: Optional[Sizing], files: Se
     """Assemble an Emitted: changed choices and a config that does not fit are findings."""
     label = backend.label
     all_findings = [f"{label}: {c}" for c in (*mapped.changed, *findings)]
+    errors: tuple[str, ...] = ()
     if sizing is not None:
         fw = fit_warning(sizing, backend)
+        if fw and any(c.startswith("kv_dtype ") for c in mapped.changed):
+            # a dtype moved to the nearest the target has that no longer fits: an error, nothing written
+            errors = (f"{fw.replace('the config is written as planned and will not start', 'nothing written')} "
+                      f"({'; '.join(c for c in mapped.changed if c.startswith('kv_dtype '))})",)
+            return Emitted(backend.id, (), errors, (), errors, errors=errors)
         if fw:
             all_findings.append(fw)
     notes = [f"{label}: {w}" for w in warnings]

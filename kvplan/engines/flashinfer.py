@@ -10,7 +10,9 @@ import json
 from typing import Optional
 
 from kvplan.base.evidence import Value, to_jsonable
-from kvplan.engines.common import Backend, EmitRequest, Emitted, EmittedFile, header, json_header
+from kvplan.base.units import fmt_bytes
+from kvplan.catalog import DTYPES
+from kvplan.engines.common import Backend, EmitRequest, Emitted, EmittedFile, Mapped, header, json_header, size
 from kvplan.model.kernels.flashinfer import (
     KV_TORCH,
     LABEL,
@@ -106,8 +108,29 @@ def _summary(kc: KernelConfig) -> list[str]:
 
 # ------------------------------------------------------------------ emit target
 
+def fallback_unfit(req: EmitRequest, kc: KernelConfig) -> Optional[str]:
+    """The error when the KV dtype the wrapper falls back to (fp8 for a width it does not take) no longer fits
+    the device: the pool at that width, with the plan's weights and reserves (kvplan.model.memory), per GPU."""
+    p = req.plan
+    if kc.kv_dtype_supported:
+        return None
+    fallback = DTYPES[next(k for k, v in KV_TORCH.items() if v == kc.kv_data_type)]
+    mapped = Mapped(fallback, kc.kv_data_type, p.block_size, p.retention, "none", ())
+    sz = size(p, mapped, req.reserves)
+    if sz.fits:
+        return None
+    return (f"{LABEL}: kv_dtype {p.kv_dtype.id} → {fallback.id}: does not fit: the decode wrapper takes no "
+            f"{p.kv_dtype.id} KV, and at {fallback.id} ({fallback.width / p.kv_dtype.width:g}x the plan's bytes) "
+            f"weights {fmt_bytes(sz.weights)} + KV pool {fmt_bytes(sz.pool)} + reserves {fmt_bytes(sz.reserves)} = "
+            f"{fmt_bytes(sz.needed)} per GPU, {fmt_bytes(sz.total)} on the device; nothing written for flashinfer "
+            f"(the wrapper takes {', '.join(KV_TORCH)} KV: plan one of them)")
+
+
 def build(req: EmitRequest) -> Emitted:
     kc = kernel_config(req.plan)
+    error = fallback_unfit(req, kc)
+    if error is not None:
+        return Emitted("flashinfer", (), (error,), (), (error,), errors=(error,))
     head = header(req, LABEL)
     py = "\n".join([head, *_summary(kc), ""]) + "\n" + plan_call(kc, int(req.plan.scenario.batch))
     body = {"_kvplan": json_header(req, BACKEND), **kernel_payload(kc)}

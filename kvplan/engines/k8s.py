@@ -33,12 +33,14 @@ import re
 import shlex
 from typing import Mapping, Optional, Sequence
 
+import attrs
+
 from kvplan.base.errors import KvplanError
 from kvplan.base.evidence import Value
 from kvplan.base.records import record
 from kvplan.base.units import fmt_bytes
 from kvplan.catalog import Device
-from kvplan.engines import common, lmcache, sglang, trtllm, vllm
+from kvplan.engines import common, lmcache, replan, sglang, trtllm, vllm
 from kvplan.engines.common import Backend, DeployOptions, EmitRequest, Emitted, EmittedFile, GiB, Launch
 from kvplan.planner.plan import Plan
 
@@ -489,14 +491,18 @@ def _image(rt: Runtime, resource: str, opts: DeployOptions, plan: Plan) -> tuple
     return image, notes
 
 
-def manifest(req: EmitRequest, engine: str) -> tuple[EmittedFile, Emitted, list[str], list[str]]:
-    """k8s-<engine>.yaml for one engine: the file, the engine target's output, warnings and findings."""
+def manifest(req: EmitRequest, engine: str) -> tuple[Optional[EmittedFile], Emitted, list[str], list[str]]:
+    """k8s-<engine>.yaml for one engine, from the plan made for it (kvplan/engines/replan.py): the file (None when
+    that plan does not fit: the engine target's error says so), the engine target's output, warnings and findings."""
+    backend: Backend = ENGINE_MODULES[engine].BACKEND
+    out = replan.build_for(engine, req, backend.build, backend.id)
+    if out.errors:
+        return None, out, [], list(out.findings)
+    req = attrs.evolve(req, plan=replan.written_from(req.plan, engine))
     p = req.plan
     sc = p.scenario
     opts = req.deploy
     rt = RUNTIMES[engine]
-    backend: Backend = ENGINE_MODULES[engine].BACKEND
-    out = backend.build(req)
     if out.launch is None:
         raise KvplanError(f"{backend.label} writes no command to serve the plan; no Kubernetes manifest")
     resource = gpu_resource(sc.device, opts.gpu_resource)
@@ -563,13 +569,19 @@ def build(req: EmitRequest) -> Emitted:
     warnings: list[str] = list(notes)
     findings: list[str] = []
     capacity: list[tuple[str, Value]] = []
+    errors: list[str] = []
+    planned: list[str] = []
     for engine in engines:
         f, out, warn, found = manifest(req, engine)
-        files.append(f)
+        if f is not None:
+            files.append(f)
         warnings += warn
         findings += found
+        errors += out.errors
+        planned += out.planned
         capacity += out.capacity if len(engines) == 1 else [(f"{engine}.{k}", v) for k, v in out.capacity]
-    return Emitted(ID, tuple(files), tuple(findings + warnings), tuple(capacity), tuple(findings))
+    return Emitted(ID, tuple(files), tuple(findings + warnings), tuple(capacity), tuple(findings),
+                   errors=tuple(errors), planned=tuple(planned))
 
 
 BACKEND = Backend(

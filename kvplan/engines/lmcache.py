@@ -31,6 +31,7 @@ unimplemented stub in 0.5.6 and never written.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import attrs
@@ -39,7 +40,7 @@ from kvplan.base.evidence import Value, derived
 from kvplan.base.records import record
 from kvplan.catalog.engines import get_engine
 from kvplan.catalog.quality import admissible
-from kvplan.engines import common, sglang, vllm
+from kvplan.engines import common, replan, sglang, vllm
 from kvplan.engines.common import Backend, EmitRequest, Emitted, EmittedFile
 
 #: LMCache's default chunk size in tokens (engines.md).
@@ -168,12 +169,14 @@ def _config(req: EmitRequest, mapped: common.Mapped, sz: common.Sizing) -> _Conf
 
 def render(req: EmitRequest) -> Emitted:
     """lmcache.yaml for the plan's second tier, and a launcher of each engine that loads it."""
+    spec_req = req
+    loaders = _loaders(req.plan.scenario.engine)
+    # lmcache.yaml holds what the first loader's engine hands it: sized from the plan made for that engine
+    req = attrs.evolve(req, plan=replan.written_from(req.plan, loaders[0]))
     p = req.plan
-    sc = p.scenario
     if p.tier.tier == "none":
         return Emitted(BACKEND.id, (), (f"{BACKEND.label}: the plan keeps no second tier "
                                         "(reuse economics, docs/model.md §9): nothing to tier, no lmcache.yaml",))
-    loaders = _loaders(sc.engine)
     first = LOADERS[loaders[0]].BACKEND
     tier, tier_changed = common.map_tier(p, BACKEND)
     # Pages are the first loader's: LMCache stores what the engine hands it.
@@ -192,23 +195,35 @@ def render(req: EmitRequest) -> Emitted:
     ]
     if p.tier.bytes is not None:
         rows.append(("plan_tier_bytes", p.tier.bytes))
-    if sc.engine != "any" and sc.engine not in LOADERS:
+    spec_engine = spec_req.plan.scenario.engine
+    if spec_engine != "any" and spec_engine not in LOADERS:
         into = " and ".join(m.ENGINE.name for m in LOADERS.values())
-        warnings.append(f"LMCache loads into {into} (docs/engines.md), not {get_engine(sc.engine).name}: "
+        warnings.append(f"LMCache loads into {into} (docs/engines.md), not {get_engine(spec_engine).name}: "
                         "loaders for both are written")
     loaded_warnings: list[str] = []
     loaded_findings: list[str] = []
+    errors: list[str] = []
+    planned: list[str] = []
     for eng in loaders:
         mod = LOADERS[eng]
-        loaded = mod.render(req, via_lmcache=True, name=f"lmcache-{eng}.sh",
-                            label=f"{mod.BACKEND.label} + {BACKEND.label}")
+        loaded = replan.build_for(eng, spec_req, functools.partial(
+            mod.render, via_lmcache=True, name=f"lmcache-{eng}.sh", label=f"{mod.BACKEND.label} + {BACKEND.label}"),
+            BACKEND.id)
+        own = replan.written_from(spec_req.plan, eng)
+        if not loaded.errors and own.tier.bytes != p.tier.bytes:
+            loaded_warnings.append(f"{BACKEND.label}: lmcache.yaml is sized for the plan made for {loaders[0]}; the "
+                                   f"plan made for {eng} keeps a different tier ({own.tier.tier}): set engine = {eng} "
+                                   "for an lmcache.yaml of its own")
+        errors += loaded.errors
+        planned += loaded.planned
         files += loaded.files
         loaded_warnings += [w for w in loaded.warnings if w not in loaded.findings]
         loaded_findings += loaded.findings
         rows += [(f"{eng}.{k}", v) for k, v in loaded.capacity]
     out = common.finish(BACKEND, mapped, None, files, rows, warnings, cfg.findings)
     return attrs.evolve(out, warnings=out.findings + tuple(loaded_findings) + out.warnings[len(out.findings):]
-                        + tuple(loaded_warnings), findings=out.findings + tuple(loaded_findings))
+                        + tuple(loaded_warnings), findings=out.findings + tuple(loaded_findings),
+                        errors=tuple(errors), planned=tuple(planned))
 
 
 BACKEND = Backend(

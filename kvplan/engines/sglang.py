@@ -44,7 +44,7 @@ import attrs
 from kvplan.base.evidence import Value, assumed, derived
 from kvplan.base.units import fmt_bytes
 from kvplan.catalog import DTYPES, Model
-from kvplan.catalog.engines import get_engine
+from kvplan.catalog.engines import get_engine, kv_refusal
 from kvplan.engines import common
 from kvplan.engines.common import EmitRequest, Emitted, EmittedFile, Flag
 from kvplan.engines.flagparse import (
@@ -282,7 +282,7 @@ def sglang_memory(req: EmitRequest, sz: common.Sizing, dtype_id: str) -> SglangM
 
 def _refused_note(p: Plan, mapped: common.Mapped) -> list[str]:
     sc = p.scenario
-    why = ENGINE.kv_refusal(p.kv_dtype.id, sc.device.fp4, sc.model.kv_kind == "mla")
+    why = kv_refusal(ENGINE, p.kv_dtype.id, sc.device, sc.model)
     if why is None or mapped.dtype.id == p.kv_dtype.id:
         return []
     return [f"kv_dtype {p.kv_dtype.id}: {why} ({sc.device.id}, {sc.model.id}); written {mapped.dtype_name}"]

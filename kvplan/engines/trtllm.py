@@ -48,7 +48,7 @@ from kvplan.base.errors import Span
 from kvplan.base.evidence import Value, derived
 from kvplan.base.units import fmt_bytes
 from kvplan.catalog import Model
-from kvplan.catalog.engines import get_engine
+from kvplan.catalog.engines import get_engine, kv_refusal
 from kvplan.engines import common
 from kvplan.engines.common import EmitRequest, Emitted, EmittedFile
 from kvplan.engines.flagparse import (
@@ -122,7 +122,7 @@ def _dtype_notes(p: Plan, mapped: common.Mapped, notes: list[str]) -> list[str]:
     dtype written; `notes` gets the notes."""
     sc = p.scenario
     findings: list[str] = []
-    why = ENGINE.kv_refusal(p.kv_dtype.id, sc.device.fp4, sc.model.kv_kind == "mla")
+    why = kv_refusal(ENGINE, p.kv_dtype.id, sc.device, sc.model)
     if why is not None and mapped.dtype.id != p.kv_dtype.id:
         findings.append(f"kv_dtype {p.kv_dtype.id}: {why} ({sc.device.id}); written {mapped.dtype_name}")
     if mapped.dtype.id == "int8":

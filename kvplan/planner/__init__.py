@@ -13,7 +13,7 @@ evidence and the options turned down.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence, TypedDict
+from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence, TypedDict, cast
 
 import attrs
 import numpy as np
@@ -23,7 +23,7 @@ from kvplan.base.evidence import Value, assumed, derived
 from kvplan.base.records import record
 from kvplan.base.units import fmt_unit
 from kvplan.catalog import DTYPE_ORDER, DTYPES, Model, get_link, suggest
-from kvplan.catalog.engines import concrete, get_engine
+from kvplan.catalog.engines import concrete, get_engine, kv_dtypes_for
 from kvplan.catalog.quality import BUDGETS, admissible
 from kvplan.lang import CheckResult
 from kvplan.model import memory
@@ -60,13 +60,13 @@ def _pin(sc: Scenario, key: str) -> Optional[PinValue]:
     return None if p is None else p.value
 
 
-def admissible_dtypes(budget: str, engine: str, kv_kind: str = "gqa") -> tuple[str, ...]:
-    """KV dtypes the budget admits (LANGUAGE.md) that the engine can store for a model of `kv_kind` (vLLM
-    refuses nvfp4 on MLA models: its record's `mla_refuses`)."""
+def admissible_dtypes(budget: str, engine: str) -> tuple[str, ...]:
+    """KV dtypes the budget admits (LANGUAGE.md) that the engine can store (on some device, for some model:
+    `_space` narrows them to the scenario's with the record's `kv_requires`)."""
 
     allowed = admissible(budget, False).kv_dtypes
-    eng = get_engine(engine).kv_dtypes_for(kv_kind)
-    return tuple(d for d in DTYPE_ORDER if d in allowed and d in eng and d != "fp16")
+    eng = get_engine(engine)
+    return tuple(d for d in DTYPE_ORDER if d in allowed and d in eng.kv_dtypes and d != "fp16")
 
 
 def eviction_admissible(sc: Scenario) -> bool:
@@ -78,11 +78,10 @@ def _space(sc: Scenario) -> tuple[Space, dict[str, str]]:
     R3 is applied per candidate afterwards: whether a layout is below s* depends on its
     tensor-parallel replication."""
     why: dict[str, str] = {}
-    dtypes = admissible_dtypes(sc.budget, sc.engine, sc.model.kv_kind)
-    if not sc.device.fp4:
-        dtypes = tuple(x for x in dtypes if x != "fp4")
-    on = get_engine(sc.engine).kv_dtypes_on(sc.device.fp4, sc.model.kv_kind == "mla")  # the record's kv_needs
-    dtypes = tuple(x for x in dtypes if x in on)
+    dtypes = admissible_dtypes(sc.budget, sc.engine)
+    # what the engine stores on this device for this model (FP4 only with FP4 hardware; the record's conditions)
+    runs = kv_dtypes_for(get_engine(sc.engine), sc.device, sc.model)
+    dtypes = tuple(x for x in dtypes if x in runs)
     pin_dt = _pin(sc, "kv_dtype")
     if pin_dt is not None:
         dtypes = (DTYPES[str(pin_dt)].id if str(pin_dt) in DTYPES else str(pin_dt),)
@@ -190,8 +189,37 @@ def plan(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DE
     knobs = _Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, setup.reserved)
     p = _outcome(sc, setup, map0, ev, best, found, kept, knobs, suggest)  # tier, maps, unmet
     baseline_step = p.baseline.step_time.value
+    given: dict[str, Optional[float]] = {"reserve": reserve, "min_gain": min_gain, "eta": eta,
+                                         "activation_reserve": activation_reserve, "runtime_reserve": runtime_reserve}
     return attrs.evolve(p, decisions=build_decisions(p, ev, best, found.space, found.why, baseline_step,
-                                                     yielded=kept.yielded))  # decisions
+                                                     yielded=kept.yielded),  # decisions
+                        options=tuple((k, float(v)) for k, v in given.items() if v is not None))
+
+
+def for_engine(p: Plan, engine: str) -> Plan:
+    """The plan of `p`'s scenario made under `engine`'s capabilities on its device for its model (the engine's
+    record: KV dtypes and their conditions, pages, eviction, pipeline stages), with the options `p` was made
+    with: `p` itself when it was made for that engine, else one of `p.engines`, else planned now. What an
+    emit target other than the plan's engine is written from (docs/cli-emit.md)."""
+    sc = p.scenario
+    if sc.engine == engine:
+        return p
+    for q in p.engines:
+        if q.scenario.engine == engine:
+            return q
+    get_engine(engine)  # an unknown engine is a catalog error, not a plan
+    # The scenario's assumptions stay the spec's (`engine = any` by default): a plan the engine's record leaves
+    # as it was has the spec plan's digest, and `spec_engine` says for which engine it was made.
+    own = plan(attrs.evolve(sc, engine=engine), **cast(Overrides, dict(p.options)))
+    return attrs.evolve(own, spec_engine=p.spec_engine or sc.engine)
+
+
+def with_engines(p: Plan) -> Plan:
+    """`engine = any`: `p` with the plan made for each engine (kvplan.catalog.engines.concrete) beside it, so that
+    `kvplan advise` shows what `kvplan emit` writes for each; any other plan as it is."""
+    if p.scenario.engine != "any" or p.engines:
+        return p
+    return attrs.evolve(p, engines=tuple(for_engine(p, e) for e in concrete()))
 
 
 def _setup(sc: Scenario, reserves: memory.Reserves) -> _Setup:

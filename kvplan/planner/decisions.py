@@ -10,7 +10,7 @@ from kvplan.base.evidence import Value, derived
 from kvplan.base.records import record
 from kvplan.base.units import fmt_unit
 from kvplan.catalog import DTYPE_ORDER
-from kvplan.catalog.engines import get_engine
+from kvplan.catalog.engines import get_engine, kv_refusal
 from kvplan.catalog.quality import QualityResult, admissible, for_choice
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import KvFactors, fragmentation
@@ -69,6 +69,9 @@ def _why_absent(p: Plan, dtype: str, why: dict[str, str]) -> str:
         return f"{sc.device.id} has no FP4 formats in hardware"
     if dtype not in get_engine(sc.engine).kv_dtypes:
         return f"engine {sc.engine} cannot store KV as {dtype}"
+    refused = kv_refusal(get_engine(sc.engine), dtype, sc.device, sc.model)
+    if refused is not None:
+        return refused
     if dtype not in admissible(sc.budget, False).kv_dtypes:
         return f"quality budget '{sc.budget}' does not admit {dtype}"
     if "R3" in why:

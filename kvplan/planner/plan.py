@@ -203,6 +203,15 @@ class Plan:
     candidates_evaluated: int
     feasible: bool
     reserves: Reserves = Reserves()   # the memory model's reserves this plan was sized with
+    #: The planner options given (plan()'s keywords: reserve, min_gain, eta, activation_reserve,
+    #: runtime_reserve), so that the scenario can be planned again for another engine with the same ones.
+    options: tuple[tuple[str, float], ...] = ()
+    #: `engine = any`: the plan made under each engine's own capabilities (kvplan.planner.with_engines), side by
+    #: side; empty until asked for, and for a plan made for one engine. Neither field is in the digest: each
+    #: engine's plan has its own.
+    engines: tuple["Plan", ...] = ()
+    #: The engine the spec names, when this plan was made for another one (kvplan.planner.for_engine), else "".
+    spec_engine: str = ""
 
     def metric(self, key: str) -> Value:
         """A metric by its label, for a name the user wrote (`expect { step_time < 30ms }`); KeyError

@@ -6,6 +6,7 @@ import textwrap
 from typing import Sequence, Union
 
 from kvplan.base.evidence import Value, to_jsonable
+from kvplan.planner import per_engine
 from kvplan.planner.plan import Decision, Plan, Rejection
 from kvplan.planner.rules import RULES
 from kvplan.render.common import dump_json
@@ -99,8 +100,19 @@ def _text_one(p: Plan) -> list[str]:
     for a in p.assumptions:
         out.extend(_wrap(f"{a.human} (assumed) — {a.source}", "  ", "    "))
     out.append("")
+    out.extend(_engines_text(p))
     out.append(f"plan digest {p.digest}; {p.candidates_evaluated} candidates evaluated")
     return out
+
+
+def _engines_text(p: Plan) -> list[str]:
+    """`engine = any`: each engine's own plan beside the spec's, as `kvplan emit` writes its target."""
+    if not p.engines:
+        return []
+    out = ["per engine (engine = any: each engine target is written from the plan made for it, kvplan emit)"]
+    for q in p.engines:
+        out.extend(_wrap(f"{q.scenario.engine}: {per_engine.side_by_side(p, q)}", "  ", "    "))
+    return out + [""]
 
 
 def _decision_json(d: Decision) -> dict[str, object]:
@@ -132,7 +144,19 @@ def plan_payload(p: Plan) -> dict[str, object]:
         "assumptions": list(p.assumptions),
         "candidates_evaluated": p.candidates_evaluated,
         "kernel": p.kernel,
+        **({"engines": [_engine_json(p, q) for q in p.engines]} if p.engines else {}),
     }
+
+
+def _engine_json(p: Plan, q: Plan) -> dict[str, object]:
+    """One engine's own plan beside the spec's (`engine = any`): what `kvplan emit` writes for its target."""
+    error = per_engine.unfit(p, q)
+    return {"engine": q.scenario.engine, "choices": q.choices, "digest": q.digest, "feasible": q.feasible,
+            "written": error is None, "differences": per_engine.differences(p, q),
+            "metrics": dict(q.metrics.items()),
+            "unmet": [{"constraint": u.constraint, "message": u.message, "shortfall": u.shortfall,
+                       "suggestions": list(u.suggestions)} for u in q.unmet],
+            "summary": per_engine.side_by_side(p, q)}
 
 
 def json_text(plans: Sequence[Plan], extra: dict[str, object] | None = None) -> str:
@@ -219,4 +243,8 @@ def index_markdown(p: Plan) -> str:
         for u in p.unmet:
             out.append(f"- {u.message}")
             out += [f"  - would meet it: {s}" for s in u.suggestions]
+    if p.engines:
+        out += ["", "## Per engine", "",
+                "`engine = any`: each engine target is written from the plan made for it (`kvplan emit`).", ""]
+        out += [f"- **{q.scenario.engine}**: {per_engine.side_by_side(p, q)}" for q in p.engines]
     return "\n".join(out) + "\n"

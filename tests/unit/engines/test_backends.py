@@ -31,6 +31,7 @@ from kvplan.engines import trtllm as trt
 from kvplan.engines import vllm as vll
 from kvplan.engines.common import HEADER, GiB, fraction_up, nearest_dtype
 from kvplan.engines.digest import check_digests
+from kvplan.engines.replan import written_from
 from kvplan.lang import check_file, check_source
 from kvplan.planner import plans_for
 from kvplan.planner.plan import Plan
@@ -197,19 +198,31 @@ def test_nearest_dtype_is_never_lossier() -> None:
 
 # ------------------------------------------------------------------ every artifact, parsed
 
+def _written_from(p: Plan, target: str, name: str) -> Plan:
+    """The plan a file is written from: the one made for its engine (an engine target, a loader
+    lmcache-<engine>.sh, lmcache.yaml from the first loader's), else the spec's (kvplan/engines/replan.py)."""
+    loader = name.removeprefix("lmcache-").removesuffix(".sh") if name.startswith("lmcache-") else None
+    engine = loader or (target if target in ("vllm", "sglang", "trtllm") else None)
+    if name == "lmcache.yaml" and p.scenario.engine not in ("vllm", "sglang"):
+        engine = "vllm"
+    return p if engine is None else written_from(p, engine)
+
+
 def _check_header(text: str, spec: str, p: Plan) -> None:
     head = text.splitlines()[1 if text.startswith("#!") else 0]
     m = HEADER.match(head)
     assert m, head
     assert m["spec"] == spec and m["scenario"] == p.scenario.name and m["digest"] == p.digest
+    assert ("# planned for " in text) == bool(p.spec_engine)
 
 
 @pytest.mark.parametrize("spec,p,target", CASES, ids=IDS)
 def test_artifacts_parse_and_use_only_known_names(spec: str, p: Plan, target: str) -> None:
     out = emit(p, target, spec=spec)
     assert set(out.findings) <= set(out.warnings)
-    sc = p.scenario
+    sc, spec_plan = p.scenario, p
     for name, text in files(out).items():
+        p = _written_from(spec_plan, target, name)  # its choices are the plan it is written from
         _check_header(text, spec, p)
         if name.endswith(".sh"):
             env, argv = shell(text)
@@ -344,6 +357,10 @@ def test_engine_capacity_is_the_plans_footprint_within_one_block(spec: str, p: P
     if target == "vllm" and not p.scenario.model.all_full:
         pytest.skip("vLLM's hybrid KV cache groups: test_vllm_windowed_capacity_is_vllms_own_figure")
     out = emit_exact(p, target, spec=spec)
+    p = written_from(p, target)  # the plan the target is written from (kvplan/engines/replan.py)
+    if out.errors:  # its own plan does not fit: nothing written
+        assert not out.files and any(u.constraint in ("fits", "layout", "engine") for u in p.unmet)
+        return
     fs = files(out)
     script = fs["trtllm.yaml"] if target == "trtllm" else fs[f"{target}.sh"]
     rows = dict(out.capacity)
@@ -565,8 +582,10 @@ def test_digest_check_reads_json_headers_and_missing_scenarios(tmp_path: Path) -
 
 # ------------------------------------------------------------------ goldens
 
-#: The three examples, plus two with a second tier (host, ssd) so that LMCache writes something.
+#: The three examples, plus two with a second tier (host, ssd) so that LMCache writes something,
 GOLDEN_SPECS = [f"examples/{n}.kvp" for n in (*EXAMPLES, "w4-reuse")] + ["tests/data/emit/tier-ssd.kvp"]
+#: ... and W2 on H100 with engine = any: each engine target written from its own plan (kvplan/engines/replan.py).
+GOLDEN_SPECS += ["tests/data/emit/w2-h100-any.kvp"]
 
 
 @pytest.mark.parametrize("spec", GOLDEN_SPECS)
@@ -577,7 +596,9 @@ def test_emit_golden(spec: str, target: str, golden: Callable[[Path, str], None]
         out = emit(p, target, spec=spec)
         chunks.append(f"### {p.scenario.name}")
         chunks += [f"==> {f.name} <==\n{f.text}" for f in out.files]
-        chunks += [f"{'finding' if w in out.findings else 'warning'}: {w}" for w in out.warnings]
+        chunks += [f"planned: {line}" for line in out.planned]
+        chunks += [f"{'error' if w in out.errors else 'finding' if w in out.findings else 'warning'}: {w}"
+                   for w in out.warnings]
         chunks += [f"capacity: {k} = {v.text()} — {v.source}" for k, v in out.capacity]
         chunks.append(f"summary: {capacity_line(out)}")
     golden(GOLDEN / f"{Path(spec).stem}.{target}.txt", "\n".join(chunks) + "\n")

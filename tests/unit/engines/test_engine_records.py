@@ -15,8 +15,8 @@ import shlex
 
 import pytest
 
-from kvplan.catalog import devices
-from kvplan.catalog.engines import ENGINES, Engine, Flags, concrete, engine_ids
+from kvplan.catalog import devices, get_model
+from kvplan.catalog.engines import ENGINES, Engine, Flags, concrete, engine_ids, kv_refusal
 from kvplan.engines import TARGETS, common, default_targets, emit, importer
 from kvplan.engines.common import EmitRequest, Emitted, EmittedFile
 from kvplan.engines.flagparse import Read, ReadFlag, bounded, model_flag, parse_flags, split_command, store
@@ -64,12 +64,17 @@ def _config_text(out: Emitted, engine: str) -> str:
     return {f.name: f.text for f in out.files}[CONFIG[engine]]
 
 
-def _import(engine: str, text: str) -> importer.Imported:
+def _import(engine: str, text: str, device: str = "h100-sxm") -> importer.Imported:
     if engine != "trtllm":  # the script's last line is the engine's command
         words = shlex.split(text.replace("\\\n", " "), comments=True)
         text = shlex.join(words)
-    return importer.import_deployment(engine, text, importer.Options(model="llama-3-8b", device="h100-sxm",
+    return importer.import_deployment(engine, text, importer.Options(model="llama-3-8b", device=device,
                                                                      batch=16))
+
+
+def _device(kv: str) -> str:
+    """A device that stores `kv`: FP4 KV needs FP4 formats in hardware (kvplan.catalog.engines.kv_refusal)."""
+    return "b200" if kv == "fp4" else "h100-sxm"
 
 
 def _round_trip_cases() -> list[tuple[str, str, int, str]]:
@@ -79,7 +84,7 @@ def _round_trip_cases() -> list[tuple[str, str, int, str]]:
         for kv, name in e.kv_names.items():
             if name == "auto":  # the checkpoint's dtype: not the plan's name for it
                 continue
-            if e.kv_refusal(kv, devices()["h100-sxm"].fp4, False):  # the record refuses it on an H100 (nvfp4)
+            if kv_refusal(e, kv, devices()["h100-sxm"], get_model("llama-3-8b")):  # refused on an H100 (nvfp4)
                 continue
             for block, prefix in ((32, "off"), (64, "on")):
                 cases.append((engine, kv, block, prefix))
@@ -88,11 +93,11 @@ def _round_trip_cases() -> list[tuple[str, str, int, str]]:
 
 @pytest.mark.parametrize("engine,kv,block,prefix", _round_trip_cases())
 def test_emit_then_import_gives_back_the_plans_pins(engine: str, kv: str, block: int, prefix: str) -> None:
-    p = one_plan(spec(engine, kv, block, prefix))
+    p = one_plan(spec(engine, kv, block, prefix).replace("h100-sxm", _device(kv)))
     assert (p.kv_dtype.id, p.block_size, p.prefix_caching) == (kv, block, prefix == "on")
     out = emit(p, engine, spec="rt.kvp")
     assert not [f for f in out.findings if "→" in f], out.findings   # nothing was mapped to another setting
-    pins = dict(_import(engine, _config_text(out, engine)).pins)
+    pins = dict(_import(engine, _config_text(out, engine), _device(kv)).pins)
     assert pins["kv_dtype"] == p.kv_dtype.id
     assert pins["block_size"] == str(p.block_size)
     assert pins["prefix_caching"] == ("on" if p.prefix_caching else "off")

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from kvplan.engines import emit
+from kvplan.engines.replan import written_from
 from kvplan.lang import check_source
 from kvplan.planner import plans_for
 
@@ -74,15 +75,21 @@ def test_a_plan_that_fits_fits_every_backend_and_the_numbers_agree() -> None:
         assert p.metric("device_need").value == pytest.approx(by_hand, rel=1e-9)
         for target in ("vllm", "sglang", "trtllm"):
             out = emit(p, target, sizing="exact")
+            q = written_from(p, target)  # the plan the target is written from: its own (kvplan/engines/replan.py)
+            if out.errors:  # which does not fit: nothing written, said as an error
+                assert not out.files and any(u.constraint in ("fits", "layout", "engine") for u in q.unmet)
+                continue
             rows = dict(out.capacity)
             per_gpu = rows["memory_needed_per_gpu"].value
             page = rows["kv_pool_per_gpu"].value / 1e6  # any gap is block rounding, far below a MB
+            by_hand_q = qwen_device_bytes(q.n_devices, q.tp, q.kv_dtype.width, q.block_size)
             if target == "vllm":  # vLLM's page holds scales (int4/int8) and a null block: more KV, same rest
                 pool, plan_kv = rows["kv_pool_per_gpu"].value, rows["plan_kv_per_gpu"].value
                 assert pool >= plan_kv
-                assert per_gpu - pool == pytest.approx(by_hand - plan_kv, abs=1e6)
-            elif "→" not in " ".join(out.findings):     # the target runs the plan's own dtype
-                assert per_gpu == pytest.approx(by_hand, abs=max(page, 1e6))
+                assert per_gpu - pool == pytest.approx(by_hand_q - plan_kv, abs=1e6)
+            elif "→" not in " ".join(out.findings):     # the target runs its plan's own dtype
+                assert per_gpu == pytest.approx(by_hand_q, abs=max(page, 1e6))
+            fits = not any(u.constraint == "fits" for u in q.unmet)
             if fits and "→" not in " ".join(out.findings):  # a fallback dtype may cost more (TRT-LLM's nvfp4 for
                 # int4 is 1.125x with its FP8 scales) and is then an error, not a fit
                 assert not [f for f in out.findings if "does not fit" in f], (devices, target, out.findings)

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from kvplan.catalog import devices, models
-from kvplan.catalog.engines import get_engine
+from kvplan.catalog import devices, get_model, models
+from kvplan.catalog.engines import get_engine, kv_dtypes_for, kv_refusal
 from kvplan.engines import sglang as sgl
 from kvplan.engines import trtllm as trt
 from kvplan.engines.common import EmitRequest
@@ -237,11 +237,13 @@ def test_hicache_host_pool_is_larger_than_the_device_pool_by_the_tier() -> None:
 
 def test_sglang_record_refuses_nvfp4_off_blackwell_and_on_mla() -> None:
     eng = get_engine("sglang")
-    assert eng.kv_refusal("fp4", False, False) is not None                    # H100, A100, AMD
-    assert eng.kv_refusal("fp4", True, True) is not None                      # MLA on Blackwell
-    assert eng.kv_refusal("fp4", True, False) is None                         # MHA on Blackwell
-    assert "fp4" not in eng.kv_dtypes_on(devices()["h100-sxm"].fp4, False)
-    assert "fp4" in eng.kv_dtypes_on(devices()["b200"].fp4, False)
+    h100, b200 = devices()["h100-sxm"], devices()["b200"]
+    mha, mla = get_model("llama-3-70b"), get_model("deepseek-v3")
+    assert kv_refusal(eng, "fp4", h100, mha) is not None                      # H100, A100, AMD
+    assert kv_refusal(eng, "fp4", b200, mla) is not None                      # MLA on Blackwell
+    assert kv_refusal(eng, "fp4", b200, mha) is None                          # MHA on Blackwell
+    assert "fp4" not in kv_dtypes_for(eng, h100, mha)
+    assert "fp4" in kv_dtypes_for(eng, b200, mha)
 
 
 def test_planner_never_gives_sglang_nvfp4_for_mla_on_blackwell() -> None:

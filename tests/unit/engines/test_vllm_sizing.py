@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kvplan.catalog.engines import get_engine
+from kvplan.catalog import devices, get_model
+from kvplan.catalog.engines import get_engine, kv_dtypes_for
 from kvplan.engines import Reserves, emit
 from kvplan.engines import lmcache as lmc
 from kvplan.engines import vllm as vll
 from kvplan.lang import check_source
-from kvplan.planner import admissible_dtypes, plans_for
+from kvplan.planner import plans_for
 from kvplan.planner.plan import Plan
 from tests.paths import ROOT
 from tests.unit.engines.test_backends import files, flags, shell
@@ -130,9 +131,9 @@ def test_vllm_never_plans_or_writes_a_dtype_its_mla_backends_refuse() -> None:
     """vLLM's MLA backends store auto/float16/bfloat16/fp8 only (v1/attention/backends/mla/*.py), and nvfp4 on
     MLA is a VllmConfig error: the record says so, the planner leaves them out, emit maps a pinned one to fp8."""
     vllm = get_engine("vllm")
-    assert vllm.kv_dtypes_for("mla") == ("bf16", "fp16", "fp8")
-    assert "fp4" in vllm.kv_dtypes_for("gqa") and "int4" in vllm.kv_dtypes_for("gqa")
-    assert set(admissible_dtypes("aggressive", "vllm", "mla")) == {"bf16", "fp8"}
+    b200, mla, gqa = devices()["b200"], get_model("deepseek-v3"), get_model("llama-3-70b")
+    assert kv_dtypes_for(vllm, b200, mla) == ("bf16", "fp16", "fp8")
+    assert "fp4" in kv_dtypes_for(vllm, b200, gqa) and "int4" in kv_dtypes_for(vllm, b200, gqa)
     edits = {"engine    = sglang": "engine    = vllm", "budget = near-lossless": "budget = aggressive"}
     got = {p.scenario.batch: p.kv_dtype.id for p in plans_on("examples/deepseek-v3-mi300x.kvp", "b200", **edits)}
     assert set(got) == {1, 16, 32} and set(got.values()) <= {"bf16", "fp8"}, got
