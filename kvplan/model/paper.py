@@ -16,15 +16,15 @@ from __future__ import annotations
 
 from typing import Union
 
-import attrs
 import numpy as np
 
 from kvplan import catalog
 from kvplan.base.evidence import Value, assumed, derived, reported
 from kvplan.base.records import record
-from kvplan.catalog import Device, Model
+from kvplan.catalog import Device
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import KvFactors, fragmentation, kappa, kv_bytes_per_seq, sharing_factor
+from kvplan.model.regime import paper_model
 from kvplan.model.tiering import DEFAULT_PREFILL_EFFICIENCY, fetch_time, prefill_time
 
 Cell = Union[Value, str]
@@ -61,12 +61,6 @@ class Table:
     columns: tuple[str, ...]
     rows: tuple[tuple[Cell, ...], ...]
     notes: tuple[str, ...] = ()
-
-
-def paper_model() -> Model:
-    """Llama-3-70B with the paper's round parameter count."""
-    m = catalog.get_model("llama-3-70b")
-    return attrs.evolve(m, params=70e9, params_active=70e9, source="paper: P = 70e9 (140 GB BF16)")
 
 
 def paper_device(did: str) -> Device:

@@ -13,6 +13,7 @@ from typing import Optional, Sequence
 import attrs
 import numpy as np
 
+from kvplan import catalog
 from kvplan.base.evidence import Value, assumed, derived, reported
 from kvplan.base.limits import MAX_DEVICES
 from kvplan.base.records import record
@@ -21,7 +22,13 @@ from kvplan.catalog import DTYPES, Device, Dtype, Model
 from kvplan.model import memory
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import kappa, kv_bytes_per_seq
-from kvplan.model.paper import paper_model
+
+
+def paper_model() -> Model:
+    """Llama-3-70B with the paper's round parameter count (the map marks where the paper's figures are; the
+    paper's tables, kvplan.model.paper, use it too)."""
+    m = catalog.get_model("llama-3-70b")
+    return attrs.evolve(m, params=70e9, params_active=70e9, source="paper: P = 70e9 (140 GB BF16)")
 
 DEFAULT_KV_DTYPES = ("bf16", "fp8", "int4", "int2")
 

@@ -7,7 +7,8 @@ from typing import Sequence
 
 from kvplan import catalog
 from kvplan.base.evidence import Value
-from kvplan.model.paper import Cell, Table, paper_model
+from kvplan.model.paper import Cell, Table
+from kvplan.model.regime import paper_model
 from kvplan.render.common import dump_json, table
 
 _MARK = {"derived": "d", "reported": "r", "assumed": "a"}
