@@ -378,7 +378,10 @@ def test_engine_capacity_is_the_plans_footprint_within_one_block(spec: str, p: P
     fill_rows = dict(fill.capacity)
     fill_script = files(fill)["trtllm.yaml"] if target == "trtllm" else files(fill)[f"{target}.sh"]
     assert fill_rows["kv_tokens"].value == engine_tokens(
-        p, "trtllm.yaml" if target == "trtllm" else f"{target}.sh", fill_script, reserves) >= tokens
+        p, "trtllm.yaml" if target == "trtllm" else f"{target}.sh", fill_script, reserves)
+    # SGLang and TensorRT-LLM fill at least the plan's pool (their fill falls back to it); vLLM's default
+    # fraction can hold less, and then says so as a finding
+    assert fill_rows["kv_tokens"].value >= tokens or (target == "vllm" and fill.findings), fill.findings
     block = {"vllm": "--block-size", "sglang": "--page-size"}
     if target == "trtllm":
         size = yaml.safe_load(script)["kv_cache_config"]["tokens_per_block"]
@@ -394,8 +397,11 @@ def test_engine_capacity_is_the_plans_footprint_within_one_block(spec: str, p: P
         assert rows["kv_pool_per_gpu"].value == int(fl["--kv-cache-memory-bytes"]) == (tokens // size + 1) * per_block
     elif p.scenario.model.n_layers % p.pp == 0:  # bytes per GPU: the plan's KV / devices, up to one block
         pool = rows["kv_pool_per_gpu"].value
-        plan_gpu = p.metric("kv_bytes").value / p.n_devices
-        assert plan_gpu * (1 - 1e-9) <= pool < plan_gpu + size * token_bytes(p, p.kv_dtype.width) + 1
+        # NVFP4 stores one FP8 scale per 16 values beside the 4-bit data: 1.125x the plan's 4-bit bytes
+        # (TensorRT-LLM get_cache_size_per_token, SGLang's nvfp4 cell: docs/engine-memory.md)
+        scale = 1.125 if p.kv_dtype.id == "fp4" else 1.0
+        plan_gpu = p.metric("kv_bytes").value / p.n_devices * scale
+        assert plan_gpu * (1 - 1e-9) <= pool < plan_gpu + size * token_bytes(p, p.kv_dtype.width) * scale + 1
 
 
 _MODELS = ["llama-3-70b", "llama-3-8b", "qwen2.5-7b", "deepseek-v3", "mixtral-8x7b", "llama-2-13b"]

@@ -82,7 +82,9 @@ def test_a_plan_that_fits_fits_every_backend_and_the_numbers_agree() -> None:
             rows = dict(out.capacity)
             per_gpu = rows["memory_needed_per_gpu"].value
             page = rows["kv_pool_per_gpu"].value / 1e6  # any gap is block rounding, far below a MB
-            by_hand_q = qwen_device_bytes(q.n_devices, q.tp, q.kv_dtype.width, q.block_size)
+            # NVFP4 holds an FP8 scale per 16 values in SGLang's and TensorRT-LLM's pools: 1.125x the 4-bit bytes
+            scaled = 1.125 if q.kv_dtype.id == "fp4" and target != "vllm" else 1.0
+            by_hand_q = qwen_device_bytes(q.n_devices, q.tp, q.kv_dtype.width * scaled, q.block_size)
             if target == "vllm":  # vLLM's page holds scales (int4/int8) and a null block: more KV, same rest
                 pool, plan_kv = rows["kv_pool_per_gpu"].value, rows["plan_kv_per_gpu"].value
                 assert pool >= plan_kv
