@@ -110,7 +110,10 @@ def _space(sc: Scenario) -> tuple[Space, dict[str, str]]:
         placements = (str(pin_pl),)
     else:
         placements = ("striped", "affinity")
-    return Space(tuple(dtypes), retentions, counts, placements), why
+    tp, pp = _pin(sc, "tensor_parallel"), _pin(sc, "pipeline_parallel")
+    layout = Space(tuple(dtypes), retentions, counts, placements, None if tp is None else int(tp),
+                   None if pp is None else int(pp))
+    return attrs.evolve(layout, counts=layout.layout_counts(counts)), why
 
 
 def _sharing(sc: Scenario, prefix_caching: bool) -> float:
@@ -682,6 +685,10 @@ def _devices_change(sc: Scenario, n: int) -> tuple[_Rescope, tuple[Change, ...]]
     else:
         devices = DeviceCount("fixed", n)
         edits.append(Change("devices", "=", str(n)))
+    layout = [k for k in ("tensor_parallel", "pipeline_parallel") if k in sc.pins]  # a split of the old count
+    if layout:
+        pins = {k: v for k, v in (sc.pins if pins is None else pins).items() if k not in layout}
+        edits += [Change(f"pin.{k}", "", None) for k in layout]
     return _Rescope(pins=pins, devices=devices), tuple(edits)
 
 

@@ -41,7 +41,8 @@ def test_vllm_import_pins_the_engine_choices() -> None:
     # default --gpu-memory-utilization 0.92 and --max-num-batched-tokens 8,192 (tighter than kvplan's 8%
     # reserve, 935.7k tokens), 13.4k per sequence, 13Ki rounded down
     assert sc.context == vllm_fill_tokens(0.92, 8192) // 64 // 1024 * 1024 == 13 * 1024
-    assert pins(sc) == {"kv_dtype": "fp8", "block_size": 16, "prefix_caching": True, "devices": 4}
+    assert pins(sc) == {"kv_dtype": "fp8", "block_size": 16, "prefix_caching": True, "devices": 4,
+                        "tensor_parallel": 4, "pipeline_parallel": 1}
 
 
 def test_round_trip_through_emit_gives_back_the_kv_flags(tmp_path: Path) -> None:
@@ -121,7 +122,8 @@ def test_trtllm_yaml(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     sc = checked(r.stdout)
     assert (sc.batch, sc.context) == (32, 131_072)
-    assert pins(sc) == {"kv_dtype": "fp8", "block_size": 64, "prefix_caching": False, "tier": "host", "devices": 8}
+    assert pins(sc) == {"kv_dtype": "fp8", "block_size": 64, "prefix_caching": False, "tier": "host", "devices": 8,
+                        "tensor_parallel": 8, "pipeline_parallel": 1}
     assert "kv_cache_config.colour: not a kv_cache_config field" in r.stderr  # unknown field: warned, by name
     assert "blue" not in r.stderr and "blue" not in r.stdout            # its value is not copied anywhere
     assert "print_iter_log" in r.stdout and "print_iter_log" not in r.stderr
