@@ -292,7 +292,7 @@ def _pins(engine: str, r: Read, devices: int, dev_why: str) -> list[tuple[str, s
         pins.append(("tier", r.tier[0], r.tier[1]))
     pins.append(("devices", str(devices), dev_why))
     for key, (n, flag) in (("tensor_parallel", r.tp), ("pipeline_parallel", r.pp)):  # the split, not only its count
-        pins.append((key, str(n), flag or f"{n}, the engine's default"))
+        pins.append((key, str(n), flag or f"the engine's default: one {'stage' if key[0] == 'p' else 'rank'}"))
     if r.memory_fraction is not None:
         of = ("total memory" if engine == "vllm" else
               "the memory free at start-up, which kvplan takes as total memory" if engine == "sglang" else "memory")

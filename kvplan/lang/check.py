@@ -989,7 +989,7 @@ class _Checker:
             product = float(tp.value) * float(pp.value)
             words = f"pin tensor_parallel = {tp.value:g} × pipeline_parallel = {pp.value:g} is {product:g} devices"
             if n is not None and product != n:
-                self.report(codes.OUT_OF_RANGE, f"{words}, not the {n:g} of {what} = {n:g}", tp.span,
+                self.report(codes.OUT_OF_RANGE, f"{words}, not {what} = {n:g}", tp.span,
                             help=f"make tensor_parallel × pipeline_parallel = {n:g}, or set {what} = {product:g}")
             elif n is None and devices is not None and devices.mode == "max" and product > devices.n:
                 self.report(codes.OUT_OF_RANGE, f"{words}, more than devices = <= {devices.n}", tp.span,

@@ -133,25 +133,22 @@ def findings(sc: Scenario, plan: Plan, ctx: Optional[Context] = None,
 
 
 def _layout_findings(sc: Scenario, plan: Plan) -> list[Diagnostic]:
-    """KV305 on a pinned tensor × pipeline split the search's layout rule (search.tp_options) or the
-    engine does not take: the plan ran it as pinned, so the finding is the pin's."""
+    """KV305 on a pinned tensor × pipeline split the search's layout rule (search.tp_options) does not
+    take: the plan ran it as pinned, so the finding is the pin's."""
     tp, pp = sc.pins.get("tensor_parallel"), sc.pins.get("pipeline_parallel")
     pin = tp or pp
     if pin is None or any(u.constraint == "layout" for u in plan.unmet):  # no count splits: KV301 says so
         return []
     m, n = sc.model, plan.n_devices
     opts = tp_options(m, n)
+    if plan.tp in opts:
+        return []
     split = f"tensor parallel {plan.tp} × pipeline parallel {plan.pp}"
     takes = ", ".join(f"{t} × {n // t}" for t in opts)
-    if plan.tp not in opts:
-        return [make("KV305", f"{split} cannot split {m.id} ({m.n_q} query heads, {m.n_kv} KV heads, "
-                     f"{m.n_layers} layers) on {n} devices: tensor parallel must divide the query heads and divide "
-                     "or be a multiple of the KV heads, and pipeline parallel be at most the layers", pin.span,
-                     help=f"pin one the model takes (tensor × pipeline): {takes}" if takes else None)]
-    if plan.pp > 1 and not get_engine(sc.engine).pipeline:
-        return [make("KV305", f"engine {sc.engine} runs no pipeline stages: {split} needs them", pin.span,
-                     help=f"pin tensor_parallel = {n} and pipeline_parallel = 1" if n in opts else None)]
-    return []
+    return [make("KV305", f"{split} cannot split {m.id} ({m.n_q} query heads, {m.n_kv} KV heads, "
+                 f"{m.n_layers} layers) on {n} devices: tensor parallel must divide the query heads and divide "
+                 "or be a multiple of the KV heads, and pipeline parallel be at most the layers", pin.span,
+                 help=f"pin one the model takes (tensor × pipeline): {takes}" if takes else None)]
 
 
 def plan_with_findings(sc: Scenario, ctx: Optional[Context] = None, **overrides: Unpack[Overrides]) -> PlanResult:
