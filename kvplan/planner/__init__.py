@@ -587,7 +587,7 @@ def _unmet_layout(sc: Scenario, knobs: _Knobs, counts: tuple[int, ...], suggest:
             changes, edits = _devices_change(sc, c)
             p = _replan(sc, knobs, changes)
             if p is not None:
-                sugg.append(Suggestion(f"{_say(edits[0])} (the smallest count kvplan searches that splits into "
+                sugg.append(Suggestion(f"{_say_count(edits)} (the smallest count kvplan searches that splits into "
                                        f"tensor parallel {p.tp} × pipeline {p.pp} and meets every constraint; "
                                        f"{p.kv_dtype.id} KV)", edits))
                 break
@@ -703,6 +703,12 @@ def _say(change: Change) -> str:
     return f"{section + ' ' if section else ''}{key} {change.op} {change.value}"
 
 
+def _say_count(edits: Sequence[Change]) -> str:
+    """A device-count change as the spec would read, and the pins of the old split it removes."""
+    gone = [c.path.rpartition(".")[2] for c in edits if c.op == "" and c.path.startswith("pin.")]
+    return _say(edits[0]) + (f" and remove the {' and '.join(gone)} pins" if gone else "")
+
+
 def _device_suggestion(sc: Scenario, knobs: _Knobs, at_least: int, why: str) -> Optional[Suggestion]:
     """The smallest count the search would consider, above `at_least`, with which the plan meets
     every constraint; verified by planning it."""
@@ -712,7 +718,7 @@ def _device_suggestion(sc: Scenario, knobs: _Knobs, at_least: int, why: str) -> 
         changes, edits = _devices_change(sc, n)
         p = _replan(sc, knobs, changes)
         if p is not None:
-            return Suggestion(f"{_say(edits[0])} (the smallest count kvplan searches that {why}; {p.kv_dtype.id} KV)",
+            return Suggestion(f"{_say_count(edits)} (the smallest count kvplan searches that {why}; {p.kv_dtype.id} KV)",
                               edits)
     return None
 

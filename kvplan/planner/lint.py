@@ -73,7 +73,7 @@ def findings(sc: Scenario, plan: Plan, ctx: Optional[Context] = None,
     """The findings of one planned scenario: each rule's on the pinned choices, then what the
     engine does not admit, what the plan cannot meet and the expectations it breaks. With `ctx`
     (the file's text and the deployment's tree) every suggestion that names a change carries it as a Fix."""
-    out: list[Diagnostic] = []
+    out = _layout_findings(sc, plan)  # KV305: a pinned split the model's heads do not take
     source, dep = (ctx.source, ctx.dep) if ctx is not None else ("", None)
     pins = sc.pins
     eng = get_engine(sc.engine)
@@ -97,8 +97,6 @@ def findings(sc: Scenario, plan: Plan, ctx: Optional[Context] = None,
         out.append(make("KV305", f"engine {sc.engine} does not accept {int(pins['block_size'].value)}-token pages",
                         pins["block_size"].span, help=f"use one of {', '.join(map(str, eng.block_sizes))}",
                         fixes=[fx.set_setting(source, dep, "pin.block_size", str(n)) for n in eng.block_sizes]))
-
-    out += _layout_findings(sc, plan)
 
     # KV301-303: what the plan cannot meet
     for u in plan.unmet:

@@ -4,6 +4,8 @@ split; lint reports a split the model's heads do not take (KV305, at the pin).""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from kvplan.base.codes import Severity
@@ -78,3 +80,17 @@ def test_a_bad_layout_pin_is_one_error_at_the_pin(pin: str, devices: int, code: 
     line = text.splitlines().index(first) + 1
     assert errors(text) == [(code, line, first.index("= ") + 3 if at_value else 9)]
 
+
+
+def test_a_devices_suggestion_removes_the_pins_of_the_old_split() -> None:
+    # 64 sequences of 32k on Llama-3-70B do not fit one H100: the suggested count would contradict a split
+    # pinned for one device (KV108), so the suggestion removes it, and says so
+    text = spec("tensor_parallel = 1\n        pipeline_parallel = 1", model="llama-3-70b", devices=1,
+                engine="vllm").replace("h200", "h100-sxm")
+    p = plan(scenario(text))
+    unmet = next(u for u in p.unmet if u.constraint == "fits")
+    said = re.match(r"pin devices = (\d+) and remove the tensor_parallel and pipeline_parallel pins ",
+                    unmet.suggestions[0])
+    assert said is not None and int(said.group(1)) > 1, unmet.suggestions
+    paths = {(c.path, c.op) for c in unmet.changes[0]}
+    assert {("pin.devices", "="), ("pin.tensor_parallel", ""), ("pin.pipeline_parallel", "")} <= paths
