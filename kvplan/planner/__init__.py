@@ -718,8 +718,8 @@ def _device_suggestion(sc: Scenario, knobs: _Knobs, at_least: int, why: str) -> 
         changes, edits = _devices_change(sc, n)
         p = _replan(sc, knobs, changes)
         if p is not None:
-            return Suggestion(f"{_say_count(edits)} (the smallest count kvplan searches that {why}; {p.kv_dtype.id} KV)",
-                              edits)
+            return Suggestion(f"{_say_count(edits)} (the smallest count kvplan searches that {why}; "
+                              f"{p.kv_dtype.id} KV)", edits)
     return None
 
 
