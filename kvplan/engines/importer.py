@@ -250,9 +250,6 @@ def _devices(r: Read, m: Model) -> tuple[int, str]:
             "divide or be a multiple of the KV heads, and pipeline parallel must be at most the layers",
             help=f"check -tp/-pp against the model; the nearest split it takes is tensor parallel "
                  f"{closest_tp(m, r.tp[0])} × pipeline parallel {min(r.pp[0], m.n_layers)}")
-    if r.pp[0] > 1:
-        r.note(f"pipeline parallel {r.pp[0]}: kvplan chooses the tensor-parallel size from the device count, "
-               f"so `kvplan emit` may not give back tp {r.tp[0]} × pp {r.pp[0]}")
     return devices, f"tensor parallel {r.tp[0]} × pipeline parallel {r.pp[0]}"
 
 
@@ -294,6 +291,8 @@ def _pins(engine: str, r: Read, devices: int, dev_why: str) -> list[tuple[str, s
     if r.tier is not None:
         pins.append(("tier", r.tier[0], r.tier[1]))
     pins.append(("devices", str(devices), dev_why))
+    for key, (n, flag) in (("tensor_parallel", r.tp), ("pipeline_parallel", r.pp)):  # the split, not only its count
+        pins.append((key, str(n), flag or f"the engine's default: one {'stage' if key[0] == 'p' else 'rank'}"))
     if r.memory_fraction is not None:
         of = ("total memory" if engine == "vllm" else
               "the memory free at start-up, which kvplan takes as total memory" if engine == "sglang" else "memory")

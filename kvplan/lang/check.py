@@ -67,6 +67,8 @@ BOOLEANS = {"on": True, "off": False, "true": True, "false": False}
 
 #: Pins of the engine settings a deployment runs with (`kvplan import` writes them; docs/language.md).
 ENGINE_PINS = ("memory_fraction", "max_batched_tokens", "replicas", "attention_dp")
+#: Pins of the tensor × pipeline split a deployment runs (`--tp 8`, `--pipeline-parallel-size 2`).
+LAYOUT_PINS = ("tensor_parallel", "pipeline_parallel")
 # Keys each place admits. Sections of a deployment are blocks, everything else `key = value`.
 DEPLOYMENT_KEYS = ("model", "checkpoint", "weights", "device", "devices", "placement", "engine", "objective")
 SECTION_KEYS: Mapping[str, tuple[str, ...]] = {
@@ -74,7 +76,7 @@ SECTION_KEYS: Mapping[str, tuple[str, ...]] = {
     "quality": ("budget", "eviction", "min_retention"),
     "slo": ("step_time", "throughput"),
     "pin": ("kv_dtype", "retention", "block_size", "prefix_caching", "tier", "placement", "devices",
-            *ENGINE_PINS),
+            *LAYOUT_PINS, *ENGINE_PINS),
     "expect": ("regime", "fits", "speedup", "step_time", "throughput", "kv_bytes", "devices"),
 }
 MODEL_KEYS = ("config", "params", "params_active")
@@ -930,7 +932,7 @@ class _Checker:
                 value = dt.id if dt is not None else None
             elif key == "retention":
                 value = self._number(node, key, Dim.FRACTION, lo=0, hi=1, lo_open=True)
-            elif key in ("block_size", "devices"):
+            elif key in ("block_size", "devices", *LAYOUT_PINS):
                 most = limits.MAX_TOKENS if key == "block_size" else limits.MAX_DEVICES
                 value = self._number(node, key, Dim.COUNT, _COUNT, integer=True, lo=1, hi=most, why=_LIMIT)
             elif key == "prefix_caching":
@@ -954,6 +956,7 @@ class _Checker:
                             help=f"the pin wins; make them agree: `devices = {agree}`",
                             fixes=[fx.replace(top["devices"].span, f"devices = {agree}")])
         self._attention_dp(pins)
+        self._layout(pins, devices)
         pp = pins.get("placement")
         if pp is not None and placement not in (None, "auto", pp.value):
             fix = fx.replace(top["placement"].span, f"placement = {pp.value}") if "placement" in top else None
@@ -968,6 +971,33 @@ class _Checker:
         if key == "max_batched_tokens":
             return self._number(node, key, Dim.TOKENS, integer=True, lo=1, hi=limits.MAX_TOKENS, why=_LIMIT)
         return self._number(node, key, Dim.COUNT, _COUNT, integer=True, lo=1, hi=limits.MAX_DEVICES, why=_LIMIT)
+
+    def _layout(self, pins: Mapping[str, Pin], devices: Optional[DeviceCount]) -> None:
+        """A pinned tensor × pipeline split takes the deployment's devices: with both pinned their product is
+        the pinned or fixed count (at most a `<=` one), one alone divides it. Whether the model's heads take
+        the split is the planner's layout rule, reported by lint on the pin (kvplan.planner.lint)."""
+        tp, pp = pins.get("tensor_parallel"), pins.get("pipeline_parallel")
+        if tp is None and pp is None:
+            return
+        pd = pins.get("devices")
+        n = float(pd.value) if pd is not None else (
+            float(devices.n) if devices is not None and devices.mode == "fixed" else None)
+        what = "pin devices" if pd is not None else "devices"
+        pin = pp if tp is None else tp
+        assert pin is not None
+        if tp is not None and pp is not None:
+            product = float(tp.value) * float(pp.value)
+            words = f"pin tensor_parallel = {tp.value:g} × pipeline_parallel = {pp.value:g} is {product:g} devices"
+            if n is not None and product != n:
+                self.report(codes.OUT_OF_RANGE, f"{words}, not {what} = {n:g}", tp.span,
+                            help=f"make tensor_parallel × pipeline_parallel = {n:g}, or set {what} = {product:g}")
+            elif n is None and devices is not None and devices.mode == "max" and product > devices.n:
+                self.report(codes.OUT_OF_RANGE, f"{words}, more than devices = <= {devices.n}", tp.span,
+                            help=f"allow them: `devices = <= {product:g}`")
+        elif n is not None and n % float(pin.value):
+            self.report(codes.OUT_OF_RANGE, f"pin {pin.key} = {pin.value:g} does not divide {what} = {n:g}: "
+                        "the devices are tensor_parallel × pipeline_parallel", pin.span,
+                        help=f"pin a divisor of {n:g}")
 
     def _attention_dp(self, pins: Mapping[str, Pin]) -> None:
         """Attention data-parallel groups split the tensor-parallel group: their count divides it."""

@@ -109,7 +109,10 @@ def _space(sc: Scenario) -> tuple[Space, dict[str, str]]:
         placements = (str(pin_pl),)
     else:
         placements = ("striped", "affinity")
-    return Space(tuple(dtypes), retentions, counts, placements), why
+    tp, pp = _pin(sc, "tensor_parallel"), _pin(sc, "pipeline_parallel")
+    layout = Space(tuple(dtypes), retentions, counts, placements, None if tp is None else int(tp),
+                   None if pp is None else int(pp))
+    return attrs.evolve(layout, counts=layout.layout_counts(counts)), why
 
 
 def _sharing(sc: Scenario, prefix_caching: bool) -> float:
@@ -612,7 +615,7 @@ def _unmet_layout(sc: Scenario, knobs: _Knobs, counts: tuple[int, ...], suggest:
             changes, edits = _devices_change(sc, c)
             p = _replan(sc, knobs, changes)
             if p is not None:
-                sugg.append(Suggestion(f"{_say(edits[0])} (the smallest count kvplan searches that splits into "
+                sugg.append(Suggestion(f"{_say_count(edits)} (the smallest count kvplan searches that splits into "
                                        f"tensor parallel {p.tp} × pipeline {p.pp} and meets every constraint; "
                                        f"{p.kv_dtype.id} KV)", edits))
                 break
@@ -710,6 +713,10 @@ def _devices_change(sc: Scenario, n: int) -> tuple[_Rescope, tuple[Change, ...]]
     else:
         devices = DeviceCount("fixed", n)
         edits.append(Change("devices", "=", str(n)))
+    layout = [k for k in ("tensor_parallel", "pipeline_parallel") if k in sc.pins]  # a split of the old count
+    if layout:
+        pins = {k: v for k, v in (sc.pins if pins is None else pins).items() if k not in layout}
+        edits += [Change(f"pin.{k}", "", None) for k in layout]
     return _Rescope(pins=pins, devices=devices), tuple(edits)
 
 
@@ -724,6 +731,12 @@ def _say(change: Change) -> str:
     return f"{section + ' ' if section else ''}{key} {change.op} {change.value}"
 
 
+def _say_count(edits: Sequence[Change]) -> str:
+    """A device-count change as the spec would read, and the pins of the old split it removes."""
+    gone = [c.path.rpartition(".")[2] for c in edits if c.op == "" and c.path.startswith("pin.")]
+    return _say(edits[0]) + (f" and remove the {' and '.join(gone)} pins" if gone else "")
+
+
 def _device_suggestion(sc: Scenario, knobs: _Knobs, at_least: int, why: str) -> Optional[Suggestion]:
     """The smallest count the search would consider, above `at_least`, with which the plan meets
     every constraint; verified by planning it."""
@@ -733,8 +746,8 @@ def _device_suggestion(sc: Scenario, knobs: _Knobs, at_least: int, why: str) -> 
         changes, edits = _devices_change(sc, n)
         p = _replan(sc, knobs, changes)
         if p is not None:
-            return Suggestion(f"{_say(edits[0])} (the smallest count kvplan searches that {why}; {p.kv_dtype.id} KV)",
-                              edits)
+            return Suggestion(f"{_say_count(edits)} (the smallest count kvplan searches that {why}; "
+                              f"{p.kv_dtype.id} KV)", edits)
     return None
 
 

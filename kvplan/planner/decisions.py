@@ -4,7 +4,7 @@ core have not; it only arranges their numbers."""
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 from kvplan.base.evidence import Value, derived
 from kvplan.base.records import record
@@ -14,6 +14,7 @@ from kvplan.catalog.engines import get_engine, kv_refusal
 from kvplan.catalog.quality import QualityResult, admissible, for_choice
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import KvFactors, fragmentation
+from kvplan.model.scenario import Pin
 from kvplan.planner.plan import Decision, Numbers, Option, Plan
 from kvplan.planner.search import Evaluated, Space
 
@@ -188,13 +189,19 @@ def _devices(inp: _Inputs) -> Decision:
         context=(f"memory needed {p.metrics.memory_needed.human}, usable {p.metrics.memory_usable.human}",
                  f"devices: {sc.devices.mode}" + (f" ≤ {sc.devices.n}" if sc.devices.mode == "max" else
                                                   f" = {sc.devices.n}" if sc.devices.mode == "fixed" else ""),
-                 f"objective: {sc.objective}"),
+                 f"objective: {sc.objective}", *_layout_context(pins)),
         decision=f"We will run on {n} device{'s' if n > 1 else ''}" + (
             "." if p.feasible else ", the closest plan to the constraints; see what is unmet."),
         numbers=(("memory_needed", p.metrics.memory_needed), ("memory_usable", p.metrics.memory_usable),
                  ("device_need", p.metrics.device_need), ("headroom", p.metrics.headroom)),
-        options=tuple(dev_opts), pinned="devices" in pins,
+        options=tuple(dev_opts), pinned=bool({"devices", "tensor_parallel", "pipeline_parallel"} & set(pins)),
     )
+
+
+def _layout_context(pins: Mapping[str, Pin]) -> tuple[str, ...]:
+    """The pinned tensor × pipeline split, as the devices decision lists it (the search kept only it)."""
+    said = [f"{k.replace('_', ' ')} {pins[k].value:g}" for k in ("tensor_parallel", "pipeline_parallel") if k in pins]
+    return (f"pinned split: {' × '.join(said)}",) if said else ()
 
 
 def _quantization(inp: _Inputs) -> Decision:

@@ -20,6 +20,7 @@ from kvplan.planner import Overrides, plan
 from kvplan.planner.plan import Plan, PlanResult, Unmet
 from kvplan.planner.rules import RULES, PinView, Rule
 from kvplan.planner.rules.rule import Context, fix_for, pinned_kv, span_of
+from kvplan.planner.search import tp_options
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -72,7 +73,7 @@ def findings(sc: Scenario, plan: Plan, ctx: Optional[Context] = None,
     """The findings of one planned scenario: each rule's on the pinned choices, then what the
     engine does not admit, what the plan cannot meet and the expectations it breaks. With `ctx`
     (the file's text and the deployment's tree) every suggestion that names a change carries it as a Fix."""
-    out: list[Diagnostic] = []
+    out = _layout_findings(sc, plan)  # KV305: a pinned split the model's heads do not take
     source, dep = (ctx.source, ctx.dep) if ctx is not None else ("", None)
     pins = sc.pins
     eng = get_engine(sc.engine)
@@ -127,6 +128,25 @@ def findings(sc: Scenario, plan: Plan, ctx: Optional[Context] = None,
         out.append(make("KV304", f"expected {e.metric} {e.op} {_fmt_metric(e.metric, want)}, the plan gives "
                         f"{_fmt_metric(e.metric, got)}", e.span))
     return out
+
+
+def _layout_findings(sc: Scenario, plan: Plan) -> list[Diagnostic]:
+    """KV305 on a pinned tensor × pipeline split the search's layout rule (search.tp_options) does not
+    take: the plan ran it as pinned, so the finding is the pin's."""
+    tp, pp = sc.pins.get("tensor_parallel"), sc.pins.get("pipeline_parallel")
+    pin = tp or pp
+    if pin is None or any(u.constraint == "layout" for u in plan.unmet):  # no count splits: KV301 says so
+        return []
+    m, n = sc.model, plan.n_devices
+    opts = tp_options(m, n)
+    if plan.tp in opts:
+        return []
+    split = f"tensor parallel {plan.tp} × pipeline parallel {plan.pp}"
+    takes = ", ".join(f"{t} × {n // t}" for t in opts)
+    return [make("KV305", f"{split} cannot split {m.id} ({m.n_q} query heads, {m.n_kv} KV heads, "
+                 f"{m.n_layers} layers) on {n} devices: tensor parallel must divide the query heads and divide "
+                 "or be a multiple of the KV heads, and pipeline parallel be at most the layers", pin.span,
+                 help=f"pin one the model takes (tensor × pipeline): {takes}" if takes else None)]
 
 
 def plan_with_findings(sc: Scenario, ctx: Optional[Context] = None, **overrides: Unpack[Overrides]) -> PlanResult:

@@ -74,6 +74,26 @@ class Space:
     retentions: tuple[float, ...]
     counts: tuple[int, ...]
     placements: tuple[str, ...]
+    tp: Optional[int] = None     # pin.tensor_parallel: the only tensor-parallel size searched
+    pp: Optional[int] = None     # pin.pipeline_parallel: the only pipeline depth searched
+
+    def layout_counts(self, counts: Sequence[int]) -> tuple[int, ...]:
+        """The counts a pinned split takes: tp × pp with both pinned, multiples of the one pinned."""
+        if self.tp is not None and self.pp is not None:
+            return (self.tp * self.pp,)
+        step = self.tp or self.pp or 1
+        return tuple(c for c in counts if c % step == 0) or tuple(counts)
+
+    def splits(self, model: Model, n: int, pipeline: bool) -> tuple[int, ...]:
+        """The tensor-parallel sizes searched on n devices: the model's layouts (tp_options; every device a
+        rank without pipeline stages) that keep the pinned tp and pp. A pinned split none of them takes is
+        still evaluated, as the engine would run it: lint reports it on the pin (kvplan.planner.lint)."""
+        opts = tp_options(model, n) or (closest_tp(model, n),)  # no valid split: the planner rejects it
+        opts = opts if pipeline else tuple(t for t in opts if t == n)
+        if self.tp is None and self.pp is None:
+            return opts
+        kept = tuple(t for t in opts if self.tp in (None, t) and self.pp in (None, n // t))
+        return kept or (self.tp if self.tp is not None else max(1, n // (self.pp or 1)),)
 
 
 @attrs.frozen
@@ -114,12 +134,8 @@ def evaluate(model: Model, device: Device, *, batch: int, context: int, w_p: flo
     longest sequence the engine admits, workload.max_context), when its pool also holds one sequence
     of the bound: an engine refuses to start otherwise. `attention_dp` attention groups each hold
     their own sequences (roofline.kv_replication); `replicas` copies multiply the throughput."""
-    def splits(n: int) -> tuple[int, ...]:
-        opts = tp_options(model, n) or (closest_tp(model, n),)  # no valid split: the planner rejects it
-        return opts if pipeline else tuple(t for t in opts if t == n)
-
-    grid = [(d, r, n, t, p) for n in space.counts for t in splits(n) for p in space.placements
-            for d in space.dtypes for r in space.retentions]
+    grid = [(d, r, n, t, p) for n in space.counts for t in space.splits(model, n, pipeline)
+            for p in space.placements for d in space.dtypes for r in space.retentions]
     dt = np.array([g[0] for g in grid])
     w = np.array([DTYPES[g[0]].width for g in grid])
     r = np.array([g[1] for g in grid], dtype=np.float64)

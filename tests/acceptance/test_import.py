@@ -41,7 +41,8 @@ def test_vllm_import_pins_the_engine_choices() -> None:
     # default --gpu-memory-utilization 0.92 and --max-num-batched-tokens 8,192 (tighter than kvplan's 8%
     # reserve, 935.7k tokens), 13.4k per sequence, 13Ki rounded down
     assert sc.context == vllm_fill_tokens(0.92, 8192) // 64 // 1024 * 1024 == 13 * 1024
-    assert pins(sc) == {"kv_dtype": "fp8", "block_size": 16, "prefix_caching": True, "devices": 4}
+    assert pins(sc) == {"kv_dtype": "fp8", "block_size": 16, "prefix_caching": True, "devices": 4,
+                        "tensor_parallel": 4, "pipeline_parallel": 1}
 
 
 def test_round_trip_through_emit_gives_back_the_kv_flags(tmp_path: Path) -> None:
@@ -121,7 +122,8 @@ def test_trtllm_yaml(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     sc = checked(r.stdout)
     assert (sc.batch, sc.context) == (32, 131_072)
-    assert pins(sc) == {"kv_dtype": "fp8", "block_size": 64, "prefix_caching": False, "tier": "host", "devices": 8}
+    assert pins(sc) == {"kv_dtype": "fp8", "block_size": 64, "prefix_caching": False, "tier": "host", "devices": 8,
+                        "tensor_parallel": 8, "pipeline_parallel": 1}
     assert "kv_cache_config.colour: not a kv_cache_config field" in r.stderr  # unknown field: warned, by name
     assert "blue" not in r.stderr and "blue" not in r.stdout            # its value is not copied anywhere
     assert "print_iter_log" in r.stdout and "print_iter_log" not in r.stderr
@@ -236,3 +238,29 @@ def test_import_emit_import_is_stable(engine: str, tmp_path: Path) -> None:
     if engine == "vllm" and "max_batched_tokens" not in f[-1]:
         assert a[-1].pop("max_batched_tokens") == 8192
     assert a == f
+
+
+def test_a_pipelined_split_survives_import_lint_emit_import(tmp_path: Path) -> None:
+    # unpinned, 4 H100s would be planned as tp 4 × pp 1 (the faster split); the deployment runs tp 2 × pp 2
+    cmd = DEPLOYMENTS["vllm"][0].replace("--tensor-parallel-size 4", "--tensor-parallel-size 2 "
+                                         "--pipeline-parallel-size 2")
+    spec = tmp_path / "pp.kvp"
+    r = run("import", "--from", "vllm", cmd, "--device", "h100-sxm", "-o", str(spec))
+    assert r.exit_code == 0, r.output
+    first = meaning(spec)
+    assert {k: first[-1][k] for k in ("devices", "tensor_parallel", "pipeline_parallel")} == {
+        "devices": 4, "tensor_parallel": 2, "pipeline_parallel": 2}
+    lint = run("lint", "--allow-path", str(CHECKPOINTS), str(spec))
+    assert lint.exit_code == 0 and " error" not in lint.output and " warning" not in lint.output, lint.output
+    out = tmp_path / "out"
+    e = run("emit", "--allow-path", str(CHECKPOINTS), str(spec), "--target", "vllm", "-o", str(out))
+    assert e.exit_code == 0, e.output
+    script = next(out.rglob("*.sh"))
+    assert "--tensor-parallel-size 2" in script.read_text() and "--pipeline-parallel-size 2" in script.read_text()
+    again = tmp_path / "again.kvp"
+    r = run("import", "--from", "vllm", str(script), "--device", "h100-sxm", "-o", str(again))
+    assert r.exit_code == 0, r.output
+    second = meaning(again)
+    assert second[-1].pop("max_batched_tokens", 8192) == 8192  # fill sizing writes vLLM's default explicitly
+    first[-1].pop("max_batched_tokens", None)
+    assert second == first

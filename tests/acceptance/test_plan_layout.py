@@ -51,7 +51,9 @@ def test_import_rejects_a_split_the_model_cannot_take(tmp_path: Path) -> None:
     ok = run("import", "--from", "vllm", f"vllm serve x -tp {tp} -pp {pp} --max-num-seqs 8", "--model",
              "llama-3-8b", "--device", "h100-sxm", "-o", str(out))
     assert ok.exit_code == 0, ok.output
-    assert f"devices        = {tp * pp}" in out.read_text(encoding="utf-8")
+    text = out.read_text(encoding="utf-8")
+    assert re.search(rf"devices +\= {tp * pp} ", text) and re.search(rf"tensor_parallel +\= {tp} ", text)
+    assert re.search(rf"pipeline_parallel += {pp} ", text)
 
 
 def test_import_keeps_a_split_the_model_takes(tmp_path: Path) -> None:

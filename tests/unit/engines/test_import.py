@@ -61,7 +61,8 @@ def test_vllm_defaults_and_human_readable_lengths() -> None:
                                      importer.Options(device="h100-sxm"))
     sc = checked(out.text)
     assert sc.context == 32 * 1024 and sc.batch == 8           # upper-case K is 1024; underscores accepted
-    assert pins(sc) == {"kv_dtype": "bf16", "block_size": 16, "prefix_caching": True, "tier": "host", "devices": 1}
+    assert pins(sc) == {"kv_dtype": "bf16", "block_size": 16, "prefix_caching": True, "tier": "host", "devices": 1,
+                        "tensor_parallel": 1, "pipeline_parallel": 1}
     assert "context = 32Ki" in out.text
 
 
@@ -84,7 +85,7 @@ def test_sglang_flags() -> None:
     sc = checked(out.text)
     assert sc.model.id == "qwen3-8b" and sc.engine == "sglang" and (sc.batch, sc.context) == (16, 32_000)
     assert pins(sc) == {"kv_dtype": "fp8", "block_size": 32, "prefix_caching": False, "tier": "host", "devices": 2,
-                        "memory_fraction": 0.85}
+                        "tensor_parallel": 2, "pipeline_parallel": 1, "memory_fraction": 0.85}
     assert "--mem-fraction-static 0.85" in out.text and not out.warnings
 
 
@@ -92,7 +93,8 @@ def test_sglang_defaults() -> None:
     out = importer.import_deployment("sglang", "python -m sglang.launch_server --model-path Qwen/Qwen3-8B "
                                                "--max-running-requests 4", importer.Options(device="h100-sxm"))
     sc = checked(out.text)
-    assert pins(sc) == {"kv_dtype": "bf16", "block_size": 1, "prefix_caching": True, "devices": 1}
+    assert pins(sc) == {"kv_dtype": "bf16", "block_size": 1, "prefix_caching": True, "devices": 1,
+                        "tensor_parallel": 1, "pipeline_parallel": 1}
     assert sc.context == 40_960                   # the model's max context, said in a comment
     assert "max context" in out.text
 
@@ -106,7 +108,8 @@ def test_trtllm_command_line_reads_its_config_relative_to_the_file(tmp_path: Pat
     sc = checked(out.text)
     assert sc.batch == 8                                                 # the --config file wins over the flag
     assert "overrides --max_batch_size 4" in out.text
-    assert pins(sc) == {"kv_dtype": "fp4", "block_size": 32, "prefix_caching": True, "devices": 2}
+    assert pins(sc) == {"kv_dtype": "fp4", "block_size": 32, "prefix_caching": True, "devices": 2,
+                        "tensor_parallel": 2, "pipeline_parallel": 1}
 
 
 def test_local_model_directory_matches_by_name() -> None:
@@ -165,7 +168,8 @@ def test_memory_fraction_and_the_context_bound_are_modelled() -> None:
                                      importer.Options(device="h100-sxm"))
     sc = checked(out.text)
     assert pins(sc) == {"kv_dtype": "fp8", "block_size": 16, "prefix_caching": True, "devices": 4,
-                        "memory_fraction": 0.9, "max_batched_tokens": 8192, "replicas": 2}
+                        "tensor_parallel": 4, "pipeline_parallel": 1, "memory_fraction": 0.9,
+                        "max_batched_tokens": 8192, "replicas": 2}
     assert sc.batch == 64 and sc.max_context == 32_768
     # kvplan's memory model leaves 4 × 80 GB × 0.9 − 141.1 GB of weights = 146.9 GB, 896.7k fp8 tokens; vLLM's
     # own sizing of that fraction (less its start-up terms) holds fewer, and the deployment is what vLLM runs
