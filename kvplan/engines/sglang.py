@@ -323,7 +323,10 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
     flags += common.pinned_engine_flags(sc, (None, "--chunked-prefill-size", "--dp-size", "--enable-dp-attention"))
     if not p.prefix_caching:
         flags.append(("--disable-radix-cache", None))
-    findings += _memory_findings(mem, sz, sc.context)
+    memory = _memory_findings(mem, sz, sc.context)
+    findings += memory
+    # SGLang's own pool short of the plan's (or none at all): with a moved dtype, an error (common.finish)
+    unfit = memory[0] if mem.tokens <= 0 else None if mem.fits else _unfit(mem, sz)
     tier_lines: list[str] = []
     if mapped.tier != "none":
         if mapped.tier == "host" and not via_lmcache:
@@ -349,7 +352,8 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
     how = (f"(pre_model_load {mem.pre:.6g} GiB × {mem.applied:.6g} − weights) // {common.fmt_int(mem.cell)} B "
            f"per token, whole pages of {sz.block} (SGLang 0.5.23 kv_cache_configurator.py, pool_configurator.py)")
     rows = _rows(common.capacity(sz, total, how), mem, sz.weights, float(sz.runtime.value))
-    return common.finish(BACKEND, mapped, None, [EmittedFile(name, text)], rows, notes, findings, launch=launch)
+    return common.finish(BACKEND, mapped, None, [EmittedFile(name, text)], rows, notes, findings, launch=launch,
+                         unfit=unfit)
 
 
 def _head(req: EmitRequest, label: str, sz: common.Sizing, mem: SglangMemory, total: int,
@@ -385,14 +389,19 @@ def _memory_findings(mem: SglangMemory, sz: common.Sizing, context: int) -> list
                 "more GPUs (--tp-size, --pp-size) fix it where no fraction below 1 does"]
     out = []
     if not mem.fits:
-        out.append(f"the plan's pool does not fit under SGLang: it needs --mem-fraction-static {mem.exact_text} > 1 "
-                   f"(weights {fmt_bytes(sz.weights)} + KV {fmt_bytes(plan_tokens * mem.cell)} of "
-                   f"{fmt_bytes(mem.pre * GiB)} free after start-up); written {mem.fraction_text}, which holds "
-                   f"{mem.tokens:,} of the plan's {plan_tokens:,} tokens")
+        out.append(f"{_unfit(mem, sz)}; written {mem.fraction_text}, which holds {mem.tokens:,} of the plan's "
+                   f"{plan_tokens:,} tokens")
     if mem.tokens < context:
         out.append(f"SGLang's pool of {mem.tokens:,} tokens holds no request at --context-length {context:,}: raise "
                    f"--mem-fraction-static{aiter_fix}, or use more GPUs")
     return out
+
+
+def _unfit(mem: SglangMemory, sz: common.Sizing) -> str:
+    """SGLang's pool short of the plan's: the fraction that would hold it, above 1."""
+    return (f"the plan's pool does not fit under SGLang: it needs --mem-fraction-static {mem.exact_text} > 1 "
+            f"(weights {fmt_bytes(sz.weights)} + KV {fmt_bytes(sz.blocks * sz.block * mem.cell)} of "
+            f"{fmt_bytes(mem.pre * GiB)} free after start-up)")
 
 
 def _rows(rows: tuple[tuple[str, Value], ...], mem: SglangMemory, weights: float,

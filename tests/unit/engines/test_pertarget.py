@@ -155,14 +155,21 @@ def test_a_target_whose_own_plan_does_not_fit_is_an_error_with_nothing_written()
     assert ok.files and not ok.errors and not ok.planned   # vLLM runs the spec's plan as it is
 
 
-def test_a_pinned_dtype_moved_to_one_that_no_longer_fits_is_an_error() -> None:
+@pytest.mark.parametrize(("engine", "nearest"), [("sglang", "fp8"), ("trtllm", "int8")])
+def test_a_pinned_dtype_moved_to_one_that_no_longer_fits_is_an_error(engine: str, nearest: str) -> None:
     text = open(EIGHT, encoding="utf-8").read().replace(
         "    quality {", "    pin {\n        kv_dtype = int4\n    }\n\n    quality {")
-    p: Plan = plan_of(text.replace("engine  = any", "engine  = sglang"))
-    assert p.kv_dtype.id == "int4"      # the pin holds; SGLang stores no int4: the nearest it runs is fp8
-    out = emit(p, "sglang")
-    assert not out.files and out.errors and "does not fit" in out.errors[0] and "int4 → fp8" in out.errors[0]
-    assert "nvfp4" not in out.errors[0]   # never FP4 on a device without it
+    p: Plan = plan_of(text.replace("engine  = any", f"engine  = {engine}"))
+    # the pin holds; neither engine stores int4: the nearest each runs is 8-bit, 2 B per value, and W2's batch of
+    # 32 × 128,000 tokens × 80 layers × 8 KV heads × 128 × 2 (K, V) × 1 B / tp 8 = 83.9 GB per GPU of 80 GB, with
+    # 17.6 GB of weights beside it: past any fraction of the device (SGLang and TensorRT-LLM size their own pools)
+    assert p.kv_dtype.id == "int4" and p.n_devices == 8
+    assert 32 * 128_000 * 80 * 8 * 128 * 2 / 8 + 17.6e9 > 80e9
+    for sizing in ("fill", "exact"):
+        out = emit(p, engine, sizing=sizing)
+        assert not out.files and out.errors and "does not fit" in out.errors[0]
+        assert f"int4 → {nearest}" in out.errors[0] and "nothing written" in out.errors[0]
+        assert "nvfp4" not in out.errors[0]   # never FP4 on a device without it
 
 
 def test_flashinfers_fallback_that_no_longer_fits_is_an_error() -> None:
