@@ -44,7 +44,7 @@ import attrs
 from kvplan.base.evidence import Value, assumed, derived
 from kvplan.base.units import fmt_bytes
 from kvplan.catalog import DTYPES, Model
-from kvplan.catalog.engines import get_engine, kv_refusal
+from kvplan.catalog.engines import block_sizes_for, get_engine, kv_refusal
 from kvplan.engines import common
 from kvplan.engines.common import EmitRequest, Emitted, EmittedFile, Flag
 from kvplan.engines.flagparse import (
@@ -112,19 +112,13 @@ def cell_bytes(model: Model, dtype_id: str, tp: int, pp: int) -> int:
     return heads * (d + dv) * layers * int(DTYPES[dtype_id].width)
 
 
-def blackwell(device_name: str, fp4: bool) -> bool:
-    """An NVIDIA GPU with FP4 formats: SM100 or SM120 (the catalog's B200, B300, GB200)."""
-    return fp4 and "NVIDIA" in device_name
-
-
 def page_sizes(p: Plan) -> tuple[int, ...]:
     """The --page-size values SGLang's default attention backend keeps on the plan's GPU: on Blackwell, trtllm_mha
     takes 16, 32, 64 or 128 and the MLA backends 32 or 64; any other value is changed to 64
-    (arg_groups/overrides.py:1146-1199). Elsewhere the record's page sizes."""
+    (arg_groups/overrides.py:1146-1199). Elsewhere the record's page sizes. The record holds them
+    (Engine.blackwell_pages), so a plan made for SGLang already pages in one of them."""
     sc = p.scenario
-    if not blackwell(sc.device.name, sc.device.fp4):
-        return ENGINE.block_sizes
-    return (32, 64) if sc.model.kv_kind == "mla" else (16, 32, 64, 128)
+    return block_sizes_for(ENGINE, sc.device, sc.model)
 
 
 def uses_aiter(model: Model, device_name: str, tp: int) -> bool:
