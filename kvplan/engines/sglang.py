@@ -345,7 +345,7 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
     text = common.shell_script(head, launch.program, launch.flags)
     how = (f"(pre_model_load {mem.pre:.6g} GiB × {mem.applied:.6g} − weights) // {common.fmt_int(mem.cell)} B "
            f"per token, whole pages of {sz.block} (SGLang 0.5.23 kv_cache_configurator.py, pool_configurator.py)")
-    rows = _rows(common.capacity(sz, total, how), mem, sz.weights, float(sz.runtime.value))
+    rows = _rows(common.capacity(sz, total, how), mem, sz)
     return common.finish(BACKEND, mapped, None, [EmittedFile(name, text)], rows, notes, findings, launch=launch,
                          unfit=unfit)
 
@@ -398,18 +398,20 @@ def _unfit(mem: SglangMemory, sz: common.Sizing) -> str:
             f"{fmt_bytes(mem.pre * GiB)} free after start-up)")
 
 
-def _rows(rows: tuple[tuple[str, Value], ...], mem: SglangMemory, weights: float,
-          runtime: float) -> tuple[tuple[str, Value], ...]:
-    """The shared capacity rows with SGLang's own pool, cell and fraction."""
+def _rows(rows: tuple[tuple[str, Value], ...], mem: SglangMemory,
+          sz: common.Sizing) -> tuple[tuple[str, Value], ...]:
+    """The shared capacity rows with SGLang's own pool, cell and fraction. The memory needed is the other
+    engines' sum, weights + SGLang's pool + the assumed reserves: it fits the device exactly when the fraction
+    leaves the activation reserve free (what it leaves is its own row)."""
     left = mem.pre * GiB * (1 - mem.applied) if mem.tokens > 0 else 0.0
     own = {
         "kv_pool_per_gpu": derived(mem.pool, "B", f"{mem.tokens:,} tokens × {mem.cell:,} B per token (SGLang's cell)"),
-        "memory_needed_per_gpu": derived(
-            weights + mem.pool + left + runtime, "B",
-            "weights + KV pool + what the fraction leaves free (activations, CUDA graphs) + runtime reserve"),
+        "memory_needed_per_gpu": derived(sz.weights + mem.pool + sz.reserves, "B", "weights + KV pool + reserves"),
     }
     out = tuple((k, own.get(k, v)) for k, v in rows)
     extra: list[tuple[str, Value]] = [
+        ("fraction_leaves_per_gpu", derived(left, "B", "pre_model_load × (1 − fraction): free beside weights and "
+                                                       "the pool for activations and CUDA graphs")),
         ("kv_cell_bytes", derived(mem.cell, "B", "SGLang's bytes per token, all layers on the GPU "
                                                  "(pool_configurator.py)")),
         ("pre_model_load", assumed(mem.pre * GiB, "B", "free memory after CUDA/NCCL start-up: device memory − "
