@@ -85,6 +85,20 @@ class KvRequires:
     no_mla: str = ""              # refused for models with multi-head latent attention
 
 
+@attrs.frozen(slots=True)
+class BlackwellPages:
+    """The page sizes an engine's default attention backend takes on NVIDIA Blackwell (an NVIDIA device with FP4
+    formats in hardware, Device.fp4: SM100/SM120), for MHA and for MLA models, and the page the engine changes
+    any other `--page-size` (its own default among them) to there, with the engine source that says so.
+    `block_sizes_for` and `default_block_for` read it: the planner pages a plan made for the engine in sizes it
+    runs, and emit writes that page unchanged."""
+
+    mha: tuple[int, ...]
+    mla: tuple[int, ...]
+    forced: int                    # what any other page size becomes on Blackwell
+    source: str
+
+
 @record
 class Engine:
     id: str
@@ -109,6 +123,8 @@ class Engine:
     memory: Optional[MemoryDefaults] = None  # its fill-mode sizing (kvplan emit --sizing fill)
     #: kvplan dtype id -> the device or model condition under which the engine stores KV in it (absent: always)
     kv_requires: Mapping[str, KvRequires] = attrs.field(factory=dict)
+    #: the page sizes its default attention backends take on NVIDIA Blackwell, where they differ (absent: the same)
+    blackwell_pages: Optional[BlackwellPages] = None
 
     @property
     def kv_dtypes(self) -> tuple[str, ...]:
@@ -220,7 +236,12 @@ ENGINES: dict[str, Engine] = {
                },
                flags=Flags("--kv-cache-dtype", "--page-size", "--max-running-requests", "--context-length",
                            "--tp-size", "--pp-size"),
-               aliases=("sg-lang",)),
+               aliases=("sg-lang",),
+               blackwell_pages=BlackwellPages(
+                   (16, 32, 64, 128), (32, 64), 64,
+                   "sglang/srt/arg_groups/overrides.py:1146-1199 (SGLang 0.5.23): on Blackwell the default MHA "
+                   "backend trtllm_mha takes pages of 16, 32, 64 or 128 tokens and the MLA backends (trtllm_mla, "
+                   "FlashMLA, CuteDSL) 32 or 64; any other --page-size, the default 1 included, is changed to 64")),
         Engine("trtllm", "TensorRT-LLM", "main", "TensorRT-LLM (main, > 1.2.1)",
                {"bf16": "auto", "fp16": "auto", "fp8": "fp8", "int8": "auto", "fp4": "nvfp4"},
                False, 32, (8, 16, 32, 64, 128), True, True,
@@ -254,6 +275,29 @@ def kv_refusal(engine: Engine, dtype: str, device: Device, model: Model) -> Opti
 def kv_dtypes_for(engine: Engine, device: Device, model: Model) -> tuple[str, ...]:
     """The kvplan dtype ids `engine` can store KV in for `model` on `device`, in the record's order."""
     return tuple(d for d in engine.kv_dtypes if kv_refusal(engine, d, device, model) is None)
+
+
+def blackwell(device: Device) -> bool:
+    """An NVIDIA GPU with FP4 formats in hardware: SM100 or SM120 (the catalog's B200, B300, GB200)."""
+    return device.fp4 and "NVIDIA" in device.name
+
+
+def block_sizes_for(engine: Engine, device: Device, model: Model) -> tuple[int, ...]:
+    """The page sizes `engine` runs for `model` on `device` as written: the record's, or on Blackwell its
+    `blackwell_pages` (MLA or MHA)."""
+    pages = engine.blackwell_pages
+    if pages is None or not blackwell(device):
+        return engine.block_sizes
+    return pages.mla if model.kv_kind == "mla" else pages.mha
+
+
+def default_block_for(engine: Engine, device: Device, model: Model) -> int:
+    """The page `engine` runs for `model` on `device` when none is given: its default, or on Blackwell the page
+    its backend changes the default to where the default is not one it takes."""
+    pages = engine.blackwell_pages
+    if pages is None or engine.default_block in block_sizes_for(engine, device, model):
+        return engine.default_block
+    return pages.forced
 
 
 def get_engine(name: str) -> Engine:

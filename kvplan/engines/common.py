@@ -571,20 +571,22 @@ def summary_comments(sizing: Sizing, engine_tokens: float, comment: str = "#") -
 
 def finish(backend: Backend, mapped: Mapped, sizing: Optional[Sizing], files: Sequence[EmittedFile],
            capacity_rows: Sequence[tuple[str, Value]], warnings: Sequence[str] = (),
-           findings: Sequence[str] = (), launch: Optional["Launch"] = None) -> Emitted:
-    """Assemble an Emitted: changed choices and a config that does not fit are findings."""
+           findings: Sequence[str] = (), launch: Optional["Launch"] = None, unfit: Optional[str] = None) -> Emitted:
+    """Assemble an Emitted: changed choices and a config that does not fit are findings. `unfit`: the engine's
+    own words that the plan's pool does not fit (an engine that sizes its pool itself passes no `sizing`); with
+    a dtype moved to the nearest the target has, a pool that does not fit is an error and nothing is written."""
     label = backend.label
     all_findings = [f"{label}: {c}" for c in (*mapped.changed, *findings)]
-    errors: tuple[str, ...] = ()
-    if sizing is not None:
-        fw = fit_warning(sizing, backend)
-        if fw and any(c.startswith("kv_dtype ") for c in mapped.changed):
-            # a dtype moved to the nearest the target has that no longer fits: an error, nothing written
-            errors = (f"{fw.replace('the config is written as planned and will not start', 'nothing written')} "
-                      f"({'; '.join(c for c in mapped.changed if c.startswith('kv_dtype '))})",)
-            return Emitted(backend.id, (), errors, (), errors, errors=errors)
-        if fw:
-            all_findings.append(fw)
+    moved = [c for c in mapped.changed if c.startswith("kv_dtype ")]
+    fw = fit_warning(sizing, backend) if sizing is not None else None
+    if moved and (fw or unfit):
+        # a dtype moved to the nearest the target has that no longer fits: an error, nothing written
+        said = (fw.replace("the config is written as planned and will not start", "nothing written") if fw
+                else f"{label}: {unfit}; nothing written")
+        errors = (f"{said} ({'; '.join(moved)})",)
+        return Emitted(backend.id, (), errors, (), errors, errors=errors)
+    if fw:
+        all_findings.append(fw)
     notes = [f"{label}: {w}" for w in warnings]
     return Emitted(backend.id, tuple(files), tuple(all_findings + notes), tuple(capacity_rows), tuple(all_findings),
                    launch)

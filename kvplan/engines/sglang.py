@@ -44,7 +44,7 @@ import attrs
 from kvplan.base.evidence import Value, assumed, derived
 from kvplan.base.units import fmt_bytes
 from kvplan.catalog import DTYPES, Model
-from kvplan.catalog.engines import get_engine, kv_refusal
+from kvplan.catalog.engines import block_sizes_for, get_engine, kv_refusal
 from kvplan.engines import common
 from kvplan.engines.common import EmitRequest, Emitted, EmittedFile, Flag
 from kvplan.engines.flagparse import (
@@ -112,19 +112,13 @@ def cell_bytes(model: Model, dtype_id: str, tp: int, pp: int) -> int:
     return heads * (d + dv) * layers * int(DTYPES[dtype_id].width)
 
 
-def blackwell(device_name: str, fp4: bool) -> bool:
-    """An NVIDIA GPU with FP4 formats: SM100 or SM120 (the catalog's B200, B300, GB200)."""
-    return fp4 and "NVIDIA" in device_name
-
-
 def page_sizes(p: Plan) -> tuple[int, ...]:
     """The --page-size values SGLang's default attention backend keeps on the plan's GPU: on Blackwell, trtllm_mha
     takes 16, 32, 64 or 128 and the MLA backends 32 or 64; any other value is changed to 64
-    (arg_groups/overrides.py:1146-1199). Elsewhere the record's page sizes."""
+    (arg_groups/overrides.py:1146-1199). Elsewhere the record's page sizes. The record holds them
+    (Engine.blackwell_pages), so a plan made for SGLang already pages in one of them."""
     sc = p.scenario
-    if not blackwell(sc.device.name, sc.device.fp4):
-        return ENGINE.block_sizes
-    return (32, 64) if sc.model.kv_kind == "mla" else (16, 32, 64, 128)
+    return block_sizes_for(ENGINE, sc.device, sc.model)
 
 
 def uses_aiter(model: Model, device_name: str, tp: int) -> bool:
@@ -323,7 +317,10 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
     flags += common.pinned_engine_flags(sc, (None, "--chunked-prefill-size", "--dp-size", "--enable-dp-attention"))
     if not p.prefix_caching:
         flags.append(("--disable-radix-cache", None))
-    findings += _memory_findings(mem, sz, sc.context)
+    memory = _memory_findings(mem, sz, sc.context)
+    findings += memory
+    # SGLang's own pool short of the plan's (or none at all): with a moved dtype, an error (common.finish)
+    unfit = memory[0] if mem.tokens <= 0 else None if mem.fits else _unfit(mem, sz)
     tier_lines: list[str] = []
     if mapped.tier != "none":
         if mapped.tier == "host" and not via_lmcache:
@@ -348,8 +345,9 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
     text = common.shell_script(head, launch.program, launch.flags)
     how = (f"(pre_model_load {mem.pre:.6g} GiB × {mem.applied:.6g} − weights) // {common.fmt_int(mem.cell)} B "
            f"per token, whole pages of {sz.block} (SGLang 0.5.23 kv_cache_configurator.py, pool_configurator.py)")
-    rows = _rows(common.capacity(sz, total, how), mem, sz.weights, float(sz.runtime.value))
-    return common.finish(BACKEND, mapped, None, [EmittedFile(name, text)], rows, notes, findings, launch=launch)
+    rows = _rows(common.capacity(sz, total, how), mem, sz)
+    return common.finish(BACKEND, mapped, None, [EmittedFile(name, text)], rows, notes, findings, launch=launch,
+                         unfit=unfit)
 
 
 def _head(req: EmitRequest, label: str, sz: common.Sizing, mem: SglangMemory, total: int,
@@ -385,28 +383,35 @@ def _memory_findings(mem: SglangMemory, sz: common.Sizing, context: int) -> list
                 "more GPUs (--tp-size, --pp-size) fix it where no fraction below 1 does"]
     out = []
     if not mem.fits:
-        out.append(f"the plan's pool does not fit under SGLang: it needs --mem-fraction-static {mem.exact_text} > 1 "
-                   f"(weights {fmt_bytes(sz.weights)} + KV {fmt_bytes(plan_tokens * mem.cell)} of "
-                   f"{fmt_bytes(mem.pre * GiB)} free after start-up); written {mem.fraction_text}, which holds "
-                   f"{mem.tokens:,} of the plan's {plan_tokens:,} tokens")
+        out.append(f"{_unfit(mem, sz)}; written {mem.fraction_text}, which holds {mem.tokens:,} of the plan's "
+                   f"{plan_tokens:,} tokens")
     if mem.tokens < context:
         out.append(f"SGLang's pool of {mem.tokens:,} tokens holds no request at --context-length {context:,}: raise "
                    f"--mem-fraction-static{aiter_fix}, or use more GPUs")
     return out
 
 
-def _rows(rows: tuple[tuple[str, Value], ...], mem: SglangMemory, weights: float,
-          runtime: float) -> tuple[tuple[str, Value], ...]:
-    """The shared capacity rows with SGLang's own pool, cell and fraction."""
+def _unfit(mem: SglangMemory, sz: common.Sizing) -> str:
+    """SGLang's pool short of the plan's: the fraction that would hold it, above 1."""
+    return (f"the plan's pool does not fit under SGLang: it needs --mem-fraction-static {mem.exact_text} > 1 "
+            f"(weights {fmt_bytes(sz.weights)} + KV {fmt_bytes(sz.blocks * sz.block * mem.cell)} of "
+            f"{fmt_bytes(mem.pre * GiB)} free after start-up)")
+
+
+def _rows(rows: tuple[tuple[str, Value], ...], mem: SglangMemory,
+          sz: common.Sizing) -> tuple[tuple[str, Value], ...]:
+    """The shared capacity rows with SGLang's own pool, cell and fraction. The memory needed is the other
+    engines' sum, weights + SGLang's pool + the assumed reserves: it fits the device exactly when the fraction
+    leaves the activation reserve free (what it leaves is its own row)."""
     left = mem.pre * GiB * (1 - mem.applied) if mem.tokens > 0 else 0.0
     own = {
         "kv_pool_per_gpu": derived(mem.pool, "B", f"{mem.tokens:,} tokens × {mem.cell:,} B per token (SGLang's cell)"),
-        "memory_needed_per_gpu": derived(
-            weights + mem.pool + left + runtime, "B",
-            "weights + KV pool + what the fraction leaves free (activations, CUDA graphs) + runtime reserve"),
+        "memory_needed_per_gpu": derived(sz.weights + mem.pool + sz.reserves, "B", "weights + KV pool + reserves"),
     }
     out = tuple((k, own.get(k, v)) for k, v in rows)
     extra: list[tuple[str, Value]] = [
+        ("fraction_leaves_per_gpu", derived(left, "B", "pre_model_load × (1 − fraction): free beside weights and "
+                                                       "the pool for activations and CUDA graphs")),
         ("kv_cell_bytes", derived(mem.cell, "B", "SGLang's bytes per token, all layers on the GPU "
                                                  "(pool_configurator.py)")),
         ("pre_model_load", assumed(mem.pre * GiB, "B", "free memory after CUDA/NCCL start-up: device memory − "

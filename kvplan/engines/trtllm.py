@@ -163,6 +163,7 @@ def render(req: EmitRequest) -> Emitted:
     plan_tokens = sz.blocks * sz.block
     free_after = sz.total - sz.weights - sz.reserves
     use_exact, fraction, tokens = _pool(req.sizing, sz, per_token, findings)
+    unfit = findings[-1] if tokens < plan_tokens else None  # TensorRT-LLM's pool, not the plan's
     host_tokens = common.ceil_div(sz.tier_tokens, sz.block) * sz.block if mapped.tier == "host" else 0
     host = host_tokens * per_token
     kv_cfg: dict[str, object] = {"dtype": mapped.dtype_name, "tokens_per_block": mapped.block,
@@ -209,7 +210,7 @@ def render(req: EmitRequest) -> Emitted:
     script = common.shell_script([common.header(req, BACKEND.label)], launch.program, launch.flags)
     rows = _rows(sz, tokens, per_token, fraction, use_exact, how)
     return common.finish(BACKEND, mapped, None, [EmittedFile("trtllm.yaml", yaml), EmittedFile("trtllm.sh", script)],
-                         rows, notes, findings, launch=launch)
+                         rows, notes, findings, launch=launch, unfit=unfit)
 
 
 def _rows(sz: common.Sizing, tokens: int, per_token: int, fraction: float, use_exact: bool,

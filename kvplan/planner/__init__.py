@@ -23,7 +23,7 @@ from kvplan.base.evidence import Value, assumed, derived
 from kvplan.base.records import record
 from kvplan.base.units import fmt_unit
 from kvplan.catalog import DTYPE_ORDER, DTYPES, Model, get_link, suggest
-from kvplan.catalog.engines import concrete, get_engine, kv_dtypes_for
+from kvplan.catalog.engines import concrete, default_block_for, get_engine, kv_dtypes_for
 from kvplan.catalog.quality import BUDGETS, admissible
 from kvplan.lang import CheckResult
 from kvplan.model import memory
@@ -228,7 +228,7 @@ def with_engines(p: Plan) -> Plan:
 def _setup(sc: Scenario, reserves: memory.Reserves) -> _Setup:
     pin_pc = _pin(sc, "prefix_caching")
     prefix_caching = True if pin_pc is None else bool(pin_pc)
-    block = int(_pin(sc, "block_size") or get_engine(sc.engine).default_block)
+    block = int(_pin(sc, "block_size") or default_block_for(get_engine(sc.engine), sc.device, sc.model))
     return _Setup(reserves, reserves.total(sc.device.memory), block, prefix_caching,
                   _sharing(sc, prefix_caching), _f(fragmentation(sc.context, block)))
 

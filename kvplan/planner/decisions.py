@@ -10,7 +10,7 @@ from kvplan.base.evidence import Value, derived
 from kvplan.base.records import record
 from kvplan.base.units import fmt_unit
 from kvplan.catalog import DTYPE_ORDER
-from kvplan.catalog.engines import get_engine, kv_refusal
+from kvplan.catalog.engines import block_sizes_for, default_block_for, get_engine, kv_refusal
 from kvplan.catalog.quality import QualityResult, admissible, for_choice
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import KvFactors, fragmentation
@@ -287,6 +287,7 @@ def _paging(inp: _Inputs) -> Decision:
     s = sc.context
     pins = sc.pins
     eng = get_engine(sc.engine)
+    default = default_block_for(eng, sc.device, sc.model)  # the engine's default page on this device
     phi_here = float(fragmentation(s, p.block_size))
 
     def page_reason(bs: int) -> str:
@@ -295,14 +296,14 @@ def _paging(inp: _Inputs) -> Decision:
             return f"wastes φ = {phi:.3%} of the last page vs {phi_here:.3%}" if phi > phi_here else \
                 f"same φ = {phi:.3%} here, but more waste at other lengths"
         return (f"{s // bs:,} pages per sequence instead of {-(-s // p.block_size):,} for φ = {phi:.3%}; "
-                f"the engine default is {eng.default_block}")
+                f"the engine default is {default}")
 
     page_opts = tuple(Option(f"{bs}-token pages", page_reason(bs),
                              (("fragmentation", derived(float(fragmentation(s, bs)), "%", "φ = ceil(s/B)·B/s − 1")),))
-                      for bs in eng.block_sizes if bs != p.block_size)
+                      for bs in block_sizes_for(eng, sc.device, sc.model) if bs != p.block_size)
     return Decision(
         domain="paging", title="Paged KV allocation", choice=f"{p.block_size}-token pages", rules=("R2",),
-        context=(f"engine {sc.engine} default page: {eng.default_block} tokens",),
+        context=(f"engine {sc.engine} default page: {default} tokens",),
         decision=f"We will page the KV cache in {p.block_size}-token blocks.",
         numbers=(("fragmentation", derived(float(fragmentation(s, p.block_size)), "%",
                                            "φ = ceil(s/B)·B/s − 1 at this context")),),

@@ -11,7 +11,7 @@ import attrs
 from kvplan.base.codes import Severity
 from kvplan.base.diagnostics import Diagnostic, Fix, make
 from kvplan.base.units import fmt_unit
-from kvplan.catalog.engines import get_engine
+from kvplan.catalog.engines import block_sizes_for, get_engine
 from kvplan.catalog.quality import admissible
 from kvplan.lang import CheckResult
 from kvplan.lang import fixes as fx
@@ -68,14 +68,27 @@ def _unmet_help(sc: Scenario, ctx: Optional[Context], u: Unmet, lead: str, sep: 
     return lead + sep.join(u.suggestions), found
 
 
+def _page_pin(sc: Scenario, ctx: Optional[Context]) -> list[Diagnostic]:
+    """KV305 for a pinned page size the engine does not take on this device for this model (SGLang on Blackwell
+    takes fewer: kvplan.catalog.engines.block_sizes_for)."""
+    pin = sc.pins.get("block_size")
+    eng = get_engine(sc.engine)
+    pages = block_sizes_for(eng, sc.device, sc.model)
+    if pin is None or int(pin.value) in pages or sc.engine == "any":
+        return []
+    source, dep = (ctx.source, ctx.dep) if ctx is not None else ("", None)
+    return [make("KV305", f"engine {sc.engine} does not accept {int(pin.value)}-token pages"
+                 + ("" if pages == eng.block_sizes else f" on {sc.device.id}"),
+                 pin.span, help=f"use one of {', '.join(map(str, pages))}",
+                 fixes=[fx.set_setting(source, dep, "pin.block_size", str(n)) for n in pages])]
+
+
 def findings(sc: Scenario, plan: Plan, ctx: Optional[Context] = None,
              rules: Mapping[str, Rule] = RULES) -> list[Diagnostic]:
     """The findings of one planned scenario: each rule's on the pinned choices, then what the
     engine does not admit, what the plan cannot meet and the expectations it breaks. With `ctx`
     (the file's text and the deployment's tree) every suggestion that names a change carries it as a Fix."""
     out = _layout_findings(sc, plan)  # KV305: a pinned split the model's heads do not take
-    source, dep = (ctx.source, ctx.dep) if ctx is not None else ("", None)
-    pins = sc.pins
     eng = get_engine(sc.engine)
 
     view = PinView(sc, plan, ctx)
@@ -93,10 +106,7 @@ def findings(sc: Scenario, plan: Plan, ctx: Optional[Context] = None,
         elif dt.id not in admissible(sc.budget, False).kv_dtypes:
             out.append(make("KV305", f"kv_dtype {dt.id} is outside the quality budget '{sc.budget}'", pin_dt.span,
                             help="loosen quality.budget or pin a wider dtype"))
-    if "block_size" in pins and int(pins["block_size"].value) not in eng.block_sizes and sc.engine != "any":
-        out.append(make("KV305", f"engine {sc.engine} does not accept {int(pins['block_size'].value)}-token pages",
-                        pins["block_size"].span, help=f"use one of {', '.join(map(str, eng.block_sizes))}",
-                        fixes=[fx.set_setting(source, dep, "pin.block_size", str(n)) for n in eng.block_sizes]))
+    out += _page_pin(sc, ctx)
 
     # KV301-303: what the plan cannot meet
     for u in plan.unmet:

@@ -42,7 +42,8 @@ def differences(spec_plan: Plan, own: Plan) -> list[str]:
         out.append(f"devices {_layout(spec_plan)} → {_layout(own)}"
                    + ("" if eng.pipeline else f" ({eng.described} has no pipeline stages)"))
     if own.block_size != spec_plan.block_size:
-        out.append(f"block_size {spec_plan.block_size} → {own.block_size} (the {eng.name} default)")
+        where = "" if own.block_size == eng.default_block else f" on {sc.device.id}"  # Engine.blackwell_pages
+        out.append(f"block_size {spec_plan.block_size} → {own.block_size} (the {eng.name} default{where})")
     if own.retention != spec_plan.retention:
         out.append(f"retention {spec_plan.retention:g} → {own.retention:g}"
                    + ("" if eng.eviction else f" ({eng.described} does not evict tokens inside a request)"))

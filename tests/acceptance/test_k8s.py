@@ -234,7 +234,10 @@ def test_the_container_runs_the_engine_targets_command(spec: str, p: Plan) -> No
         want = [in_pod(w) for w in argv]
         port = k8s.RUNTIMES[engine].port
         workload = next(d for d in documents(f.text) if d["kind"] in ("Deployment", "LeaderWorkerSet"))
-        nodes = math.ceil(p.n_devices / 8)
+        # the target runs its own plan (kvplan/engines/replan.py): SGLang's for w2-h100 pipelines over 16 H100s
+        # (tp 8 × pp 2), two nodes of 8, where the spec's plan is 8 GPUs on one
+        own = written_from(p, engine)
+        nodes = math.ceil(own.n_devices / 8)
         for i, t in enumerate(pod_templates(workload)):
             (c,) = t["spec"]["containers"]
             got = c["command"] + c["args"]
@@ -255,7 +258,7 @@ def test_the_container_runs_the_engine_targets_command(spec: str, p: Plan) -> No
                 assert pod_env[k] == in_pod(v)
             mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
             assert mounts["/dev/shm"] == "dshm" and mounts["/root/.cache/huggingface"] == "model-cache"
-            assert c["resources"]["limits"] == {k8s.gpu_resource(p.scenario.device, None): p.n_devices // nodes}
+            assert c["resources"]["limits"] == {k8s.gpu_resource(p.scenario.device, None): own.n_devices // nodes}
             assert ("readinessProbe" in c) == leader
             if leader:
                 assert c["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}

@@ -12,13 +12,14 @@ import pytest
 import yaml
 
 from kvplan.catalog import get_device, get_model
-from kvplan.catalog.engines import ENGINES, kv_dtypes_for, kv_refusal
+from kvplan.catalog.engines import ENGINES, block_sizes_for, kv_dtypes_for, kv_refusal
 from kvplan.engines import emit
 from kvplan.engines.replan import written_from
 from kvplan.planner import for_engine, with_engines
 from kvplan.planner.plan import Plan
 from tests.unit.engines.test_backends import files, flags, plans, shell
 from tests.unit.engines.test_memory import plan_of
+from tests.unit.planner.test_suggestions import lint_text
 
 ANY = "tests/data/emit/w2-h100-any.kvp"      # devices = auto
 EIGHT = "tests/data/emit/w2-h100-8.kvp"      # devices = 8
@@ -90,6 +91,32 @@ def test_the_planner_never_picks_what_the_engine_refuses() -> None:
     assert out.files and "nvfp4" not in files(out)["vllm.sh"]
 
 
+@pytest.mark.parametrize(("model", "pages"), [("deepseek-v3", (32, 64)), ("llama-3-70b", (16, 32, 64, 128))])
+def test_sglangs_own_plan_on_blackwell_pages_as_sglang_runs_it(model: str, pages: tuple[int, ...]) -> None:
+    # SGLang 0.5.23 on Blackwell (arg_groups/overrides.py:1146-1199): trtllm_mha takes 16-128-token pages, the MLA
+    # backends 32 or 64, and any other --page-size (its default 1 too) becomes 64. Its own plan pages in 64, what
+    # SGLang runs when no page is given, and emit writes that page as planned: no finding moves it
+    text = DEEPSEEK_B200.replace("deepseek-v3", model)
+    b200, h100 = get_device("b200"), get_device("h100-sxm")
+    assert block_sizes_for(ENGINES["sglang"], b200, get_model(model)) == pages
+    assert block_sizes_for(ENGINES["sglang"], h100, get_model(model)) == (1, 16, 32, 64, 128)
+    for p in (plan_of(text.format(engine="sglang")), for_engine(plan_of(text.format(engine="any")), "sglang")):
+        assert p.block_size == 64
+        out = emit(p, "sglang")
+        assert out.files and not [f for f in out.findings if "→" in f], out.findings
+        assert flags(shell(files(out)["sglang.sh"])[1])[1]["--page-size"] == "64"
+    on_hopper = plan_of(text.format(engine="sglang").replace("b200", "h100-sxm"))
+    assert on_hopper.block_size == 1        # SGLang's default page elsewhere (--page-size default 1 on CUDA)
+
+
+def test_a_pinned_page_sglang_changes_on_blackwell_is_a_lint_error() -> None:
+    text = DEEPSEEK_B200.format(engine="sglang").replace(
+        "    quality {", "    pin {\n        block_size = 1\n    }\n\n    quality {")
+    codes = [(d.code, d.message) for d in lint_text(text, "t.kvp")]
+    assert ("KV305", "engine sglang does not accept 1-token pages on b200") in codes, codes
+    assert not [d for d in lint_text(text.replace("b200", "h100-sxm"), "t.kvp") if "pages" in d.message]
+
+
 # ------------------------------------------------------------------ the H100 example, end to end
 
 def test_the_h100_any_plan_is_int4_and_each_engine_plans_for_itself() -> None:
@@ -155,14 +182,21 @@ def test_a_target_whose_own_plan_does_not_fit_is_an_error_with_nothing_written()
     assert ok.files and not ok.errors and not ok.planned   # vLLM runs the spec's plan as it is
 
 
-def test_a_pinned_dtype_moved_to_one_that_no_longer_fits_is_an_error() -> None:
+@pytest.mark.parametrize(("engine", "nearest"), [("sglang", "fp8"), ("trtllm", "int8")])
+def test_a_pinned_dtype_moved_to_one_that_no_longer_fits_is_an_error(engine: str, nearest: str) -> None:
     text = open(EIGHT, encoding="utf-8").read().replace(
         "    quality {", "    pin {\n        kv_dtype = int4\n    }\n\n    quality {")
-    p: Plan = plan_of(text.replace("engine  = any", "engine  = sglang"))
-    assert p.kv_dtype.id == "int4"      # the pin holds; SGLang stores no int4: the nearest it runs is fp8
-    out = emit(p, "sglang")
-    assert not out.files and out.errors and "does not fit" in out.errors[0] and "int4 → fp8" in out.errors[0]
-    assert "nvfp4" not in out.errors[0]   # never FP4 on a device without it
+    p: Plan = plan_of(text.replace("engine  = any", f"engine  = {engine}"))
+    # the pin holds; neither engine stores int4: the nearest each runs is 8-bit, 2 B per value, and W2's batch of
+    # 32 × 128,000 tokens × 80 layers × 8 KV heads × 128 × 2 (K, V) × 1 B / tp 8 = 83.9 GB per GPU of 80 GB, with
+    # 17.6 GB of weights beside it: past any fraction of the device (SGLang and TensorRT-LLM size their own pools)
+    assert p.kv_dtype.id == "int4" and p.n_devices == 8
+    assert 32 * 128_000 * 80 * 8 * 128 * 2 / 8 + 17.6e9 > 80e9
+    for sizing in ("fill", "exact"):
+        out = emit(p, engine, sizing=sizing)
+        assert not out.files and out.errors and "does not fit" in out.errors[0]
+        assert f"int4 → {nearest}" in out.errors[0] and "nothing written" in out.errors[0]
+        assert "nvfp4" not in out.errors[0]   # never FP4 on a device without it
 
 
 def test_flashinfers_fallback_that_no_longer_fits_is_an_error() -> None:

@@ -263,8 +263,14 @@ def test_an_int4_plan_never_becomes_nvfp4_off_blackwell(device: str) -> None:
     src = spec("llama-3-70b", device, 8, 32, 128000, engine="any")
     for p in plans_for(check_source(src, "t.kvp")):
         out = sgl.BACKEND.build(EmitRequest(p, "t.kvp"))
-        assert flags_of(out.files[0].text)["--kv-cache-dtype"] != "nvfp4"
         trt_out = trt.BACKEND.build(EmitRequest(p, "t.kvp"))
+        if device != "mi300x":
+            # 8-bit KV for W2 is 83.9 GB per GPU at tp 8 (32 × 128,000 × 80 × 1 × 128 × 2 B), past 80 GB: the
+            # fallback no longer fits, an error with nothing written, and it names the 8-bit dtype, never nvfp4
+            for o, nearest in ((out, "int4 → fp8"), (trt_out, "int4 → int8")):
+                assert not o.files and o.errors and nearest in o.errors[0] and "nvfp4" not in o.errors[0]
+            continue
+        assert flags_of(out.files[0].text)["--kv-cache-dtype"] != "nvfp4"
         assert yaml.safe_load(trt_out.files[0].text)["kv_cache_config"]["dtype"] != "nvfp4"
 
 
