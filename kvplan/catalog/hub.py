@@ -89,7 +89,7 @@ def _fetch(repo: str, filename: str, revision: Optional[str], required: bool) ->
 
     # huggingface_hub.utils exports these from 0.24 (whose huggingface_hub.errors lacks two of them) on; the
     # newest releases keep them there without declaring them in __all__
-    from huggingface_hub.utils import (  # type: ignore[attr-defined]
+    from huggingface_hub.utils import (  # type: ignore[attr-defined, unused-ignore]
         EntryNotFoundError,
         HfHubHTTPError,
         LocalEntryNotFoundError,

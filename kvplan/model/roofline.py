@@ -98,7 +98,7 @@ def kv_replication(model: Model, tp: ArrayLike, attention_dp: int = 1) -> Array:
     does not divide tp counts as the largest one that does): an MLA latent on every rank of a group,
     KV heads split over a group's ranks up to n_kv and replicated beyond."""
     tp_a = np.asarray(tp, dtype=np.int64)
-    group = (tp_a // np.gcd(tp_a, max(1, attention_dp))).astype(np.float64)
+    group: Array = (tp_a // np.gcd(tp_a, max(1, attention_dp))).astype(np.float64)
     if model.kv_kind == "mla":
         return group
     out: Array = np.maximum(1.0, group / model.n_kv)
