@@ -162,8 +162,8 @@ def _fill_regimes(ax: Axes, cfg: rf.Config, b: npt.NDArray[np.float64], y_lo: fl
     sc = np.clip(np.where(sc_raw > 0, np.nan_to_num(sc_raw, posinf=y_hi), y_lo), y_lo, y_hi)
     ax.fill_between(b, y_lo, np.minimum(ss, sc), color=REGION_COLORS["weight-bound"], linewidth=0,
                     antialiased=False, zorder=1)
-    ax.fill_between(b, ss, sc, where=(sc > ss).tolist(), color=REGION_COLORS["kv-bound"], linewidth=0, antialiased=False,
-                    zorder=1)
+    ax.fill_between(b, ss, sc, where=(sc > ss).tolist(), color=REGION_COLORS["kv-bound"], linewidth=0,
+                    antialiased=False, zorder=1)
     ax.fill_between(b, sc, y_hi, color=REGION_COLORS["capacity-bound"], linewidth=0, antialiased=False, zorder=1)
     ax.grid(True, which="major", color="white", linewidth=0.6, alpha=0.7, zorder=1.5)
 
