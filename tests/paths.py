@@ -1,10 +1,24 @@
-"""Where the tests find the repository: one place, so a test file can sit at any depth under tests/."""
+"""Where the tests find the repository: one place, so a test file can sit at any depth under tests/; and the
+repository's tools/ scripts, loaded as modules."""
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
+from types import ModuleType
 
 #: The repository root (pyproject.toml, kvplan/, docs/, examples/).
 ROOT = Path(__file__).resolve().parent.parent
 #: The golden and invalid-spec corpora and the other fixtures (tests/data/).
 DATA = ROOT / "tests" / "data"
+
+
+def load_tool(name: str) -> ModuleType:
+    """tools/<name>.py as a module (the scripts are not a package), registered under `name`."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

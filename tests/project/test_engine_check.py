@@ -6,28 +6,15 @@ run against vLLM 0.33.0, SGLang 0.5.23 and LMCache 0.5.6 where those packages im
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-from tests.paths import ROOT
+from tests.paths import ROOT, load_tool
 
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("engine_check", ROOT / "tools" / "engine_check.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["engine_check"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-ec = _load()
+ec = load_tool("engine_check")
 W2 = str(ROOT / "examples" / "w2-batch32.kvp")
 DS = str(ROOT / "examples" / "deepseek-v3-mi300x.kvp")
 W3 = str(ROOT / "examples" / "w3-shared-prefix.kvp")

@@ -24,7 +24,7 @@ import yaml
 from click.testing import CliRunner
 
 from kvplan.cli import main
-from tests.paths import ROOT
+from tests.paths import ROOT, load_tool
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -354,14 +354,7 @@ SUPPORTED_PYTHONS = [(3, 10), (3, 11), (3, 12), (3, 13)]
 
 
 def _dep_pins() -> Any:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("dep_pins", ROOT / "tools" / "dep_pins.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["dep_pins"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("dep_pins")
 
 
 def _declared_names(extra: str | None) -> set[str]:
