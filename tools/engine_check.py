@@ -226,8 +226,16 @@ class ModelDirs:
 
     @staticmethod
     def _fixture(ref: str) -> Optional[Path]:
-        f = HF_DIR / (ref.replace("/", "--") + ".json")
-        return f if f.is_file() else None
+        """The config.json fixture of `ref`, else of another repo id the same catalog model stands for (the
+        base and instruct variants share the architecture, so the engine sizes them alike)."""
+        from kvplan.catalog import by_repo_id
+
+        model = by_repo_id().get(ref.lower())
+        for rid in (ref, *(model.hf_ids if model is not None else ())):
+            f = HF_DIR / (rid.replace("/", "--") + ".json")
+            if f.is_file():
+                return f
+        return None
 
     @staticmethod
     def _synthesize(spec: tuple[str, dict[str, Any]], dest: Path) -> None:

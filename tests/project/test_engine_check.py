@@ -211,3 +211,11 @@ def test_lmcache_sizes_are_gib(tmp_path: Path) -> None:
     assert any(f"= {int(size * 1024**3):,} B per worker" in n for n in row.notes)
     assert row.recomputed is not None and row.recomputed % 256 == 0
     assert math.isclose(int(size * 1024**3) / (size * 1e9), 1024**3 / 1e9)
+
+
+def test_a_repo_id_finds_the_fixture_of_its_catalog_model() -> None:
+    """The examples serve hub ids (meta-llama/Llama-3.1-70B-Instruct); the fixture is the base repo's config.json,
+    the same architecture, so the engine is given it rather than trying the network."""
+    got = ec.ModelDirs._fixture("meta-llama/Llama-3.1-70B-Instruct")
+    assert got is not None and got.name == "meta-llama--Meta-Llama-3.1-70B.json"
+    assert ec.ModelDirs._fixture("org/not-a-model") is None
