@@ -447,7 +447,7 @@ def size(plan: Plan, mapped: Mapped, reserves: Optional[Reserves] = None,
     m = sc.model
     tp, pp = plan.tp, plan.pp
     repl = replication(plan)
-    per_token_plan = m.n_layers * m.kv_elems_per_layer * plan.kv_dtype.width * repl
+    per_token_plan = m.n_layers * m.kv_elems_per_layer * plan.kv_width * repl
     plan_kv = plan.metric("kv_bytes").value
     plan_tokens = _whole(plan_kv / per_token_plan)
     tokens = plan_tokens
@@ -464,7 +464,7 @@ def size(plan: Plan, mapped: Mapped, reserves: Optional[Reserves] = None,
     activation, runtime = (plan.reserves if reserves is None else reserves).resolve(sc.device.memory)
     tier_tokens = 0.0
     if mapped.tier != "none" and plan.tier.bytes is not None:
-        tier_tokens = plan.tier.bytes.value / (m.n_layers * m.kv_elems_per_layer * plan.kv_dtype.width)
+        tier_tokens = plan.tier.bytes.value / (m.n_layers * m.kv_elems_per_layer * plan.kv_width)
         if mapped.retention != plan.retention:
             tier_tokens /= plan.retention
     return Sizing(layout, mapped.block, blocks, plan_tokens, tokens, sc.batch, sc.context,
