@@ -52,14 +52,14 @@ def plan_of(text: str, path: str = "t.kvp", **overrides: Any) -> Any:
     return p
 
 
-def qwen_device_bytes(n: int, tp: int, kv_width: float, block: int = 16) -> float:
+def qwen_device_bytes(n: int, tp: int, kv_width: float, block: int = 16, batch: int = 3615) -> float:
     """The most loaded b200-hgx's bytes for the FIT35 workload on n devices, by hand: its pipeline
     stage holds ⌈36/pp⌉ layers; it holds 1/tp of those layers' weights and KV heads."""
     pp = n // tp
     layers = math.ceil(QWEN_L / pp)
     s = 40960
     stored = math.ceil(s / block) * block                      # whole 16-token pages
-    kv_total = 3615 * stored * 2 * QWEN_L * QWEN_KV * QWEN_D * kv_width * max(1.0, tp / QWEN_KV)
+    kv_total = batch * stored * 2 * QWEN_L * QWEN_KV * QWEN_D * kv_width * max(1.0, tp / QWEN_KV)
     weights = QWEN_P * 2.0                                     # bf16
     reserves = max(0.08 * HGX_MEM, GiB)                        # 8% of the device, at least the 1 GiB runtime
     return (weights + kv_total) * layers / (QWEN_L * tp) + reserves
