@@ -89,3 +89,19 @@ def test_the_plan_counts_kv_at_its_engines_width() -> None:
     by_hand = 64 * 32768 * _values_per_token(m) * (2 * (64 + 4) / 256) * (1.0 + phi)
     assert p.metric("kv_bytes").value == pytest.approx(by_hand, rel=1e-12)
     assert p.byte_factors.quantization.value == pytest.approx(0.53125 / 2)
+
+
+def test_r4_compares_the_dtypes_own_width_not_the_scale_bytes() -> None:
+    """R4 (quantize to the narrowest admissible width before evicting) reads the dtype's bits: int4 at vLLM's
+    0.53 B a value with its scales is as narrow as fp4's bare 0.5 B, so with eviction allowed the plan may evict
+    at int4 (W2's point on 4 × B200: r = 0.5 is the fastest, 9.98 ms against 15.55 ms at r = 1)."""
+    from kvplan.lang import check_source
+    from kvplan.planner import plans_for
+
+    text = ("kvplan 1\n\ndeployment \"r4\" {\n    model   = llama-3-70b\n    device  = b200\n    devices = 4\n\n"
+            "    workload {\n        batch   = 32\n        context = 128k\n    }\n\n"
+            "    quality {\n        budget   = near-lossless\n        eviction = allowed\n    }\n}\n")
+    (p,) = plans_for(check_source(text, "r4.kvp"))
+    assert (p.kv_dtype.id, p.retention) == ("int4", 0.5)
+    ev = next(d for d in p.decisions if d.domain == "eviction")
+    assert not [o for o in ev.options if "R4" in str(o.reason)], ev.options
