@@ -3,6 +3,8 @@ the width plus the scale bytes the engine stores beside the values (issue 11).""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kvplan import catalog
@@ -105,3 +107,20 @@ def test_r4_compares_the_dtypes_own_width_not_the_scale_bytes() -> None:
     assert (p.kv_dtype.id, p.retention) == ("int4", 0.5)
     ev = next(d for d in p.decisions if d.domain == "eviction")
     assert not [o for o in ev.options if "R4" in str(o.reason)], ev.options
+
+
+def test_a_fallback_dtype_states_its_bytes_with_the_engines_scales(tmp_path: Path) -> None:
+    """int4 pinned, emitted for TensorRT-LLM (no int4 KV): the nvfp4 it is written as holds an FP8 scale per 16
+    values, 0.5625 B a value against the plan's 0.5 B (the TensorRT-LLM plan's int4, which it has no scales for)."""
+    from click.testing import CliRunner
+
+    from kvplan.cli import main
+
+    spec = tmp_path / "pin.kvp"
+    spec.write_text("kvplan 1\n\ndeployment \"pin\" {\n    model   = llama-3-70b\n    device  = b200\n"
+                    "    devices = 4\n\n    workload {\n        batch   = 32\n        context = 128k\n    }\n\n"
+                    "    quality {\n        budget = near-lossless\n    }\n\n    pin {\n        kv_dtype = int4\n"
+                    "    }\n}\n")
+    r = CliRunner().invoke(main, ["emit", str(spec), "--target", "trtllm", "-o", str(tmp_path / "out")])
+    assert "kv_dtype int4 → fp4" in r.output, r.output
+    assert "the nearest that is not lossier is fp4 (nvfp4), 1.125x the plan's bytes" in r.output, r.output
