@@ -3,8 +3,6 @@ the width plus the scale bytes the engine stores beside the values (issue 11).""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from kvplan import catalog
@@ -109,18 +107,18 @@ def test_r4_compares_the_dtypes_own_width_not_the_scale_bytes() -> None:
     assert not [o for o in ev.options if "R4" in str(o.reason)], ev.options
 
 
-def test_a_fallback_dtype_states_its_bytes_with_the_engines_scales(tmp_path: Path) -> None:
+def test_a_fallback_dtype_states_its_bytes_with_the_engines_scales() -> None:
     """int4 pinned, emitted for TensorRT-LLM (no int4 KV): the nvfp4 it is written as holds an FP8 scale per 16
     values, 0.5625 B a value against the plan's 0.5 B (the TensorRT-LLM plan's int4, which it has no scales for)."""
-    from click.testing import CliRunner
+    from kvplan.engines import emit
+    from kvplan.lang import check_source
+    from kvplan.planner import plans_for
 
-    from kvplan.cli import main
-
-    spec = tmp_path / "pin.kvp"
-    spec.write_text("kvplan 1\n\ndeployment \"pin\" {\n    model   = llama-3-70b\n    device  = b200\n"
-                    "    devices = 4\n\n    workload {\n        batch   = 32\n        context = 128k\n    }\n\n"
-                    "    quality {\n        budget = near-lossless\n    }\n\n    pin {\n        kv_dtype = int4\n"
-                    "    }\n}\n")
-    r = CliRunner().invoke(main, ["emit", str(spec), "--target", "trtllm", "-o", str(tmp_path / "out")])
-    assert "kv_dtype int4 → fp4" in r.output, r.output
-    assert "the nearest that is not lossier is fp4 (nvfp4), 1.125x the plan's bytes" in r.output, r.output
+    text = ("kvplan 1\n\ndeployment \"pin\" {\n    model   = llama-3-70b\n    device  = b200\n"
+            "    devices = 4\n\n    workload {\n        batch   = 32\n        context = 128k\n    }\n\n"
+            "    quality {\n        budget = near-lossless\n    }\n\n    pin {\n        kv_dtype = int4\n"
+            "    }\n}\n")
+    (p,) = plans_for(check_source(text, "pin.kvp"))
+    said = " ".join(emit(p, "trtllm").findings)
+    assert "kv_dtype int4 → fp4" in said, said
+    assert "the nearest that is not lossier is fp4 (nvfp4), 1.125x the plan's bytes" in said, said
