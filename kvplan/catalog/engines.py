@@ -22,7 +22,7 @@ import attrs
 
 from kvplan.base.errors import CatalogError
 from kvplan.base.records import record
-from kvplan.catalog import Device, Model, suggest
+from kvplan.catalog import DTYPES, Device, Model, suggest
 
 
 @record
@@ -151,6 +151,20 @@ _VLLM_SCALES = {
                                   "(vLLM 0.33.0): an FP8 scale per 16 values"),
 }
 
+#: SGLang 0.5.23 nvfp4 (layers/quantization/fp4_kv_cache_quant_method.py:744-768, NVFP4KVCacheMethod.compute_cell_size
+#: on SM100; MLA: model_executor/pool_configurator.py:387-398): d/2 FP4 data bytes and d/16 FP8 scale bytes per side.
+_SGLANG_SCALES = {
+    "fp4": PageScale(0.0, 1 / 16, "sglang/srt/layers/quantization/fp4_kv_cache_quant_method.py:744-768 (SGLang "
+                                  "0.5.23): an FP8 scale per 16 values"),
+}
+
+#: TensorRT-LLM nvfp4 (tensorrt_llm/_torch/pyexecutor/resource_manager.py, KVCacheManager.get_cache_size_per_token,
+#: commit d2a5560abdadfbdf496ce057696103e0509a71ed): ceil(x/2) + ceil(x/16) bytes for x values.
+_TRTLLM_SCALES = {
+    "fp4": PageScale(0.0, 1 / 16, "tensorrt_llm/_torch/pyexecutor/resource_manager.py get_cache_size_per_token "
+                                  "(commit d2a5560): an FP8 scale per 16 values"),
+}
+
 _ALL_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4", "fp4", "int2")
 
 #: The one table of engines; `any` is "no engine constraint". A literal dict: see the module docstring.
@@ -236,7 +250,7 @@ ENGINES: dict[str, Engine] = {
                },
                flags=Flags("--kv-cache-dtype", "--page-size", "--max-running-requests", "--context-length",
                            "--tp-size", "--pp-size"),
-               aliases=("sg-lang",),
+               aliases=("sg-lang",), page_scales=_SGLANG_SCALES,
                blackwell_pages=BlackwellPages(
                    (16, 32, 64, 128), (32, 64), 64,
                    "sglang/srt/arg_groups/overrides.py:1146-1199 (SGLang 0.5.23): on Blackwell the default MHA "
@@ -251,7 +265,7 @@ ENGINES: dict[str, Engine] = {
                kv_reads={"auto": _AUTO, "fp8": ("fp8", ""), "nvfp4": ("fp4", "")},
                flags=Flags("kv_cache_config.dtype", "kv_cache_config.tokens_per_block", "max_batch_size",
                            "max_seq_len", "tensor_parallel_size", "pipeline_parallel_size"),
-               aliases=("trt-llm", "tensorrt-llm", "tensorrt")),
+               aliases=("trt-llm", "tensorrt-llm", "tensorrt"), page_scales=_TRTLLM_SCALES),
     )
 }
 
@@ -270,6 +284,32 @@ def kv_refusal(engine: Engine, dtype: str, device: Device, model: Model) -> Opti
     if dtype == "fp4" and not device.fp4:
         return f"{device.id} has no FP4 formats in hardware"
     return None
+
+
+def scale_bytes_per_value(engine: Engine, dtype: str, model: Model) -> float:
+    """The scale bytes `engine`'s KV pool stores per KV value of `dtype` for `model`: its page scale's per-value
+    share plus its per-side bytes spread over the token-head's values, 2·per_side/(d + d_v) (= per_side/d where
+    d_v = d); PageScale.bytes_per_token_head over the (d + d_v) values it covers. An MLA latent holds no
+    per-token-head scale (kvplan.engines.common.kv_layout), only the per-value share."""
+    scale = engine.page_scales.get(dtype)
+    if scale is None:
+        return 0.0
+    if model.kv_kind == "mla":
+        return scale.per_value
+    d, dv = model.head_dim, model.v_head_dim or model.head_dim
+    return scale.bytes_per_token_head(d, dv) / (d + dv)
+
+
+def kv_width(engine: str, dtype: str, model: Model) -> float:
+    """Bytes per KV value as `engine` stores `dtype` for `model`: the dtype's width plus the engine's scale bytes
+    (its record's page_scales). The one width the planner's KV bytes use. For `any` (no engine constraint), the
+    least of the engines that can store the dtype: a lower bound, as the plan under `any` is (docs/planner.md); a
+    dtype no engine stores is its plain width."""
+    width = DTYPES[dtype].width
+    if engine != "any":
+        return width + scale_bytes_per_value(get_engine(engine), dtype, model)
+    extra = [scale_bytes_per_value(e, dtype, model) for k, e in ENGINES.items() if k != "any" and dtype in e.kv_names]
+    return width + min(extra, default=0.0)
 
 
 def kv_dtypes_for(engine: Engine, device: Device, model: Model) -> tuple[str, ...]:

@@ -37,7 +37,7 @@ from kvplan.base.outputs import folder_name
 from kvplan.base.records import record
 from kvplan.base.units import fmt_bytes
 from kvplan.catalog import DTYPE_ORDER, DTYPES, Dtype, Model
-from kvplan.catalog.engines import ENGINES, PageScale, kv_dtypes_for, kv_refusal
+from kvplan.catalog.engines import ENGINES, PageScale, kv_dtypes_for, kv_refusal, kv_width
 from kvplan.catalog.engines import Engine as EngineRecord
 from kvplan.engines.flagparse import Read
 from kvplan.model import memory
@@ -263,9 +263,12 @@ def map_choices(plan: Plan, backend: Backend) -> Mapped:
     else:
         dt = DTYPES[nearest_dtype(want, runs or list(backend.kv_dtypes))]
         refused = None if record is None else kv_refusal(record, want, sc.device, sc.model)
+        # bytes as the target's pool holds them, scales included, over the plan's (catalog.engines.kv_width)
+        ratio = (kv_width(backend.id, dt.id, sc.model) / plan.kv_width if record is not None
+                 else dt.width / DTYPES[want].width)
         changed.append(f"kv_dtype {want} → {dt.id}: {refused or f'{eng} has no {want} KV cache'} "
                        f"(it takes {', '.join(sorted(runs))} here); the nearest that is not lossier is "
-                       f"{dt.id} ({backend.kv_dtypes[dt.id]}), {dt.width / DTYPES[want].width:g}x the plan's bytes")
+                       f"{dt.id} ({backend.kv_dtypes[dt.id]}), {ratio:.4g}x the plan's bytes")
     block = plan.block_size
     if block not in backend.block_sizes:
         block = nearest_block(plan.block_size, backend.block_sizes)
@@ -447,7 +450,7 @@ def size(plan: Plan, mapped: Mapped, reserves: Optional[Reserves] = None,
     m = sc.model
     tp, pp = plan.tp, plan.pp
     repl = replication(plan)
-    per_token_plan = m.n_layers * m.kv_elems_per_layer * plan.kv_dtype.width * repl
+    per_token_plan = m.n_layers * m.kv_elems_per_layer * plan.kv_width * repl
     plan_kv = plan.metric("kv_bytes").value
     plan_tokens = _whole(plan_kv / per_token_plan)
     tokens = plan_tokens
@@ -464,7 +467,7 @@ def size(plan: Plan, mapped: Mapped, reserves: Optional[Reserves] = None,
     activation, runtime = (plan.reserves if reserves is None else reserves).resolve(sc.device.memory)
     tier_tokens = 0.0
     if mapped.tier != "none" and plan.tier.bytes is not None:
-        tier_tokens = plan.tier.bytes.value / (m.n_layers * m.kv_elems_per_layer * plan.kv_dtype.width)
+        tier_tokens = plan.tier.bytes.value / (m.n_layers * m.kv_elems_per_layer * plan.kv_width)
         if mapped.retention != plan.retention:
             tier_tokens /= plan.retention
     return Sizing(layout, mapped.block, blocks, plan_tokens, tokens, sc.batch, sc.context,

@@ -23,7 +23,7 @@ from kvplan.base.evidence import Value, assumed, derived
 from kvplan.base.records import record
 from kvplan.base.units import fmt_unit
 from kvplan.catalog import DTYPE_ORDER, DTYPES, Model, get_link, suggest
-from kvplan.catalog.engines import concrete, default_block_for, get_engine, kv_dtypes_for
+from kvplan.catalog.engines import concrete, default_block_for, get_engine, kv_dtypes_for, kv_width
 from kvplan.catalog.quality import BUDGETS, admissible
 from kvplan.lang import CheckResult
 from kvplan.model import memory
@@ -186,7 +186,7 @@ def plan(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DE
     ev = search.evaluate(sc.model, sc.device, batch=sc.batch, context=sc.context, w_p=sc.weights.width,
                          sharing=setup.sigma, frag=setup.phi, reserved=setup.reserved, space=found.space,
                          pipeline=found.pipeline, bound=sc.max_context, attention_dp=sc.attention_dp,
-                         replicas=sc.replicas)                         # evaluate
+                         replicas=sc.replicas, engine=sc.engine)       # evaluate
     kept = _apply_rules(sc, ev, found.space, found.why, rules, found.layout_gap)  # rules
     best = _choose(sc, ev, kept, min_gain)                             # choose
     knobs = _Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, setup.reserved)
@@ -385,7 +385,8 @@ def _outcome(sc: Scenario, setup: _Setup, map0: _Map0, ev: Evaluated, best: int,
     kv = DTYPES[str(ev.dtype[best])]
     r, n, tp, placement = float(ev.retention[best]), int(ev.n[best]), int(ev.tp[best]), str(ev.placement[best])
     factors = KvFactors(retention=r, sharing=setup.sigma, frag=setup.phi)
-    cfg = rf.Config(m, d, n_devices=n, tp=tp, w_p=w_p, w_kv=kv.width, factors=factors, placement=placement,
+    w_kv = kv_width(sc.engine, kv.id, m)  # the engine's bytes per value, scales included
+    cfg = rf.Config(m, d, n_devices=n, tp=tp, w_p=w_p, w_kv=w_kv, factors=factors, placement=placement,
                     reserved=setup.reserved, attention_dp=sc.attention_dp)
     base = rf.Config(m, d, n_devices=n, tp=tp, w_p=w_p, w_kv=2.0, placement="striped", reserved=setup.reserved,
                      attention_dp=sc.attention_dp)
@@ -394,7 +395,7 @@ def _outcome(sc: Scenario, setup: _Setup, map0: _Map0, ev: Evaluated, best: int,
     metrics = laid.with_speedup(derived(baseline.step_time.value / laid.step_time.value, "x",
                                         "baseline step time / plan step time (memory-bound, docs/model.md §6)"))
     unmet = _unmet(sc, ev, best, found, setup, knobs, suggest)
-    tier = _tier(sc, kv.width, factors, tp, knobs.eta)                 # tier
+    tier = _tier(sc, w_kv, factors, tp, knobs.eta)                 # tier
     s_star1 = _f(rf.s_star(cfg, b))
     s_cap1 = _f(rf.s_cap(cfg, b, setup.block))
     return Plan(
@@ -402,9 +403,9 @@ def _outcome(sc: Scenario, setup: _Setup, map0: _Map0, ev: Evaluated, best: int,
         sharing=setup.sigma, placement=placement, n_devices=n, tp=tp, pp=n // tp, tier=tier,
         regime_before=map0.regime, regime_after=str(rf.regime(s, s_star1, s_cap1)),
         map_before=_map_before(sc, map0),
-        map_after=_map_after(sc, cfg, kv.width, factors, s_star1, s_cap1, setup.block),
+        map_after=_map_after(sc, cfg, w_kv, factors, s_star1, s_cap1, setup.block),
         metrics=metrics, baseline=baseline,
-        byte_factors=_byte_factors(kv.width, r, s, setup), decisions=(), unmet=tuple(unmet),
+        byte_factors=_byte_factors(w_kv, r, s, setup), decisions=(), unmet=tuple(unmet),
         assumptions=_assumptions(sc, knobs, setup.reserves, tier, setup.sigma),
         candidates_evaluated=len(ev), feasible=bool(kept.feasible), reserves=setup.reserves,
     )
@@ -858,7 +859,7 @@ def _fit_suggestions(sc: Scenario, ev: Evaluated, best: int, space: Space, sigma
     if dt is not None:
         sugg.append(dt)
     cfg = rf.Config(sc.model, sc.device, n_devices=int(ev.n[best]), tp=int(ev.tp[best]), w_p=w_p,
-                    w_kv=DTYPES[dtype].width, factors=KvFactors(r, sigma, phi), placement=placement,
+                    w_kv=kv_width(sc.engine, dtype, sc.model), factors=KvFactors(r, sigma, phi), placement=placement,
                     reserved=knobs.reserved, attention_dp=sc.attention_dp)
     s_fit = _f(rf.s_cap(cfg, sc.batch))
     if s_fit > 0:

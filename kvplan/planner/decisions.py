@@ -230,16 +230,18 @@ def _quantization(inp: _Inputs) -> Decision:
     yields = "R3" in inp.yielded
     q_rules = ("R3", "R6") if yields else ("R3",) if r3 else ("R4",) if kv.id != "bf16" else ()
     evidence, evidence_text = _reported(for_choice("quantization", kv_dtype=kv.id))
-    s_q = compression_gain(p, 2.0 / kv.width).gain
+    w_kv = p.kv_width  # the engine's bytes per value, scales included
+    scales = f", {w_kv:.4g} B with the engine's scales" if w_kv != kv.width else ""
+    s_q = compression_gain(p, 2.0 / w_kv).gain
     return Decision(
         domain="quantization", title="KV cache dtype", choice=kv.id, rules=q_rules,
         context=(f"quality budget '{sc.budget}', engine {sc.engine}",
                  f"admissible here: {', '.join(space.dtypes)}"),
-        decision=(f"We will store the KV cache as {kv.id} ({kv.width:g} B per element)."
+        decision=(f"We will store the KV cache as {kv.id} ({kv.width:g} B per element{scales})."
                   + (" The point is below s*, so the cache stays uncompressed (R3)." if r3 else "")
                   + (" The point is below s*, but 16-bit KV does not fit on the allowed devices and R6 cannot shard"
                      " further, so R3 yields to capacity: this is the least lossy width that fits." if yields else "")),
-        numbers=(("byte_factor", derived(kv.width / 2.0, "x", "w_q / w_kv")),
+        numbers=(("byte_factor", derived(w_kv / 2.0, "x", "w_q / w_kv")),
                  ("speedup_from_quantization", derived(s_q, "x", "S(c) = (W+K)/(W+K/c) with c = 2/w_q; W weight "
                                                            "bytes, K 16-bit KV bytes read per step on this "
                                                            "layout, prefix sharing as planned (docs/model.md §6)"))),

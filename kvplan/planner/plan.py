@@ -13,6 +13,7 @@ from kvplan.base.evidence import Value
 from kvplan.base.json_types import JSONValue
 from kvplan.base.records import record
 from kvplan.catalog import Device, Dtype, Link, Model, get_link
+from kvplan.catalog.engines import kv_width
 from kvplan.model.kernels.flashinfer import plan_kernel
 from kvplan.model.memory import Reserves
 from kvplan.model.scenario import Scenario
@@ -217,6 +218,12 @@ class Plan:
         """A metric by its label, for a name the user wrote (`expect { step_time < 30ms }`); KeyError
         for one the plan has not. Code that knows which metric it wants reads the field."""
         return dict(self.metrics.items())[key]
+
+    @property
+    def kv_width(self) -> float:
+        """Bytes per KV value as the plan's engine stores its dtype, scales included (catalog.engines.kv_width):
+        the width its KV bytes are counted at."""
+        return kv_width(self.scenario.engine, self.kv_dtype.id, self.scenario.model)
 
     @property
     def choices(self) -> dict[str, JSONValue]:

@@ -14,7 +14,8 @@ import attrs
 import numpy as np
 
 from kvplan.base.records import record
-from kvplan.catalog import DTYPES, Device, Model
+from kvplan.catalog import Device, Model
+from kvplan.catalog.engines import kv_width
 from kvplan.catalog.quality import lossiness_rank
 from kvplan.model import memory
 from kvplan.model import roofline as rf
@@ -126,18 +127,19 @@ class Evaluated:
 
 def evaluate(model: Model, device: Device, *, batch: int, context: int, w_p: float, sharing: float, frag: float,
              reserved: float, space: Space, pipeline: bool = True, bound: Optional[int] = None,
-             attention_dp: int = 1, replicas: int = 1) -> Evaluated:
+             attention_dp: int = 1, replicas: int = 1, engine: str = "any") -> Evaluated:
     """Evaluate every combination of the space's axes with the SPEC §3–6 equations.
     Without pipeline parallelism (an engine that has none) every device is a tensor-parallel rank.
     `reserved` is the bytes per device the reserves keep free (kvplan.model.memory.Reserves.total); a
     candidate fits when its most loaded device does (kvplan.model.memory), and, with a `bound` (the
     longest sequence the engine admits, workload.max_context), when its pool also holds one sequence
     of the bound: an engine refuses to start otherwise. `attention_dp` attention groups each hold
-    their own sequences (roofline.kv_replication); `replicas` copies multiply the throughput."""
+    their own sequences (roofline.kv_replication); `replicas` copies multiply the throughput. A candidate's
+    KV width is the dtype's as `engine` stores it, scales included (catalog.engines.kv_width)."""
     grid = [(d, r, n, t, p) for n in space.counts for t in space.splits(model, n, pipeline)
             for p in space.placements for d in space.dtypes for r in space.retentions]
     dt = np.array([g[0] for g in grid])
-    w = np.array([DTYPES[g[0]].width for g in grid])
+    w = np.array([kv_width(engine, g[0], model) for g in grid])
     r = np.array([g[1] for g in grid], dtype=np.float64)
     n = np.array([g[2] for g in grid], dtype=np.int64)
     tp = np.array([g[3] for g in grid], dtype=np.int64)

@@ -63,7 +63,7 @@ def _regime_map_image(p: Plan) -> tuple[str, bytes] | None:
 
     sc = p.scenario
     cfg = rf.Config(sc.model, sc.device, n_devices=p.n_devices, tp=p.tp, w_p=sc.weights.width,
-                    w_kv=p.kv_dtype.width, factors=KvFactors(p.retention, p.sharing, 0.0), placement=p.placement,
+                    w_kv=p.kv_width, factors=KvFactors(p.retention, p.sharing, 0.0), placement=p.placement,
                     attention_dp=sc.attention_dp)
     kv = list(dict.fromkeys(["bf16", p.kv_dtype.id]))
     with tempfile.TemporaryDirectory(prefix="kvplan-") as tmp:

@@ -37,15 +37,17 @@ def lint(tmp_path: Path, text: str, name: str = "t.kvp") -> Any:
 
 
 def test_36_layers_over_35_stages_does_not_fit_and_lint_says_so(tmp_path: Path) -> None:
-    # 35 devices: tp must divide 35 and the 32 query heads, so tp = 1 and 35 stages; one holds 2 layers
-    by_hand = qwen_device_bytes(35, 1, 0.5)
-    assert by_hand > HGX_MEM                                    # ≈ 318 GB on a 180 GB device
+    # 35 devices: tp must divide 35 and the 32 query heads, so tp = 1 and 35 stages; one holds 2 layers.
+    # int4 at 0.5 B a value and vLLM's fp32 scale per token-head and side (4 B per 128 values), as the one engine
+    # that stores int4 does; batch 3,200 (FIT35's 3,615 no longer fits 35 devices in total once scales count)
+    by_hand = qwen_device_bytes(35, 1, 0.5 + 4 / 128, batch=3200)
+    assert by_hand > HGX_MEM                                    # ≈ 301 GB on a 180 GB device
     # ... while the totals fit: what the planner checked before
-    kv_total = 3615 * math.ceil(40960 / 16) * 16 * 2 * QWEN_L * QWEN_KV * QWEN_D * 0.5
+    kv_total = 3200 * math.ceil(40960 / 16) * 16 * 2 * QWEN_L * QWEN_KV * QWEN_D * (0.5 + 4 / 128)
     assert QWEN_P * 2.0 + kv_total <= 35 * HGX_MEM * 0.92
 
-    pinned = plan_of(FIT35.format(devices="35"))
-    assert (pinned.n_devices, pinned.tp, pinned.pp) == (35, 1, 35)
+    pinned = plan_of(FIT35.format(devices="35").replace("batch   = 3615", "batch   = 3200"))
+    assert (pinned.n_devices, pinned.tp, pinned.pp, pinned.kv_dtype.id) == (35, 1, 35, "int4")
     assert any(u.constraint == "fits" for u in pinned.unmet)
     assert pinned.metric("device_need").value == pytest.approx(by_hand, rel=1e-9)
     unmet = next(u for u in pinned.unmet if u.constraint == "fits")

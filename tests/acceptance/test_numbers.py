@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from kvplan import catalog
+from kvplan.catalog.engines import kv_width
 from kvplan.cli import main
 from kvplan.lang import check_source
 from tests.unit.lang.test_numbers import EXAMPLES
@@ -364,16 +365,20 @@ def test_map_advise_report_and_emit_agree_for_every_example(spec: str, tmp_path:
         mp = _map_json(sc, n, tp, kv, ch["placement"])
         mr, ma, met = mp["results"], p["map_after"], p["metrics"]
         assert mp["devices"] == n and mp["tensor_parallel"] == tp and mp["kv_dtype"] == kv
-        # κ and s*: advise's are map's through the traffic factor r/σ (SPEC §3, §5)
-        assert _v(ma, "kappa") == pytest.approx(_v(mr, "kappa") * r_ / sigma, rel=1e-12)
-        assert _v(ma, "s_star") == pytest.approx(_v(mr, "s_star") * sigma / r_, rel=1e-9)
-        # KV bytes: map's b·B_kv(s)·replication times r(1+φ)/σ
-        per_token = _v(mr, "kv_bytes_stored") / (b * s)  # κ × tp replication, all layers
-        assert _v(met, "kv_bytes") == pytest.approx(_v(mr, "kv_bytes_stored") * r_ * (1 + phi) / sigma, rel=1e-12)
-        # step time: map's streams, the KV stream scaled by r/σ
+        # `map` names no engine and draws the paper's width; the plan counts KV at its engine's, scales included
+        # (kvplan.catalog.engines.kv_width): q = that width / the dtype's
+        q = kv_width(sc.engine, kv, sc.model) / catalog.DTYPES[kv].width
+        # κ and s*: advise's are map's through q and the traffic factor r/σ (SPEC §3, §5)
+        assert _v(ma, "kappa") == pytest.approx(_v(mr, "kappa") * q * r_ / sigma, rel=1e-12)
+        assert _v(ma, "s_star") == pytest.approx(_v(mr, "s_star") * sigma / (q * r_), rel=1e-9)
+        # KV bytes: map's b·B_kv(s)·replication times q·r(1+φ)/σ
+        per_token = _v(mr, "kv_bytes_stored") / (b * s) * q  # κ × tp replication, all layers, engine width
+        assert _v(met, "kv_bytes") == pytest.approx(_v(mr, "kv_bytes_stored") * q * r_ * (1 + phi) / sigma,
+                                                    rel=1e-12)
+        # step time: map's streams, the KV stream scaled by q·r/σ
         t_w, t_kv, t_c = _v(mr, "step_time_weights"), _v(mr, "step_time_kv"), _v(mr, "step_time_compute")
-        assert _v(met, "step_time") == pytest.approx(max(t_w + t_kv * r_ / sigma, t_c), rel=1e-12)
-        if r_ == 1 and sigma == 1:
+        assert _v(met, "step_time") == pytest.approx(max(t_w + t_kv * q * r_ / sigma, t_c), rel=1e-12)
+        if r_ == 1 and sigma == 1 and q == 1:
             assert _v(met, "step_time") == pytest.approx(_v(mr, "step_time"), rel=1e-12)
         # s_cap after the plan: map's memory less the reserve, in whole pages
         free = _v(mr, "capacity") * (1 - reserve) - _v(mr, "weight_bytes")

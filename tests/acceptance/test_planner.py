@@ -31,7 +31,9 @@ def test_advise_json_contract_and_values(tmp_path: Any) -> None:
         q = plan_json["metrics"][key]
         assert set(q) == {"value", "unit", "evidence", "source"} and q["evidence"] == "derived"
     assert plan_json["choices"]["kv_dtype"] == "int4"
-    assert plan_json["metrics"]["kv_bytes"]["value"] == pytest.approx(32 * 128_000 * KAPPA / 4)
+    # int4 as vLLM (the one engine that stores it) does: 0.5 B a value and an fp32 scale per token-head and side,
+    # 4 B per d_h = 128 values; κ is at 2 B a value
+    assert plan_json["metrics"]["kv_bytes"]["value"] == pytest.approx(32 * 128_000 * KAPPA * (0.5 + 4 / 128) / 2)
 
 
 def test_cannot_fit_exits_1_with_shortfall_and_smallest_change(tmp_path: Any) -> None:
@@ -42,7 +44,7 @@ def test_cannot_fit_exits_1_with_shortfall_and_smallest_change(tmp_path: Any) ->
     assert "KV301" in r.stdout
     sc = scenario(f.read_text())
     p = plan(sc)
-    need = W + 500 * 128_000 * KAPPA * (p.kv_dtype.width / 2)
+    need = W + 500 * 128_000 * KAPPA * (p.kv_width / 2)
     short_gb = (need - 2 * B200_MEM * (1 - DEFAULT_RESERVE)) / 1e9
     unmet = p.unmet[0]
     assert unmet.constraint == "fits"
@@ -54,7 +56,7 @@ def test_cannot_fit_exits_1_with_shortfall_and_smallest_change(tmp_path: Any) ->
     def fits_on(n: int) -> bool:
         for t in (t for t in range(1, n + 1) if n % t == 0 and 64 % t == 0 and (8 % t == 0 or t % 8 == 0)
                   and n // t <= 80):
-            kv = 500 * 128_000 * KAPPA * (p.kv_dtype.width / 2) * max(1.0, t / 8)
+            kv = 500 * 128_000 * KAPPA * (p.kv_width / 2) * max(1.0, t / 8)
             if (W + kv) * math.ceil(80 / (n // t)) / (80 * t) <= B200_MEM * (1 - DEFAULT_RESERVE):
                 return True
         return False

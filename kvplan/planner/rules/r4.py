@@ -7,16 +7,20 @@ from typing import Optional
 
 from kvplan.base.diagnostics import Diagnostic, make
 from kvplan.base.evidence import derived
+from kvplan.catalog import DTYPES
 from kvplan.planner.plan import Rejection
 from kvplan.planner.rules.rule import PinView, Rule, SearchView, pinned_kv
 
 
 def reject(v: SearchView, i: int) -> Optional[Rejection]:
     ev = v.ev
-    if not (ev.retention[i] < 1.0 and ev.width[i] > v.narrowest) or v.pinned("kv_dtype") or v.pinned("retention"):
+    # the dtype's own width, as `narrowest` is: quantizing is about bits a value, not the engine's scale bytes
+    # (ev.width, which holds them, would put int4 at 0.53 B above fp4's bare 0.5 B and evict nothing at int4)
+    width = DTYPES[str(ev.dtype[i])].width
+    if not (ev.retention[i] < 1.0 and width > v.narrowest) or v.pinned("kv_dtype") or v.pinned("retention"):
         return None
     return RULE.rejection("quantize to the narrowest admissible width before evicting",
-                          (("kv_width", derived(float(ev.width[i]), "B", "bytes per KV element")),
+                          (("kv_width", derived(width, "B", "bytes per KV element")),
                            ("narrowest_width", derived(v.narrowest, "B", "narrowest admissible bytes per KV element"))))
 
 

@@ -38,7 +38,7 @@ class SearchView:
     scenario: Scenario
     ev: Evaluated
     weights_read: float    # weight bytes one step reads (B)
-    narrowest: float       # the narrowest KV width in the space (B per element)
+    narrowest: float       # the narrowest KV dtype width in the space (B per element, no scale bytes)
 
     def pinned(self, key: str) -> bool:
         return key in self.scenario.pins

@@ -127,7 +127,7 @@ def vllm_token_bytes(p: Plan, kv_dtype: str) -> float:
 def plan_tokens(p: Plan) -> float:
     """The token slots the plan's KV bytes hold: KV bytes per GPU / bytes per token per GPU."""
     m = p.scenario.model
-    return p.metric("kv_bytes").value / p.n_devices / token_bytes(p, p.kv_dtype.width, m.n_layers / p.pp)
+    return p.metric("kv_bytes").value / p.n_devices / token_bytes(p, p.kv_width, m.n_layers / p.pp)
 
 
 def weights_per_gpu(p: Plan) -> float:
@@ -397,11 +397,10 @@ def test_engine_capacity_is_the_plans_footprint_within_one_block(spec: str, p: P
         assert rows["kv_pool_per_gpu"].value == int(fl["--kv-cache-memory-bytes"]) == (tokens // size + 1) * per_block
     elif p.scenario.model.n_layers % p.pp == 0:  # bytes per GPU: the plan's KV / devices, up to one block
         pool = rows["kv_pool_per_gpu"].value
-        # NVFP4 stores one FP8 scale per 16 values beside the 4-bit data: 1.125x the plan's 4-bit bytes
-        # (TensorRT-LLM get_cache_size_per_token, SGLang's nvfp4 cell: docs/engine-memory.md)
-        scale = 1.125 if p.kv_dtype.id == "fp4" else 1.0
-        plan_gpu = p.metric("kv_bytes").value / p.n_devices * scale
-        assert plan_gpu * (1 - 1e-9) <= pool < plan_gpu + size * token_bytes(p, p.kv_dtype.width) * scale + 1
+        # the plan counts NVFP4's FP8 scale per 16 values as the engines do (p.kv_width: TensorRT-LLM
+        # get_cache_size_per_token, SGLang's nvfp4 cell: docs/engine-memory.md), so the pool is the plan's bytes
+        plan_gpu = p.metric("kv_bytes").value / p.n_devices
+        assert plan_gpu * (1 - 1e-9) <= pool < plan_gpu + size * token_bytes(p, p.kv_width) + 1
 
 
 _MODELS = ["llama-3-70b", "llama-3-8b", "qwen2.5-7b", "deepseek-v3", "mixtral-8x7b", "llama-2-13b"]

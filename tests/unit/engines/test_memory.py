@@ -52,31 +52,41 @@ def plan_of(text: str, path: str = "t.kvp", **overrides: Any) -> Any:
     return p
 
 
-def qwen_device_bytes(n: int, tp: int, kv_width: float, block: int = 16) -> float:
+def qwen_device_bytes(n: int, tp: int, kv_width: float, block: int = 16, batch: int = 3615) -> float:
     """The most loaded b200-hgx's bytes for the FIT35 workload on n devices, by hand: its pipeline
     stage holds ⌈36/pp⌉ layers; it holds 1/tp of those layers' weights and KV heads."""
     pp = n // tp
     layers = math.ceil(QWEN_L / pp)
     s = 40960
     stored = math.ceil(s / block) * block                      # whole 16-token pages
-    kv_total = 3615 * stored * 2 * QWEN_L * QWEN_KV * QWEN_D * kv_width * max(1.0, tp / QWEN_KV)
+    kv_total = batch * stored * 2 * QWEN_L * QWEN_KV * QWEN_D * kv_width * max(1.0, tp / QWEN_KV)
     weights = QWEN_P * 2.0                                     # bf16
     reserves = max(0.08 * HGX_MEM, GiB)                        # 8% of the device, at least the 1 GiB runtime
     return (weights + kv_total) * layers / (QWEN_L * tp) + reserves
+
+
+#: Bytes per KV value as each engine's pool holds it for qwen3-8b (d_h = 128), by hand: NVFP4 holds an FP8 scale
+#: per 16 values in all three (0.5 + 1/16); vLLM's *_per_token_head one fp32 scale per token-head and side (+ 4/128);
+#: TensorRT-LLM's int8 (written `auto`) none. `any` takes the least of the engines that store the dtype.
+QWEN_KV_WIDTH = {
+    "any": {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5 + 4 / 128, "fp4": 0.5 + 1 / 16},
+    "vllm": {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0 + 4 / 128, "int4": 0.5 + 4 / 128, "fp4": 0.5 + 1 / 16},
+    "sglang": {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5 + 1 / 16},
+    "trtllm": {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5 + 1 / 16},
+}
 
 
 def test_a_plan_that_fits_fits_every_backend_and_the_numbers_agree() -> None:
     """The planner's per-device figure is emit's per-GPU figure (within one page of KV), and a plan
     the planner says fits fits every engine it is emitted for.
 
-    One known gap (issue 11, open): the planner stores NVFP4 KV at 4 bits a value, the engines with the FP8
-    scale of each 16 values beside it (1.125x), so an fp4 plan the planner fits with less than 12.5% of KV
-    to spare does not fit TensorRT-LLM's pool. The gap is asserted exactly, so the test fails once it closes."""
+    The planner counts KV at the engine's bytes per value, scales included (issue 11: it counted NVFP4 at 4 bits
+    a value, so the fp4 plan on 36 devices did not fit TensorRT-LLM's pool, whose FP8 scales add 12.5%)."""
     gaps: list[tuple[str, str]] = []
     for devices in ("<= 35", "35", "<= 64", "36", "48"):
         p = plan_of(FIT35.format(devices=devices))
         fits = not any(u.constraint == "fits" for u in p.unmet)
-        by_hand = qwen_device_bytes(p.n_devices, p.tp, p.kv_dtype.width)
+        by_hand = qwen_device_bytes(p.n_devices, p.tp, QWEN_KV_WIDTH["any"][p.kv_dtype.id])
         assert p.metric("device_need").value == pytest.approx(by_hand, rel=1e-9)
         for target in ("vllm", "sglang", "trtllm"):
             out = emit(p, target, sizing="exact")
@@ -87,10 +97,8 @@ def test_a_plan_that_fits_fits_every_backend_and_the_numbers_agree() -> None:
             rows = dict(out.capacity)
             per_gpu = rows["memory_needed_per_gpu"].value
             page = rows["kv_pool_per_gpu"].value / 1e6  # any gap is block rounding, far below a MB
-            # NVFP4 holds an FP8 scale per 16 values in SGLang's and TensorRT-LLM's pools: 1.125x the 4-bit bytes
-            scaled = 1.125 if q.kv_dtype.id == "fp4" and target != "vllm" else 1.0
-            by_hand_q = qwen_device_bytes(q.n_devices, q.tp, q.kv_dtype.width * scaled, q.block_size)
-            if target == "vllm":  # vLLM's page holds scales (int4/int8) and a null block: more KV, same rest
+            by_hand_q = qwen_device_bytes(q.n_devices, q.tp, QWEN_KV_WIDTH[target][q.kv_dtype.id], q.block_size)
+            if target == "vllm":  # vLLM's pool holds a null block: more KV, same rest
                 pool, plan_kv = rows["kv_pool_per_gpu"].value, rows["plan_kv_per_gpu"].value
                 assert pool >= plan_kv
                 assert per_gpu - pool == pytest.approx(by_hand_q - plan_kv, abs=1e6)
@@ -103,4 +111,4 @@ def test_a_plan_that_fits_fits_every_backend_and_the_numbers_agree() -> None:
             if fits and "→" not in " ".join(out.findings):  # a fallback dtype may cost more (TRT-LLM's nvfp4 for
                 # int4 is 1.125x with its FP8 scales) and is then an error, not a fit
                 assert not [f for f in out.findings if "does not fit" in f], (devices, target, out.findings)
-    assert gaps == [("36", "trtllm")]
+    assert gaps == []

@@ -228,7 +228,7 @@ def test_hicache_host_pool_is_larger_than_the_device_pool_by_the_tier() -> None:
     page = int(fl["--page-size"])
     cell = sgl.cell_bytes(p.scenario.model, p.kv_dtype.id, p.tp, p.pp)
     host = (int(gb * 1e9 // cell) // page + 1) * page     # pool_host/base.py:205-246
-    tier = p.tier.bytes.value / (32 * 8 * 256 * p.kv_dtype.width)
+    tier = p.tier.bytes.value / (32 * 8 * 256 * p.kv_width)
     assert host > device
     assert host - device >= tier - page
 

@@ -80,7 +80,7 @@ def test_w3_prefix_sharing_sigma() -> None:
     p = plan(sc)
     sigma = 8 * 128_000 / (96_000 + 8 * 32_000)
     assert p.sharing == pytest.approx(sigma)
-    w = p.kv_dtype.width
+    w = p.kv_width
     assert p.metric("kv_bytes").value == pytest.approx(8 * 128_000 * KAPPA * (w / 2) / sigma)
     assert p.byte_factors.prefix_caching.value == pytest.approx(1 / sigma)
 
