@@ -426,8 +426,8 @@ def _derive(engine: str, wl: _Workload, spec: Callable[[tuple[int, str], tuple[i
         rounded = ", rounded down to 1Ki" if c >= 1024 else ""
         c = c - c % 1024 if c >= 1024 else c
         return wl.batch, (c, f"derived: the longest context at which {b} sequences fit the KV pool the "
-                             f"pinned memory leaves (kvplan's memory model and the engine's sizing{rounded}); pass --context for the "
-                             "typical one")
+                             f"pinned memory leaves (kvplan's memory model and the engine's sizing{rounded}); "
+                             "pass --context for the typical one")
     if not fits(1, context[0]):
         return (1, f"{flag} is not set, and the pool holds no sequence of {context[0]:,} tokens"), context
     b = _largest(1, limits.MAX_BATCH, lambda x: fits(x, context[0]))
