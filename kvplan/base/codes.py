@@ -13,9 +13,9 @@ from __future__ import annotations
 import enum
 from typing import Mapping
 
-import attrs
+from attrs import Factory
 
-from kvplan.base.records import record
+from kvplan.base.records import field, record
 
 
 class Severity(str, enum.Enum):
@@ -48,7 +48,7 @@ class Code:
     stage: Stage
     severity: Severity  # the default; a finding may report a lower one
     title: str          # one line, used as SARIF shortDescription
-    page: str = attrs.field(default=attrs.Factory(lambda self: f"docs/rules/{self.code}.md", takes_self=True))
+    page: str = field(default=Factory(lambda self: f"docs/rules/{self.code}.md", takes_self=True))
 
 
 E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO  # noqa: E741  (I: info, beside E and W)

@@ -18,10 +18,8 @@ from __future__ import annotations
 
 from typing import Mapping, Optional
 
-import attrs
-
 from kvplan.base.errors import CatalogError
-from kvplan.base.records import record
+from kvplan.base.records import field, record
 from kvplan.catalog import DTYPES, Device, Model, suggest
 
 
@@ -38,7 +36,7 @@ class Flags:
     pp: str
 
 
-@attrs.frozen(slots=True)
+@record
 class PageScale:
     """Bytes an engine's KV page stores beside each token-head's K values (and again beside its V values): a
     fixed number per token-head and side (`per_side`: one fp32 scale is 4 B) and a share per value
@@ -53,7 +51,7 @@ class PageScale:
         return 2 * self.per_side + (head_size + head_size_v) * self.per_value
 
 
-@attrs.frozen(slots=True)
+@record
 class MemoryDefaults:
     """How an engine sizes its KV pool from a memory fraction, and kvplan's assumed figures for the terms the
     engine measures at start-up (each overridable on `kvplan emit`; docs/engine-memory.md)."""
@@ -85,7 +83,7 @@ class KvRequires:
     no_mla: str = ""              # refused for models with multi-head latent attention
 
 
-@attrs.frozen(slots=True)
+@record
 class BlackwellPages:
     """The page sizes an engine's default attention backend takes on NVIDIA Blackwell (an NVIDIA device with FP4
     formats in hardware, Device.fp4: SM100/SM120), for MHA and for MLA models, and the page the engine changes
@@ -116,13 +114,13 @@ class Engine:
     pipeline: bool = True          # pipeline-parallel stages
     tiers: tuple[str, ...] = ()    # second tiers its emitted config can hold (natively or through LMCache)
     lmcache: bool = False          # LMCache loads into it (engines.md § LMCache)
-    kv_reads: KvReads = attrs.field(factory=dict)   # its KV dtype names read back (kvplan import)
+    kv_reads: KvReads = field(factory=dict)   # its KV dtype names read back (kvplan import)
     flags: Flags = NO_FLAGS
     aliases: tuple[str, ...] = ()  # words people write for it in a spec (`trt-llm`), offered as suggestions
-    page_scales: Mapping[str, PageScale] = attrs.field(factory=dict)  # scale bytes in its KV page, per dtype id
+    page_scales: Mapping[str, PageScale] = field(factory=dict)  # scale bytes in its KV page, per dtype id
     memory: Optional[MemoryDefaults] = None  # its fill-mode sizing (kvplan emit --sizing fill)
     #: kvplan dtype id -> the device or model condition under which the engine stores KV in it (absent: always)
-    kv_requires: Mapping[str, KvRequires] = attrs.field(factory=dict)
+    kv_requires: Mapping[str, KvRequires] = field(factory=dict)
     #: the page sizes its default attention backends take on NVIDIA Blackwell, where they differ (absent: the same)
     blackwell_pages: Optional[BlackwellPages] = None
 

@@ -28,6 +28,7 @@ import attrs
 from kvplan.base import files
 from kvplan.base.errors import CatalogError, ConfigError, KvplanError
 from kvplan.base.json_types import JSONObject, JSONValue
+from kvplan.base.records import record
 from kvplan.catalog import Model, WeightBytes, get_model, hf_config, weight_bytes
 
 #: `org/name`, as the hub spells repo ids (letters, digits, `-`, `_`, `.`; at most 96 characters each).
@@ -37,7 +38,7 @@ INDEX = "model.safetensors.index.json"
 _TRUE = frozenset({"1", "on", "yes", "true"})
 
 
-@attrs.frozen(slots=True)
+@record
 class HubFile:
     """One file read for a model: the repo (or local folder), its name, the revision, where it lies."""
 
@@ -51,7 +52,7 @@ class HubFile:
         return f"{self.filename} of {self.repo} @ {self.revision}"
 
 
-@attrs.frozen(slots=True)
+@record
 class Resolved:
     model: Model
     files: tuple[HubFile, ...] = ()

@@ -22,7 +22,7 @@ import attrs
 
 from kvplan.base.errors import CatalogError, KvplanError
 from kvplan.base.evidence import Value, reported
-from kvplan.base.records import record
+from kvplan.base.records import field, record
 from kvplan.catalog import DTYPES, CatalogEntry, _float, _int, _load_toml, _opt_text, _text, dtype
 
 DOMAINS = ("quantization", "eviction", "tiering")
@@ -54,7 +54,7 @@ class QualityResult:
 
     id: str
     method: str
-    domain: str = attrs.field(validator=attrs.validators.in_(DOMAINS))
+    domain: str = field(validator=attrs.validators.in_(DOMAINS))
     setting: str
     model: str
     benchmark: str
@@ -64,10 +64,10 @@ class QualityResult:
     verified: bool
     gap: bool
     arxiv: str = ""
-    kv_dtype: Optional[str] = attrs.field(
+    kv_dtype: Optional[str] = field(
         default=None, validator=attrs.validators.optional(attrs.validators.in_(tuple(DTYPES))))
     bits: Optional[int] = None
-    retention: Optional[float] = attrs.field(default=None, validator=_check_retention)
+    retention: Optional[float] = field(default=None, validator=_check_retention)
     variant: str = ""
     value: Optional[float] = None
     value_text: str = ""

@@ -49,6 +49,7 @@ import attrs
 
 from kvplan.base.errors import ConfigError, Span
 from kvplan.base.json_types import JSONValue
+from kvplan.base.records import record
 from kvplan.catalog import DTYPES, Dtype, Model, WeightBytes
 from kvplan.catalog.hf_config import HFConfigValue, count_params
 
@@ -62,7 +63,7 @@ _TORCH_WIDTH = {"bfloat16": 2.0, "float16": 2.0, "half": 2.0, "float32": 4.0, "f
 _TORCH_NAME = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}
 
 
-@attrs.frozen(slots=True)
+@record
 class _Split:
     """A checkpoint's parameters by how a method stores them."""
 

@@ -14,7 +14,7 @@ import attrs
 from kvplan.base.codes import CODES, Stage
 from kvplan.base.diagnostics import Diagnostic, Edit, Fix
 from kvplan.base.errors import Span
-from kvplan.base.records import record
+from kvplan.base.records import field, record
 from kvplan.catalog import DTYPES, Dtype
 from kvplan.lang import fixes as fx
 from kvplan.lang.spec import DeploymentDecl, ListValue
@@ -81,7 +81,7 @@ class Rule:
     that fit and keep every token come back), and a rule without it still binds then."""
 
     id: str
-    code: str = attrs.field(validator=_rule_code)
+    code: str = field(validator=_rule_code)
     title: str
     reject: Optional[Filter] = None
     lint: Optional[Lint] = None
