@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import weakref
 from typing import Any, ClassVar, Literal, Optional, Union
 
 import attrs
@@ -279,9 +280,18 @@ class Plan:
 
     @property
     def digest(self) -> str:
-        """A short stable hash of the plan's canonical form (`canonical`), for stale-config detection."""
-        blob = json.dumps(self.canonical(), sort_keys=True, ensure_ascii=True, allow_nan=True).encode()
-        return "sha256:" + hashlib.sha256(blob).hexdigest()[:16]
+        """A short stable hash of the plan's canonical form (`canonical`), for stale-config detection.
+        Computed once per plan (a frozen record): advise prints each plan's and compares each engine's with it."""
+        known = _DIGESTS.get(id(self))
+        if known is None:
+            blob = json.dumps(self.canonical(), sort_keys=True, ensure_ascii=True, allow_nan=True).encode()
+            known = _DIGESTS[id(self)] = "sha256:" + hashlib.sha256(blob).hexdigest()[:16]
+            weakref.finalize(self, _DIGESTS.pop, id(self), None)  # dropped with the plan, before its id is reused
+        return known
+
+
+#: Each live plan's digest, by id (a record has no slot to keep it in).
+_DIGESTS: dict[int, str] = {}
 
 
 #: Catalog fields that are prose, not inputs: editing them does not change a plan.
