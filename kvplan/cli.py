@@ -568,12 +568,12 @@ def advise_cmd(spec_file: str, fmt: str, scenario: str | None, reserve: float | 
     Exit 0 when every plan meets the spec, 1 when a plan misses a constraint (does not fit, an SLO), 2 when
     the spec cannot be planned.
     """
+    checked = _checked(spec_file, allow_paths)  # first: a spec with errors never loads the planner (nor numpy)
     from kvplan.planner import plans_for, with_engines
     from kvplan.render import plan_view
 
-    plans = [with_engines(p) for p in plans_for(_checked(spec_file, allow_paths), scenario,
-                                                **_overrides(reserve, min_gain, prefill_efficiency,
-                                                             activation_reserve, runtime_reserve))]
+    plans = [with_engines(p) for p in plans_for(checked, scenario, **_overrides(reserve, min_gain, prefill_efficiency,
+                                                                               activation_reserve, runtime_reserve))]
     render = {"text": plan_view.text, "json": plan_view.json_text, "markdown": plan_view.markdown}[fmt]
     click.echo(render(plans), nl=False)
     if any(p.unmet or not p.feasible for p in plans):
@@ -601,12 +601,14 @@ def report_cmd(spec_file: str, out_dir: str, scenario: str | None, reserve: floa
                runtime_reserve: float | None, allow_paths: tuple[str, ...]) -> None:
     """Write MADR-shaped design-rationale documents, one per decision, ready to commit and review."""
     from kvplan.base.outputs import check_out_dir
+
+    check_out_dir(out_dir)
+    checked = _checked(spec_file, allow_paths)  # first: a spec with errors never loads the planner (nor numpy)
     from kvplan.planner import plans_for
     from kvplan.render import report
 
-    check_out_dir(out_dir)
-    plans = plans_for(_checked(spec_file, allow_paths), scenario, **_overrides(reserve, min_gain, prefill_efficiency,
-                                                                                  activation_reserve, runtime_reserve))
+    plans = plans_for(checked, scenario, **_overrides(reserve, min_gain, prefill_efficiency, activation_reserve,
+                                                      runtime_reserve))
     for path in report.write(plans, out_dir, spec_file):
         click.echo(path)
 

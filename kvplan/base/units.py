@@ -8,13 +8,13 @@ the base unit of its dimension (tokens, B, B/s, FLOP/s, s, tok/s, fraction).
 
 from __future__ import annotations
 
-import difflib
 import enum
 import math
 import re
 from typing import Iterable, Mapping, Optional
 
 from kvplan.base.errors import UnitError
+from kvplan.base.near import close_matches
 
 
 class Dim(str, enum.Enum):
@@ -131,7 +131,7 @@ def suggest_unit(unit: str, units: Iterable[str]) -> Optional[str]:
     for u in known:
         if scale_prefix(u) == scale_prefix(unit):
             by_fold.setdefault(u.casefold(), u)
-    close = difflib.get_close_matches(folded, list(by_fold), n=1)
+    close = close_matches(folded, list(by_fold), n=1)
     return by_fold[close[0]] if close else None
 
 

@@ -8,7 +8,6 @@ once, to base units.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import hashlib
 import json
@@ -18,6 +17,7 @@ from typing import Mapping, Optional, Sequence, TypeVar, Union
 
 from kvplan.base.errors import CatalogError
 from kvplan.base.json_types import ConfigValue
+from kvplan.base.near import close_matches
 from kvplan.base.records import record
 from kvplan.base.units import Dim, parse_quantity
 
@@ -75,7 +75,7 @@ def close_dtype(name: str) -> Optional[str]:
     """The dtype `name` is a misspelling of, or None: only one with the same digits, since a
     match that changes the bit width changes the meaning (int3 is not int8, fp6 is not fp8)."""
     digits = sorted(ch for ch in name if ch.isdigit())
-    close = [c for c in difflib.get_close_matches(name.lower(), list(DTYPES), n=3, cutoff=0.5)
+    close = [c for c in close_matches(name.lower(), list(DTYPES), n=3, cutoff=0.5)
              if sorted(ch for ch in c if ch.isdigit()) == digits]
     return close[0] if close else None
 
@@ -214,7 +214,7 @@ class Device:
 
 def suggest(name: str, known: Mapping[str, object] | Sequence[str]) -> str:
     keys = list(known)
-    close = difflib.get_close_matches(name.lower(), keys, n=1, cutoff=0.5)
+    close = close_matches(name.lower(), keys, n=1, cutoff=0.5)
     if close:
         return f"did you mean '{close[0]}'?"
     return "known: " + ", ".join(sorted(keys)[:12]) + (", ..." if len(keys) > 12 else "")

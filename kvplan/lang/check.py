@@ -10,7 +10,6 @@ scenario.
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import math
 import os
@@ -24,6 +23,7 @@ from kvplan.base import codes, files, limits
 from kvplan.base.diagnostics import Diagnostic, Edit, Fix, make
 from kvplan.base.errors import KvplanError, Span
 from kvplan.base.evidence import Value, assumed
+from kvplan.base.near import close_matches
 from kvplan.base.outputs import folder_name
 from kvplan.base.records import record
 from kvplan.base.units import UNITS, Dim, convert, dims_of_unit, fmt_unit, suggest_unit
@@ -275,11 +275,11 @@ class _Checker:
                             help=self._block_help(item.name, keys))
                 continue
             if item.key not in keys:
-                close = difflib.get_close_matches(item.key, keys, n=1, cutoff=0.6)
+                close = close_matches(item.key, keys, n=1, cutoff=0.6)
                 self.report(codes.UNKNOWN_KEY, f"unknown key `{item.key}` in {where}", item.key_span,
                             help=self._key_help(item.key, keys, others),
                             fixes=[fx.replace(item.key_span, close[0])] if close else [])
-                self.hinted.update(difflib.get_close_matches(item.key, keys, n=1, cutoff=0.6) or [item.key])
+                self.hinted.update(close_matches(item.key, keys, n=1, cutoff=0.6) or [item.key])
                 continue
             if item.key in out:
                 self.report(codes.DUPLICATE_KEY, f"`{item.key}` is set twice in {where}", item.key_span,
@@ -291,7 +291,7 @@ class _Checker:
 
     @staticmethod
     def _key_help(key: str, keys: Sequence[str], others: Mapping[str, Sequence[str]]) -> str:
-        close = difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
+        close = close_matches(key, keys, n=1, cutoff=0.6)
         if close:
             return f"did you mean `{close[0]}`?"
         for place, their in others.items():
@@ -661,7 +661,7 @@ class _Checker:
         sections: dict[str, Block] = {}
         for block in dep.blocks:
             if block.name not in SECTIONS:
-                close = difflib.get_close_matches(block.name, list(SECTIONS), n=1, cutoff=0.6)
+                close = close_matches(block.name, list(SECTIONS), n=1, cutoff=0.6)
                 self.hinted.update(close)
                 help = f"did you mean `{close[0]}`?" if close else self._block_help(block.name, DEPLOYMENT_KEYS)
                 if block.name in DEPLOYMENT_KEYS:
@@ -718,7 +718,7 @@ class _Checker:
                 self.report(problem.code, problem.message, e.value.span, help=problem.help)
                 return None
             known = sorted(set(table) | set(local))
-            close = difflib.get_close_matches(name.lower(), known, n=1, cutoff=0.5)
+            close = close_matches(name.lower(), known, n=1, cutoff=0.5)
             assert e.value is not None
             self.report(code, f"unknown {key} `{name}`", e.value.span,
                         help=(f"did you mean `{close[0]}`? " if close else "")
@@ -1018,7 +1018,7 @@ class _Checker:
                 continue
             e = item
             if e.key not in keys:
-                close = difflib.get_close_matches(e.key, keys, n=1, cutoff=0.6)
+                close = close_matches(e.key, keys, n=1, cutoff=0.6)
                 self.report(codes.UNKNOWN_METRIC, f"the plan has no metric `{e.key}`", e.key_span,
                             help=f"did you mean `{close[0]}`?" if close else f"metrics: {', '.join(keys)}",
                             fixes=[fx.replace(e.key_span, close[0])] if close else [])
@@ -1266,7 +1266,7 @@ def _meaning(word: str, key: str, choices: Sequence[str], what: str) -> tuple[st
         return f"`{word}` is not one {what}: it could be {_or(meant)}", meant
     if meant:
         return f"did you mean `{meant[0]}`?", meant
-    close = [c for c in difflib.get_close_matches(word, choices, n=3, cutoff=0.5) if not _opposite(word, c)][:1]
+    close = [c for c in close_matches(word, choices, n=3, cutoff=0.5) if not _opposite(word, c)][:1]
     if close:
         return f"did you mean `{close[0]}`?", (close[0],)
     return f"choose {_or(choices)}", ()

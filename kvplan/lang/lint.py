@@ -16,7 +16,6 @@ suppressed nor filtered: a file that does not parse cannot be linted.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from typing import Callable, Mapping, Optional, Sequence
@@ -24,6 +23,7 @@ from typing import Callable, Mapping, Optional, Sequence
 from kvplan.base.codes import CODES, SUPPRESSION_WITHOUT_REASON, UNKNOWN_SUPPRESSED_CODE, UNUSED_SUPPRESSION, Severity
 from kvplan.base.diagnostics import Diagnostic, make
 from kvplan.base.errors import KvplanError, Span
+from kvplan.base.near import close_matches
 from kvplan.base.records import record
 from kvplan.lang import CheckResult, check_file
 
@@ -199,7 +199,7 @@ def apply_suppressions(path: str, source: str, diagnostics: Sequence[Diagnostic]
         for code, col in s.codes:
             where = _span(path, c.line, col, len(code))
             if code not in known:
-                near = difflib.get_close_matches(code.upper(), list(known), n=1)
+                near = close_matches(code.upper(), list(known), n=1)
                 hint = f"did you mean {near[0]}?" if near else "docs/rules/ has a page for every code"
                 kept.append(make(UNKNOWN_SUPPRESSED_CODE, f"suppression names unknown code {code!r}", where, help=hint))
             elif (i, code) not in used and judged(code):

@@ -7,7 +7,6 @@ start-up (bench/bench_coldstart.py). kvplan.lang.lint re-exports every name.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import sys
@@ -18,6 +17,7 @@ import attrs
 from kvplan.base import files
 from kvplan.base.codes import CODES, Severity
 from kvplan.base.errors import ConfigError, Span
+from kvplan.base.near import close_matches
 from kvplan.base.records import record
 
 if sys.version_info >= (3, 11):
@@ -81,7 +81,7 @@ def _check_prefixes(prefixes: Iterable[str], where: str) -> list[str]:
     out = []
     for p in prefixes:
         if not _PREFIX.fullmatch(p) or not any(code.startswith(p) for code in known):
-            near = difflib.get_close_matches(p.upper(), list(known), n=1)
+            near = close_matches(p.upper(), list(known), n=1)
             hint = f"; did you mean {near[0]}?" if near else "; codes look like KV2 or KV201"
             raise ConfigError(f"{where}: no diagnostic code starts with {p!r}{hint}")
         out.append(p)

@@ -10,7 +10,6 @@ they are written (`}` rather than RBRACE).
 from __future__ import annotations
 
 import contextvars
-import difflib
 import functools
 import hashlib
 import json
@@ -24,6 +23,7 @@ from lark.tree import Meta
 
 from kvplan.base import codes
 from kvplan.base.errors import KvplanError, Span
+from kvplan.base.near import close_matches
 from kvplan.base.units import UNITS
 from kvplan.lang.spec import (
     SECTIONS,
@@ -93,7 +93,7 @@ def _int_keys(pairs: list[tuple[str, object]]) -> Union[dict[int, object], dict[
     """JSON object hook: lark's int-keyed mappings (states, tokens, memo) were written with digit keys.
 
     The values are lark's own table format, opaque here: they are handed back to lark as they are."""
-    if pairs and all(k.isdigit() for k, _ in pairs):
+    if pairs and pairs[0][0].isdigit() and all(k.isdigit() for k, _ in pairs):  # the first key decides most
         return {int(k): v for k, v in pairs}
     return dict(pairs)
 
@@ -267,7 +267,7 @@ class _ToSpec(Transformer_NonRecursive[Token, SpecFile]):
 
     def unknown_declaration(self, meta: Meta, children: tuple[Token, Token, tuple[Item, ...]]) -> Declaration:
         word = children[0]
-        close = difflib.get_close_matches(str(word), DECLARATIONS, n=1, cutoff=0.5)
+        close = close_matches(str(word), DECLARATIONS, n=1, cutoff=0.5)
         hint = f"did you mean `{close[0]}`?" if close else "a file declares `deployment`, `model` and `device` blocks"
         raise KvpSyntaxError(codes.UNKNOWN_DECLARATION, f"unknown declaration `{word}`",
                              span=self._tspan(word), help=hint)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -20,10 +21,11 @@ SPEC = ROOT / "examples" / "w2-batch32.kvp"
 #: Modules `kvplan advise` must not load: optional heavy dependencies, what other commands run (the
 #: linter too: advise needs only its settings), importlib.resources (with zipfile and its
 #: readers: ~7 ms) for four files that sit beside the code, pathlib (with urllib.parse and
-#: ipaddress: ~3 ms) for a few path operations, and numpy.typing, which is for annotations only.
+#: ipaddress: ~3 ms) for a few path operations, numpy.typing, which is for annotations only, and difflib
+#: (with heapq: ~1 ms), which only a misspelt word needs (kvplan.base.near).
 NOT_FOR_ADVISE = ("matplotlib", "yaml", "jsonschema", "importlib.resources", "zipfile",
                   "kvplan.engines", "kvplan.render.report", "kvplan.render.plot", "kvplan.model.sweep",
-                  "kvplan.lang.lint", "pathlib", "urllib.parse", "ipaddress", "numpy.typing")
+                  "kvplan.lang.lint", "pathlib", "urllib.parse", "ipaddress", "numpy.typing", "difflib")
 
 _RUN_ADVISE = """
 import json, sys
@@ -60,6 +62,21 @@ def baseline_modules() -> set[str]:
 def test_advise_does_not_import(advise_modules: list[str], baseline_modules: set[str], name: str) -> None:
     loaded = [m for m in advise_modules if (m == name or m.startswith(name + ".")) and m not in baseline_modules]
     assert not loaded, f"kvplan advise imported {loaded}"
+
+
+@pytest.mark.parametrize("command", ["advise", "report"])  # emit checks its targets first, with the engines
+def test_a_spec_with_errors_never_loads_the_planner(tmp_path: Path, command: str) -> None:
+    # The spec is checked before the planner is imported: a spec with errors costs neither it nor numpy.
+    bad = tmp_path / "bad.kvp"
+    bad.write_text(SPEC.read_text(encoding="utf-8").replace("batch   =", "bacth   =", 1), encoding="utf-8")
+    args = [command, str(bad)] + (["-o", str(tmp_path / "out")] if command == "report" else [])
+    done = subprocess.run([sys.executable, "-c", _RUN_ADVISE.replace('["advise", sys.argv[1]]', repr(args))],
+                          cwd=ROOT, capture_output=True, text=True, check=False, timeout=120)
+    report = json.loads(done.stderr.strip().splitlines()[-1])
+    assert report["exit"] == 2, done.stderr
+    assert "bacth" in done.stderr
+    loaded = [m for m in report["modules"] if m.split(".")[0] == "numpy" or m.startswith("kvplan.planner")]
+    assert loaded == []
 
 
 def _clear_catalog_caches() -> None:

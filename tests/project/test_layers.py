@@ -28,6 +28,7 @@ LAZY_LOADS = (
     ("kvplan.render.report", "matplotlib", "the `plot` extra: the regime-map picture is optional"),
     ("kvplan.engines.trtllm", "yaml", "PyYAML is optional: only `kvplan import` of a YAML manifest needs it"),
     ("kvplan.catalog.hub", "huggingface_hub", "about 0.1 s to import: only a repo id outside the catalog needs it"),
+    ("kvplan.base.near", "difflib", "about 1 ms of every start-up: only a misspelt word needs it"),
 )
 
 
