@@ -25,6 +25,12 @@ DEEPSEEK_V3_FILES = 688_586_727_753
 # openai/gpt-oss-120b: 65,248,815,744 B of tensors in its 15 safetensors files
 # (https://huggingface.co/openai/gpt-oss-120b).
 GPT_OSS_120B_TENSORS = 65_248_815_744
+# TheBloke/Mistral-7B-Instruct-v0.2-AWQ: "4.15 GB" in its model card's "Provided files, and AWQ parameters"
+# table (branch main: 4 bits, group size 128, "128g GEMM models only"), read in the copy of that card at
+# github.com/YinanWusoymilk/hf-readme @ 1ab39f24f8f9548593ac6304367f31ae3ff45178,
+# training_and_application/readme_files/TheBloke_Mistral-7B-Instruct-v0.2-AWQ.md line 91. Hugging Face prints
+# file sizes in decimal GB, rounded to 10 MB.
+MISTRAL_7B_AWQ_PUBLISHED = 4.15e9
 
 
 def cfg(name: str) -> dict[str, Any]:
@@ -70,6 +76,25 @@ def test_awq_int4_group_128() -> None:
     linear = 70_553_706_496 - 2 * embed
     assert got.held == pytest.approx(linear * (0.5 + 2 / 128 + 0.5 / 128) + 2 * embed * 2, rel=1e-12)
     assert got.held == pytest.approx(39.77e9, rel=1e-3)
+
+
+def test_an_awq_checkpoint_is_within_2_percent_of_its_published_size() -> None:
+    # Mistral-7B-Instruct-v0.2 has the shapes of Mistral-7B-v0.1 (the config.json shipped here); AutoAWQ's
+    # GEMM format stores 4-bit weights, an fp16 scale and a 4-bit zero point per group of 128 in each linear
+    # layer (zero_point is AutoAWQ's default; the card states bits, group size and GEMM), and the embeddings,
+    # lm_head and norms at fp16.
+    c = dict(cfg("mistralai--Mistral-7B-v0.1"), torch_dtype="float16",
+             quantization_config={"bits": 4, "group_size": 128, "quant_method": "awq", "version": "gemm",
+                                  "zero_point": True})
+    got = wb.from_config(c, "c", "c")
+    assert got is not None and got.method == "awq"
+    embed = 32_000 * 4_096
+    norms = (2 * 32 + 1) * 4_096
+    linear = 7_241_732_096 - 2 * embed - norms
+    exact = linear * (0.5 + 2 / 128 + 0.5 / 128) + (2 * embed + norms) * 2
+    # kvplan counts the norms' 0.27 M parameters at the linear layers' rate: 0.01% under the exact sum
+    assert got.held < exact and got.held == pytest.approx(exact, rel=1e-4)
+    assert got.held == pytest.approx(MISTRAL_7B_AWQ_PUBLISHED, rel=0.02)
 
 
 def test_gptq_and_compressed_tensors() -> None:
