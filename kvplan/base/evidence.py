@@ -1,4 +1,4 @@
-"""A number with its unit and evidence class: derived, reported or assumed (SPEC §1)."""
+"""A number with its unit and evidence class: derived, reported, assumed or measured (SPEC §1)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ class Evidence(str, enum.Enum):
     DERIVED = "derived"
     REPORTED = "reported"
     ASSUMED = "assumed"
+    MEASURED = "measured"  # the user's own measurement (kvplan calibrate's inputs); never mixed into a derived number
 
 
 @record

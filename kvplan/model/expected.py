@@ -1,0 +1,143 @@
+"""Expected performance beside the lower bound (docs/expected.md): what an engine is expected to achieve.
+
+The bound (kvplan.model.roofline.step_time) assumes perfect kernels at full bandwidth. The expected step is
+
+    T_expected = t_fixed + W / (η_w · β_eff) + K / (η_kv · β_eff) + T_comm,  never below F / (η_π · π) + t_fixed
+
+with W, K the weight and KV bytes one step reads per tensor-parallel rank (the bound's), η_w and η_kv the
+fractions of the bandwidth the weight and KV streams achieve (η_kv also pays the KV dtype's dequantization),
+η_π the achievable fraction of dense peak, t_fixed the engine's per-step overhead (launches, sampling,
+scheduling) and T_comm the tensor-parallel all-reduces: two per dense layer, each a latency plus a ring
+all-reduce of the batch's activations over the device's scale-up link. Every factor is a `Value` with its
+evidence class, from `Factors`: kvplan's defaults (kvplan.catalog.performance: reported where a public
+measurement backs them, assumed otherwise) or a calibration profile fitted to a user's measurements
+(`kvplan calibrate`). TTFT is the prefill of the prompt at η_π · π (never faster than reading the weights
+once at η_w · β), plus t_fixed and the prefill's all-reduces.
+
+Every function broadcasts over numpy arrays of batch `b` and context `s`, like kvplan.model.roofline.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional, Union
+
+import numpy as np
+
+from kvplan.base.evidence import Evidence, Value
+from kvplan.base.records import record
+from kvplan.catalog import Device, Model, performance
+from kvplan.catalog.performance import Factor
+from kvplan.model.roofline import Config, step_time, weight_bytes_read
+from kvplan.model.tiering import prefill_flops
+
+if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
+    import numpy.typing as npt
+
+    ArrayLike = Union[float, int, npt.NDArray[np.float64]]
+    Array = npt.NDArray[np.float64]
+
+#: Bytes per activation element the all-reduces move (BF16/FP16 activations).
+ACTIVATION_WIDTH = 2.0
+#: All-reduces per dense transformer layer under tensor parallelism (after attention, after the MLP).
+ALL_REDUCES_PER_LAYER = 2
+
+
+@record
+class Factors:
+    """The factors of the expected step and TTFT, each a named Value with its evidence class. Fractions are
+    unit "x" in (0, 1]; times are seconds. `profile` names the calibration profile they were fitted in, ""
+    for kvplan's defaults."""
+
+    eta_w: Value               # fraction of β_eff the weight stream achieves
+    eta_kv: Value              # fraction of β_eff the KV stream achieves, for this KV dtype and its kernel
+    eta_compute: Value         # fraction of dense peak π achievable (prefill; the decode compute floor)
+    t_fixed: Value             # s per step (and per prefill): launches, sampling, scheduling
+    collective_latency: Value  # s per tensor-parallel all-reduce, beyond its bytes over the link
+    profile: str = ""
+
+    def items(self) -> tuple[tuple[str, Value], ...]:
+        """(name, Value) in a fixed order: what renderers print and JSON carries."""
+        return (("eta_w", self.eta_w), ("eta_kv", self.eta_kv), ("eta_compute", self.eta_compute),
+                ("t_fixed", self.t_fixed), ("collective_latency", self.collective_latency))
+
+
+def residual_width(model: Model) -> int:
+    """Elements per token an all-reduce moves: the residual stream's width, taken as n_q · d_v (the attention
+    output's width, which the output projection maps back to the residual stream; equal to hidden_size for
+    Llama, Mistral and most dense models, an approximation where they differ)."""
+    return model.n_q * model.attn_dims[1]
+
+
+def all_reduce_time(model: Model, tokens: ArrayLike, tp: int, link_bandwidth: Optional[float],
+                    latency: float) -> Array:
+    """Seconds the tensor-parallel all-reduces of one forward pass over `tokens` tokens take: two per layer,
+    each `latency` plus a ring all-reduce (2·(tp−1)/tp of tokens·hidden·2 B per rank) over the link;
+    0 on one rank. No link (None): the latency alone, and the caller says the bytes are not counted."""
+    t = np.asarray(tokens, dtype=np.float64)
+    if tp <= 1:
+        return np.zeros_like(t)
+    per = np.full(t.shape, float(latency))
+    if link_bandwidth:
+        per = per + 2.0 * (tp - 1) / tp * t * residual_width(model) * ACTIVATION_WIDTH / link_bandwidth
+    out: Array = ALL_REDUCES_PER_LAYER * model.n_layers * per
+    return out
+
+
+def expected_step(cfg: Config, b: ArrayLike, s: ArrayLike, f: Factors,
+                  link_bandwidth: Optional[float]) -> dict[str, Array]:
+    """The expected decode step and its terms (seconds): fixed, weights, kv, comm, compute (the floor) and
+    step = max(fixed + weights + kv + comm, fixed + compute). `link_bandwidth` is the scale-up link's B/s per
+    direction that the all-reduces cross (None: latency only)."""
+    bound = step_time(cfg, b, s)
+    t_w = bound["weights"] / f.eta_w.value
+    t_kv = bound["kv"] / f.eta_kv.value
+    t_comm = all_reduce_time(cfg.model, b, cfg.tp, link_bandwidth, f.collective_latency.value)
+    t_comp = bound["compute"] / f.eta_compute.value
+    fixed = np.full(np.shape(t_w), f.t_fixed.value)
+    memory_path = fixed + t_w + t_kv + t_comm
+    return {"fixed": fixed, "weights": t_w, "kv": t_kv, "comm": t_comm, "compute": t_comp,
+            "step": np.maximum(memory_path, fixed + t_comp)}
+
+
+def expected_ttft(cfg: Config, prompt: ArrayLike, f: Factors, link_bandwidth: Optional[float]) -> dict[str, Array]:
+    """The expected time to first token of one request of `prompt` tokens prefilled alone (seconds):
+    prefill = max(F_prefill / (tp · η_π · π), weights read once / (tp · η_w · β)), plus comm (the prefill's
+    all-reduces over `prompt` tokens) and fixed; ttft = their sum."""
+    p = np.asarray(prompt, dtype=np.float64)
+    compute = prefill_flops(cfg.model, p) / (cfg.tp * f.eta_compute.value * cfg.device.compute)
+    weights = weight_bytes_read(cfg.model, p, cfg.w_p) / (cfg.tp * f.eta_w.value * cfg.device.bandwidth)
+    prefill = np.maximum(compute, weights)
+    comm = all_reduce_time(cfg.model, p, cfg.tp, link_bandwidth, f.collective_latency.value)
+    fixed = np.full(p.shape, f.t_fixed.value)
+    return {"prefill": prefill, "comm": comm, "fixed": fixed, "ttft": prefill + comm + fixed}
+
+
+
+
+def default_factors(device: Device, kv_dtype: str, engine: str = "any", link: str = "") -> Factors:
+    """kvplan's default factors for that device, KV dtype, engine and scale-up link
+    (kvplan/catalog/performance.toml): reported where the entry cites a measurement, assumed otherwise;
+    η_kv is η_w × the KV dtype's kv_efficiency (a derived product of its two inputs)."""
+
+    def value(name: str, unit: str, **ids: str) -> tuple[Value, Factor]:
+        f = performance.factor(name, **ids)
+        text = f"{name} from performance.toml [{f.table}]" + (f": {f.note}" if f.note else "")
+        if f.source:
+            return Value(f.value, unit, Evidence.REPORTED, f"{text}; {f.source}"), f
+        return Value(f.value, unit, Evidence.ASSUMED, text), f
+
+    eta_w, w = value("eta_w", "x", device=device.id)
+    kv_eff, k = value("kv_efficiency", "x", kv=kv_dtype)
+    both = "reported" if w.source and k.source else "assumed" if not (w.source or k.source) else "mixed"
+    eta_kv = Value(eta_w.value * kv_eff.value, "x",
+                   Evidence.DERIVED if both == "mixed" else Evidence(both),
+                   f"η_w × kv_efficiency({kv_dtype}) = {eta_w.value:g} × {kv_eff.value:g} ({eta_w.source}; "
+                   f"{kv_eff.source})")
+    eta_compute, _ = value("eta_compute", "x", device=device.id)
+    t_fixed, _ = value("t_fixed", "s", engine=engine)
+    latency, _ = value("collective_latency", "s", link=link)
+    return Factors(eta_w, eta_kv, eta_compute, t_fixed, latency)
+
+
+__all__ = ["ACTIVATION_WIDTH", "ALL_REDUCES_PER_LAYER", "Factors", "all_reduce_time", "default_factors",
+           "expected_step", "expected_ttft", "residual_width"]
