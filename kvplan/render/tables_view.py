@@ -14,6 +14,10 @@ from kvplan.render.common import dump_json, table
 _MARK = {"derived": "d", "reported": "r", "assumed": "a"}
 
 
+def _inputs_note(where: str) -> str:
+    return f"inputs: the paper's, not the catalog's ({where})"
+
+
 def _cell(c: Cell, notes: list[str]) -> str:
     if isinstance(c, str):
         return c
@@ -23,6 +27,11 @@ def _cell(c: Cell, notes: list[str]) -> str:
             notes.append(c.source)
         return f"{c.human} [r{notes.index(c.source) + 1}]"
     return f"{c.human} [{mark}]"
+
+
+def _title(t: Table) -> str:
+    """'Table 5. ...'; a section's part (id '§4.6') is named by its section."""
+    return f"{t.id}. {t.title}" if t.id.startswith("§") else f"Table {t.id}. {t.title}"
 
 
 def params_note() -> str:
@@ -43,11 +52,12 @@ def _inputs_lines(inputs: Sequence[tuple[str, Value]]) -> list[str]:
 
 def text(tables: Sequence[Table], inputs: Sequence[tuple[str, Value]]) -> str:
     out = ["Tables of 'The KV Cache Is the New Memory Wall' (derived parts, recomputed by kvplan)",
-           "cells: [d] derived from the equations of docs/model.md, [r#] reported (footnote), [a] assumed input", ""]
+           "cells: [d] derived from the equations of docs/model.md, [r#] reported (footnote), [a] assumed input",
+           _inputs_note("listed at the end"), ""]
     for t in tables:
         notes: list[str] = []
         rows = [[_cell(c, notes) for c in r] for r in t.rows]
-        out.append(f"Table {t.id}. {t.title}")
+        out.append(_title(t))
         out.append(table(list(t.columns), rows).rstrip("\n"))
         for i, n in enumerate(notes, 1):
             out.append(f"  [r{i}] {n}")
@@ -63,10 +73,10 @@ def text(tables: Sequence[Table], inputs: Sequence[tuple[str, Value]]) -> str:
 def markdown(tables: Sequence[Table], inputs: Sequence[tuple[str, Value]]) -> str:
     out = ["# Tables of the KV-cache paper, recomputed by kvplan", "",
            "Cells: **[d]** derived from the equations of docs/model.md, **[r#]** reported (see the footnote), "
-           "**[a]** assumed input.", ""]
+           f"**[a]** assumed input; {_inputs_note('listed at the end')}.", ""]
     for t in tables:
         notes: list[str] = []
-        out.append(f"## Table {t.id}. {t.title}")
+        out.append(f"## {_title(t)}")
         out.append("")
         out.append("| " + " | ".join(t.columns) + " |")
         out.append("|" + "|".join("---" for _ in t.columns) + "|")
@@ -96,7 +106,7 @@ def payload(tables: Sequence[Table], inputs: Sequence[tuple[str, Value]]) -> dic
     return {
         "kind": "paper_tables",
         "inputs": dict(inputs),
-        "notes": [params_note()],
+        "notes": [_inputs_note("under 'inputs'"), params_note()],
         "tables": [
             {"id": t.id, "title": t.title, "columns": list(t.columns),
              "rows": [[cell(c) for c in r] for r in t.rows], "notes": list(t.notes)}

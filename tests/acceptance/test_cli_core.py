@@ -87,8 +87,24 @@ def test_tables_golden_and_contract(golden: Callable[[Path, str], None]) -> None
     first = t4["rows"][0]  # batch 1, bf16: the paper's P = 70e9
     assert first[2]["value"] == pytest.approx(140e9 / 327_680)
     t5 = next(t for t in body["tables"] if t["id"] == "5")
-    int2 = next(r for r in t5["rows"] if r[0]["text"] == "int2")
-    assert round(int2[2]["value"], 2) == 1.25 and round(int2[3]["value"], 1) == 4.8
+    t5_rows = {(r[0]["text"], r[1]["text"]): r for r in t5["rows"]}
+    w, kappa = 140e9, 2 * 80 * 8 * 128 * 2
+    int2 = t5_rows["128k", "int2"]  # the paper's 1.25x for 2-bit at batch 1
+    assert round(int2[5]["value"], 2) == round((w + 128_000 * kappa) / (w + 128_000 * kappa / 8), 2) == 1.25
+    bf16 = t5_rows["512k", "bf16"]  # 307.8 GB: two B200s of 192 GB
+    assert bf16[3]["value"] == pytest.approx(w + 512_000 * kappa) and bf16[6]["value"] == 2
+    assert {t["id"] for t in body["tables"]} >= {"§4.6", "§2.5"}
+
+
+def test_tables_every_format_carries_the_new_parts() -> None:
+    for fmt in ("text", "markdown", "json"):
+        out = run("tables", "--format", fmt).stdout
+        # W3 stored once (352k tokens × 327,680 B) beside unshared (1,024k tokens): JSON carries the raw bytes
+        w3 = (f"{352_000 * 327_680}", f"{1_024_000 * 327_680}") if fmt == "json" else ("115.3 GB", "335.5 GB")
+        for needle in ("512k", "B200s to hold it", "without the domain", *w3,
+                       "The combination ceiling", "capacity factor with W3's σ", "H100 HBM / PCIe Gen5 x16",
+                       "W4 recompute / fetch, highest", "inputs: the paper's, not the catalog's"):
+            assert needle in out, (fmt, needle)
 
 
 @pytest.mark.parametrize("args,needle", [
