@@ -68,15 +68,16 @@ def resolve_targets(names: str | None, engine: str) -> tuple[str, ...]:
 
 
 def emit(plan: Plan, target: str, *, spec: str = "", reserves: Optional[Reserves] = None,
-         deploy: Optional[DeployOptions] = None, sizing: Literal["fill", "exact"] = "fill") -> Emitted:
+         deploy: Optional[DeployOptions] = None, sizing: Literal["fill", "exact"] = "fill",
+         raise_fill: bool = True) -> Emitted:
     """The files `target` takes for `plan`, with warnings and the KV capacity they give. The memory
     accounting uses the reserves the plan was made with unless `reserves` is given; `deploy` holds the
-    overrides of a packaging target's defaults (kvplan/engines/k8s.py)."""
+    overrides of a packaging target's defaults (kvplan/engines/k8s.py). `raise_fill`: see EmitRequest."""
 
     targets = TARGETS
     if target not in targets:
         raise KvplanError(f"unknown target '{target}'", help=suggest(target, targets))
-    req = EmitRequest(plan, spec, reserves, deploy or DeployOptions(), sizing)
+    req = EmitRequest(plan, spec, reserves, deploy or DeployOptions(), sizing, raise_fill)
     engine = replan.engine_of(target)
     if engine is None:
         return targets[target].build(req)

@@ -158,6 +158,9 @@ class EmitRequest:
     reserves: Optional[Reserves] = None  # None: the reserves the plan was made with
     deploy: DeployOptions = DeployOptions()
     sizing: Literal["fill", "exact"] = "fill"
+    #: fill sizing may raise vLLM's default fraction to the least that holds the plan; False models a deployment
+    #: as it runs, at the default (kvplan import derives what that deployment holds)
+    raise_fill: bool = True
 
 
 # ---------------------------------------------------------------- header

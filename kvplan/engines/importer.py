@@ -414,7 +414,7 @@ def _derive(engine: str, wl: _Workload, spec: Callable[[tuple[int, str], tuple[i
         # kvplan's memory model, and the engine's own sizing of the pool the flags give (kvplan emit's): a
         # deployment the engine would hold fewer sequences in than the plan is not the one it runs
         p = plan(attrs.evolve(sc, batch=b, context=c), suggest=False)
-        return not any(u.constraint == "fits" for u in p.unmet) and not emit(p, engine).findings
+        return not any(u.constraint == "fits" for u in p.unmet) and not emit(p, engine, raise_fill=False).findings
 
     flag = get_engine(engine).flags.batch
     if wl.derive == "context":

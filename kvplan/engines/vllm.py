@@ -291,19 +291,50 @@ def _fill_terms(reserves: Reserves, total: float, batched: int) -> tuple[Value, 
     return runtime, activation, graphs
 
 
-def size_fill(p: Plan, sz: common.Sizing, sh: Shape, block: int, reserves: Reserves) -> Sized:
+def _fill_pool(sz: common.Sizing, sh: Shape, block: int, context: int, frac: float, terms: float) -> Pool:
+    avail = math.ceil(sz.total * frac) - sz.weights - terms
+    return Pool(math.floor(avail) // sh.block_bytes if avail > 0 else 0, sh.block_bytes, block, sh.per_request,
+                context, sh.groups)
+
+
+def _raised(p: Plan, sz: common.Sizing, sh: Shape, block: int, frac: float, terms: float) -> Optional[float]:
+    """The least hundredth above vLLM's default --gpu-memory-utilization whose pool holds the plan (one request at
+    --max-model-len and the plan's tokens), where the default's does not and the fraction is not pinned: vLLM's
+    own advice in its refusal ("Try increasing `gpu_memory_utilization`"). None: keep the default."""
+    if p.scenario.memory_fraction is not None or sh.groups.hybrid or not p.feasible:
+        return None  # a pinned fraction is the deployment's; a plan that does not fit is not made to
+    pool = _fill_pool(sz, sh, block, p.scenario.context_bound, frac, terms)
+    if pool.requests >= 1 and pool.tokens >= sz.tokens:
+        return None
+    blocks = max(sh.per_request, math.ceil(sz.tokens / block)) + 1  # and vLLM's null block
+    least = math.ceil((sz.weights + terms + blocks * sh.block_bytes) / sz.total * 100) / 100
+    while least <= 1 and _fill_pool(sz, sh, block, p.scenario.context_bound, least, terms).tokens < sz.tokens:
+        least = round(least + 0.01, 2)  # ceil(total × u) rounds: one more hundredth at most
+    return least if frac < least <= 1 else None
+
+
+def size_fill(p: Plan, sz: common.Sizing, sh: Shape, block: int, reserves: Reserves,
+              raise_fill: bool = True) -> Sized:
     """--gpu-memory-utilization: ceil(total × u) − weights − non-torch − activation peak − CUDA graphs
-    (v1/worker/gpu_worker.py:641-757), in whole pool blocks, one of them the null block."""
+    (v1/worker/gpu_worker.py:641-757), in whole pool blocks, one of them the null block. u is vLLM's default, the
+    deployment's pin, or, where the default's pool would not hold the plan, the least hundredth that does."""
     sc = p.scenario
     frac, frac_why = fill_fraction(p)
     runtime, activation, graphs = _fill_terms(reserves, sz.total, sh.batched)
-    avail = math.ceil(sz.total * frac) - sz.weights - runtime.value - activation.value - graphs.value
-    pool = Pool(math.floor(avail) // sh.block_bytes if avail > 0 else 0, sh.block_bytes, block, sh.per_request,
-                sc.context_bound, sh.groups)
+    terms = runtime.value + activation.value + graphs.value
+    label = "the deployment's pin" if sc.memory_fraction is not None else "vLLM's default"
+    raised = _raised(p, sz, sh, block, frac, terms) if raise_fill else None
+    if raised is not None:
+        held = _fill_pool(sz, sh, block, sc.context_bound, frac, terms).tokens
+        label = (f"raised from vLLM's default {frac:g}, whose pool holds {common.fmt_int(held)} tokens, fewer than "
+                 f"the plan's {common.fmt_int(math.ceil(sz.tokens))}: the least hundredth that holds them")
+        frac, frac_why = raised, f"{label} (kvplan emit --sizing fill; --sizing exact writes the plan's own pool)"
+    avail = math.ceil(sz.total * frac) - sz.weights - terms
+    pool = _fill_pool(sz, sh, block, sc.context_bound, frac, terms)
     sized = _on_pool(sz, pool, activation=activation,
                      runtime=assumed(float(runtime.value + graphs.value), "B",
                                      f"vLLM's non-torch memory, the {runtime.source}; + {graphs.source}"))
-    line = (f"# --gpu-memory-utilization {frac:g} (vLLM's default): pool = ceil({common.fmt_int(sz.total)} B "
+    line = (f"# --gpu-memory-utilization {frac:g} ({label}): pool = ceil({common.fmt_int(sz.total)} B "
             f"× {frac:g}) − weights {common.fmt_int(sz.weights)} B "
             f"− non-torch {common.fmt_int(runtime.value)} B "
             f"− activation peak {common.fmt_int(activation.value)} B − CUDA graphs "
@@ -345,7 +376,8 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh"
                      "whose page bytes follow the docs/engines.md formula")
     sh = shape(p, sz, mapped.block)
     got = (size_exact(p, sz, sh, mapped.block) if req.sizing == "exact" else
-           size_fill(p, sz, sh, mapped.block, p.reserves if req.reserves is None else req.reserves))
+           size_fill(p, sz, sh, mapped.block, p.reserves if req.reserves is None else req.reserves,
+                     req.raise_fill))
     flags: list[Flag] = [
         (F.kv_dtype, mapped.dtype_name),
         (F.block, str(mapped.block)),

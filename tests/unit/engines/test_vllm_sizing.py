@@ -170,18 +170,51 @@ def test_fill_sizing_is_vllms_memory_fraction_less_what_it_measures() -> None:
 
 
 def test_fill_pool_that_cannot_hold_one_request_is_refused_in_vllms_words() -> None:
-    p = plan_on("examples/w2-batch32.kvp")
+    # A pinned fraction (what `kvplan import` read from a deployment) is kept, and the refusal said in vLLM's words.
+    p = plan_on("examples/w2-batch32.kvp", **{"placement = striped": "placement = striped\n    pin {\n"
+                                                 "        memory_fraction = 0.92\n    }"})
+    assert p.scenario.memory_fraction == 0.92
     graphs = 136e9
     out = emit(p, "vllm", reserves=Reserves(cudagraph=graphs))
     weights = dict(out.capacity)["weights_per_gpu"].value
     avail = math.ceil(192e9 * 0.92) - weights - GiB - 16384 * 128 * 1024 - graphs
     num_blocks = math.floor(avail) // W2_BLOCK_BYTES
     assert num_blocks - 1 < 8000                                  # fewer than one request of 128,000 tokens
+    assert vllm_flags(out)["--gpu-memory-utilization"] == "0.92"
     (said,) = [f for f in out.findings if "would refuse to start" in f]
     assert "To serve at least one request with the model's max seq len (128000)" in said
     least = math.ceil((weights + GiB + 16384 * 128 * 1024 + graphs + 8001 * W2_BLOCK_BYTES) / 192e9 * 100) / 100
     assert f"--gpu-memory-utilization {least:.2f} would start it" in said
     assert f"--max-model-len {(num_blocks - 1) * BLOCK}" in said
+
+
+def _pool_tokens(u: float, weights: float, graphs: float) -> int:
+    """vLLM's pool at --gpu-memory-utilization u for W2 on a B200, in tokens (the null block left out)."""
+    blocks = math.floor(math.ceil(192e9 * u) - weights - GiB - 16384 * 128 * 1024 - graphs) // W2_BLOCK_BYTES
+    return (blocks - 1) * BLOCK
+
+
+def test_fill_raises_the_default_fraction_to_the_least_hundredth_that_holds_the_plan() -> None:
+    # Where vLLM's default 0.92 would not hold the plan (vLLM's own advice then: "Try increasing
+    # `gpu_memory_utilization`"), fill writes the least hundredth whose pool holds the plan's tokens, and says why.
+    p = plan_on("examples/w2-batch32.kvp")
+    weights = dict(emit(p, "vllm").capacity)["weights_per_gpu"].value
+    planned = 32 * 128_000                                        # every GPU holds every token, for its heads
+    # CUDA graphs that leave the default's pool 100 blocks short of the plan
+    graphs = math.ceil(192e9 * 0.92) - weights - GiB - 16384 * 128 * 1024 - (planned // BLOCK + 1 - 100) * \
+        W2_BLOCK_BYTES
+    assert _pool_tokens(0.92, weights, graphs) < planned
+    u = next(h / 100 for h in range(93, 101) if _pool_tokens(h / 100, weights, graphs) >= planned)
+    out = emit(p, "vllm", reserves=Reserves(cudagraph=graphs))
+    assert vllm_flags(out)["--gpu-memory-utilization"] == f"{u:g}"
+    assert not out.findings
+    text = files(out)["vllm.sh"]
+    assert f"--gpu-memory-utilization {u:g} (raised from vLLM's default 0.92, whose pool holds " \
+           f"{_pool_tokens(0.92, weights, graphs):,} tokens, fewer than the plan's {planned:,}" in text
+    assert stated_tokens(text) == _pool_tokens(u, weights, graphs) >= planned
+    # no hundredth holds it: the default is kept and the pool refused as before
+    huge = emit(p, "vllm", reserves=Reserves(cudagraph=136e9))
+    assert vllm_flags(huge)["--gpu-memory-utilization"] == "0.92" and huge.findings
 
 
 def test_lmcache_sizes_are_gib_and_its_tokens_whole_chunks() -> None:
