@@ -17,7 +17,7 @@ def test_mla_uses_the_mla_wrapper_with_latent_dims() -> None:
     assert kc.mla and kc.wrapper == "flashinfer.mla.BatchMLAPagedAttentionWrapper"
     assert (kc.num_qo_heads, kc.num_kv_heads, kc.kv_head_copies) == (16, 1, 8)   # 128/8; the latent on every rank
     assert (kc.kv_lora_rank, kc.rope_dim) == (512, 64)
-    text = fi_emit.plan_call(kc, 8)
+    text = fi_emit.plan_call(kc)
     assert "head_dim_ckv=512, head_dim_kpe=64" in text and "num_heads=16" in text
 
 
@@ -30,5 +30,5 @@ def test_interleaved_windows_get_one_plan_per_group_and_soft_cap() -> None:
     assert sum(g.layers for g in kc.groups) == m.n_layers
     assert by_window[4096].tokens_read == 4096 and by_window[None].tokens_read == 32_000
     assert kc.logits_soft_cap == 50.0
-    text = fi_emit.plan_call(kc, 8)
+    text = fi_emit.plan_call(kc)
     assert text.count(".plan(") == 2 and "window_left=4095" in text and "logits_soft_cap=50.0" in text
