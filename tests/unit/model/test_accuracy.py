@@ -135,3 +135,9 @@ def test_an_unknown_column_or_no_rows_is_refused(tmp_path: Path, capsys: pytest.
     f.write_text(HEADER, encoding="utf-8")
     assert acc.main([str(f)]) == 2
     assert "no rows" in capsys.readouterr().err
+    f.write_text(HEADER.replace("itl_ms", "itl_ms,input_len") + "llama-3-8b,h200,1,1,bf16,bf16,8,96,6.5,128\n",
+                 encoding="utf-8")
+    assert acc.main([str(f)]) == 2
+    assert f"{f}:2:33: context 96 is below input_len 128" in capsys.readouterr().err
+    assert acc.main([str(tmp_path / "missing.csv")]) == 2
+    assert "missing.csv: cannot read it" in capsys.readouterr().err
