@@ -409,7 +409,13 @@ def _one_batch(obj: Mapping[str, JSONValue], text: str, path: str, at: int, give
 def _json(text: str, path: str, given: Given, notes: list[str]) -> Read:
     out: list[Measurement] = []
     tools = []
-    for at, obj in _objects(text, path):
+    objects = _objects(text, path)
+    if len(objects) > 1 and any(_tool(obj) == "vllm bench latency" for _, obj in objects):
+        line, col = limits.line_col(text, objects[1][0])
+        raise MeasurementsError("a vllm bench latency file holds one result (the lengths on the command line "
+                                "are its alone)", span=Span(path, line, col, line, col),
+                                help="give one file per run")
+    for at, obj in objects:
         tool = _tool(obj)
         if tool is None:
             line, col = limits.line_col(text, at)

@@ -54,6 +54,9 @@ MAX_ROUNDS = 20
 #: The most decode steps one request latency sums (a `vllm bench latency` run's --output-len): kvplan's own
 #: limit, far above what a latency benchmark generates, and what keeps one measurement's work bounded.
 MAX_REQUEST_STEPS = 65_536
+#: The most measured times one `kvplan calibrate` run fits: kvplan's own limit, far above a benchmark
+#: campaign's few hundred, and what keeps the fit's time and memory bounded.
+MAX_MEASURED_TIMES = 10_000
 #: A singular value below this fraction of the largest (columns scaled to unit length) counts as zero.
 RANK_TOLERANCE = 1e-9
 #: A parameter whose component in the design's null space is below this is determined.
@@ -186,29 +189,28 @@ def _pieces(m: Measurement, kind: str, d: Deployment, names: Sequence[str]) -> _
     """The linear forms of each piece of a measured time, in the unknowns `names` (docstring above)."""
     cfg, link, col = d.cfg, d.link_bandwidth, {n: i for i, n in enumerate(names)}
     kv = col[f"eta_kv:{dtype(m.kv_dtype).id}"]
-    rows: list[tuple[Array, float, Array, float]] = []
+    P = len(names)
+    A, a, B, b = np.zeros((0, P)), np.zeros(0), np.zeros((0, P)), np.zeros(0)
     if kind in ("ttft", "request"):
         prompts = m.prefill_prompts if kind == "ttft" else m.batch
         t = _prefill_terms(cfg, prompts, m.input_len or 1, link)
-        A, B = np.zeros(len(names)), np.zeros(len(names))
-        A[col["eta_w"]], B[col["eta_compute"]] = t["weights"], t["compute"]
-        for v in (A, B):
-            v[col["t_fixed"]], v[col["collective_latency"]] = 1.0, t["latency"]
-        rows.append((A, t["bytes"], B, t["bytes"]))
+        A, B = np.zeros((1, P)), np.zeros((1, P))
+        A[0, col["eta_w"]], B[0, col["eta_compute"]] = t["weights"], t["compute"]
+        A[0, col["t_fixed"]] = B[0, col["t_fixed"]] = 1.0
+        A[0, col["collective_latency"]] = B[0, col["collective_latency"]] = t["latency"]
+        a, b = np.array([t["bytes"]]), np.array([t["bytes"]])
     contexts = np.array([m.context]) if kind == "itl" else request_steps(m) if kind == "request" else np.zeros(0)
     if contexts.size:
-        bound = step_time(cfg, m.batch, contexts)
-        comm = np.broadcast_to(all_reduce_time(cfg.model, m.batch, cfg.tp, link, 0.0), contexts.shape)
-        for i in range(contexts.size):
-            A, B = np.zeros(len(names)), np.zeros(len(names))
-            A[col["eta_w"]] = np.broadcast_to(bound["weights"], contexts.shape)[i]
-            A[kv] = np.broadcast_to(bound["kv"], contexts.shape)[i]
-            A[col["collective_latency"]] = _collectives(cfg)
-            B[col["eta_compute"]] = np.broadcast_to(bound["compute"], contexts.shape)[i]
-            A[col["t_fixed"]] = B[col["t_fixed"]] = 1.0
-            rows.append((A, float(comm[i]), B, 0.0))
-    return _Pieces(np.array([r[0] for r in rows]), np.array([r[1] for r in rows]),
-                   np.array([r[2] for r in rows]), np.array([r[3] for r in rows]))
+        bound = {k: np.broadcast_to(v, contexts.shape) for k, v in step_time(cfg, m.batch, contexts).items()}
+        sa, sb = np.zeros((contexts.size, P)), np.zeros((contexts.size, P))
+        sa[:, col["eta_w"]], sa[:, kv] = bound["weights"], bound["kv"]
+        sa[:, col["collective_latency"]] = _collectives(cfg)
+        sb[:, col["eta_compute"]] = bound["compute"]
+        sa[:, col["t_fixed"]] = sb[:, col["t_fixed"]] = 1.0
+        comm = float(all_reduce_time(cfg.model, m.batch, cfg.tp, link, 0.0))
+        A, B = np.vstack([A, sa]), np.vstack([B, sb])
+        a, b = np.concatenate([a, np.full(contexts.size, comm)]), np.concatenate([b, np.zeros(contexts.size)])
+    return _Pieces(A, a, B, b)
 
 
 def _linear(p: _Pieces, x: Array) -> tuple[Array, float, npt.NDArray[np.bool_]]:
@@ -265,6 +267,10 @@ def _group_key(m: Measurement) -> tuple[str, str]:
 def fit(measurements: Sequence[Measurement], profile: str) -> tuple[Fit, ...]:
     """One Fit per (device, engine) the measurements cover, in sorted order; `profile` names the file the
     factors go in (their source)."""
+    times = sum(len(m.observed()) for m in measurements)
+    if times > MAX_MEASURED_TIMES:
+        raise KvplanError(f"{times:,} measured times: kvplan fits at most {MAX_MEASURED_TIMES:,} in one run",
+                          help="fit a sample of them, or each device in its own run")
     groups: dict[tuple[str, str], list[Measurement]] = {}
     for m in measurements:
         groups.setdefault(_group_key(m), []).append(m)
@@ -293,7 +299,9 @@ def _factors(x: Array, names: Sequence[str], kv: str, source: str) -> Factors:
 def _determined(M: Array) -> tuple[Array, Array]:
     """Which columns of M (rows and columns already scaled) the data determine: those the null space misses;
     and the null space's basis (one row per direction the data cannot see)."""
-    _, s, vt = np.linalg.svd(M, full_matrices=True)
+    if M.shape[0] < M.shape[1]:  # fewer measured times than unknowns: zero rows keep every null direction
+        M = np.vstack([M, np.zeros((M.shape[1] - M.shape[0], M.shape[1]))])
+    _, s, vt = np.linalg.svd(M, full_matrices=False)
     rank = int(np.sum(s > RANK_TOLERANCE * s[0])) if s.size and s[0] > 0 else 0
     null: Array = vt[rank:]
     known: Array = np.linalg.norm(null, axis=0) < NULL_TOLERANCE if null.size else np.ones(M.shape[1], dtype=bool)
@@ -329,8 +337,8 @@ def _solve(pieces: Sequence[_Pieces], y: Array, names: tuple[str, ...], x_def: A
     x, choice = x_def.copy(), None
     determined: set[str] = set()
     for _ in range(MAX_ROUNDS):
-        D = np.array([_linear(p, x)[0] for p in pieces])
-        c = np.array([_linear(p, x)[1] for p in pieces])
+        lin = [_linear(p, x) for p in pieces]
+        D, c = np.array([r for r, _, _ in lin]), np.array([k for _, k, _ in lin])
         free = [j for j in range(P) if np.any(D[:, j] != 0) and names[j] not in fixed]
         held = [j for j in range(P) if j not in free]
         M = D[:, free] / y[:, None]
@@ -421,7 +429,13 @@ def _as_written(solved: _Solved, left: Mapping[str, str], per: Mapping[str, Fact
 
 def _fit_group(device: Device, engine: str, ms: Sequence[Measurement], profile: str) -> Fit:
     """One (device, engine): the design, the solve, then the profile's values, the residuals and the RMS."""
-    deps = [deployment(m) for m in ms]
+    cache: dict[tuple[str, str, int, int, str, str], Deployment] = {}
+    deps = []
+    for m in ms:
+        key = (m.model, m.device, m.devices, m.tensor_parallel, m.weights, m.kv_dtype)
+        if key not in cache:
+            cache[key] = deployment(m)
+        deps.append(cache[key])
     kv = _kv_dtypes(ms)
     names = _names(kv)
     x_def, per = _defaults(device, engine, deps[0].link, kv)
@@ -456,5 +470,5 @@ def _value(name: str, raw: float, source: str) -> Value:
     return Value(raw, "s", Evidence.DERIVED, source)
 
 
-__all__ = ["Deployment", "Fit", "KINDS", "MAX_REQUEST_STEPS", "MAX_ROUNDS", "Measurement", "Residual",
-           "deployment", "expected_time", "fit", "prefill_time", "request_steps"]
+__all__ = ["Deployment", "Fit", "KINDS", "MAX_MEASURED_TIMES", "MAX_REQUEST_STEPS", "MAX_ROUNDS", "Measurement",
+           "Residual", "deployment", "expected_time", "fit", "prefill_time", "request_steps"]

@@ -198,3 +198,19 @@ def test_a_time_must_be_positive_and_finite(tmp_path: Path) -> None:
         path = tmp_path / "s.json"
         path.write_text(json.dumps(raw))
         assert "mean_itl_ms is" in refusal(path)
+
+
+def test_a_latency_file_holds_one_result(tmp_path: Path) -> None:
+    raw = json.loads((CAL / "vllm_latency.json").read_text())
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps(raw) + "\n" + json.dumps(raw) + "\n")
+    text = refusal(path, model="llama-3-8b", device="h100", batch=8, input_len=1024, output_len=128)
+    assert text.startswith(f"{path}:2:1: a vllm bench latency file holds one result"), text
+
+
+def test_a_latency_run_sums_at_most_its_limit_of_decode_steps() -> None:
+    text = refusal(CAL / "vllm_latency.json", model="llama-3-8b", device="h100", batch=8, input_len=1024,
+                   output_len=65_537)
+    assert "--output-len 65,537 is above the 65,536 decode steps" in text
+    assert one(CAL / "vllm_latency.json", model="llama-3-8b", device="h100", batch=8, input_len=1024,
+               output_len=65_536).output_len == 65_536

@@ -166,3 +166,11 @@ def test_an_unknown_model_is_an_error_at_the_measurement() -> None:
     with pytest.raises(KvplanError) as err:
         cal.fit([m], "p.toml")
     assert str(err.value).startswith("runs.csv:3:1: ") and "no-such-model" in str(err.value)
+
+
+def test_a_run_fits_at_most_its_limit_of_measured_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cal, "MAX_MEASURED_TIMES", 3)
+    ms = [cal.Measurement("llama-3-8b", "h100-sxm", 1, 1, "", "bf16", "vllm", b, 1_000, 0.01) for b in (1, 2, 4, 8)]
+    with pytest.raises(KvplanError, match="4 measured times: kvplan fits at most 3 in one run"):
+        cal.fit(ms, "p.toml")
+    assert cal.fit(ms[:3], "p.toml")
