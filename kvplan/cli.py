@@ -782,6 +782,59 @@ def import_cmd(source: str, engine: str, model_id: str | None, model_config: str
         click.echo(f"wrote {output}", err=True)
 
 
+@main.command("calibrate")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False), metavar="FILE...")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True, metavar="PROFILE.toml",
+              help="Write the calibration profile here.")
+@click.option("--model", "model_id", metavar="ID", help="The model the runs served, where a file does not say it.")
+@click.option("--device", "device_id", metavar="ID", help="Catalog device id of the runs (kvplan devices).")
+@click.option("--devices", "n_devices", type=_count(hi=limits.MAX_DEVICES), default=None, metavar="N",
+              help="Devices of the deployment  [default: the tensor-parallel size, else 1, assumed].")
+@click.option("--tensor-parallel", "tp", type=_count(hi=limits.MAX_DEVICES), default=None, metavar="N",
+              help="Tensor-parallel size  [default: the devices, else 1, assumed].")
+@click.option("--weights", default=None, help="Weight dtype  [default: the checkpoint's own bytes].")
+@click.option("--kv-dtype", default=None, help="KV cache dtype  [default: bf16, assumed].")
+@click.option("--engine", default=None, metavar="ENGINE",
+              help="vllm, sglang, trtllm or any  [default: the benchmark's engine; a CSV without one: any].")
+@click.option("--batch", type=_count(hi=limits.MAX_BATCH), default=None, metavar="N",
+              help="Batch of the runs (vllm bench latency's --batch-size, a serve run's concurrency).")
+@click.option("--input-len", type=_tokens_type(limits.MAX_TOKENS), default=None, metavar="TOKENS",
+              help="Prompt tokens of each request (vllm bench latency's --input-len).")
+@click.option("--output-len", type=_tokens_type(limits.MAX_TOKENS), default=None, metavar="TOKENS",
+              help="Generated tokens of each request (vllm bench latency's --output-len).")
+@handles_errors
+def calibrate_cmd(paths: tuple[str, ...], output: str, model_id: str | None, device_id: str | None,
+                  n_devices: int | None, tp: int | None, weights: str | None, kv_dtype: str | None,
+                  engine: str | None, batch: int | None, input_len: int | None, output_len: int | None) -> None:
+    """Fit the expected model's factors to your own measurements; write a calibration profile.
+
+    FILE is a `vllm bench latency --output-json` or `vllm bench serve --save-result` JSON, SGLang's
+    bench_one_batch or bench_serving JSON lines, or the CSV of docs/calibrate.md. The options say what a file
+    does not. Exit 0 when the profile is written, 2 when nothing could be fitted.
+    """
+    import os
+
+    from kvplan.engines import measurements
+    from kvplan.model import calibrate
+    from kvplan.render import calibrate_view
+
+    if any(os.path.exists(p) and os.path.exists(output) and os.path.samefile(p, output) for p in paths):
+        raise KvplanError(f"-o {output} is one of the measurement files", help="write the profile elsewhere")
+    given = measurements.Given(model_id, device_id, n_devices, tp, weights, kv_dtype,
+                               None if engine is None else measurements.engine_id(engine), batch, input_len,
+                               output_len)
+    reads = measurements.read_all(paths, given)
+    for note in dict.fromkeys(n for r in reads for n in r.notes):
+        click.echo(f"kvplan: note: {note}", err=True)
+    fits = calibrate.fit([m for r in reads for m in r.measurements], output)
+    click.echo(calibrate_view.text(fits, ()), nl=False)
+    if not any(f.written for f in fits):
+        _fail("the measurements determine no parameter; no profile written (see above what each would need)")
+    with open(output, "w", encoding="utf-8", newline="") as fh:
+        fh.write(calibrate_view.profile(fits, paths, output))
+    click.echo(f"wrote {output}", err=True)
+
+
 @main.command("completion")
 @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]), metavar="SHELL")
 @handles_errors
