@@ -218,3 +218,17 @@ def test_a_bad_calibration_key_is_located_and_exit_2(tmp_path: Path, value: str,
     assert f"{path}:5:" in r.stdout  # at the calibration line of the spec
     r = run("advise", str(path))
     assert r.exit_code == 2 and code in r.stderr, r.output
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "examples").glob("*.kvp")))
+def test_every_example_expects_no_less_than_its_bound(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    r = run("advise", f"examples/{name}", "--format", "json")
+    assert r.exit_code in (0, 1), r.output
+    plans = json.loads(r.stdout)["plans"]
+    assert plans
+    for p in plans:
+        for side in ("metrics", "baseline"):
+            m = p[side]
+            assert m["step_time_expected"]["value"] >= m["step_time"]["value"] * (1 - 1e-12), (name, side)
+            assert m["ttft_expected"]["value"] >= m["ttft"]["value"] * (1 - 1e-12), (name, side)
