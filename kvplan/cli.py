@@ -325,12 +325,11 @@ def map_cmd(model_id: str | None, model_config: str | None, device_id: str, n_de
     kv = catalog.dtype(kv_dtype)
     cfg = rf.Config(model, device, n_devices=n_devices, tp=tp, w_p=w.width, w_kv=kv.width, placement=placement)
     from kvplan.catalog.engines import get_engine
-    from kvplan.model.expected import deployment_factors
     from kvplan.model.profile import missing_fit
 
     get_engine(engine)  # an unknown engine is a catalog error, one line
     profile = _load_calibration(calibration)
-    rm = regime_map(cfg, b, s, weights=w, kv=kv, factors=deployment_factors(device, kv.id, engine, profile))
+    rm = regime_map(cfg, b, s, weights=w, kv=kv, engine=engine, profile=profile)
     gap = missing_fit(profile, device.id, engine)
     if gap:
         rm = attrs.evolve(rm, notes=(*rm.notes, gap))

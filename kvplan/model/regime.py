@@ -23,6 +23,7 @@ from kvplan.model import expected as ex
 from kvplan.model import memory
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import kappa, kv_bytes_per_seq
+from kvplan.model.profile import Profile
 
 
 def paper_model() -> Model:
@@ -46,6 +47,7 @@ class DtypeRow:
     regime: str
     step_time: Value
     speedup: Value
+    step_time_expected: Optional[Value] = None   # at this KV dtype's factors (docs/expected.md)
 
 
 @record
@@ -296,8 +298,10 @@ def _bandwidth(d: Device, batch: int) -> tuple[list[tuple[str, Value]], list[str
     return bandwidth, notes
 
 
-def _dtype_rows(cfg: rf.Config, batch: int, context: int, kv_dtypes: Sequence[str], w_held: float) -> list[DtypeRow]:
-    """The map again at each KV width of `kv_dtypes`, with its speed-up over bf16 KV."""
+def _dtype_rows(cfg: rf.Config, batch: int, context: int, kv_dtypes: Sequence[str], w_held: float,
+                engine: str, profile: Optional[Profile]) -> list[DtypeRow]:
+    """The map again at each KV width of `kv_dtypes`, with its speed-up over bf16 KV and its expected step at
+    that dtype's factors (its kernel's kv_efficiency)."""
     m = cfg.model
     rows = []
     base_cfg = attrs.evolve(cfg, w_kv=DTYPES["bf16"].width)
@@ -317,6 +321,8 @@ def _dtype_rows(cfg: rf.Config, batch: int, context: int, kv_dtypes: Sequence[st
             regime=str(rf.regime(context, ss, sc)),
             step_time=derived(_scalar(tt["step"]), "s", "T_step lower bound"),
             speedup=derived(base_t / _scalar(tt["memory"]), "x", "S(c) = (W+K)/(W+K/c) vs bf16 KV (docs/model.md §6)"),
+            step_time_expected=_expected_step(c2, batch, context, ex.deployment_factors(cfg.device, name, engine,
+                                                                                          profile)),
         ))
     return rows
 
@@ -359,20 +365,28 @@ def expected_results(cfg: rf.Config, batch: int, context: int, f: ex.Factors) ->
     ]
 
 
+def _expected_step(cfg: rf.Config, batch: int, context: int, f: ex.Factors) -> Value:
+    """The expected step alone, at factors `f` (a row of the by-KV-dtype table)."""
+    step = _scalar(ex.expected_step(cfg, batch, context, f, ex.link_bandwidth(cfg.device))["step"])
+    return derived(step, "s", f"T_expected (docs/expected.md): {_factor_words(f)}")
+
+
 def regime_map(cfg: rf.Config, batch: int, context: int, *, weights: Dtype, kv: Dtype,
-               kv_dtypes: Sequence[str] = DEFAULT_KV_DTYPES, factors: Optional[ex.Factors] = None) -> RegimeMap:
+               kv_dtypes: Sequence[str] = DEFAULT_KV_DTYPES, engine: str = "any",
+               profile: Optional[Profile] = None) -> RegimeMap:
     """Evaluate the map at (batch, context) for `cfg`, and for each of `kv_dtypes`: the figures, the
     bandwidth of each placement, the rows per KV width, the notes; beside the bound the expected step and
-    TTFT at `factors` (default: kvplan's defaults for the device and KV dtype, engine any)."""
+    TTFT at the deployment's factors (kvplan's defaults for the device, KV dtype and `engine`, with the
+    calibration `profile`'s fit laid over them)."""
     rf.check_batch_context(batch, context)
     m, d = cfg.model, cfg.device
-    f = factors if factors is not None else ex.default_factors(d, kv.id, "any", d.scaleup_link or "")
+    f = ex.deployment_factors(d, kv.id, engine, profile)
     w_held = rf.weight_bytes_held(m, cfg.w_p)
     sstar = _scalar(rf.s_star(cfg, batch))
     scap = _scalar(rf.s_cap(cfg, batch))
     results = _results(cfg, batch, context, w_held, sstar, scap) + expected_results(cfg, batch, context, f)
     bandwidth, notes = _bandwidth(d, batch)
-    rows = _dtype_rows(cfg, batch, context, kv_dtypes, w_held)
+    rows = _dtype_rows(cfg, batch, context, kv_dtypes, w_held, engine, profile)
     if not scap > 0:
         notes.append(_no_crossover_note(cfg, w_held))
     paper = paper_params_note(m)

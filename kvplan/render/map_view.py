@@ -70,9 +70,10 @@ def text(rm: RegimeMap) -> str:
     lines.append("")
     lines.append("by KV dtype (same batch, context, devices):")
     rows = [[r.dtype, r.kappa.human, r.s_star.human, r.s_cap.human, r.kv_bytes.human, r.regime,
-             r.step_time.human, r.speedup.human] for r in rm.dtypes]
-    lines.append(table(["kv", "κ", "s*", "s_cap", "KV stored", "regime", "step ≥", "speedup"], rows,
-                       right=(1, 2, 3, 4, 6, 7)).rstrip("\n"))
+             r.step_time.human, r.speedup.human, r.step_time_expected.human if r.step_time_expected else ""]
+            for r in rm.dtypes]
+    lines.append(table(["kv", "κ", "s*", "s_cap", "KV stored", "regime", "step ≥", "speedup", "expected"], rows,
+                       right=(1, 2, 3, 4, 6, 7, 8)).rstrip("\n"))
     lines.append("  all figures derived (docs/model.md §2–7); inputs below are reported (catalog) or assumed (yours)")
     lines.append("")
     lines.append("factors of the expected figures (docs/expected.md):")
@@ -112,7 +113,8 @@ def payload(rm: RegimeMap) -> dict[str, object]:
         "beta_eff": dict(rm.bandwidth),
         "by_kv_dtype": [
             {"kv_dtype": r.dtype, "kappa": r.kappa, "s_star": r.s_star, "s_cap": r.s_cap,
-             "kv_bytes": r.kv_bytes, "regime": r.regime, "step_time": r.step_time, "speedup": r.speedup}
+             "kv_bytes": r.kv_bytes, "regime": r.regime, "step_time": r.step_time, "speedup": r.speedup,
+             "step_time_expected": r.step_time_expected}
             for r in rm.dtypes
         ],
         "notes": list(rm.notes),

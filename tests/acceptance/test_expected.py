@@ -232,3 +232,15 @@ def test_every_example_expects_no_less_than_its_bound(name: str, monkeypatch: py
             m = p[side]
             assert m["step_time_expected"]["value"] >= m["step_time"]["value"] * (1 - 1e-12), (name, side)
             assert m["ttft_expected"]["value"] >= m["ttft"]["value"] * (1 - 1e-12), (name, side)
+
+
+def test_map_rows_by_kv_dtype_carry_their_own_expected_step() -> None:
+    r = run("map", "--model", "llama-3-70b", "--device", "b200", "--devices", "2", "--batch", "8", "--kv-dtype", "fp8",
+            "--format", "json")
+    body = json.loads(r.stdout)
+    rows = {x["kv_dtype"]: x for x in body["by_kv_dtype"]}
+    for name, x in rows.items():
+        assert x["step_time_expected"]["value"] >= x["step_time"]["value"], name
+        assert x["step_time_expected"]["evidence"] == "derived"
+    # the row of the map's own KV dtype is the map's expected step (same factors, same width)
+    assert rows["fp8"]["step_time_expected"]["value"] == pytest.approx(body["results"]["step_time_expected"]["value"])
