@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # the commands import these when they run (start-up stays sma
     from kvplan.engines.common import Emitted
     from kvplan.lang import CheckResult
     from kvplan.lang.lint import Check
+    from kvplan.model.profile import Profile
 
 F = TypeVar("F", bound=Callable[..., Any])
 P = ParamSpec("P")
@@ -256,6 +257,24 @@ def _allow_path_option(fn: F) -> F:
                                             "without it they must lie beside the spec or below it.")(fn)
 
 
+def _calibration_option(fn: F) -> F:
+    """--calibration FILE: a profile `kvplan calibrate` wrote, whose fits replace kvplan's default factors of the
+    expected figures (docs/expected.md)."""
+    return click.option("--calibration", "calibration", type=click.Path(dir_okay=False), default=None,
+                        metavar="PROFILE.toml",
+                        help="A calibration profile (kvplan calibrate): its fitted factors replace the defaults of "
+                             "the expected step and TTFT; for a spec, it replaces a deployment's `calibration`.")(fn)
+
+
+def _load_calibration(path: str | None) -> Profile | None:
+    """The profile --calibration names, read and checked (a located error, exit 2, when it is bad)."""
+    if path is None:
+        return None
+    from kvplan.model.profile import load_profile
+
+    return load_profile(path)
+
+
 @main.command("map")
 @click.option("--model", "model_id", metavar="ID",
               help="Catalog model id (kvplan models), or a Hugging Face repo id (docs/hub.md).")
@@ -282,10 +301,14 @@ def _allow_path_option(fn: F) -> F:
                    "(needs matplotlib: pip install matplotlib).")
 @click.option("--roofline", "roofline_path", type=click.Path(dir_okay=False), metavar="FILE.png|svg",
               help="Also draw the roofline with this point to this file (needs matplotlib: pip install matplotlib).")
+@click.option("--engine", default="any", show_default=True, metavar="NAME",
+              help="The engine of the expected figures' per-step overhead and calibration fit: vllm, sglang, trtllm "
+                   "or any.")
+@_calibration_option
 @handles_errors
 def map_cmd(model_id: str | None, model_config: str | None, device_id: str, n_devices: int, tp: int,
             batch: int, context: int, weights: str | None, kv_dtype: str, placement: str, fmt: str,
-            plot_path: str | None, roofline_path: str | None) -> None:
+            plot_path: str | None, roofline_path: str | None, engine: str, calibration: str | None) -> None:
     """The regime map at one point: κ, s*, s_cap, β_eff, intensity, step time, regime, by KV dtype."""
     from kvplan import catalog
     from kvplan.catalog import weight_bytes
@@ -301,7 +324,15 @@ def map_cmd(model_id: str | None, model_config: str | None, device_id: str, n_de
                                     catalog.dtype(weights) if weights is not None else None)
     kv = catalog.dtype(kv_dtype)
     cfg = rf.Config(model, device, n_devices=n_devices, tp=tp, w_p=w.width, w_kv=kv.width, placement=placement)
-    rm = regime_map(cfg, b, s, weights=w, kv=kv)
+    from kvplan.catalog.engines import get_engine
+    from kvplan.model.profile import missing_fit
+
+    get_engine(engine)  # an unknown engine is a catalog error, one line
+    profile = _load_calibration(calibration)
+    rm = regime_map(cfg, b, s, weights=w, kv=kv, engine=engine, profile=profile)
+    gap = missing_fit(profile, device.id, engine)
+    if gap:
+        rm = attrs.evolve(rm, notes=(*rm.notes, gap))
     if plot_path or roofline_path:
         from kvplan.model.regime import DEFAULT_KV_DTYPES
         from kvplan.render import plot
@@ -334,10 +365,12 @@ def map_cmd(model_id: str | None, model_config: str | None, device_id: str, n_de
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default="-", metavar="FILE",
               help="Write here instead of stdout.")
 @_allow_path_option
+@_calibration_option
 @handles_errors
 def sweep_cmd(spec_file: str | None, model_id: str | None, model_config: str | None, device_id: str | None,
               devices: str | None, kv_dtypes: str | None, batch: str | None, context: str | None,
-              weights: str | None, placement: str | None, fmt: str, output: str, allow_paths: tuple[str, ...]) -> None:
+              weights: str | None, placement: str | None, fmt: str, output: str, allow_paths: tuple[str, ...],
+              calibration: str | None) -> None:
     """Evaluate every point of devices × KV dtype × batch × context; stream CSV or JSON rows.
 
     Without FILE, --model (or --model-config) and --device name the deployment; with a .kvp
@@ -364,6 +397,9 @@ def sweep_cmd(spec_file: str | None, model_id: str | None, model_config: str | N
         given = {k: v for k, v in lists.items() if v is not None}
         specs = [sw.spec_from_flags(resolve_model(model_id, model_config), catalog.get_device(device_id),
                                     weights=weights, placement=placement or "striped", **given)]
+    profile = _load_calibration(calibration)
+    if profile is not None:  # the option replaces each deployment's own `calibration`
+        specs = [attrs.evolve(x, calibration=profile) for x in specs]
     stream = sw.csv_text(specs) if fmt == "csv" else sw.json_text(specs)
     total = sw.total_points(specs)
     out = sys.stdout if output == "-" else open(output, "w", encoding="utf-8", newline="")
@@ -411,8 +447,28 @@ def _reserve_options(fn: F) -> F:
     return fn
 
 
+def _expected_options(fn: F) -> F:
+    """--calibration and --slo-on: the expected figures' profile, and which figures the SLOs are checked against."""
+    fn = click.option("--slo-on", "slo_on", type=click.Choice(["expected", "bound"]), default="expected",
+                      show_default=True,
+                      help="Check the SLOs against the expected figures, or against the lower bounds "
+                           "(docs/expected.md).")(fn)
+    return _calibration_option(fn)
+
+
+def _with_expected(checked: CheckResult, calibration: str | None, slo_on: str) -> CheckResult:
+    """The checked spec's scenarios with --calibration (it replaces a deployment's own) and --slo-on applied."""
+    profile = _load_calibration(calibration)
+    if profile is None and slo_on == "expected":
+        return checked
+    return attrs.evolve(checked, scenarios=tuple(
+        attrs.evolve(sc, slo_on=slo_on, calibration=profile or sc.calibration) for sc in checked.scenarios))
+
+
 def _planner_options(fn: F) -> F:
-    """--reserve, --min-gain, --prefill-efficiency and the reserves: the planner's assumed defaults, overridable."""
+    """--reserve, --min-gain, --prefill-efficiency and the reserves: the planner's assumed defaults, overridable;
+    --calibration and --slo-on."""
+    fn = _expected_options(fn)
     fn = _reserve_options(fn)
     fn = click.option("--prefill-efficiency", type=_real(0.01, 1.0, "0.7"), default=None, metavar="ETA",
                       help="Fraction of dense peak prefill runs at, for reuse economics  "
@@ -428,7 +484,8 @@ def _planner_options(fn: F) -> F:
 _LINT_FORMATS = ["concise", "full", "json", "github", "sarif"]
 
 
-def _lint_checks(overrides: dict[str, float] | None = None) -> tuple[Check, ...]:
+def _lint_checks(overrides: dict[str, float] | None = None, calibration: str | None = None,
+                 slo_on: str = "expected") -> tuple[Check, ...]:
     """Extra per-file checks for `kvplan lint`: each takes a CheckResult, returns Diagnostics.
 
     The planner's KV2xx/KV3xx rules: it plans every scenario of a file that checks clean, with the
@@ -438,7 +495,7 @@ def _lint_checks(overrides: dict[str, float] | None = None) -> tuple[Check, ...]
     def planner_check(result: CheckResult) -> list[Diagnostic]:
         from kvplan.planner.lint import check  # numpy and the planner load only if a file checks clean
 
-        return check(result, **(overrides or {}))
+        return check(_with_expected(result, calibration, slo_on), **(overrides or {}))
 
     return (planner_check,)
 
@@ -468,7 +525,7 @@ def _digest_check(result: CheckResult) -> list[Diagnostic]:
 def lint_cmd(paths: tuple[str, ...], output_format: str, select: tuple[str, ...], ignore: tuple[str, ...],
              fail_on: str | None, config: str | None, check_digest: bool, reserve: float | None,
              min_gain: float | None, prefill_efficiency: float | None, activation_reserve: float | None,
-             runtime_reserve: float | None, allow_paths: tuple[str, ...]) -> None:
+             runtime_reserve: float | None, slo_on: str, calibration: str | None, allow_paths: tuple[str, ...]) -> None:
     """Check .kvp files and directories: diagnostics on stdout, a summary on stderr.
 
     Exit 0 when nothing reaches --fail-on, 1 when something does, 2 when lint could not run.
@@ -480,7 +537,8 @@ def lint_cmd(paths: tuple[str, ...], output_format: str, select: tuple[str, ...]
         select=lint.split_codes(select) if select else None, ignore=lint.split_codes(ignore), fail_on=fail_on,
         allow_paths=allow_paths)
     overrides = _overrides(reserve, min_gain, prefill_efficiency, activation_reserve, runtime_reserve)
-    checks = _lint_checks(overrides) + ((_digest_check,) if check_digest else ())
+    _load_calibration(calibration)  # a bad profile is one located error before any file is linted
+    checks = _lint_checks(overrides, calibration, slo_on) + ((_digest_check,) if check_digest else ())
     report = lint.lint_paths(paths, settings, checks=checks)
     click.echo(diag_view.render(output_format, report.files), nl=False)
     click.echo(report.summary(), err=True)
@@ -562,13 +620,15 @@ def _checked(path: str, allow_paths: tuple[str, ...] = ()) -> CheckResult:
 @handles_errors
 def advise_cmd(spec_file: str, fmt: str, scenario: str | None, reserve: float | None, min_gain: float | None,
                prefill_efficiency: float | None, activation_reserve: float | None,
-               runtime_reserve: float | None, allow_paths: tuple[str, ...]) -> None:
+               runtime_reserve: float | None, slo_on: str, calibration: str | None,
+               allow_paths: tuple[str, ...]) -> None:
     """Plan a deployment: the regime map, then each decision with its numbers, rules and evidence.
 
     Exit 0 when every plan meets the spec, 1 when a plan misses a constraint (does not fit, an SLO), 2 when
     the spec cannot be planned.
     """
     checked = _checked(spec_file, allow_paths)  # first: a spec with errors never loads the planner (nor numpy)
+    checked = _with_expected(checked, calibration, slo_on)
     from kvplan.planner import plans_for, with_engines
     from kvplan.render import plan_view
 
@@ -598,12 +658,13 @@ def _overrides(reserve: float | None, min_gain: float | None, eta: float | None,
 @handles_errors
 def report_cmd(spec_file: str, out_dir: str, scenario: str | None, reserve: float | None, min_gain: float | None,
                prefill_efficiency: float | None, activation_reserve: float | None,
-               runtime_reserve: float | None, allow_paths: tuple[str, ...]) -> None:
+               runtime_reserve: float | None, slo_on: str, calibration: str | None,
+               allow_paths: tuple[str, ...]) -> None:
     """Write MADR-shaped design-rationale documents, one per decision, ready to commit and review."""
     from kvplan.base.outputs import check_out_dir
 
     check_out_dir(out_dir)
-    checked = _checked(spec_file, allow_paths)  # first: a spec with errors never loads the planner (nor numpy)
+    checked = _with_expected(_checked(spec_file, allow_paths), calibration, slo_on)  # errors: no planner loaded
     from kvplan.planner import plans_for
     from kvplan.render import report
 
@@ -643,14 +704,15 @@ def _deploy(targets: str | None, image: str | None, namespace: str | None, pvc: 
               help="CUDA-graph memory per GPU an engine subtracts in fill sizing  [default: the engine's, assumed; "
                    "vLLM 1GiB].")
 @_reserve_options
+@_expected_options
 @_deploy_options
 @_allow_path_option
 @handles_errors
 def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario: str | None,
              sizing: Literal["fill", "exact"], cudagraph_reserve: float | None,
-             activation_reserve: float | None, runtime_reserve: float | None, image: str | None,
-             namespace: str | None, pvc: str | None, shm_size: float | None, gpus_per_node: int | None,
-             gpu_resource: str | None, allow_paths: tuple[str, ...]) -> None:
+             activation_reserve: float | None, runtime_reserve: float | None, slo_on: str, calibration: str | None,
+             image: str | None, namespace: str | None, pvc: str | None, shm_size: float | None,
+             gpus_per_node: int | None, gpu_resource: str | None, allow_paths: tuple[str, ...]) -> None:
     """Write the engine configurations of a plan: command lines and YAML the engine takes as written.
 
     Without -o the files go to stdout, each after a `==> scenario/name <==` line; warnings and the KV
@@ -671,7 +733,8 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
     # one memory model: the plan is made under the reserves its configs are sized with
     given = {"activation_reserve": reserves.activation, "runtime_reserve": reserves.runtime}
     plans = [with_engines(p) for p in
-             plans_for(_checked(spec_file, allow_paths), scenario, **{k: v for k, v in given.items() if v is not None})]
+             plans_for(_with_expected(_checked(spec_file, allow_paths), calibration, slo_on), scenario,
+                       **{k: v for k, v in given.items() if v is not None})]
     for p in plans:  # a count the model cannot split has no configuration to write
         gap = next((u for u in p.unmet if u.constraint == "layout"), None)
         if gap is not None:

@@ -93,7 +93,8 @@ CODES: Mapping[str, Code] = {c.code: c for c in (
     Code("KV116", "unknown-metric", MEANING, E, "An `expect` assertion on a metric the plan has not."),
     Code("KV117", "prefix-exceeds-context", MEANING, E, "A shared prefix longer than the context."),
     Code("KV118", "too-many-scenarios", MEANING, E, "Workload lists expand into too many scenarios."),
-    Code("KV119", "config-error", MEANING, E, "A model block's config.json cannot be read."),
+    Code("KV119", "config-error", MEANING, E, "A model block's config.json or a deployment's calibration profile "
+                                              "cannot be read."),
     Code("KV120", "conflicting-settings", MEANING, W, "Two settings that contradict each other."),
     Code("KV121", "unknown-link", MEANING, E, "A link id that is not in the catalog."),
     Code("KV122", "link-not-in-catalog", MEANING, W, "A link bandwidth no catalog link has; tiering cannot use it."),
@@ -124,6 +125,7 @@ CODES: Mapping[str, Code] = {c.code: c for c in (
     Code("KV303", "throughput-slo-unmet", PLAN, E, "no admissible plan meets the throughput SLO"),
     Code("KV304", "expectation-failed", PLAN, E, "an `expect` assertion is false for the plan"),
     Code("KV305", "pin-unsupported", PLAN, E, "a pinned choice the engine or the quality budget does not admit"),
+    Code("KV306", "ttft-slo-unmet", PLAN, E, "no admissible plan meets the time-to-first-token SLO"),
     # KV4xx: emitted engine configs (kvplan.engines.digest)
     Code("KV401", "stale-config", CONFIG, E,
          "an emitted engine config was made from a plan that the spec no longer produces"),

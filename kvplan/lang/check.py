@@ -48,6 +48,7 @@ from kvplan.lang.spec import (
     String,
     ValueNode,
 )
+from kvplan.model.profile import Profile, load_profile
 from kvplan.model.scenario import AUTO_DEVICE_LIMIT, DeviceCount, Expectation, Pin, Scenario, choice
 
 #: Workload lists may expand into at most this many scenarios; a file into at most MAX_FILE_SCENARIOS.
@@ -70,11 +71,12 @@ ENGINE_PINS = ("memory_fraction", "max_batched_tokens", "replicas", "attention_d
 #: Pins of the tensor × pipeline split a deployment runs (`--tp 8`, `--pipeline-parallel-size 2`).
 LAYOUT_PINS = ("tensor_parallel", "pipeline_parallel")
 # Keys each place admits. Sections of a deployment are blocks, everything else `key = value`.
-DEPLOYMENT_KEYS = ("model", "checkpoint", "weights", "device", "devices", "placement", "engine", "objective")
+DEPLOYMENT_KEYS = ("model", "checkpoint", "weights", "device", "devices", "placement", "engine", "objective",
+                   "calibration")
 SECTION_KEYS: Mapping[str, tuple[str, ...]] = {
     "workload": ("batch", "context", "prefix", "fanout", "reuse", "max_context"),
     "quality": ("budget", "eviction", "min_retention"),
-    "slo": ("step_time", "throughput"),
+    "slo": ("step_time", "throughput", "ttft"),
     "pin": ("kv_dtype", "retention", "block_size", "prefix_caching", "tier", "placement", "devices",
             *LAYOUT_PINS, *ENGINE_PINS),
     "expect": ("regime", "fits", "speedup", "step_time", "throughput", "kv_bytes", "devices"),
@@ -463,6 +465,51 @@ class _Checker:
 
     # ---------------------------------------------------------- model blocks
 
+    def _spec_path(self, node: Scalar, key: str, example: str, in_folder: str = "") -> Optional[str]:
+        """The path a `key = "PATH"` names, relative to the spec's folder, when it is quoted, holds no NUL and
+        lies in the spec's folder (or below it) or an allowed one (--allow-path, allow-paths); else None, reported.
+        A folder stands for the file `in_folder` in it (a model's config.json)."""
+        if not isinstance(node, String):
+            quoted = '"' + _source_text(node).replace('\\', '\\\\').replace('"', '\\"') + '"'
+            self.report(codes.WRONG_KIND, f"{key} takes a quoted path", node.span,
+                        help=f"quote it: `{key} = {quoted}`", fixes=[fx.replace(node.span, quoted)])
+            return None
+        path = os.path.join(self.base_dir, node.value)  # an absolute value stays absolute
+        if "\0" in path:
+            self.report(codes.CONFIG_ERROR, f"the {key} path holds a NUL character", node.span,
+                        help=f'write `{key} = "{example}"`')
+            return None
+        target = os.path.join(path, in_folder) if in_folder and os.path.isdir(path) else path
+        if not files.within(target, (self.base_dir, *self.allow_paths)):
+            self.report(codes.CONFIG_ERROR, f"`{node.value}` is outside the folder of the spec", node.span,
+                        help=f"a spec names {key} files in its folder or below it; to allow another folder, "
+                             'pass --allow-path DIR or set allow-paths = ["DIR"] under [tool.kvplan] '
+                             "(docs/cli-lint.md)")
+            return None
+        return path
+
+    def _calibration(self, e: Optional[Entry], spans: dict[str, Span]) -> Union[Profile, None, bool]:
+        """`calibration = "FILE"`: the calibration profile of the expected figures (docs/expected.md), read
+        and checked; None when the deployment has none, False when it cannot be used (reported)."""
+        if e is None:
+            return None
+        spans["calibration"] = e.span
+        node = self._scalar(e, "deployment")
+        path = None if node is None else self._spec_path(node, "calibration", "h100-vllm.toml")
+        if path is None or node is None:
+            return False
+        try:
+            return load_profile(path)
+        except KvplanError as exc:
+            inside = exc.span is not None and (exc.span.line, exc.span.column) != (1, 1)
+            at = f" (line {exc.span.line}, column {exc.span.column})" if inside and exc.span is not None else ""
+            self.report(codes.CONFIG_ERROR, f"cannot use the calibration profile `{_source_text(node)}`{at}: "
+                        f"{exc.message}", node.span, help=exc.help)
+        except OSError as exc:
+            self.report(codes.CONFIG_ERROR, f"cannot read the calibration profile `{_source_text(node)}`: "
+                        f"{exc.strerror or exc}", node.span, help="the path is relative to the .kvp file")
+        return False
+
     def _model_block(self, decl: ModelDecl) -> Optional[_Model]:
         entries = self._entries(decl.items, f'model "{decl.name}"', MODEL_KEYS)
         before = self._errors()
@@ -476,22 +523,8 @@ class _Checker:
         active = self._count(entries.get("params_active"), "params_active", "model")
         if node is None:
             return None
-        if not isinstance(node, String):
-            quoted = '"' + _source_text(node).replace('\\', '\\\\').replace('"', '\\"') + '"'
-            self.report(codes.WRONG_KIND, "config takes a quoted path", node.span,
-                        help=f"quote it: `config = {quoted}`", fixes=[fx.replace(node.span, quoted)])
-            return None
-        path = os.path.join(self.base_dir, node.value)  # an absolute value stays absolute
-        if "\0" in path:
-            self.report(codes.CONFIG_ERROR, "the config path holds a NUL character", node.span,
-                        help='write `config = "models/my-7b/config.json"`')
-            return None
-        target = os.path.join(path, "config.json") if os.path.isdir(path) else path
-        if not files.within(target, (self.base_dir, *self.allow_paths)):
-            self.report(codes.CONFIG_ERROR, f"`{node.value}` is outside the folder of the spec", node.span,
-                        help="a spec names config files in its folder or below it; to allow another folder, "
-                             'pass --allow-path DIR or set allow-paths = ["DIR"] under [tool.kvplan] '
-                             "(docs/cli-lint.md)")
+        path = self._spec_path(node, "config", "models/my-7b/config.json", "config.json")
+        if path is None or not isinstance(node, String):
             return None
         try:
             model: Model = hf_config.load_config(path)
@@ -626,6 +659,7 @@ class _Checker:
 
         quality = self._quality(sections.get("quality"), spans, notes)
         slo = self._slo(sections.get("slo"), spans)
+        calibration = self._calibration(top.get("calibration"), spans)
         pins = self._pins(sections.get("pin"), spans, devices, placement, top)
         # a pin stands in for the deployment setting it fixes: the default it replaces is no assumption
         for key in ("devices", "placement"):
@@ -637,7 +671,8 @@ class _Checker:
             self._missing_workload(dep, where)
             return []
         combos = self._workload(workload, dep.name, notes)
-        if None in (model, device, weights, devices, placement, engine, objective, quality, slo, combos):
+        if None in (model, device, weights, devices, placement, engine, objective, quality, slo, combos) or (
+                calibration is False):
             return []
         assert model and device and weights and devices and placement and engine and objective
         assert quality is not None and slo is not None and combos is not None
@@ -649,7 +684,8 @@ class _Checker:
                 batch=int(values["batch"]), context=int(values["context"]), prefix=int(values["prefix"]),
                 fanout=int(values["fanout"]), reuse=values["reuse"],
                 budget=quality[0], eviction_allowed=quality[1], min_retention=quality[2],
-                slo_step_time=slo[0], slo_throughput=slo[1], objective=objective,
+                slo_step_time=slo[0], slo_throughput=slo[1], slo_ttft=slo[2], objective=objective,
+                calibration=calibration if not isinstance(calibration, bool) else None,
                 pins=pins, expects=expects, spans={**spans, **wspans},
                 assumptions=tuple(notes) + model.assumptions + device.assumptions,
                 max_context=int(values["max_context"]) if "max_context" in values else None,
@@ -885,18 +921,20 @@ class _Checker:
                                self._remove_line(entries["min_retention"])])
         return budget, allowed, min_retention
 
-    def _slo(self, block: Optional[Block], spans: dict[str, Span]) -> Optional[tuple[Optional[float], Optional[float]]]:
+    def _slo(self, block: Optional[Block], spans: dict[str, Span]
+             ) -> Optional[tuple[Optional[float], Optional[float], Optional[float]]]:
         entries = self._section(block, "slo")
         ok = True
-        found: dict[str, Optional[float]] = {"step_time": None, "throughput": None}
+        found: dict[str, Optional[float]] = {"step_time": None, "throughput": None, "ttft": None}
         for key, (dim, ops, example) in {"step_time": (Dim.TIME, ("<=", "<"), "50 ms"),
-                                         "throughput": (Dim.RATE, (">=", ">"), "500 tok/s")}.items():
+                                         "throughput": (Dim.RATE, (">=", ">"), "500 tok/s"),
+                                         "ttft": (Dim.TIME, ("<=", "<"), "2 s")}.items():
             e = entries.get(key)
             if e is None:
                 continue
             spans[f"slo.{key}"] = e.span
             if e.op not in ops:
-                bound = "an upper bound" if key == "step_time" else "a lower bound"
+                bound = "a lower bound" if key == "throughput" else "an upper bound"
                 right = f"{key} {ops[0]} {_source_text(e.value) or example}"
                 self.report(codes.WRONG_OPERATOR, f"slo {key} is {bound}: `{ops[0]}`, not `{e.op or 'nothing'}`",
                             e.span, help=f"write `{right}`", fixes=[fx.replace(e.span, right)])
@@ -906,7 +944,7 @@ class _Checker:
             if not isinstance(node, (Quantity, Ident, String)):  # the grammar gives a comparison one scalar
                 ok = False
                 continue
-            if key == "step_time":
+            if key in ("step_time", "ttft"):
                 value = self._number(node, key, dim, lo=limits.MIN_STEP_TIME, hi=limits.MAX_STEP_TIME, why=_LIMIT,
                                      op=e.op)
             else:
@@ -914,7 +952,7 @@ class _Checker:
                                      op=e.op)
             ok = ok and value is not None
             found[key] = value
-        return (found["step_time"], found["throughput"]) if ok else None
+        return (found["step_time"], found["throughput"], found["ttft"]) if ok else None
 
     def _pins(self, block: Optional[Block], spans: dict[str, Span], devices: Optional[DeviceCount],
               placement: Optional[str], top: Mapping[str, Entry]) -> Mapping[str, Pin]:

@@ -23,10 +23,13 @@ from typing import TYPE_CHECKING, Optional, Union
 
 import numpy as np
 
+from kvplan import catalog
 from kvplan.base.evidence import Evidence, Value
-from kvplan.base.records import record
 from kvplan.catalog import Device, Model, performance
 from kvplan.catalog.performance import Factor
+from kvplan.model.factors import Factors
+from kvplan.model.profile import Profile
+from kvplan.model.profile import factors as profile_factors
 from kvplan.model.roofline import Config, step_time, weight_bytes_read
 from kvplan.model.tiering import prefill_flops
 
@@ -40,25 +43,6 @@ if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the 
 ACTIVATION_WIDTH = 2.0
 #: All-reduces per dense transformer layer under tensor parallelism (after attention, after the MLP).
 ALL_REDUCES_PER_LAYER = 2
-
-
-@record
-class Factors:
-    """The factors of the expected step and TTFT, each a named Value with its evidence class. Fractions are
-    unit "x" in (0, 1]; times are seconds. `profile` names the calibration profile they were fitted in, ""
-    for kvplan's defaults."""
-
-    eta_w: Value               # fraction of β_eff the weight stream achieves
-    eta_kv: Value              # fraction of β_eff the KV stream achieves, for this KV dtype and its kernel
-    eta_compute: Value         # fraction of dense peak π achievable (prefill; the decode compute floor)
-    t_fixed: Value             # s per step (and per prefill): launches, sampling, scheduling
-    collective_latency: Value  # s per tensor-parallel all-reduce, beyond its bytes over the link
-    profile: str = ""
-
-    def items(self) -> tuple[tuple[str, Value], ...]:
-        """(name, Value) in a fixed order: what renderers print and JSON carries."""
-        return (("eta_w", self.eta_w), ("eta_kv", self.eta_kv), ("eta_compute", self.eta_compute),
-                ("t_fixed", self.t_fixed), ("collective_latency", self.collective_latency))
 
 
 def residual_width(model: Model) -> int:
@@ -112,6 +96,17 @@ def expected_ttft(cfg: Config, prompt: ArrayLike, f: Factors, link_bandwidth: Op
     return {"prefill": prefill, "comm": comm, "fixed": fixed, "ttft": prefill + comm + fixed}
 
 
+def link_bandwidth(device: Device) -> Optional[float]:
+    """B/s per direction of the device's scale-up link (the tensor-parallel all-reduces cross it); None when
+    the catalog names none."""
+    return catalog.get_link(device.scaleup_link).bandwidth if device.scaleup_link else None
+
+
+def deployment_factors(device: Device, kv_dtype: str, engine: str, profile: Optional[Profile] = None) -> Factors:
+    """The factors of a deployment: kvplan's defaults for the device, KV dtype, engine and the device's scale-up
+    link, with the profile's fit (when one is given) laid over them."""
+    defaults = default_factors(device, kv_dtype, engine, device.scaleup_link or "")
+    return profile_factors(profile, device.id, kv_dtype, engine, defaults)
 
 
 def default_factors(device: Device, kv_dtype: str, engine: str = "any", link: str = "") -> Factors:
@@ -140,4 +135,4 @@ def default_factors(device: Device, kv_dtype: str, engine: str = "any", link: st
 
 
 __all__ = ["ACTIVATION_WIDTH", "ALL_REDUCES_PER_LAYER", "Factors", "all_reduce_time", "default_factors",
-           "expected_step", "expected_ttft", "residual_width"]
+           "deployment_factors", "expected_step", "expected_ttft", "link_bandwidth", "residual_width"]

@@ -19,9 +19,11 @@ from kvplan.base.limits import MAX_DEVICES
 from kvplan.base.records import record
 from kvplan.base.units import fmt_unit
 from kvplan.catalog import DTYPES, Device, Dtype, Model
+from kvplan.model import expected as ex
 from kvplan.model import memory
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import kappa, kv_bytes_per_seq
+from kvplan.model.profile import Profile
 
 
 def paper_model() -> Model:
@@ -45,6 +47,7 @@ class DtypeRow:
     regime: str
     step_time: Value
     speedup: Value
+    step_time_expected: Optional[Value] = None   # at this KV dtype's factors (docs/expected.md)
 
 
 @record
@@ -64,6 +67,8 @@ class RegimeMap:
     regime: str
     notes: tuple[str, ...]
     dtypes: tuple[DtypeRow, ...]
+    #: The factors of the expected step and TTFT (kvplan.model.expected), by name.
+    factors: tuple[tuple[str, Value], ...] = ()
 
     def result(self, key: str) -> Value:
         return dict(self.results)[key]
@@ -293,8 +298,10 @@ def _bandwidth(d: Device, batch: int) -> tuple[list[tuple[str, Value]], list[str
     return bandwidth, notes
 
 
-def _dtype_rows(cfg: rf.Config, batch: int, context: int, kv_dtypes: Sequence[str], w_held: float) -> list[DtypeRow]:
-    """The map again at each KV width of `kv_dtypes`, with its speed-up over bf16 KV."""
+def _dtype_rows(cfg: rf.Config, batch: int, context: int, kv_dtypes: Sequence[str], w_held: float,
+                engine: str, profile: Optional[Profile]) -> list[DtypeRow]:
+    """The map again at each KV width of `kv_dtypes`, with its speed-up over bf16 KV and its expected step at
+    that dtype's factors (its kernel's kv_efficiency)."""
     m = cfg.model
     rows = []
     base_cfg = attrs.evolve(cfg, w_kv=DTYPES["bf16"].width)
@@ -314,6 +321,8 @@ def _dtype_rows(cfg: rf.Config, batch: int, context: int, kv_dtypes: Sequence[st
             regime=str(rf.regime(context, ss, sc)),
             step_time=derived(_scalar(tt["step"]), "s", "T_step lower bound"),
             speedup=derived(base_t / _scalar(tt["memory"]), "x", "S(c) = (W+K)/(W+K/c) vs bf16 KV (docs/model.md §6)"),
+            step_time_expected=_expected_step(c2, batch, context, ex.deployment_factors(cfg.device, name, engine,
+                                                                                          profile)),
         ))
     return rows
 
@@ -329,18 +338,55 @@ def _no_crossover_note(cfg: rf.Config, w_held: float) -> str:
         else weights_unheld_note(m, d, cfg.w_p))
 
 
+def _factor_words(f: ex.Factors) -> str:
+    """Each factor with its value and evidence, for an expected figure's source."""
+    return ", ".join(f"{k} = {v.human} {v.evidence.value}" for k, v in f.items())
+
+
+def expected_results(cfg: rf.Config, batch: int, context: int, f: ex.Factors) -> list[tuple[str, Value]]:
+    """The expected step, its terms and the expected TTFT (docs/expected.md), each derived, its source naming
+    every factor with its evidence; the prompt of the TTFT is the workload's context, the all-reduces cross the
+    device's scale-up link (none: their latency only, said so)."""
+    link = ex.link_bandwidth(cfg.device)
+    link_words = (f"all-reduces over {cfg.device.scaleup_link} at {fmt_unit(link, 'B/s')}" if link else
+                  f"{cfg.device.id} has no scale-up link in the catalog: the all-reduces' latency only, their bytes "
+                  "not counted")
+    words = f"{_factor_words(f)}; {link_words}" + (f"; profile {f.profile}" if f.profile else "")
+    t = {k: _scalar(v) for k, v in ex.expected_step(cfg, batch, context, f, link).items()}
+    ttft = {k: _scalar(v) for k, v in ex.expected_ttft(cfg, context, f, link).items()}
+    return [
+        ("step_time_expected", derived(t["step"], "s", "T = max(t_fixed + W/(η_w·β_eff) + K/(η_kv·β_eff) + "
+                                                       f"T_comm, t_fixed + F/(η_π·π)) (docs/expected.md): {words}")),
+        ("step_time_expected_comm", derived(t["comm"], "s", f"T_comm: 2 all-reduces per layer ({link_words})")),
+        ("throughput_expected", derived(batch / t["step"], "tok/s", "b / T_expected")),
+        ("ttft_expected", derived(ttft["ttft"], "s", "max(F_prefill/(tp·η_π·π), W/(tp·η_w·β)) + T_comm + t_fixed, "
+                                                    f"one prompt of the workload's context, {context:,} tokens "
+                                                    f"(docs/expected.md): {words}")),
+    ]
+
+
+def _expected_step(cfg: rf.Config, batch: int, context: int, f: ex.Factors) -> Value:
+    """The expected step alone, at factors `f` (a row of the by-KV-dtype table)."""
+    step = _scalar(ex.expected_step(cfg, batch, context, f, ex.link_bandwidth(cfg.device))["step"])
+    return derived(step, "s", f"T_expected (docs/expected.md): {_factor_words(f)}")
+
+
 def regime_map(cfg: rf.Config, batch: int, context: int, *, weights: Dtype, kv: Dtype,
-               kv_dtypes: Sequence[str] = DEFAULT_KV_DTYPES) -> RegimeMap:
+               kv_dtypes: Sequence[str] = DEFAULT_KV_DTYPES, engine: str = "any",
+               profile: Optional[Profile] = None) -> RegimeMap:
     """Evaluate the map at (batch, context) for `cfg`, and for each of `kv_dtypes`: the figures, the
-    bandwidth of each placement, the rows per KV width, the notes."""
+    bandwidth of each placement, the rows per KV width, the notes; beside the bound the expected step and
+    TTFT at the deployment's factors (kvplan's defaults for the device, KV dtype and `engine`, with the
+    calibration `profile`'s fit laid over them)."""
     rf.check_batch_context(batch, context)
     m, d = cfg.model, cfg.device
+    f = ex.deployment_factors(d, kv.id, engine, profile)
     w_held = rf.weight_bytes_held(m, cfg.w_p)
     sstar = _scalar(rf.s_star(cfg, batch))
     scap = _scalar(rf.s_cap(cfg, batch))
-    results = _results(cfg, batch, context, w_held, sstar, scap)
+    results = _results(cfg, batch, context, w_held, sstar, scap) + expected_results(cfg, batch, context, f)
     bandwidth, notes = _bandwidth(d, batch)
-    rows = _dtype_rows(cfg, batch, context, kv_dtypes, w_held)
+    rows = _dtype_rows(cfg, batch, context, kv_dtypes, w_held, engine, profile)
     if not scap > 0:
         notes.append(_no_crossover_note(cfg, w_held))
     paper = paper_params_note(m)
@@ -351,5 +397,5 @@ def regime_map(cfg: rf.Config, batch: int, context: int, *, weights: Dtype, kv: 
         context=context, placement=cfg.placement,
         inputs=tuple(model_inputs(m, d, cfg.n_devices, batch, context, weights, kv)),
         results=tuple(results), bandwidth=tuple(bandwidth), regime=str(rf.regime(context, sstar, scap)),
-        notes=tuple(notes), dtypes=tuple(rows),
+        notes=tuple(notes), dtypes=tuple(rows), factors=f.items(),
     )

@@ -8,6 +8,7 @@ from kvplan.base.errors import Span
 from kvplan.base.evidence import Evidence, Value
 from kvplan.base.records import record
 from kvplan.catalog import Device, Dtype, Model
+from kvplan.model.profile import Profile
 
 #: `devices = auto` lets the planner choose up to this many devices (LANGUAGE.md).
 AUTO_DEVICE_LIMIT = 64
@@ -79,6 +80,12 @@ class Scenario:
     #: workload.max_context: the longest sequence the engine admits (vLLM --max-model-len, SGLang
     #: --context-length); None when the spec does not say, and then the context is the bound.
     max_context: Optional[int] = None
+    #: slo.ttft: the longest time to first token of one prompt of the context, seconds; None when not set.
+    slo_ttft: Optional[float] = None
+    #: The calibration profile of the expected figures (`calibration = "FILE"`, --calibration); None: defaults.
+    calibration: Optional[Profile] = None
+    #: What the SLOs are checked against: "expected" (the default) or "bound" (--slo-on bound).
+    slo_on: str = "expected"
 
     @property
     def context_bound(self) -> int:

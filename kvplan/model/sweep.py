@@ -27,8 +27,11 @@ from kvplan.base.records import record
 from kvplan.base.units import MAX_EXACT, Dim, parse_quantity
 from kvplan.catalog import DTYPES, Device, Dtype, Model, dtype
 from kvplan.catalog.weight_bytes import planned
+from kvplan.model import expected as ex
 from kvplan.model import roofline as rf
+from kvplan.model.expected import deployment_factors
 from kvplan.model.footprint import kappa
+from kvplan.model.profile import Profile
 
 if TYPE_CHECKING:
     from kvplan.model.scenario import DeviceCount, Scenario
@@ -161,6 +164,9 @@ class SweepSpec:
     batch: tuple[int, ...]
     context: tuple[int, ...]
     name: str = ""
+    #: The engine (its t_fixed) and calibration profile of the expected step (docs/expected.md).
+    engine: str = "any"
+    calibration: Optional[Profile] = None
 
     def __attrs_post_init__(self) -> None:
         if self.placement not in rf.PLACEMENTS:
@@ -231,7 +237,7 @@ def specs_from_scenarios(scenarios: Sequence["Scenario"], *, weights: Optional[s
                    else tuple(dict.fromkeys(int(sc.batch) for sc in scs))),
             context=(parse_list(context, "tokens", "context") if context
                      else tuple(dict.fromkeys(int(sc.context) for sc in scs))),
-            name=name,
+            name=name, engine=first.engine, calibration=first.calibration,
         ))
     return out
 
@@ -277,6 +283,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("regime", "string",
            source="weight-bound below s*, capacity-bound above s_cap, KV-bound between (docs/model.md §6)"),
     Column("step_time_s", "number", "s", "derived", "T_step ≥ max(M/β_eff, F/π) over tp ranks (docs/model.md §4, §7)"),
+    Column("step_time_expected_s", "number", "s", "derived",
+           "T_expected = max(t_fixed + W/(η_w·β_eff) + K/(η_kv·β_eff) + T_comm, t_fixed + F/(η_π·π)) at kvplan's "
+           "default factors for the device, KV dtype and engine, or the calibration profile's (docs/expected.md)"),
     Column("throughput_tok_s", "number", "tok/s", "derived", "b / T_step"),
     Column("speedup_vs_bf16", "number", "x", "derived",
            "memory time with bf16 KV / memory time with this KV dtype: S(c) = (W+K)/(W+K/c) (docs/model.md §6)"),
@@ -311,6 +320,7 @@ class Block:
     fits: npt.NDArray[np.bool_]
     regime: npt.NDArray[np.int8]  # index into rf.REGIMES
     step_time: Array
+    step_time_expected: Array
     throughput: Array
     speedup: Array
 
@@ -328,6 +338,8 @@ def evaluate(spec: SweepSpec, chunk: int = CHUNK) -> Iterator[Block]:
             s_star = rf.s_star(cfg, b_all)
             s_cap = rf.s_cap(cfg, b_all)
             w_held = rf.weight_bytes_held(cfg.model, cfg.w_p)
+            f = deployment_factors(spec.device, kv, spec.engine, spec.calibration)
+            link = ex.link_bandwidth(spec.device)
             for i0 in range(0, total, chunk):
                 b_i, s_i = np.divmod(np.arange(i0, min(total, i0 + chunk), dtype=np.int64), ns)
                 b, s = b_all[b_i], s_all[s_i]
@@ -343,6 +355,7 @@ def evaluate(spec: SweepSpec, chunk: int = CHUNK) -> Iterator[Block]:
                             kappa=kappa(cfg.model, cfg.w_kv), weight_bytes=w_held, capacity=cfg.capacity,
                             s_star=s_star, s_cap=s_cap, kv_bytes=kv_b, memory_bytes=mem,
                             fits=mem <= cfg.capacity, regime=codes, step_time=t["step"],
+                            step_time_expected=ex.expected_step(cfg, b, s, f, link)["step"],
                             throughput=b / t["step"], speedup=t_base / t["memory"])
 
 
@@ -393,7 +406,7 @@ def _rows(block: Block, json_out: bool) -> Iterator[tuple[int, str]]:
     fits_t = np.array(["true", "false"], dtype=object)
     regimes = np.array([_string(r, json_out) for r in rf.REGIMES], dtype=object)
     middle = sep.join(["%s", "%s", _scalar_text(block.kappa, json_out), "%s",
-                       _scalar_text(block.weight_bytes, json_out), "%s", "%s", "%s", "%s", "%s", "%s", "%s"])
+                       _scalar_text(block.weight_bytes, json_out), "%s", "%s", "%s", "%s", "%s", "%s", "%s", "%s"])
     row = ("    [" + middle + "],\n") if json_out else (middle + "\n")
     n = len(block.b_index)
     for i0 in range(0, n, FORMAT_ROWS):
@@ -402,7 +415,8 @@ def _rows(block: Block, json_out: bool) -> Iterator[tuple[int, str]]:
         cols: Sequence[Union[list[object], npt.NDArray[np.object_]]] = (
             pre_b[bi], ctx[si], _values(block.kv_bytes[sl], json_out), _values(block.memory_bytes[sl], json_out),
             fits_t[(~block.fits[sl]).astype(np.int8)], cross_b[bi], regimes[block.regime[sl]],
-            _values(block.step_time[sl], json_out), _values(block.throughput[sl], json_out),
+            _values(block.step_time[sl], json_out), _values(block.step_time_expected[sl], json_out),
+            _values(block.throughput[sl], json_out),
             _values(block.speedup[sl], json_out),
         )
         m = sl.stop - sl.start

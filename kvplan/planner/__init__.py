@@ -26,6 +26,7 @@ from kvplan.catalog import DTYPE_ORDER, DTYPES, Model, get_link, suggest
 from kvplan.catalog.engines import concrete, default_block_for, get_engine, kv_dtypes_for, kv_width
 from kvplan.catalog.quality import BUDGETS, admissible
 from kvplan.lang import CheckResult
+from kvplan.model import expected as ex
 from kvplan.model import memory
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import KvFactors, fragmentation, kappa, kv_bytes_per_seq, sharing_factor
@@ -36,7 +37,7 @@ from kvplan.planner import search
 from kvplan.planner.decisions import build_decisions
 from kvplan.planner.plan import ByteFactors, Change, MapNumbers, Metrics, Plan, Rejection, Suggestion, TierPlan, Unmet
 from kvplan.planner.rules import RULES, Rule, SearchView
-from kvplan.planner.search import Evaluated, Space
+from kvplan.planner.search import Evaluated, Slos, Space
 
 if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
     import numpy.typing as npt
@@ -186,7 +187,8 @@ def plan(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DE
     ev = search.evaluate(sc.model, sc.device, batch=sc.batch, context=sc.context, w_p=sc.weights.width,
                          sharing=setup.sigma, frag=setup.phi, reserved=setup.reserved, space=found.space,
                          pipeline=found.pipeline, bound=sc.max_context, attention_dp=sc.attention_dp,
-                         replicas=sc.replicas, engine=sc.engine)       # evaluate
+                         replicas=sc.replicas, engine=sc.engine,
+                         factors={d: factors_for(sc, d) for d in found.space.dtypes})  # evaluate
     kept = _apply_rules(sc, ev, found.space, found.why, rules, found.layout_gap)  # rules
     best = _choose(sc, ev, kept, min_gain)                             # choose
     knobs = _Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, setup.reserved)
@@ -197,6 +199,17 @@ def plan(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DE
     return attrs.evolve(p, decisions=build_decisions(p, ev, best, found.space, found.why, baseline_step,
                                                      yielded=kept.yielded),  # decisions
                         options=tuple((k, float(v)) for k, v in given.items() if v is not None))
+
+
+def factors_for(sc: Scenario, kv_dtype: str) -> ex.Factors:
+    """The expected-performance factors of the scenario at a KV dtype: kvplan's defaults for its device,
+    engine and scale-up link, with its calibration profile's fit laid over them (docs/expected.md)."""
+    return ex.deployment_factors(sc.device, kv_dtype, sc.engine, sc.calibration)
+
+
+def slos(sc: Scenario) -> Slos:
+    """The scenario's SLOs and the figures they are checked against (`--slo-on`, default expected)."""
+    return Slos(sc.slo_step_time, sc.slo_throughput, sc.slo_ttft, sc.slo_on)
 
 
 def for_engine(p: Plan, engine: str) -> Plan:
@@ -312,11 +325,11 @@ def _apply_rules(sc: Scenario, ev: Evaluated, space: Space, why: dict[str, str],
         if rejection is not None:
             ev.reject[i], ok[i] = rejection, False
     yielded = _yield_to_capacity(ev, ok, rules, why) if not ok.any() else frozenset()
-    slo_step, slo_thr = sc.slo_step_time, sc.slo_throughput
-    meets = np.array([search.slo_violation(ev, i, slo_step, slo_thr) <= 1.0 + 1e-12 for i in range(len(ev))])
+    want = slos(sc)
+    meets = np.array([search.slo_violation(ev, i, want) <= 1.0 + 1e-12 for i in range(len(ev))])
     for i in range(len(ev)):
         if ok[i] and not meets[i]:
-            ev.reject[i] = Rejection(None, _slo_reason(ev, i, slo_step, slo_thr), cause="slo")
+            ev.reject[i] = Rejection(None, _slo_reason(ev, i, want), cause="slo")
     return _Filtered([i for i in range(len(ev)) if ok[i] and meets[i]], [i for i in range(len(ev)) if ok[i]],
                      yielded, frozenset(bound))
 
@@ -353,17 +366,17 @@ def _rejected_by(ev: Evaluated, i: int, rule: str) -> bool:
 
 def _choose(sc: Scenario, ev: Evaluated, kept: _Filtered, min_gain: float) -> int:
     """The chosen candidate by the objective, and why each other one lost (into `ev.reject`)."""
-    slo_step, slo_thr = sc.slo_step_time, sc.slo_throughput
+    want = slos(sc)
     if kept.yielded:
         pool = kept.feasible or kept.fitting
-        best = min(pool, key=lambda i: (search.slo_violation(ev, i, slo_step, slo_thr), ev.lossy[i], ev.n[i],
-                                        ev.step[i], i))
+        best = min(pool, key=lambda i: (search.slo_violation(ev, i, want), ev.lossy[i], ev.n[i],
+                                        ev.step_exp[i], i))
     elif kept.feasible:
         best = search.objective_order(ev, kept.feasible, sc.objective)[0]
         if sc.objective != "most-headroom":
             best = search.relax_to_less_lossy(ev, best, kept.feasible, min_gain)
     elif kept.fitting:
-        best = min(kept.fitting, key=lambda i: (search.slo_violation(ev, i, slo_step, slo_thr),
+        best = min(kept.fitting, key=lambda i: (search.slo_violation(ev, i, want),
                                                 *search.objective_order(ev, [i], sc.objective)))
     else:
         # nothing fits: the closest candidate, among those no binding rule removed (a rule that
@@ -390,8 +403,9 @@ def _outcome(sc: Scenario, setup: _Setup, map0: _Map0, ev: Evaluated, best: int,
                     reserved=setup.reserved, attention_dp=sc.attention_dp)
     base = rf.Config(m, d, n_devices=n, tp=tp, w_p=w_p, w_kv=2.0, placement="striped", reserved=setup.reserved,
                      attention_dp=sc.attention_dp)
-    baseline = _metrics(base, b, s, setup.reserves, sc.replicas)
-    laid = _metrics(cfg, b, s, setup.reserves, sc.replicas)
+    baseline = _metrics(base, b, s, setup.reserves, sc.replicas, factors_for(sc, "bf16"))
+    f_plan = factors_for(sc, kv.id)
+    laid = _metrics(cfg, b, s, setup.reserves, sc.replicas, f_plan)
     metrics = laid.with_speedup(derived(baseline.step_time.value / laid.step_time.value, "x",
                                         "baseline step time / plan step time (memory-bound, docs/model.md §6)"))
     unmet = _unmet(sc, ev, best, found, setup, knobs, suggest)
@@ -408,6 +422,7 @@ def _outcome(sc: Scenario, setup: _Setup, map0: _Map0, ev: Evaluated, best: int,
         byte_factors=_byte_factors(w_kv, r, s, setup), decisions=(), unmet=tuple(unmet),
         assumptions=_assumptions(sc, knobs, setup.reserves, tier, setup.sigma),
         candidates_evaluated=len(ev), feasible=bool(kept.feasible), reserves=setup.reserves,
+        expected_factors=f_plan.items(),
     )
 
 
@@ -423,7 +438,7 @@ def _unmet(sc: Scenario, ev: Evaluated, best: int, found: _Found, setup: _Setup,
     elif not bool(ev.fits[best]):
         unmet.append(_unmet_fit(sc, ev, best, space, setup.sigma, setup.phi, knobs, sc.weights.width, suggest))
     else:
-        unmet += _unmet_slo(sc, ev, best, sc.slo_step_time, sc.slo_throughput, knobs, space, suggest)
+        unmet += _unmet_slo(sc, ev, best, slos(sc), knobs, space, suggest)
     if engine_gap is None:
         return unmet
     gap: list[Suggestion] = []
@@ -528,7 +543,7 @@ def _assumptions(sc: Scenario, knobs: _Knobs, reserves: memory.Reserves, tier: T
             "(default: vLLM's default 0.92 utilization leaves 8%)" if reserve == DEFAULT_RESERVE else "(--reserve)")
             + ("" if knobs.activation_reserve is not None else "; sizes the activation reserve")),
         activation, runtime,
-        assumed(min_gain, "x", "a lossier option must shorten the step by this factor to be preferred"
+        assumed(min_gain, "x", "a lossier option must shorten the expected step by this factor to be preferred"
                 + (" (default)" if min_gain == DEFAULT_MIN_GAIN else " (--min-gain)")),
     )
     if m.is_moe:
@@ -546,18 +561,32 @@ def _assumptions(sc: Scenario, knobs: _Knobs, reserves: memory.Reserves, tier: T
     return assumptions
 
 
-def _metrics(cfg: rf.Config, b: int, s: int, reserves: memory.Reserves, replicas: int = 1) -> Metrics:
+def _metrics(cfg: rf.Config, b: int, s: int, reserves: memory.Reserves, replicas: int,
+             factors: ex.Factors) -> Metrics:
     t = rf.step_time(cfg, b, s)
     weights = rf.weight_bytes_held(cfg.model, cfg.w_p)
     kv = _f(rf.kv_bytes_stored(cfg, b, s))
     step = _f(t["step"])
+    link = ex.link_bandwidth(cfg.device)
+    step_exp = _f(ex.expected_step(cfg, b, s, factors, link)["step"])
+    ttft = _f(ex.expected_ttft(cfg, s, factors.perfect(), None)["ttft"])
+    ttft_exp = _f(ex.expected_ttft(cfg, s, factors, link)["ttft"])
+    words = ", ".join(f"{k} = {v.human} {v.evidence.value}" for k, v in factors.items())
+    per = "b / T" if replicas == 1 else f"replicas · b / T ({replicas} replicas, pin.replicas)"
     dev = memory.per_device(cfg.model, cfg.device.memory, w_p=cfg.w_p, kv_bytes=kv, tp=cfg.tp, pp=cfg.pp,
                             reserves=reserves)
     layers = int(memory.stage_layers(cfg.model, cfg.pp))
     return Metrics(
         step_time=derived(step, "s", "T_step ≥ max(M/β_eff, F/π) (docs/model.md §4)"),
+        step_time_expected=derived(step_exp, "s", "max(t_fixed + W/(η_w·β_eff) + K/(η_kv·β_eff) + T_comm, t_fixed + "
+                                                  f"F/(η_π·π)) (docs/expected.md): {words}"),
         throughput=derived(replicas * b / step, "tok/s", "b / T_step" if replicas == 1 else
                            f"replicas · b / T_step ({replicas} replicas, pin.replicas)"),
+        throughput_expected=derived(replicas * b / step_exp, "tok/s", per.replace("T", "T_expected")),
+        ttft=derived(ttft, "s", f"TTFT ≥ max(F_prefill/(tp·π), W/(tp·β)): one prompt of the context, {s:,} tokens "
+                                "(docs/expected.md)"),
+        ttft_expected=derived(ttft_exp, "s", "max(F_prefill/(tp·η_π·π), W/(tp·η_w·β)) + T_comm + t_fixed: one "
+                                             f"prompt of the context, {s:,} tokens (docs/expected.md): {words}"),
         kv_bytes=derived(kv, "B", "b·B_kv(s)·(w_q/w_kv)·r·(1+φ)/σ (docs/model.md §3)"),
         weight_bytes=derived(weights, "B", "P·w_p" if cfg.model.weight_bytes is None
                              else "the checkpoint's weight bytes (docs/weights.md)"),
@@ -576,13 +605,27 @@ def _metrics(cfg: rf.Config, b: int, s: int, reserves: memory.Reserves, replicas
     )
 
 
-def _slo_reason(ev: Evaluated, i: int, slo_step: Optional[float], slo_thr: Optional[float]) -> str:
+def _slo_reason(ev: Evaluated, i: int, want: Slos) -> str:
+    """Which SLOs a candidate misses, on the figures they are checked against, the other figure beside it."""
     parts = []
-    if slo_step is not None and ev.step[i] > slo_step:
-        parts.append(f"step {fmt_unit(ev.step[i], 's')} > {fmt_unit(slo_step, 's')}")
-    if slo_thr is not None and ev.throughput[i] < slo_thr:
-        parts.append(f"throughput {fmt_unit(ev.throughput[i], 'tok/s')} < {fmt_unit(slo_thr, 'tok/s')}")
+    for key, figure, slo, unit in _slo_figures(ev, i, want):
+        miss = figure[0] > slo if key != "throughput" else figure[0] < slo
+        if miss:
+            parts.append(f"{key.replace('_', ' ')} {fmt_unit(figure[0], unit)} {'<' if key == 'throughput' else '>'} "
+                         f"{fmt_unit(slo, unit)} ({figure[2]}; {figure[3]} {fmt_unit(figure[1], unit)})")
     return "misses the SLO: " + ", ".join(parts)
+
+
+def _slo_figures(ev: Evaluated, i: int, want: Slos) -> list[tuple[str, tuple[float, float, str, str], float, str]]:
+    """Each SLO set: its key, (the figure it is checked against, the other one, their names), the SLO, the unit."""
+    on, other = ("expected", "bound") if want.on != "bound" else ("bound", "expected")
+    checked, shown = ev.figures(want.on), ev.figures(other)
+    out = []
+    for k, (key, slo, unit) in enumerate((("step_time", want.step_time, "s"), ("throughput", want.throughput, "tok/s"),
+                                          ("ttft", want.ttft, "s"))):
+        if slo is not None:
+            out.append((key, (float(checked[k][i]), float(shown[k][i]), on, other), float(slo), unit))
+    return out
 
 
 def _no_fit(m: Model, ev: Evaluated, i: int) -> str:
@@ -814,7 +857,7 @@ def _unmet_fit(sc: Scenario, ev: Evaluated, best: int, space: Space, sigma: floa
     sugg: list[Suggestion] = []
     if suggest:
         sugg = _fit_suggestions(sc, ev, best, space, sigma, phi, knobs, w_p)
-        if not sugg and (sc.slo_step_time is not None or sc.slo_throughput is not None):
+        if not sugg and slos(sc).any:
             # nothing fits and meets the SLOs: say what fits, and that the SLO stays missed
             sugg = [attrs.evolve(x, text=x.text + "; the SLO is still missed")
                     for x in _fit_suggestions(sc, ev, best, space, sigma, phi, attrs.evolve(knobs, fit_only=True),
@@ -878,20 +921,22 @@ def _fit_suggestions(sc: Scenario, ev: Evaluated, best: int, space: Space, sigma
     return sugg
 
 
-def _unmet_slo(sc: Scenario, ev: Evaluated, best: int, slo_step: Optional[float], slo_thr: Optional[float],
-               knobs: _Knobs, space: Space, suggest: bool) -> list[Unmet]:
+def _unmet_slo(sc: Scenario, ev: Evaluated, best: int, want: Slos, knobs: _Knobs, space: Space,
+               suggest: bool) -> list[Unmet]:
+    """Each SLO the chosen candidate misses on the figures it is checked against (`--slo-on`), both figures
+    printed, with changes that would meet it."""
     out = []
-    if slo_step is not None and ev.step[best] > slo_step:
+    for key, (got, other, on, other_name), slo, unit in _slo_figures(ev, best, want):
+        low = key == "throughput"
+        if (got >= slo) if low else (got <= slo):
+            continue
         sugg = _slo_suggestions(sc, knobs, space, suggest, str(ev.dtype[best]))
-        out.append(Unmet("step_time", f"step time {fmt_unit(ev.step[best], 's')} exceeds the SLO "
-                         f"{fmt_unit(slo_step, 's')} by {fmt_unit(ev.step[best] - slo_step, 's')}",
-                         derived(float(ev.step[best] - slo_step), "s", "plan step time − SLO"),
-                         *_texts_and_changes(sugg)))
-    if slo_thr is not None and ev.throughput[best] < slo_thr:
-        sugg = _slo_suggestions(sc, knobs, space, suggest, str(ev.dtype[best]))
-        out.append(Unmet("throughput", f"throughput {fmt_unit(ev.throughput[best], 'tok/s')} is below the SLO "
-                         f"{fmt_unit(slo_thr, 'tok/s')} by {fmt_unit(slo_thr - ev.throughput[best], 'tok/s')}",
-                         derived(float(slo_thr - ev.throughput[best]), "tok/s", "SLO − plan throughput"),
+        gap = slo - got if low else got - slo
+        name = {"step_time": "step time", "throughput": "throughput", "ttft": "TTFT"}[key]
+        verb = "is below" if low else "exceeds"
+        out.append(Unmet(key, f"{name} {fmt_unit(got, unit)} ({on}; {other_name} {fmt_unit(other, unit)}) {verb} "
+                         f"the SLO {fmt_unit(slo, unit)} by {fmt_unit(gap, unit)}",
+                         derived(gap, unit, f"SLO − plan {name} ({on})" if low else f"plan {name} ({on}) − SLO"),
                          *_texts_and_changes(sugg)))
     return out
 

@@ -59,6 +59,7 @@ def _find(ev: Evaluated, *, dtype: Optional[str] = None, r: Optional[float] = No
 def _nums(ev: Evaluated, i: int, baseline_step: float) -> Numbers:
     return (
         ("step_time", derived(float(ev.step[i]), "s", "T_step lower bound (docs/model.md §4)")),
+        ("step_time_expected", derived(float(ev.step_exp[i]), "s", "T_expected (docs/expected.md)")),
         ("speedup", derived(baseline_step / float(ev.step[i]), "x", "vs 16-bit KV on the same devices")),
         ("memory_needed", derived(float(ev.need[i]), "B", "weights + KV")),
     )
@@ -165,7 +166,7 @@ def _devices(inp: _Inputs) -> Decision:
         if ev.dtype[i] != kv.id or ev.retention[i] != r or ev.placement[i] != p.placement:
             continue
         c = int(ev.n[i])
-        if c not in best_per_n or ev.step[i] < ev.step[best_per_n[c]] or (
+        if c not in best_per_n or ev.step_exp[i] < ev.step_exp[best_per_n[c]] or (
                 ev.fits[i] and not ev.fits[best_per_n[c]]):
             best_per_n[c] = i
     same_tp = [i for i in range(len(ev)) if ev.n[i] == n and ev.tp[i] != p.tp and ev.dtype[i] == kv.id

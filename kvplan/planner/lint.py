@@ -108,7 +108,7 @@ def findings(sc: Scenario, plan: Plan, ctx: Optional[Context] = None,
                             help="loosen quality.budget or pin a wider dtype"))
     out += _page_pin(sc, ctx)
 
-    # KV301-303: what the plan cannot meet
+    # KV301-303, KV306: what the plan cannot meet
     for u in plan.unmet:
         if u.constraint in ("fits", "layout"):  # no valid split is KV301 as not fitting is
             lead = "smallest change that fits: " if u.constraint == "fits" else "would meet it: "
@@ -125,6 +125,9 @@ def findings(sc: Scenario, plan: Plan, ctx: Optional[Context] = None,
         elif u.constraint == "throughput":
             text, found = _unmet_help(sc, ctx, u, "would meet it: ", "; or ")
             out.append(make("KV303", u.message, _span(sc, "slo.throughput", "deployment"), help=text, fixes=found))
+        elif u.constraint == "ttft":
+            text, found = _unmet_help(sc, ctx, u, "would meet it: ", "; or ")
+            out.append(make("KV306", u.message, _span(sc, "slo.ttft", "deployment"), help=text, fixes=found))
 
     # KV304: expectations
     for e in sc.expects:

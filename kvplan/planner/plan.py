@@ -60,8 +60,12 @@ class MapNumbers(_Figures):
 class Metrics(_Figures):
     """What one layout predicts (docs/model.md §3–6): the baseline's figures, and the plan's before its speedup."""
 
-    step_time: Value
+    step_time: Value             # the lower bound (docs/model.md §4)
+    step_time_expected: Value    # what an engine is expected to achieve (docs/expected.md)
     throughput: Value
+    throughput_expected: Value
+    ttft: Value                  # the lower bound of one prompt of the context's prefill
+    ttft_expected: Value
     kv_bytes: Value
     weight_bytes: Value
     memory_needed: Value
@@ -163,7 +167,7 @@ class Unmet:
 
     `changes[i]` is what `suggestions[i]` says, as data; each was verified by planning it."""
 
-    constraint: str                   # fits | layout | step_time | throughput | engine
+    constraint: str                   # fits | layout | step_time | throughput | ttft | engine
     message: str
     shortfall: Value
     suggestions: tuple[str, ...]
@@ -214,6 +218,8 @@ class Plan:
     engines: tuple["Plan", ...] = ()
     #: The engine the spec names, when this plan was made for another one (kvplan.planner.for_engine), else "".
     spec_engine: str = ""
+    #: The factors of the plan's expected figures (kvplan.model.expected.Factors.items()), by name.
+    expected_factors: Numbers = ()
 
     def metric(self, key: str) -> Value:
         """A metric by its label, for a name the user wrote (`expect { step_time < 30ms }`); KeyError
@@ -267,6 +273,7 @@ class Plan:
                 ("map_before", self.map_before), ("map_after", self.map_after), ("metrics", self.metrics),
                 ("baseline", self.baseline), ("byte_factors", self.byte_factors))},
             "tier": tier,
+            "expected_factors": [[k, _val(v)] for k, v in self.expected_factors],
             "unmet": [[u.constraint, _val(u.shortfall)] for u in self.unmet],
             # `devices = auto` and `placement = auto` (with its device cap) only say the planner chooses:
             # the choice is in `choices`, and pinning it drops the default (typed keys come with issue 10)

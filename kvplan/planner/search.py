@@ -8,7 +8,7 @@ vectorized, so planning stays in milliseconds.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 import attrs
 import numpy as np
@@ -17,10 +17,12 @@ from kvplan.base.records import record
 from kvplan.catalog import Device, Model
 from kvplan.catalog.engines import kv_width
 from kvplan.catalog.quality import lossiness_rank
+from kvplan.model import expected as ex
 from kvplan.model import memory
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import kv_bytes_per_seq
 from kvplan.model.regime import widest_tp
+from kvplan.model.tiering import prefill_flops
 from kvplan.planner.plan import Rejection
 
 if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
@@ -119,15 +121,48 @@ class Evaluated:
     fits: npt.NDArray[np.bool_]
     lossy: npt.NDArray[np.int64]
     reject: list[Optional[Rejection]]   # None while the candidate stands
+    step_exp: Array      # the expected step (kvplan.model.expected): what the choices and the SLOs use
+    ttft: Array          # the TTFT bound: the prompt's prefill at π (never faster than the weights at β)
+    ttft_exp: Array      # the expected TTFT
     bound_binds: Optional[npt.NDArray[np.bool_]] = None  # one sequence of the bound needs more KV than the batch
 
     def __len__(self) -> int:
         return len(self.width)
 
+    def figures(self, on: str) -> tuple[Array, Array, Array]:
+        """(step, throughput, ttft) an SLO is checked against: the expected figures, or the bounds (`on` =
+        "bound", `--slo-on bound`)."""
+        if on == "bound":
+            return self.step, self.throughput, self.ttft
+        return self.step_exp, self.throughput * self.step / self.step_exp, self.ttft_exp
+
+
+def _expected(model: Model, device: Device, grid_dtypes: Sequence[str], tp: Array, batch: int, context: int,
+              w_p: float, t_w: Array, t_kv: Array, t_comp: Array,
+              factors: Mapping[str, ex.Factors]) -> tuple[Array, Array, Array]:
+    """Each candidate's expected step, TTFT bound and expected TTFT from its bound's terms (t_w, t_kv, t_comp)
+    and its KV dtype's factors: kvplan.model.expected's formulas, vectorized over the candidates."""
+    link = ex.link_bandwidth(device)
+    f = [factors[d] for d in grid_dtypes]
+    eta_w = np.array([x.eta_w.value for x in f])
+    eta_kv = np.array([x.eta_kv.value for x in f])
+    eta_c = np.array([x.eta_compute.value for x in f])
+    fixed = np.array([x.t_fixed.value for x in f])
+    lat = np.array([x.collective_latency.value for x in f])
+    comm_b = np.array([float(ex.all_reduce_time(model, batch, int(t), link, la)) for t, la in zip(tp, lat)])
+    comm_s = np.array([float(ex.all_reduce_time(model, context, int(t), link, la)) for t, la in zip(tp, lat)])
+    step_exp = np.maximum(fixed + t_w / eta_w + t_kv / eta_kv + comm_b, fixed + t_comp / eta_c)
+    f_pre = float(prefill_flops(model, context)) / (tp * device.compute)
+    w_pre = float(rf.weight_bytes_read(model, context, w_p)) / (tp * device.bandwidth)
+    ttft = np.maximum(f_pre, w_pre)
+    ttft_exp = np.maximum(f_pre / eta_c, w_pre / eta_w) + comm_s + fixed
+    return step_exp, ttft, ttft_exp
+
 
 def evaluate(model: Model, device: Device, *, batch: int, context: int, w_p: float, sharing: float, frag: float,
              reserved: float, space: Space, pipeline: bool = True, bound: Optional[int] = None,
-             attention_dp: int = 1, replicas: int = 1, engine: str = "any") -> Evaluated:
+             attention_dp: int = 1, replicas: int = 1, engine: str = "any",
+             factors: Optional[Mapping[str, ex.Factors]] = None) -> Evaluated:
     """Evaluate every combination of the space's axes with the SPEC §3–6 equations.
     Without pipeline parallelism (an engine that has none) every device is a tensor-parallel rank.
     `reserved` is the bytes per device the reserves keep free (kvplan.model.memory.Reserves.total); a
@@ -135,7 +170,9 @@ def evaluate(model: Model, device: Device, *, batch: int, context: int, w_p: flo
     longest sequence the engine admits, workload.max_context), when its pool also holds one sequence
     of the bound: an engine refuses to start otherwise. `attention_dp` attention groups each hold
     their own sequences (roofline.kv_replication); `replicas` copies multiply the throughput. A candidate's
-    KV width is the dtype's as `engine` stores it, scales included (catalog.engines.kv_width)."""
+    KV width is the dtype's as `engine` stores it, scales included (catalog.engines.kv_width). `factors` are
+    each KV dtype's expected-performance factors (default: kvplan's defaults for the device and engine): each
+    candidate also carries its expected step and TTFT (docs/expected.md)."""
     grid = [(d, r, n, t, p) for n in space.counts for t in space.splits(model, n, pipeline)
             for p in space.placements for d in space.dtypes for r in space.retentions]
     dt = np.array([g[0] for g in grid])
@@ -155,9 +192,14 @@ def evaluate(model: Model, device: Device, *, batch: int, context: int, w_p: flo
     w_held = rf.weight_bytes_held(model, w_p)
     beta_w = float(rf.beta_eff(device, "striped", batch)[0])
     beta_kv = np.array([float(rf.beta_eff(device, p, batch)[0]) for p in pl])
-    t_mem = w_read / (tp * beta_w) + kv_read / (tp * beta_kv)
-    t_comp = float(rf.decode_flops(model, batch, context)) / (tp * device.compute)
-    step = np.maximum(t_mem, t_comp)
+    tpf = tp.astype(np.float64)
+    t_w, t_kv = w_read / (tpf * beta_w), kv_read / (tpf * beta_kv)
+    t_comp = float(rf.decode_flops(model, batch, context)) / (tpf * device.compute)
+    step = np.maximum(t_w + t_kv, t_comp)
+    if factors is None:
+        factors = {d: ex.default_factors(device, d, engine, device.scaleup_link or "") for d in space.dtypes}
+    step_exp, ttft, ttft_exp = _expected(model, device, list(dt), tpf, batch, context, w_p,
+                                         t_w, t_kv, t_comp, factors)
     pp = n // tp
     usable = np.full(len(grid), device.memory - reserved, dtype=np.float64)
     kv_fit = np.maximum(kv_stored, one)
@@ -172,44 +214,63 @@ def evaluate(model: Model, device: Device, *, batch: int, context: int, w_p: flo
         throughput=replicas * batch / step,
         headroom=headroom, fits=need_dev <= usable,
         lossy=np.array([lossiness(g[0], g[1]) for g in grid], dtype=np.int64),
-        reject=[None] * len(grid), bound_binds=one > kv_stored,
+        reject=[None] * len(grid), step_exp=step_exp, ttft=ttft, ttft_exp=ttft_exp, bound_binds=one > kv_stored,
     )
 
 
 def objective_order(ev: Evaluated, idx: Sequence[int], objective: str) -> list[int]:
     """Sort candidate indices best-first by the spec's objective; ties go to the less lossy,
     then to the order of the axes (deterministic)."""
-    def key(i: int) -> tuple[float, ...]:
+    def key(i: int) -> tuple[float, ...]:  # speed is the expected step's (docs/expected.md)
         if objective == "fastest":
-            return (ev.step[i], ev.n[i], ev.lossy[i], i)
+            return (ev.step_exp[i], ev.n[i], ev.lossy[i], i)
         if objective == "most-headroom":
             return (-ev.headroom[i], ev.n[i], ev.lossy[i], i)
-        return (ev.n[i], ev.step[i], ev.lossy[i], i)  # fewest-devices
+        return (ev.n[i], ev.step_exp[i], ev.lossy[i], i)  # fewest-devices
 
     return sorted(idx, key=key)
 
 
 def relax_to_less_lossy(ev: Evaluated, best: int, pool: Sequence[int], min_gain: float) -> int:
     """Climb from the least lossy candidate on the chosen device count, one lossier step at a
-    time, taking a step only when it shortens the step time by at least `min_gain`× over the
-    current choice (an assumed threshold): every added loss must buy its own speed."""
-    same = sorted((i for i in pool if ev.n[i] == ev.n[best]), key=lambda i: (ev.lossy[i], ev.step[i], i))
+    time, taking a step only when it shortens the EXPECTED step time by at least `min_gain`× over the
+    current choice (an assumed threshold): every added loss must buy its own speed, as an engine would run it,
+    its kernel's dequantization cost (η_kv) and the fixed costs included (docs/expected.md)."""
+    same = sorted((i for i in pool if ev.n[i] == ev.n[best]), key=lambda i: (ev.lossy[i], ev.step_exp[i], i))
     if not same:
         return best
     cur = same[0]
     for i in same[1:]:
-        if ev.lossy[i] > ev.lossy[cur] and ev.step[i] * min_gain <= ev.step[cur]:
+        if ev.lossy[i] > ev.lossy[cur] and ev.step_exp[i] * min_gain <= ev.step_exp[cur]:
             cur = i
     return cur
 
 
-def slo_violation(ev: Evaluated, i: int, slo_step: Optional[float], slo_thr: Optional[float]) -> float:
+@record
+class Slos:
+    """A scenario's SLOs (None: not set) and the figures they are checked against: "expected" (the default)
+    or "bound" (`--slo-on bound`)."""
+
+    step_time: Optional[float] = None
+    throughput: Optional[float] = None
+    ttft: Optional[float] = None
+    on: str = "expected"
+
+    @property
+    def any(self) -> bool:
+        return self.step_time is not None or self.throughput is not None or self.ttft is not None
+
+
+def slo_violation(ev: Evaluated, i: int, slos: Slos) -> float:
     """How far a candidate is from its SLOs: 1.0 meets them, 1.3 misses the worst by 30%."""
+    step, thr, ttft = ev.figures(slos.on)
     v = 1.0
-    if slo_step is not None:
-        v = max(v, ev.step[i] / slo_step)
-    if slo_thr is not None:
-        v = max(v, slo_thr / ev.throughput[i])
+    if slos.step_time is not None:
+        v = max(v, step[i] / slos.step_time)
+    if slos.throughput is not None:
+        v = max(v, slos.throughput / thr[i])
+    if slos.ttft is not None:
+        v = max(v, ttft[i] / slos.ttft)
     return float(v)
 
 
@@ -222,12 +283,14 @@ def compare_reason(ev: Evaluated, i: int, best: int, objective: str) -> Rejectio
 def _compare_words(ev: Evaluated, i: int, best: int, objective: str) -> str:
     if ev.n[i] > ev.n[best] and objective == "fewest-devices":
         return f"needs {int(ev.n[i])} devices where {int(ev.n[best])} suffice"
-    if ev.step[i] > ev.step[best] * (1 + 1e-9):
-        return f"slower: step {ev.step[i] * 1e3:.4g} ms vs {ev.step[best] * 1e3:.4g} ms"
+    if ev.step_exp[i] > ev.step_exp[best] * (1 + 1e-9):
+        return (f"slower: expected step {ev.step_exp[i] * 1e3:.4g} ms vs {ev.step_exp[best] * 1e3:.4g} ms "
+                f"(bound {ev.step[i] * 1e3:.4g} ms vs {ev.step[best] * 1e3:.4g} ms)")
     if ev.tp[i] != ev.tp[best]:
         return f"tensor parallel {int(ev.tp[i])} is no better than {int(ev.tp[best])}"
     if ev.lossy[i] > ev.lossy[best]:
-        return "lossier for no more than the minimum gain"
+        return (f"lossier for no more than the minimum gain: expected step {ev.step_exp[i] * 1e3:.4g} ms vs "
+                f"{ev.step_exp[best] * 1e3:.4g} ms (bound {ev.step[i] * 1e3:.4g} ms vs {ev.step[best] * 1e3:.4g} ms)")
     if ev.width[i] == ev.width[best] and ev.dtype[i] != ev.dtype[best]:
         return f"same bytes as {ev.dtype[best]}; ties go to {ev.dtype[best]}, which has more reported evidence"
     if objective == "most-headroom" and ev.headroom[i] < ev.headroom[best]:

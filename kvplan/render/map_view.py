@@ -31,6 +31,10 @@ _LABELS = {
     "step_time_kv": "  KV stream",
     "step_time_compute": "  compute",
     "step_time": "step time (lower bound)",
+    "step_time_expected": "step time (expected)",
+    "step_time_expected_comm": "  all-reduces (expected)",
+    "throughput_expected": "decode throughput (expected)",
+    "ttft_expected": "TTFT, one prompt (expected)",
     "throughput": "decode throughput",
     "ceiling_rate": "ceiling R_∞ = β_eff/κ",
 }
@@ -39,7 +43,8 @@ _ORDER = ["kappa", "kv_bytes_per_sequence", "weight_bytes", "weight_bytes_read",
           "kv_bytes_stored", "memory_needed", "capacity", "s_star", "s_cap", "context_over_s_star",
           "context_over_s_cap", "flops_per_step", "intensity", "intensity_short_limit",
           "intensity_long_limit", "ridge", "step_time", "step_time_weights", "step_time_kv",
-          "step_time_compute", "throughput", "ceiling_rate"]
+          "step_time_compute", "step_time_expected", "step_time_expected_comm", "throughput", "throughput_expected",
+          "ttft_expected", "ceiling_rate"]
 
 
 def _unit_text(value: float, unit: str) -> str:
@@ -65,13 +70,21 @@ def text(rm: RegimeMap) -> str:
     lines.append("")
     lines.append("by KV dtype (same batch, context, devices):")
     rows = [[r.dtype, r.kappa.human, r.s_star.human, r.s_cap.human, r.kv_bytes.human, r.regime,
-             r.step_time.human, r.speedup.human] for r in rm.dtypes]
-    lines.append(table(["kv", "κ", "s*", "s_cap", "KV stored", "regime", "step ≥", "speedup"], rows,
-                       right=(1, 2, 3, 4, 6, 7)).rstrip("\n"))
+             r.step_time.human, r.speedup.human, r.step_time_expected.human if r.step_time_expected else ""]
+            for r in rm.dtypes]
+    lines.append(table(["kv", "κ", "s*", "s_cap", "KV stored", "regime", "step ≥", "speedup", "expected"], rows,
+                       right=(1, 2, 3, 4, 6, 7, 8)).rstrip("\n"))
     lines.append("  all figures derived (docs/model.md §2–7); inputs below are reported (catalog) or assumed (yours)")
     lines.append("")
-    lines.append("inputs:")
+    lines.append("factors of the expected figures (docs/expected.md):")
     clipped = False
+    for key, v in rm.factors:
+        lead = f"  {key:<18} {v.human:>10}  {v.evidence.value:<8}  "
+        shown = clip(v.source, WIDTH - len(lead))
+        clipped = clipped or shown != v.source
+        lines.append((lead + shown).rstrip())
+    lines.append("")
+    lines.append("inputs:")
     for key, v in rm.inputs:
         lead = f"  {key:<14} {v.human:>14}  {v.evidence.value:<8}  "
         shown = clip(v.source, WIDTH - len(lead))
@@ -96,11 +109,12 @@ def payload(rm: RegimeMap) -> dict[str, object]:
         "placement": rm.placement,
         "regime": rm.regime,
         "inputs": dict(rm.inputs),
-        "results": dict(rm.results),
+        "results": {**dict(rm.results), "expected_factors": dict(rm.factors)},
         "beta_eff": dict(rm.bandwidth),
         "by_kv_dtype": [
             {"kv_dtype": r.dtype, "kappa": r.kappa, "s_star": r.s_star, "s_cap": r.s_cap,
-             "kv_bytes": r.kv_bytes, "regime": r.regime, "step_time": r.step_time, "speedup": r.speedup}
+             "kv_bytes": r.kv_bytes, "regime": r.regime, "step_time": r.step_time, "speedup": r.speedup,
+             "step_time_expected": r.step_time_expected}
             for r in rm.dtypes
         ],
         "notes": list(rm.notes),

@@ -14,6 +14,12 @@ from kvplan.render.common import dump_json
 WIDTH = 100
 
 
+#: How the text output names a metric whose key alone would not say it (the bound stays labelled a lower bound).
+_METRIC_LABELS = {"step_time": "step time (lower bound)", "step_time_expected": "step time (expected)",
+                  "throughput": "throughput (at the bound)", "throughput_expected": "throughput (expected)",
+                  "ttft": "TTFT (lower bound)", "ttft_expected": "TTFT (expected)"}
+
+
 def reason_text(reason: Union[str, Rejection]) -> str:
     """Why an option was turned down, in words: a rule's rejection leads with the rule's id."""
     if isinstance(reason, str):
@@ -77,15 +83,19 @@ def _text_one(p: Plan) -> list[str]:
     out.append("")
     out.append("predicted (plan vs baseline: 16-bit KV, no eviction, no prefix sharing, striped, same devices)")
     base = dict(p.baseline.items())
-    rows = [(k, v) for k, v in p.metrics.items() if k != "speedup"]
-    width = max(len(k) for k, _ in rows)
-    for k, v in rows:
-        out.append(f"  {k.replace('_', ' ').ljust(width)}  {v.human:>12}  {base[k].human:>12}  ({v.evidence.value})")
+    rows = [(_METRIC_LABELS.get(k, k.replace("_", " ")), k, v) for k, v in p.metrics.items() if k != "speedup"]
+    width = max(len(label) for label, _, _ in rows)
+    for label, k, v in rows:
+        out.append(f"  {label.ljust(width)}  {v.human:>12}  {base[k].human:>12}  ({v.evidence.value})")
     sp = p.metrics.speedup
     out.append(f"  {'speedup'.ljust(width)}  {sp.human:>12}  {'1x':>12}  ({sp.evidence.value})")
     out.append("")
     out.append("byte factors (footprint = 16-bit KV × combined)")
     out.extend(_pairs(p.byte_factors.items(), "  "))
+    if p.expected_factors:
+        out.append("")
+        out.append("factors of the expected figures (docs/expected.md; each source: --format json)")
+        out.extend(_wrap("; ".join(f"{k} {_v(v)}" for k, v in p.expected_factors), "  "))
     out.append("")
     out.append(f"after the plan (R8): {p.regime_after}; s* = {ma.s_star.human}, s_cap = {ma.s_cap.human}")
     if p.unmet:
@@ -135,7 +145,7 @@ def plan_payload(p: Plan) -> dict[str, object]:
         "regime_before": p.regime_before, "regime_after": p.regime_after,
         "map_before": dict(p.map_before.items()), "map_after": dict(p.map_after.items()),
         "metrics": dict(p.metrics.items()), "baseline": dict(p.baseline.items()),
-        "byte_factors": dict(p.byte_factors.items()),
+        "byte_factors": dict(p.byte_factors.items()), "expected_factors": dict(p.expected_factors),
         "tier": {"tier": p.tier.tier, "link": p.tier.link, "bytes": p.tier.bytes,
                  "prefill_time": p.tier.prefill_time, "fetch_time": p.tier.fetch_time},
         "decisions": [_decision_json(d) for d in p.decisions],
