@@ -106,3 +106,14 @@ def test_the_expected_kernel_time_is_kv_bytes_over_eta_kv_times_beta() -> None:
     d = cal.deployment(m)
     f = ex.default_factors(d.cfg.device, "fp8", "vllm")
     assert cal.expected_time(m, "kernel", d, f) == pytest.approx(KV_BYTES / (f.eta_kv.value * 3.35e12), rel=1e-12)
+
+
+def test_a_kernel_above_the_default_eta_w_is_left_out_of_kv_efficiency() -> None:
+    """η_kv 0.95 of the H100 with η_w not determined: kv_efficiency would be 0.95 / the default η_w, above 1,
+    which a profile cannot hold; it is left out with the reason (η_kv itself is still fitted and printed)."""
+    default_w = ex.default_factors(catalog.get_device("h100-sxm"), "bf16", "vllm").eta_w.value
+    assert default_w < 0.95
+    (fit,) = cal.fit([kernel_row("bf16", 0.95)], "p.toml")
+    assert dict(fit.fitted)["eta_kv:bf16"].value == pytest.approx(0.95, rel=1e-9)
+    assert fit.kv_efficiency == () and not fit.written
+    assert "the KV stream faster than the weights" in dict(fit.left_out)["eta_kv:bf16"]
