@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -12,6 +11,8 @@ from click.testing import CliRunner
 
 from kvplan.cli import main
 from tests.paths import ROOT
+from tests.unit.engines.test_flashinfer_bench import _load as load_script
+from tests.unit.engines.test_kernel_measurements import ETA_KV, H100_BANDWIDTH, SPEC
 from tests.unit.render.test_calibrate_view import check_format
 
 if sys.version_info >= (3, 11):
@@ -19,36 +20,12 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-SPEC = """kvplan 1
-
-deployment "kernel" {
-    model   = llama-3-8b
-    device  = h100-sxm
-    devices = 2
-    workload {
-        batch   = 3
-        context = 1000
-    }
-    pin {
-        kv_dtype          = fp8
-        tensor_parallel   = 2
-    }
-}
-"""
-ETA_KV = 0.8123456789
-H100_BANDWIDTH = 3.35e12  # B/s, the h100-sxm datasheet figure
-
 
 def test_calibrate_reads_the_flashinfer_benchmarks_file(tmp_path: Path) -> None:
-    spec = tmp_path / "kernel.kvp"
-    spec.write_text(SPEC)
-    r = CliRunner().invoke(main, ["emit", str(spec), "--target", "flashinfer", "-o", str(tmp_path / "out")])
+    r = CliRunner().invoke(main, ["emit", str(SPEC), "--target", "flashinfer", "-o", str(tmp_path / "out")])
     assert r.exit_code == 0, r.output
     (script,) = (tmp_path / "out").rglob("flashinfer_decode.py")
-    loader = importlib.util.spec_from_file_location("emitted_acceptance_bench", script)
-    assert loader is not None and loader.loader is not None
-    bench = importlib.util.module_from_spec(loader)
-    loader.loader.exec_module(bench)
+    bench = load_script(script.read_text(), tmp_path)   # imported, not run: no GPU here
     kv = bench.kv_bytes_read(bench.groups())
     csv = tmp_path / "flashinfer_measured.csv"
     csv.write_text(bench.measurements_csv(kv, kv / (ETA_KV * H100_BANDWIDTH), "synthetic"))

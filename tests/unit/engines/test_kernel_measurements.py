@@ -6,7 +6,6 @@ torch), with synthetic timings: kv_bytes / (η_kv · β) for a chosen η_kv on t
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
@@ -17,27 +16,12 @@ from kvplan.engines import emit
 from kvplan.engines import measurements as mr
 from kvplan.model import calibrate as cal
 from kvplan.model.expected import default_factors
-from tests.unit.engines.test_measurements import one, refusal
+from tests.unit.engines.test_flashinfer_bench import _load as load_script
+from tests.unit.engines.test_measurements import CAL, one, refusal
 from tests.unit.engines.test_memory import plan_of
 
-#: llama-3-8b on two H100 SXM in two pipeline stages, fp8 KV: a catalog device, so the file calibrates as written.
-SPEC = """kvplan 1
-
-deployment "kernel" {
-    model   = llama-3-8b
-    device  = h100-sxm
-    devices = 2
-    workload {
-        batch   = 3
-        context = 1000
-    }
-    pin {
-        kv_dtype          = fp8
-        tensor_parallel   = 1
-        pipeline_parallel = 2
-    }
-}
-"""
+#: llama-3-8b on two H100 SXM at tensor parallel 2, fp8 KV.
+SPEC = CAL / "kernel.kvp"
 
 #: The η_kv the synthetic timings are made at.
 ETA_KV = 0.8123456789
@@ -46,14 +30,9 @@ H100_BANDWIDTH = 3.35e12  # B/s, the h100-sxm datasheet figure (catalog devices.
 
 def bench(where: Path) -> ModuleType:
     """The emitted flashinfer_decode.py of SPEC, imported as a module (its main() is not run)."""
-    (text,) = [f.text for f in emit(plan_of(SPEC), "flashinfer").files if f.name == "flashinfer_decode.py"]
-    path = where / "flashinfer_decode.py"
-    path.write_text(text, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("emitted_kernel_bench", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    files = emit(plan_of(SPEC.read_text(), str(SPEC)), "flashinfer").files
+    (text,) = [f.text for f in files if f.name == "flashinfer_decode.py"]
+    return load_script(text, where)
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +57,7 @@ def test_the_benchmarks_file_reads_as_one_kernel_measurement(module: ModuleType,
     (m,) = got.measurements
     assert m.itl_s is None and m.ttft_s is None and m.request_s is None
     assert (m.model, m.device, m.devices, m.tensor_parallel, m.kv_dtype, m.batch, m.context) == \
-        ("llama-3-8b", "h100-sxm", 2, 1, "fp8", 3, 1000)
+        ("llama-3-8b", "h100-sxm", 2, 2, "fp8", 3, 1000)
     assert m.kv_bytes == kv and m.kernel_s == pytest.approx(kernel_s, rel=1e-12)
     assert m.observed() == (("kernel", m.kernel_s),)
     assert (m.span.line, m.span.column) == (len(lines), 1)
