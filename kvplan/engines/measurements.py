@@ -15,8 +15,9 @@ The formats, told apart by their content (tests/data/calibrate/README.md names t
 - SGLang `bench_serving` (python/sglang/bench_serving.py), JSON lines: as vLLM's serve result, with
   `mean_e2e_latency_ms` and `backend`.
 - The CSV of docs/calibrate.md: a header, then `model,device,devices,tensor_parallel,weights,kv_dtype,batch,
-  context,itl_ms` and optionally `ttft_ms,input_len,engine`; `source,settings,notes,kv_bytes,kernel_ms,
-  achieved_kv_bandwidth_Bps` are accepted and ignored.
+  context,itl_ms` and optionally `ttft_ms,input_len,engine` and `kv_bytes,kernel_ms,achieved_kv_bandwidth_Bps`
+  (a kernel measurement: the attention kernel alone on one rank, as `emit --target flashinfer`'s benchmark
+  writes it, `itl_ms` empty); `source,settings,notes` are accepted and ignored.
 
 What a file does not say, the command line (`Given`) fills; a value said both ways that disagrees is an
 error. A file kvplan cannot read is refused with one line naming it and the field it missed.
@@ -27,7 +28,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from typing import Mapping, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 from kvplan.base import files, limits
 from kvplan.base.errors import KvplanError, Span
@@ -47,8 +48,15 @@ PROFILE_ENGINES = ("vllm", "sglang", "trtllm", "any")
 
 CSV_REQUIRED = ("model", "device", "devices", "tensor_parallel", "weights", "kv_dtype", "batch", "context",
                 "itl_ms")
-CSV_OPTIONAL = ("ttft_ms", "input_len", "engine")
-CSV_IGNORED = ("source", "settings", "notes", "kv_bytes", "kernel_ms", "achieved_kv_bandwidth_Bps")
+#: The columns of a kernel measurement (flashinfer_decode.py's; kvplan.engines.flashinfer.CSV_COLUMNS).
+KERNEL_COLUMNS = ("kv_bytes", "kernel_ms", "achieved_kv_bandwidth_Bps")
+CSV_OPTIONAL = ("ttft_ms", "input_len", "engine", *KERNEL_COLUMNS)
+CSV_IGNORED = ("source", "settings", "notes")
+#: How far kv_bytes / kernel_ms may differ from achieved_kv_bandwidth_Bps (relative): the benchmark writes
+#: kernel_ms to 6 significant digits, 5e-6 at most; more than 1% is two different measurements in one row.
+KERNEL_AGREEMENT = 0.01
+#: The largest achieved KV bandwidth a row may state (B/s): 1 PB/s, over a hundred times any device's HBM.
+MAX_KV_BANDWIDTH = 1e15
 
 
 @record
@@ -176,10 +184,11 @@ class _Layout:
     def measurement(self, batch: int, context: float, itl_s: Optional[float], span: Span, *,
                     ttft_s: Optional[float] = None, request_s: Optional[float] = None,
                     input_len: Optional[int] = None, output_len: Optional[int] = None,
-                    prefill_prompts: int = 1) -> Measurement:
+                    prefill_prompts: int = 1, kernel: Optional[tuple[float, float]] = None) -> Measurement:
         return Measurement(self.model, self.device, self.devices, self.tensor_parallel, self.weights,
                            self.kv_dtype, self.engine, batch, context, itl_s, ttft_s, request_s, input_len,
-                           output_len, prefill_prompts, span)
+                           output_len, prefill_prompts, span, kernel_s=None if kernel is None else kernel[0],
+                           kv_bytes=None if kernel is None else kernel[1])
 
 
 def _layout(said: _Said, given: Given, span: Span, notes: list[str], default_engine: Optional[str]) -> _Layout:
@@ -498,19 +507,51 @@ def _csv_row(row: Mapping[str, tuple[str, int]], path: str, line: int, given: Gi
         _fixed("batch", int(batch), given.batch, span("batch"))
     context = number("context", integer=True, hi=limits.MAX_TOKENS)
     itl = number("itl_ms", integer=False, hi=MAX_SECONDS * 1e3)
-    for name, value in (("batch", batch if batch is not None else given.batch), ("context", context),
-                        ("itl_ms", itl)):
-        if value is None or (name == "itl_ms" and value <= 0):
-            raise MeasurementsError(f"no `{name}` in this row" if value is None else "itl_ms must be above 0",
-                                    span=span(name), help="every row needs " + ", ".join(CSV_REQUIRED[6:]))
+    for name, value in (("batch", batch if batch is not None else given.batch), ("context", context)):
+        if value is None:
+            raise MeasurementsError(f"no `{name}` in this row", span=span(name),
+                                    help="every row needs " + ", ".join(CSV_REQUIRED[6:]))
+    kernel = _kernel(lambda name, hi: number(name, integer=False, hi=hi), span)
+    if itl is None and kernel is None:
+        raise MeasurementsError("no `itl_ms` in this row, nor a kernel measurement (" +
+                                ", ".join(f"`{c}`" for c in KERNEL_COLUMNS) + ")", span=span("itl_ms"),
+                                help="every row needs batch, context and itl_ms, or the three kernel columns")
+    if itl is not None and itl <= 0:
+        raise MeasurementsError("itl_ms must be above 0", span=span("itl_ms"))
     ttft = number("ttft_ms", integer=False, hi=MAX_SECONDS * 1e3)
     input_len = number("input_len", integer=True, hi=limits.MAX_TOKENS)
     if ttft is not None and (ttft <= 0 or input_len is None):
         raise MeasurementsError("ttft_ms must be above 0" if ttft <= 0 else "ttft_ms needs input_len (the prompt's "
                                 "tokens)", span=span("ttft_ms" if ttft <= 0 else "input_len"))
-    return layout.measurement(int(batch or given.batch or 1), float(context or 1), float(itl or 0) * 1e-3, where,
+    return layout.measurement(int(batch or given.batch or 1), float(context or 1),
+                              None if itl is None else itl * 1e-3, where,
                               ttft_s=None if ttft is None else ttft * 1e-3,
-                              input_len=None if input_len is None else int(input_len))
+                              input_len=None if input_len is None else int(input_len), kernel=kernel)
+
+
+def _kernel(number: Callable[[str, float], Optional[float]],
+            span: Callable[[str], Span]) -> Optional[tuple[float, float]]:
+    """A row's kernel measurement, (seconds, KV bytes read); None when the row has none of its three cells.
+    The time is kv_bytes / achieved_kv_bandwidth_Bps: the benchmark's unrounded kernel time (it writes
+    kernel_ms to 6 significant digits), checked against kernel_ms."""
+    his = (limits.MAX_KV_BYTES, MAX_SECONDS * 1e3, MAX_KV_BANDWIDTH)
+    got = [number(name, hi) for name, hi in zip(KERNEL_COLUMNS, his)]
+    if all(v is None for v in got):
+        return None
+    for name, v in zip(KERNEL_COLUMNS, got):
+        if v is None:
+            raise MeasurementsError(f"no `{name}` in this row: a kernel measurement needs "
+                                    + ", ".join(f"`{c}`" for c in KERNEL_COLUMNS), span=span(name))
+        if v <= 0:
+            raise MeasurementsError(f"{name} must be above 0", span=span(name))
+    kv, ms, bw = (float(v or 0.0) for v in got)
+    ratio = kv / (ms * 1e-3)
+    if abs(ratio - bw) > KERNEL_AGREEMENT * bw:
+        raise MeasurementsError(f"kv_bytes / kernel_ms is {ratio:.6g} B/s, but achieved_kv_bandwidth_Bps is "
+                                f"{bw:.6g} B/s: {abs(ratio / bw - 1) * 100:.3g}% apart, more than "
+                                f"{KERNEL_AGREEMENT:.0%}", span=span("achieved_kv_bandwidth_Bps"),
+                                help="the three cells are one measurement: fix the one that is wrong")
+    return kv / bw, kv
 
 
 # ------------------------------------------------------------------ one file
@@ -535,5 +576,6 @@ def read_all(paths: Sequence[str], given: Given) -> tuple[Read, ...]:
     return tuple(read(p, given) for p in paths)
 
 
-__all__ = ["CSV_IGNORED", "CSV_OPTIONAL", "CSV_REQUIRED", "Given", "MAX_MEASUREMENTS_BYTES", "MeasurementsError",
+__all__ = ["CSV_IGNORED", "CSV_OPTIONAL", "CSV_REQUIRED", "Given", "KERNEL_AGREEMENT", "KERNEL_COLUMNS",
+           "MAX_KV_BANDWIDTH", "MAX_MEASUREMENTS_BYTES", "MeasurementsError",
            "PROFILE_ENGINES", "Read", "engine_id", "read", "read_all"]

@@ -2,8 +2,10 @@
 
 A `Measurement` is one run a benchmark reported (kvplan.engines.measurements reads the files): the
 deployment it ran (model, device, devices, tensor parallel, weights, KV dtype, engine), its batch and
-context, and what it measured — a decode step (ITL), a time to first token, or a whole request's latency.
-Each is evidence `measured`; the fitted factors are `derived` and name the profile they go in.
+context, and what it measured — a decode step (ITL), a time to first token, a whole request's latency, or
+the attention kernel alone on one rank (`kernel`: `kv_bytes` of KV read in the time, as `emit --target
+flashinfer`'s benchmark measures it). Each is evidence `measured`; the fitted factors are `derived` and name
+the profile they go in.
 
 The fit uses exactly kvplan.model.expected's model. Every measured time is a sum of pieces, each the larger
 of two linear forms in the unknowns
@@ -12,7 +14,10 @@ of two linear forms in the unknowns
 
 — a decode step is max(t_fixed + W/β·(1/η_w) + K/β·(1/η_kv) + T_comm, t_fixed + F/π·(1/η_π)), a prefill
 max(weights once/β·(1/η_w), F_prefill/π·(1/η_π)) + T_comm + t_fixed, with W, K, F the bound's terms per rank
-and T_comm = 2·L·(latency + bytes/link) on more than one rank. With the branch of each max fixed, the model
+and T_comm = 2·L·(latency + bytes/link) on more than one rank. A kernel measurement is one piece with no max:
+kv_bytes/β_eff·(1/η_kv), β_eff the KV stream's bandwidth per rank as the bound uses it
+(kvplan.model.roofline.beta_eff for the deployment's placement; the datasheet β on a one-partition device),
+so it pins its KV dtype's η_kv and nothing else. With the branch of each max fixed, the model
 is linear in x: `fit` solves the least squares of the relative errors with numpy.linalg.lstsq, chooses the
 branches again at the solution and repeats until they stay (at most MAX_ROUNDS rounds). A parameter is
 determined when its unit vector lies in the row space of the design (the null space of the design does not
@@ -40,7 +45,7 @@ from kvplan.model.expected import (
     expected_step,
     expected_ttft,
 )
-from kvplan.model.roofline import Config, step_time, weight_bytes_read
+from kvplan.model.roofline import Config, beta_eff, step_time, weight_bytes_read
 from kvplan.model.tiering import prefill_flops
 
 if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
@@ -62,7 +67,7 @@ RANK_TOLERANCE = 1e-9
 #: A parameter whose component in the design's null space is below this is determined.
 NULL_TOLERANCE = 1e-6
 #: The kinds of measured time, as printed.
-KINDS = ("itl", "ttft", "request")
+KINDS = ("itl", "ttft", "request", "kernel")
 
 
 @record
@@ -72,7 +77,9 @@ class Measurement:
     counts the prompts the measured TTFT prefilled together (1: one request alone; a batch for SGLang's
     bench_one_batch; 0: the TTFT waited behind other requests and is not fitted). `request_s` is a whole
     request's latency (`vllm bench latency`): the prefill of `batch` prompts of `input_len` tokens and
-    `output_len` − 1 decode steps. `span` is where in its file the figures are."""
+    `output_len` − 1 decode steps. `kernel_s` is the attention kernel alone on one rank reading `kv_bytes`
+    bytes of KV (B): a kernel benchmark's row, which measures η_kv and nothing else. `span` is where in its
+    file the figures are."""
 
     model: str
     device: str
@@ -90,6 +97,8 @@ class Measurement:
     output_len: Optional[int] = None
     prefill_prompts: int = 1
     span: Span = Span("", 1, 1, 1, 1)
+    kernel_s: Optional[float] = None
+    kv_bytes: Optional[float] = None
 
     def observed(self) -> tuple[tuple[str, float], ...]:
         """(kind, seconds) of each time this run measured that the fit uses."""
@@ -100,6 +109,8 @@ class Measurement:
             out.append(("ttft", self.ttft_s))
         if self.request_s is not None:
             out.append(("request", self.request_s))
+        if self.kernel_s is not None and self.kv_bytes:
+            out.append(("kernel", self.kernel_s))
         return tuple(out)
 
 
@@ -157,9 +168,17 @@ def request_steps(m: Measurement) -> Array:
     return (m.input_len or 0) + np.arange(1, n + 1, dtype=np.float64)
 
 
+def kernel_bandwidth(m: Measurement, d: Deployment) -> float:
+    """The bandwidth (B/s) a kernel measurement's KV streams at per rank in the bound: β_eff of the
+    deployment's placement at its batch (the datasheet β on a one-partition device), as step_time's KV term."""
+    return float(beta_eff(d.cfg.device, d.cfg.placement, m.batch)[0])
+
+
 def expected_time(m: Measurement, kind: str, d: Deployment, f: Factors) -> float:
     """What kvplan.model.expected predicts for the time of `kind` this measurement measured."""
     cfg, link = d.cfg, d.link_bandwidth
+    if kind == "kernel":
+        return float(m.kv_bytes or 0.0) / (f.eta_kv.value * kernel_bandwidth(m, d))
     if kind == "itl":
         return float(expected_step(cfg, m.batch, m.context, f, link)["step"])
     if kind == "ttft":
@@ -191,6 +210,10 @@ def _pieces(m: Measurement, kind: str, d: Deployment, names: Sequence[str]) -> _
     kv = col[f"eta_kv:{dtype(m.kv_dtype).id}"]
     P = len(names)
     A, a, B, b = np.zeros((0, P)), np.zeros(0), np.zeros((0, P)), np.zeros(0)
+    if kind == "kernel":  # one piece, both branches the same: kv_bytes/β_eff · 1/η_kv
+        A = np.zeros((1, P))
+        A[0, kv] = float(m.kv_bytes or 0.0) / kernel_bandwidth(m, d)
+        return _Pieces(A, np.zeros(1), A.copy(), np.zeros(1))
     if kind in ("ttft", "request"):
         prompts = m.prefill_prompts if kind == "ttft" else m.batch
         t = _prefill_terms(cfg, prompts, m.input_len or 1, link)
@@ -375,11 +398,13 @@ def _ties(names: Sequence[str], free: Sequence[int], known: Array, null: Array) 
     return out
 
 
-def _why_out(name: str, solved: _Solved) -> str:
-    """Why the profile leaves `name` to its default."""
+def _why_out(name: str, solved: _Solved, kernel_only: bool) -> str:
+    """Why the profile leaves `name` to its default (`kernel_only`: every measurement timed a kernel alone)."""
     if name in solved.out_of_range:
         return solved.out_of_range[name]
     if not np.any(solved.rows[:, solved.names.index(name)] != 0):
+        if kernel_only:
+            return "not determined: the measurements time the attention kernel alone, which gives η_kv only"
         return {"collective_latency": "no measurement on more than one rank",
                 "eta_compute": "no compute-bound step or prefill among the measurements"}.get(
             name, "no measurement depends on it")
@@ -447,7 +472,8 @@ def _fit_group(device: Device, engine: str, ms: Sequence[Measurement], profile: 
     y = np.array([t for *_, t in obs])
     solved = _solve([_pieces(m, kind, d, names) for m, d, kind, _ in obs], y, names, x_def)
     fitted = [(n, _value(n, float(solved.x[i]), source)) for i, n in enumerate(names) if n in solved.determined]
-    left = {n: _why_out(n, solved) for n in names if n not in solved.determined}
+    kernel_only = all(kind == "kernel" for _, _, kind, _ in obs)
+    left = {n: _why_out(n, solved, kernel_only) for n in names if n not in solved.determined}
     kv_eff = _kv_efficiency(solved, kv, left, source)
     x = _as_written(solved, left, per)
     residuals = []
