@@ -67,6 +67,18 @@ def all_reduce_time(model: Model, tokens: ArrayLike, tp: int, link_bandwidth: Op
     return out
 
 
+def all_reduce_times(model: Model, tokens: float, tp: ArrayLike, link_bandwidth: Optional[float],
+                     latency: ArrayLike) -> Array:
+    """all_reduce_time over arrays of tensor-parallel sizes and latencies (one per candidate), with the same
+    arithmetic element by element: the planner's search evaluates every candidate at once."""
+    tp_a = np.asarray(tp, dtype=np.float64)
+    per = np.asarray(latency, dtype=np.float64) + np.zeros_like(tp_a)
+    if link_bandwidth:
+        per = per + 2.0 * (tp_a - 1) / tp_a * float(tokens) * residual_width(model) * ACTIVATION_WIDTH / link_bandwidth
+    out: Array = np.where(tp_a > 1, ALL_REDUCES_PER_LAYER * model.n_layers * per, 0.0)
+    return out
+
+
 def expected_step(cfg: Config, b: ArrayLike, s: ArrayLike, f: Factors,
                   link_bandwidth: Optional[float]) -> dict[str, Array]:
     """The expected decode step and its terms (seconds): fixed, weights, kv, comm, compute (the floor) and
@@ -134,5 +146,6 @@ def default_factors(device: Device, kv_dtype: str, engine: str = "any", link: st
     return Factors(eta_w, eta_kv, eta_compute, t_fixed, latency)
 
 
-__all__ = ["ACTIVATION_WIDTH", "ALL_REDUCES_PER_LAYER", "Factors", "all_reduce_time", "default_factors",
-           "deployment_factors", "expected_step", "expected_ttft", "link_bandwidth", "residual_width"]
+__all__ = ["ACTIVATION_WIDTH", "ALL_REDUCES_PER_LAYER", "Factors", "all_reduce_time", "all_reduce_times",
+           "default_factors", "deployment_factors", "expected_step", "expected_ttft", "link_bandwidth",
+           "residual_width"]

@@ -66,3 +66,14 @@ def test_defaults_name_their_evidence() -> None:
         assert name in v.source or "η_w" in v.source
         assert 0 < v.value
     assert f.eta_kv.value == pytest.approx(f.eta_w.value * ex.performance.factor("kv_efficiency", kv="int4").value)
+
+
+def test_the_vectorized_all_reduces_are_the_scalar_ones_element_by_element() -> None:
+    m = catalog.get_model("llama-3-70b")
+    tp = np.array([1, 2, 4, 8, 1, 8])
+    lat = np.array([1e-5, 2e-5, 1e-5, 3e-5, 0.0, 0.0])
+    for link in (450e9, None):
+        for tokens in (1, 32, 4_500):
+            got = ex.all_reduce_times(m, tokens, tp, link, lat)
+            want = [float(ex.all_reduce_time(m, tokens, int(t), link, la)) for t, la in zip(tp, lat)]
+            assert got.tolist() == want  # the same arithmetic, bit for bit
