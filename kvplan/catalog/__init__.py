@@ -159,14 +159,20 @@ class Model:
     @property
     def window_groups(self) -> tuple[tuple[Optional[int], int], ...]:
         """(window, layer count) pairs, full attention (None) first, then windows ascending."""
-        counts: dict[Optional[int], int] = {}
-        for w in self.windows:
-            counts[w] = counts.get(w, 0) + 1
-        return tuple(sorted(counts.items(), key=lambda kv: -1 if kv[0] is None else kv[0]))
+        return _window_groups(self.windows)
 
     @property
     def all_full(self) -> bool:
         return all(w is None for w in self.windows)
+
+
+@functools.lru_cache(maxsize=64)
+def _window_groups(windows: tuple[Optional[int], ...]) -> tuple[tuple[Optional[int], int], ...]:
+    """Model.window_groups, counted once per layer layout (a plan asks ~10 times)."""
+    counts: dict[Optional[int], int] = {}
+    for w in windows:
+        counts[w] = counts.get(w, 0) + 1
+    return tuple(sorted(counts.items(), key=lambda kv: -1 if kv[0] is None else kv[0]))
 
 
 # ------------------------------------------------------------------ devices

@@ -19,6 +19,7 @@ Every function broadcasts over numpy arrays of batch `b` and context `s`, like k
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Optional, Union
 
 import numpy as np
@@ -121,10 +122,12 @@ def deployment_factors(device: Device, kv_dtype: str, engine: str, profile: Opti
     return profile_factors(profile, device.id, kv_dtype, engine, defaults)
 
 
+@functools.lru_cache(maxsize=256)
 def default_factors(device: Device, kv_dtype: str, engine: str = "any", link: str = "") -> Factors:
     """kvplan's default factors for that device, KV dtype, engine and scale-up link
     (kvplan/catalog/performance.toml): reported where the entry cites a measurement, assumed otherwise;
-    η_kv is η_w × the KV dtype's kv_efficiency (a derived product of its two inputs)."""
+    η_kv is η_w × the KV dtype's kv_efficiency (a derived product of its two inputs). Made once per
+    argument set (the catalog is read once; each plan asks for every candidate dtype's, four plans an advise)."""
 
     def value(name: str, unit: str, **ids: str) -> tuple[Value, Factor]:
         f = performance.factor(name, **ids)
