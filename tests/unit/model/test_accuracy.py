@@ -12,6 +12,10 @@ from types import ModuleType
 import pytest
 
 from kvplan import catalog
+from kvplan.base.errors import Span
+from kvplan.model import calibrate as cal
+from kvplan.model.expected import default_factors
+from kvplan.model.factors import Factors
 from tests.paths import DATA, ROOT
 
 SET = DATA / "measured" / "decode.csv"
@@ -141,3 +145,42 @@ def test_an_unknown_column_or_no_rows_is_refused(tmp_path: Path, capsys: pytest.
     assert f"{f}:2:33: context 96 is below input_len 128" in capsys.readouterr().err
     assert acc.main([str(tmp_path / "missing.csv")]) == 2
     assert "missing.csv: cannot read it" in capsys.readouterr().err
+
+
+def _half_split_errors() -> dict[tuple[str, str], list[float]]:
+    """Per (device, engine) with at least 4 rows: fit kvplan.model.calibrate on every other row (ordered by model,
+    batch, context) and predict the others' ITL with the fitted factors (defaults where the fit left one out)."""
+    groups: dict[tuple[str, str], list[cal.Measurement]] = {}
+    for r in ROWS:
+        engine = r.engine if r.engine in ("vllm", "sglang", "trtllm") else "any"
+        m = cal.Measurement(r.model, r.device, r.devices, r.tp, r.weights, r.kv_dtype, engine, r.batch,
+                            float(r.context), r.itl, span=Span(str(SET), r.line, 1, r.line, 1))
+        groups.setdefault((r.device, engine), []).append(m)
+    out: dict[tuple[str, str], list[float]] = {}
+    for key, rows in sorted(groups.items()):
+        if len(rows) < 4:
+            continue
+        rows.sort(key=lambda m: (m.model, m.batch, m.context))
+        (fit,) = cal.fit(rows[0::2], "half.toml")
+        fitted = dict(fit.fitted)
+        errors = []
+        for m in rows[1::2]:
+            dep = cal.deployment(m)
+            base = default_factors(dep.cfg.device, m.kv_dtype, m.engine, dep.link)
+            f = Factors(fitted.get("eta_w", base.eta_w), fitted.get(f"eta_kv:{m.kv_dtype}", base.eta_kv),
+                        fitted.get("eta_compute", base.eta_compute), fitted.get("t_fixed", base.t_fixed),
+                        fitted.get("collective_latency", base.collective_latency))
+            assert m.itl_s is not None
+            errors.append(cal.expected_time(m, "itl", dep, f) / m.itl_s - 1)
+        out[key] = errors
+    return out
+
+
+@pytest.mark.xfail(strict=True, reason="measured: on mi300x/vllm (8 rows, TP8, FP8) the fit on 4 rows determines "
+                                       "only kv_efficiency and predicts the other 4 at -40.7%, -5.7%, -31.4% and "
+                                       "-19.5%; a100-80g/lmdeploy predicts its 2 at -6.2% and -1.3%")
+def test_calibrating_on_half_of_a_devices_rows_predicts_the_other_half_within_10_percent() -> None:
+    errors = _half_split_errors()
+    assert errors, "no device has 4 rows of one engine"
+    worst = {k: max(abs(e) for e in v) for k, v in errors.items()}
+    assert all(w <= 0.10 for w in worst.values()), worst
