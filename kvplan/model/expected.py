@@ -61,10 +61,10 @@ def all_reduce_time(model: Model, tokens: ArrayLike, tp: int, link_bandwidth: Op
     t = np.asarray(tokens, dtype=np.float64)
     if tp <= 1:
         return np.zeros_like(t)
-    per = np.full(t.shape, float(latency))
+    per: Array = np.full(t.shape, float(latency), dtype=np.float64)
     if link_bandwidth:
         per = per + 2.0 * (tp - 1) / tp * t * residual_width(model) * ACTIVATION_WIDTH / link_bandwidth
-    out: Array = ALL_REDUCES_PER_LAYER * model.n_layers * per
+    out: Array = float(ALL_REDUCES_PER_LAYER * model.n_layers) * per
     return out
 
 
@@ -76,7 +76,7 @@ def all_reduce_times(model: Model, tokens: float, tp: ArrayLike, link_bandwidth:
     per = np.asarray(latency, dtype=np.float64) + np.zeros_like(tp_a)
     if link_bandwidth:
         per = per + 2.0 * (tp_a - 1) / tp_a * float(tokens) * residual_width(model) * ACTIVATION_WIDTH / link_bandwidth
-    out: Array = np.where(tp_a > 1, ALL_REDUCES_PER_LAYER * model.n_layers * per, 0.0)
+    out: Array = np.where(tp_a > 1, float(ALL_REDUCES_PER_LAYER * model.n_layers) * per, 0.0)
     return out
 
 
