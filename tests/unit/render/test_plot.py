@@ -81,7 +81,7 @@ def test_single_b200_has_no_kv_bound_band(tmp_path: Path) -> None:
     info = plot.regime_map_figure(cfg, 1, 64_000, ["bf16"], tmp_path / "one.png")
     img = Image.open(tmp_path / "one.png").convert("RGB")
     W, k = LLAMA.params * 2, 327_680
-    for b in (1.5, 3, 12, 48):
+    for b in (6, 12, 48, 150):  # right of the point's label
         s_cap = (192e9 - W) / (b * k)
         assert s_cap < W / (b * k)
         assert mode_color(img, *data_pixel(info, b, s_cap * 1.6)) == hex_rgb(plot.REGION_COLORS["capacity-bound"])
@@ -89,8 +89,11 @@ def test_single_b200_has_no_kv_bound_band(tmp_path: Path) -> None:
     left, top, right, bottom = (int(v) for v in info.axes_box)
     inside = np.asarray(img)[top + 2:bottom - 2, left + 2:right - 2].reshape(-1, 3)
     kv_rgb = np.array(hex_rgb(plot.REGION_COLORS["kv-bound"]))
-    assert not np.any(np.all(inside == kv_rgb, axis=1))  # the legend (outside the axes) still has its patch
-    assert np.any(np.all(np.asarray(img).reshape(-1, 3) == kv_rgb, axis=1))
+    assert not np.any(np.all(inside == kv_rgb, axis=1))
+    # no region in the legend that the figure does not have: no KV-bound patch anywhere in the image
+    assert not np.any(np.all(np.asarray(img).reshape(-1, 3) == kv_rgb, axis=1))
+    assert not any(e.startswith("KV-bound") for e in info.legend), info.legend
+    assert info.legend[:2] == ("weight-bound (s < s*)", "capacity-bound (s > s_cap)")
 
 
 def test_roofline_point_sits_at_spec_intensity(tmp_path: Path) -> None:
@@ -122,10 +125,12 @@ def test_svg_is_deterministic(tmp_path: Path) -> None:
 def test_embed_regime_map_returns_relative_name(tmp_path: Path) -> None:
     cfg = rf.Config(LLAMA, B200, n_devices=4)
     out = tmp_path / "report" / "img"
-    rel = plot.embed_regime_map(cfg, 32, 128_000, ["bf16", "int4"], out)
+    picture = plot.MapPicture(widths=(("bf16", 2.0), ("int4", 0.5)), points=(plot.MapPoint(32, 128_000, "here"),),
+                              caption=("a caption",), title="a title")
+    rel = plot.embed_regime_map(cfg, picture, out)
     assert not Path(rel).is_absolute() and rel.endswith(".svg")
     first = (out / rel).read_bytes()
-    assert plot.embed_regime_map(cfg, 32, 128_000, ["bf16", "int4"], out) == rel
+    assert plot.embed_regime_map(cfg, picture, out) == rel
     assert (out / rel).read_bytes() == first
 
 
