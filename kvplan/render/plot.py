@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import textwrap
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import ModuleType
@@ -157,6 +158,8 @@ _Y_TOP = 1e12
 _OCTAVES = 8
 #: Each end of the context axis lies this factor beyond the outermost curve or point.
 _Y_PAD = 1.6
+#: The caption's lines are wrapped at this many characters (8-point DejaVu Sans across the figure).
+_CAPTION_WIDTH = 160
 _MAP_MARGINS = {"left": 0.08, "right": 0.70, "bottom": 0.20, "top": 0.92}
 
 
@@ -168,6 +171,7 @@ class MapPoint:
     batch: float
     context: float
     label: str
+    key: str = ""  # its legend entry; empty: the label's first line
 
 
 @record
@@ -281,7 +285,7 @@ def _mark_points(ax: Axes, points: Sequence[MapPoint]) -> list[Artist]:
         marker, size, face, edge = styles[i]
         handles += ax.plot([pt.batch], [pt.context], marker=marker, markersize=size, markerfacecolor=face,
                            markeredgecolor=edge, markeredgewidth=1.4, color=edge, linestyle="none",
-                           label=pt.label.split("\n")[0], zorder=5)
+                           label=pt.key or pt.label.split("\n")[0], zorder=5)
     moved = len(points) > 1 and (abs(math.log(points[1].context / points[0].context)) > 0.01
                                  or abs(math.log(points[1].batch / points[0].batch)) > 0.01)
     if moved:
@@ -308,8 +312,9 @@ def _weights_note(ax: Axes, cfg: rf.Config, point_y: float) -> None:
     why = (f"the weights do not fit: {fmt_bytes(held)} of weights, {fmt_bytes(usable)} usable on {where}"
            if held > usable else
            f"the weights leave no room for KV on the most loaded device of {where}")
-    ax.text(0.5, 0.2 if point_y > 0.5 else 0.8, f"{why} (derived)\nevery point is capacity-bound: no s_cap(b) curve, no KV-bound region",
-            transform=ax.transAxes, ha="center", va="center", fontsize=10, zorder=6,
+    text = f"{why} (derived)\nevery point is capacity-bound: no s_cap(b) curve, no KV-bound region"
+    ax.text(0.5, 0.2 if point_y > 0.5 else 0.8, text, transform=ax.transAxes, ha="center", va="center",
+            fontsize=10, zorder=6,
             bbox={"boxstyle": "round,pad=0.5", "facecolor": "white", "edgecolor": _S_CAP_COLOR, "linewidth": 1.5})
 
 
@@ -364,7 +369,8 @@ def draw_regime_map(cfg: rf.Config, picture: MapPicture, path: PathLike) -> Plot
         ax.yaxis.set_major_formatter(FuncFormatter(_tokens_label))
         kv_band = fits and bool(np.any(rf.s_cap(shaded, b, block) > rf.s_star(shaded, b)))
         _map_legend(ax, fits, kv_band, marked)
-        fig.text(_MAP_MARGINS["left"], 0.015, "\n".join(picture.caption), fontsize=8, ha="left", va="bottom")
+        lines = [w for line in picture.caption for w in textwrap.wrap(line, _CAPTION_WIDTH, subsequent_indent="  ")]
+        fig.text(_MAP_MARGINS["left"], 0.012, "\n".join(lines), fontsize=8, ha="left", va="bottom")
         return _save(fig, ax, path, colors=tuple(REGION_COLORS.items()))
 
 

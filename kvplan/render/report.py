@@ -96,13 +96,16 @@ def plan_picture(p: Plan) -> tuple[rf.Config, plot.MapPicture]:
     n0 = int(mb.devices.value) if mb.devices is not None else 1
     dev, b, s = sc.device.id, sc.batch, sc.context
     kept = f", r = {r:g}" if r < 1.0 else ""
-    spec = plot.MapPoint(b, s, f"spec: 16-bit KV on {n0} × {dev}\n{p.regime_before}")
-    planned = plot.MapPoint(b, s * r, f"plan: {kv} KV{kept} on {p.n_devices} × {dev}\n{p.regime_after}")
+    spec = plot.MapPoint(b, s, f"spec as written (R1): 16-bit KV on {n0} × {dev}\n{p.regime_before}",
+                         key="spec as written (R1)")
+    planned = plot.MapPoint(b, s * r, f"plan (R8): {kv} KV{kept} on {p.n_devices} × {dev}\n{p.regime_after}",
+                            key="the plan (R8)")
+    held = f" ({fmt_tokens(s * r)} kept)" if r < 1.0 else ""
     caption = (
         f"plan (R8, derived): {kv} KV{kept} on {p.n_devices} × {dev} at b = {b}: s* = {ma.s_star.human}, "
-        f"s_cap = {ma.s_cap.human}; the point s = {fmt_tokens(s)} is {p.regime_after}",
+        f"s_cap = {ma.s_cap.human}; s = {fmt_tokens(s)}{held} is {p.regime_after}",
         f"spec as written (R1, derived): 16-bit KV on {n0} × {dev}: s* = {mb.s_star.human}, "
-        f"s_cap = {mb.s_cap.human}; {p.regime_before}",
+        f"s_cap = {mb.s_cap.human}; s = {fmt_tokens(s)} is {p.regime_before}",
         "solid s*(b), dashed s_cap(b), one colour per KV dtype the search evaluated, on the plan's layout; "
         f"regions shaded for {kv}" + ("; y is r·s, the tokens eviction keeps" if r < 1.0 else ""))
     title = f"{sc.name}: {sc.model.id} on {p.n_devices} × {dev}, the plan's regime map ({kv} KV)"
