@@ -464,9 +464,9 @@ def _slug(text: str) -> str:
 def embed_regime_map(cfg: rf.Config, picture: MapPicture, out_dir: PathLike) -> str:
     """Write the regime map as SVG into `out_dir` and return its path relative to `out_dir`
     (a name derived from the deployment, so that the same deployment writes the same file)."""
-    kv, pt = picture.widths[0], picture.points[0]
+    pt = picture.points[0]
     name = (f"regime-map-{_slug(cfg.model.id)}-{cfg.n_devices}x{_slug(cfg.device.id)}-"
-            f"kv{_slug(kv[0])}-b{pt.batch:g}-s{pt.context:g}.svg")
+            f"kv{cfg.w_kv * 8:g}bit-b{round(pt.batch)}-s{round(pt.context)}.svg")
     os.makedirs(out_dir, exist_ok=True)
     draw_regime_map(cfg, picture, Path(out_dir) / name)
     return name
