@@ -207,13 +207,14 @@ def _curve_ends(cfgs: Mapping[str, rf.Config], b_ends: npt.NDArray[np.float64], 
     return ends
 
 
-def _regime_y_range(ends: Sequence[float]) -> tuple[float, float]:
+def _regime_y_range(ends: Sequence[float], floor: float = 1.0) -> tuple[float, float]:
     """The context axis: just beyond the curves' ends and the points (a crossover far beyond any
-    context, s* of a 10^15-parameter model, is clipped at `_Y_TOP`). Floats: a power of ten as a Python
-    int above 2^63 is no number to matplotlib."""
-    clipped = [min(max(float(x), 1.0), _Y_TOP) for x in ends]
-    lo, hi = max(1.0, min(clipped) / _Y_PAD), min(_Y_TOP, max(clipped) * _Y_PAD)
-    return (lo, hi) if hi > lo else (max(1.0, lo / 10), min(_Y_TOP, hi * 10))
+    context, s* of a 10^15-parameter model, is clipped at `_Y_TOP`; the axis starts at 1 token, or lower
+    for a point below it, `floor`: the tokens eviction keeps of a one-token context). Floats: a power of
+    ten as a Python int above 2^63 is no number to matplotlib."""
+    clipped = [min(max(float(x), floor), _Y_TOP) for x in ends]
+    lo, hi = max(floor, min(clipped) / _Y_PAD), min(_Y_TOP, max(clipped) * _Y_PAD)
+    return (lo, hi) if hi > lo else (max(floor, lo / 10), min(_Y_TOP, hi * 10))
 
 
 def _fill_regimes(ax: Axes, cfg: rf.Config, b: npt.NDArray[np.float64], y_lo: float, y_hi: float,
@@ -338,8 +339,9 @@ def draw_regime_map(cfg: rf.Config, picture: MapPicture, path: PathLike) -> Plot
     """Context (log y) against batch (log x) on `cfg`'s layout: the three regimes filled for the
     picture's first KV width, s*(b) and s_cap(b) of each width labelled at their right ends, the
     points, the caption. When the weights leave no room, the field is capacity-bound and says so."""
-    for pt in picture.points:
-        rf.check_batch_context(pt.batch, pt.context)
+    rf.check_batch_context(picture.points[0].batch, picture.points[0].context)
+    if any(not (pt.batch >= 1 and pt.context > 0) for pt in picture.points):  # the plan's r·s may be below 1
+        raise PlotError("a regime-map point needs a batch of at least 1 and a positive context")
     cfgs = {n: attrs.evolve(cfg, w_kv=w) for n, w in picture.widths}
     shaded, block = next(iter(cfgs.values())), picture.block_size
     b_lo, b_hi = _batch_range(picture.points[0].batch)
@@ -347,7 +349,8 @@ def draw_regime_map(cfg: rf.Config, picture: MapPicture, path: PathLike) -> Plot
     b = np.geomspace(b_lo, b_hi, 512, dtype=np.float64)
     fits = bool(float(rf.s_cap(shaded, np.array([b_lo]), block)[0]) > 0)
     ends = _curve_ends(cfgs, np.array([b_lo, b_hi]), fits, block) + [pt.context for pt in picture.points]
-    y_lo, y_hi = _regime_y_range(ends)
+    least = min(pt.context for pt in picture.points)
+    y_lo, y_hi = _regime_y_range(ends, least / _Y_PAD if least < 1.0 else 1.0)
     with _font():
         fig, ax = _new_figure(picture.title, _MAP_MARGINS)
         ax.set_xscale("log", base=2)

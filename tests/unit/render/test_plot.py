@@ -13,6 +13,7 @@ import pytest
 from PIL import Image
 
 from kvplan import catalog
+from kvplan.base.errors import ModelInputError
 from kvplan.lang import check_file
 from kvplan.model import roofline as rf
 from kvplan.planner import plans_for
@@ -291,3 +292,18 @@ def test_report_picture_moves_the_point_by_what_eviction_keeps(tmp_path: Path) -
     _, row_plan = data_pixel(info, 16, 64_000)
     mid = (row_star + row_plan) // 2
     assert any(img.getpixel((c, mid)) == (0, 0, 0) for c in range(col - 2, col + 3))
+
+
+def test_a_point_below_one_token_is_on_the_axes(tmp_path: Path) -> None:
+    """Eviction at r = 0.5 of a one-token context keeps half a token: the plan's point is drawn, and the
+    context axis reaches below it instead of refusing it (a deployment's own context stays at least 1)."""
+    cfg = rf.Config(LLAMA, B200, n_devices=2)
+    pic = plot.MapPicture(widths=(("bf16", 2.0),), caption=("c",), title="t",
+                          points=(plot.MapPoint(1, 1, "spec"), plot.MapPoint(1, 0.5, "plan")))
+    info = plot.draw_regime_map(cfg, pic, tmp_path / "half.png")
+    assert info.ylim[0] == pytest.approx(0.5 / 1.6)  # the point inside, with the same room as any other
+    with pytest.raises(ModelInputError):
+        plot.draw_regime_map(cfg, attrs.evolve(pic, points=(plot.MapPoint(1, 0.5, "spec"),)), tmp_path / "x.png")
+    with pytest.raises(plot.PlotError):
+        plot.draw_regime_map(cfg, attrs.evolve(pic, points=(plot.MapPoint(1, 1, "a"), plot.MapPoint(1, 0, "b"))),
+                             tmp_path / "y.png")
