@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 import os
 import re
+import textwrap
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Mapping, Optional, Sequence, Union
@@ -22,6 +24,7 @@ import numpy.typing as npt
 
 from kvplan.base.errors import KvplanError
 from kvplan.base.records import record
+from kvplan.base.units import fmt_bytes, fmt_tokens
 from kvplan.catalog import DTYPES
 from kvplan.model import roofline as rf
 
@@ -35,9 +38,12 @@ if TYPE_CHECKING:  # matplotlib is optional and loaded by the drawing functions 
 REGION_COLORS = {"weight-bound": "#a6cee3", "kv-bound": "#fdbf6f", "capacity-bound": "#fb9a99"}
 _S_STAR_COLOR = "#1f4e79"
 _S_CAP_COLOR = "#7f0000"
-#: matplotlib linestyles: a named one, or (offset, (on, off, ...)) dash lengths in points.
-_LINESTYLES: tuple[Union[str, tuple[int, tuple[int, ...]]], ...] = (
-    "-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)), (0, (8, 3)))
+#: One line colour per KV dtype (dark tones, readable on every region fill); others cycle `_MORE_COLORS`.
+_DTYPE_COLORS = {"fp32": "#525252", "bf16": "#111111", "fp16": "#4d4d4d", "fp8": "#6a3d9a", "int8": "#8c2d04",
+                 "int4": "#b2182b", "fp4": "#01665e", "int2": "#1a7a1a"}
+_MORE_COLORS = ("#2c7bb6", "#7b3294", "#a6611a")
+#: The font every figure is drawn in: it ships with matplotlib, so a figure looks the same on every machine.
+_FONT = "DejaVu Sans"
 _SIZE_IN = (10.0, 5.5)
 _DPI = 100
 _MARGINS = {"left": 0.09, "right": 0.64, "bottom": 0.11, "top": 0.91}  # fixed: pixel positions are stable
@@ -54,7 +60,8 @@ class PlotInfo:
     """Where a figure went and how data maps to its pixels.
 
     `axes_box` is (left, top, right, bottom) of the plotting area in image pixels
-    (rows counted from the top); `xlim`/`ylim` are the data limits of log axes.
+    (rows counted from the top); `xlim`/`ylim` are the data limits of log axes; `legend` the legend's
+    entries and `texts` every other text drawn (curve labels, notes, point labels, the caption), in order.
     """
 
     path: str
@@ -64,6 +71,8 @@ class PlotInfo:
     xlim: tuple[float, float]
     ylim: tuple[float, float]
     colors: tuple[tuple[str, str], ...] = ()
+    legend: tuple[str, ...] = ()
+    texts: tuple[str, ...] = ()
 
     def pixel(self, x: float, y: float) -> tuple[int, int]:
         """(column, row) of the data point (x, y) in the saved image."""
@@ -98,11 +107,20 @@ def _tokens_label(x: float, _pos: object = None) -> str:
     return f"{x:g}"
 
 
-def _new_figure(title: str) -> tuple[Figure, Axes]:
+def _font() -> AbstractContextManager[None]:
+    """The settings every figure is drawn under: the one font (`_FONT`) and a fixed SVG hash salt, so
+    that the same numbers draw the same image."""
+    _, _, matplotlib = _matplotlib()
+    ctx: AbstractContextManager[None] = matplotlib.rc_context(
+        {"font.family": "sans-serif", "font.sans-serif": [_FONT], "svg.hashsalt": "kvplan", "svg.fonttype": "path"})
+    return ctx
+
+
+def _new_figure(title: str, margins: Mapping[str, float] = _MARGINS) -> tuple[Figure, Axes]:
     Figure, FigureCanvasAgg, _ = _matplotlib()
     fig = Figure(figsize=_SIZE_IN, dpi=_DPI)
     FigureCanvasAgg(fig)
-    fig.subplots_adjust(**_MARGINS)
+    fig.subplots_adjust(**margins)
     ax = fig.add_subplot(1, 1, 1)
     ax.set_title(title, fontsize=10)
     return fig, ax
@@ -110,55 +128,100 @@ def _new_figure(title: str) -> tuple[Figure, Axes]:
 
 def _save(fig: Figure, ax: Axes, path: PathLike, colors: Sequence[tuple[str, str]] = ()) -> PlotInfo:
     """Save deterministically and report the axes' pixel box."""
-    _, _, matplotlib = _matplotlib()
     fmt = _format(path)
-    with matplotlib.rc_context({"svg.hashsalt": "kvplan", "svg.fonttype": "path"}):
+    with _font():
         fig.canvas.draw()
         box = ax.get_window_extent()
         metadata = {"Date": None} if fmt == "svg" else {"Software": None}
         fig.savefig(os.fspath(path), format=fmt, dpi=_DPI, metadata=metadata)
     width, height = (int(round(v)) for v in fig.canvas.get_width_height())
     (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    legend = ax.get_legend()
+    labels = tuple(t.get_text() for t in legend.get_texts()) if legend is not None else ()
+    texts = tuple(t.get_text() for t in (*ax.texts, *fig.texts) if t.get_text())
     return PlotInfo(path=os.fspath(path), width=width, height=height,
                     axes_box=(box.x0, height - box.y1, box.x1, height - box.y0),
-                    xlim=(x0, x1), ylim=(y0, y1), colors=tuple(colors))
+                    xlim=(x0, x1), ylim=(y0, y1), colors=tuple(colors), legend=labels, texts=texts)
 
 
 def _dtype_name(w_kv: float, names: Sequence[str]) -> str:
     for n in names:
         if DTYPES[n].width == w_kv:
             return n
-    return f"{w_kv * 8:g}-bit"
+    return f"{w_kv * 8:.3g}-bit"
 
 
 #: The regime map's context axis ends here: 1,000× the longest context a spec may state (2^30
 #: tokens), so every plannable point is inside and no crossover stretches the axis without bound.
 _Y_TOP = 1e12
+#: The batch axis spans this many octaves, from up to 16× below the deployment's batch.
+_OCTAVES = 8
+#: Each end of the context axis lies this factor beyond the outermost curve or point.
+_Y_PAD = 1.6
+#: The caption's lines are wrapped at this many characters (8-point DejaVu Sans across the figure).
+_CAPTION_WIDTH = 160
+_MAP_MARGINS = {"left": 0.08, "right": 0.70, "bottom": 0.20, "top": 0.92}
+
+
+@record
+class MapPoint:
+    """A point marked on the regime map: batch, context (tokens per sequence; KV tokens held, when the plan
+    evicts) and the words beside it."""
+
+    batch: float
+    context: float
+    label: str
+    key: str = ""  # its legend entry; empty: the label's first line
+
+
+@record
+class MapPicture:
+    """What a regime map shows besides its layout (the `rf.Config` it is drawn on): the KV dtypes whose
+    s*(b) and s_cap(b) it draws, each with its bytes per value, the first one shaded; the marked points,
+    with an arrow from the first to the second when there are two; the caption's lines; the title."""
+
+    widths: tuple[tuple[str, float], ...]
+    points: tuple[MapPoint, ...]
+    caption: tuple[str, ...]
+    title: str
+    y_label: str = "context (tokens per sequence)"
+    block_size: Optional[int] = None
 
 
 def _positive(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     return np.where(np.isfinite(x) & (x > 0), x, np.nan)
 
 
-def _regime_y_range(cfg: rf.Config, cfgs: Sequence[rf.Config], context: int, b_max: float) -> tuple[float, float]:
-    """The context axis: from the deployment's context and every curve's ends, padded to powers of ten."""
-    ends = [float(context)]
-    for c in [cfg, *cfgs]:
-        for f in (rf.s_star, rf.s_cap):
-            v = _positive(f(c, np.array([1.0, b_max])))
-            ends.extend(float(x) for x in v if np.isfinite(x))
-    # floats (a power of ten as a Python int above 2^63 is no number to matplotlib), and bounded: a
-    # crossover far beyond any context (s* of a 10^15-parameter model) is clipped at the axis' top
-    ends = [min(max(x, 1.0), _Y_TOP) for x in ends]
-    y_lo = max(1.0, 10.0 ** math.floor(math.log10(min(ends) / 2)))
-    y_hi = min(_Y_TOP, 10.0 ** math.ceil(math.log10(max(ends) * 2)))
-    return y_lo, y_hi
+def _batch_range(batch: float) -> tuple[float, float]:
+    """Eight octaves of batch around the deployment's: from 16× below it (not below 1)."""
+    lo = 2.0 ** max(0, math.floor(math.log2(batch)) - 4)
+    return lo, lo * 2.0 ** _OCTAVES
 
 
-def _fill_regimes(ax: Axes, cfg: rf.Config, b: npt.NDArray[np.float64], y_lo: float, y_hi: float) -> None:
-    """The three regimes of the deployment's KV width, filled between s*(b) and s_cap(b)."""
+def _curve_ends(cfgs: Mapping[str, rf.Config], b_ends: npt.NDArray[np.float64], fits: bool,
+                block: Optional[int]) -> list[float]:
+    ends: list[float] = []
+    for c in cfgs.values():
+        for v in (rf.s_star(c, b_ends), rf.s_cap(c, b_ends, block) if fits else np.array([np.nan])):
+            ends.extend(float(x) for x in _positive(np.asarray(v, dtype=np.float64)) if np.isfinite(x))
+    return ends
+
+
+def _regime_y_range(ends: Sequence[float], floor: float = 1.0) -> tuple[float, float]:
+    """The context axis: just beyond the curves' ends and the points (a crossover far beyond any
+    context, s* of a 10^15-parameter model, is clipped at `_Y_TOP`; the axis starts at 1 token, or lower
+    for a point below it, `floor`: the tokens eviction keeps of a one-token context). Floats: a power of
+    ten as a Python int above 2^63 is no number to matplotlib."""
+    clipped = [min(max(float(x), floor), _Y_TOP) for x in ends]
+    lo, hi = max(floor, min(clipped) / _Y_PAD), min(_Y_TOP, max(clipped) * _Y_PAD)
+    return (lo, hi) if hi > lo else (max(floor, lo / 10), min(_Y_TOP, hi * 10))
+
+
+def _fill_regimes(ax: Axes, cfg: rf.Config, b: npt.NDArray[np.float64], y_lo: float, y_hi: float,
+                  block: Optional[int]) -> None:
+    """The three regimes of the shaded KV width, filled between s*(b) and s_cap(b)."""
     ss = np.clip(np.nan_to_num(rf.s_star(cfg, b), nan=y_hi, posinf=y_hi), y_lo, y_hi)
-    sc_raw = rf.s_cap(cfg, b)
+    sc_raw = rf.s_cap(cfg, b, block)
     sc = np.clip(np.where(sc_raw > 0, np.nan_to_num(sc_raw, posinf=y_hi), y_lo), y_lo, y_hi)
     ax.fill_between(b, y_lo, np.minimum(ss, sc), color=REGION_COLORS["weight-bound"], linewidth=0,
                     antialiased=False, zorder=1)
@@ -168,66 +231,191 @@ def _fill_regimes(ax: Axes, cfg: rf.Config, b: npt.NDArray[np.float64], y_lo: fl
     ax.grid(True, which="major", color="white", linewidth=0.6, alpha=0.7, zorder=1.5)
 
 
-def _regime_curves(ax: Axes, cfgs: Mapping[str, rf.Config], kv_name: str, b: npt.NDArray[np.float64],
-                   batch: int, context: int) -> list[Artist]:
-    """The legend's patches, then s*(b) and s_cap(b) of each dtype and the deployment's point."""
+def _color(name: str, i: int) -> str:
+    return _DTYPE_COLORS.get(name, _MORE_COLORS[i % len(_MORE_COLORS)])
+
+
+def _by_width(cfgs: Mapping[str, rf.Config]) -> dict[str, rf.Config]:
+    """The dtypes of one width drawn once, named together (fp8 = int8): their curves are the same."""
+    groups: dict[float, list[str]] = {}
+    for name, c in cfgs.items():
+        groups.setdefault(c.w_kv, []).append(name)
+    return {" = ".join(names): cfgs[names[0]] for names in groups.values()}
+
+
+def _regime_curves(ax: Axes, cfgs: Mapping[str, rf.Config], b: npt.NDArray[np.float64], fits: bool,
+                   block: Optional[int]) -> list[tuple[float, str, str, bool]]:
+    """s*(b) solid and s_cap(b) dashed per dtype, the shaded one (the first) thick; each curve's right
+    end (its value at the last batch), label, colour and whether it is the shaded one's."""
+    ends: list[tuple[float, str, str, bool]] = []
+    for i, (name, c) in enumerate(_by_width(cfgs).items()):
+        main, color = i == 0, _color(name.split(" = ")[0], i)
+        lw, alpha, z = (2.4, 1.0, 3.0) if main else (1.2, 0.85, 2.5)
+        curves = [("s*", "-", rf.s_star(c, b))] + ([("s_cap", "--", rf.s_cap(c, b, block))] if fits else [])
+        for what, style, y in curves:
+            yv = _positive(np.asarray(y, dtype=np.float64))
+            ax.plot(b, yv, color=color, linestyle=style, linewidth=lw, alpha=alpha, zorder=z)
+            if np.isfinite(yv[-1]):
+                ends.append((float(yv[-1]), f"{what} {name}", color, main))
+    return ends
+
+
+def _direct_labels(ax: Axes, ends: Sequence[tuple[float, str, str, bool]], y_lo: float, y_hi: float) -> None:
+    """Each curve's name beside its right end, outside the axes, pushed apart so that none overlap."""
+    height_px = ax.get_window_extent().height
+    gap = 12.0 / max(height_px, 1.0)  # a label's height in axes fractions
+    span = math.log(y_hi / y_lo)
+    items = sorted((min(max(math.log(max(y, y_lo) / y_lo) / span, 0.0), 1.0), label, color, main)
+                   for y, label, color, main in ends)
+    pos = [f for f, *_ in items]
+    for i in range(1, len(pos)):
+        pos[i] = max(pos[i], pos[i - 1] + gap)
+    over = pos[-1] - 1.0 if pos else 0.0
+    if over > 0:  # pushed past the top: shift the stack down, keeping the spacing
+        pos = [max(p - over, 0.0) for p in pos]
+    for p, (_, label, color, main) in zip(pos, items):
+        ax.text(1.012, p, label, transform=ax.transAxes, va="center", ha="left", fontsize=7.5, color=color,
+                fontweight="bold" if main else "normal", clip_on=False)
+
+
+def _mark_points(ax: Axes, points: Sequence[MapPoint]) -> list[Artist]:
+    """The points (a star, then a diamond) with their words, an arrow from the first to the second."""
+    handles: list[Artist] = []
+    styles = (("*", 16, "black", "black"), ("D", 8, "white", "black"))
+    for i, pt in enumerate(points[:2]):
+        marker, size, face, edge = styles[i]
+        handles += ax.plot([pt.batch], [pt.context], marker=marker, markersize=size, markerfacecolor=face,
+                           markeredgecolor=edge, markeredgewidth=1.4, color=edge, linestyle="none",
+                           label=pt.key or pt.label.split("\n")[0], zorder=5)
+    moved = len(points) > 1 and (abs(math.log(points[1].context / points[0].context)) > 0.01
+                                 or abs(math.log(points[1].batch / points[0].batch)) > 0.01)
+    if moved:
+        a, b = points[0], points[1]
+        ax.annotate("", xy=(b.batch, b.context), xytext=(a.batch, a.context), zorder=4.5,
+                    arrowprops={"arrowstyle": "-|>", "color": "black", "linewidth": 1.6,
+                                "shrinkA": 7, "shrinkB": 6, "mutation_scale": 14})
+    # two points at one place (the plan moved the curves, not the point) share one label
+    labels = [(pt, pt.label) for pt in points[:2]] if moved or len(points) == 1 else [
+        (points[1], "\n".join(pt.label.replace("\n", ": ") for pt in points[:2]))]
+    for i, (pt, text) in enumerate(labels):
+        below = moved and i == 0 and points[1].context > pt.context
+        ax.annotate(text, xy=(pt.batch, pt.context), xytext=(12, -14 if below else 10),
+                    textcoords="offset points", fontsize=8, va="top" if below else "bottom", zorder=6,
+                    bbox={"boxstyle": "round,pad=0.25", "facecolor": "white", "edgecolor": "0.6", "alpha": 0.9})
+    return handles
+
+
+def _weights_note(ax: Axes, cfg: rf.Config, point_y: float) -> None:
+    """The figure says, across its width, that the weights do not fit and so no s_cap curve exists: in
+    the half of the axes the first point (at `point_y`, a fraction of the axes' height) is not in."""
+    held, usable = rf.weight_bytes_held(cfg.model, cfg.w_p), cfg.capacity
+    where = f"{cfg.n_devices} × {cfg.device.id}"
+    why = (f"the weights do not fit: {fmt_bytes(held)} of weights, {fmt_bytes(usable)} usable on {where}"
+           if held > usable else
+           f"the weights leave no room for KV on the most loaded device of {where}")
+    text = f"{why} (derived)\nevery point is capacity-bound: no s_cap(b) curve, no KV-bound region"
+    ax.text(0.5, 0.2 if point_y > 0.5 else 0.8, text, transform=ax.transAxes, ha="center", va="center",
+            fontsize=10, zorder=6,
+            bbox={"boxstyle": "round,pad=0.5", "facecolor": "white", "edgecolor": _S_CAP_COLOR, "linewidth": 1.5})
+
+
+def _map_legend(ax: Axes, fits: bool, kv_band: bool, points: list[Artist]) -> None:
+    """Few entries: the regions shown, the two line styles drawn, the points."""
+    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    handles: list[Artist] = [
-        Patch(facecolor=REGION_COLORS["weight-bound"], label="weight-bound (s < s*)"),
-        Patch(facecolor=REGION_COLORS["kv-bound"], label="KV-bound (s* < s < s_cap)"),
-        Patch(facecolor=REGION_COLORS["capacity-bound"], label="capacity-bound (s > s_cap)")]
-    for i, (name, c) in enumerate(cfgs.items()):
-        style = _LINESTYLES[i % len(_LINESTYLES)]
-        lw = 2.2 if name == kv_name else 1.3
-        handles += ax.plot(b, _positive(rf.s_star(c, b)), color=_S_STAR_COLOR, linestyle=style, linewidth=lw,
-                           label=f"s*(b)  {name}", zorder=3)
-        handles += ax.plot(b, _positive(rf.s_cap(c, b)), color=_S_CAP_COLOR, linestyle=style, linewidth=lw,
-                           label=f"s_cap(b)  {name}", zorder=3)
-    handles += ax.plot([batch], [context], marker="*", markersize=15, color="black", linestyle="none",
-                       label=f"deployment: b = {batch}, s = {_tokens_label(context)}", zorder=4)
-    return handles
+    regions = [("weight-bound", "weight-bound (s < s*)"), ("kv-bound", "KV-bound (s* < s < s_cap)"),
+               ("capacity-bound", "capacity-bound (s > s_cap)")] if fits else [("capacity-bound", "capacity-bound")]
+    regions = [(k, t) for k, t in regions if k != "kv-bound" or kv_band]
+    handles: list[Artist] = [Patch(facecolor=REGION_COLORS[k], label=t) for k, t in regions]
+    handles.append(Line2D([], [], color="0.2", linestyle="-", linewidth=1.6, label="s*(b): traffic crossover"))
+    if fits:
+        handles.append(Line2D([], [], color="0.2", linestyle="--", linewidth=1.6, label="s_cap(b): capacity crossover"))
+    ax.legend(handles=handles + points, loc="upper left", bbox_to_anchor=(1.125, 1.0), fontsize=8, frameon=False,
+              borderaxespad=0.0)
+
+
+def draw_regime_map(cfg: rf.Config, picture: MapPicture, path: PathLike) -> PlotInfo:
+    """Context (log y) against batch (log x) on `cfg`'s layout: the three regimes filled for the
+    picture's first KV width, s*(b) and s_cap(b) of each width labelled at their right ends, the
+    points, the caption. When the weights leave no room, the field is capacity-bound and says so."""
+    rf.check_batch_context(picture.points[0].batch, picture.points[0].context)
+    if any(not (pt.batch >= 1 and pt.context > 0) for pt in picture.points):  # the plan's r·s may be below 1
+        raise PlotError("a regime-map point needs a batch of at least 1 and a positive context")
+    cfgs = {n: attrs.evolve(cfg, w_kv=w) for n, w in picture.widths}
+    shaded, block = next(iter(cfgs.values())), picture.block_size
+    b_lo, b_hi = _batch_range(picture.points[0].batch)
+    b_lo /= 2.0 ** 0.25  # a quarter octave of room: a point at the smallest batch is whole, not cut by the axis
+    b = np.geomspace(b_lo, b_hi, 512, dtype=np.float64)
+    fits = bool(float(rf.s_cap(shaded, np.array([b_lo]), block)[0]) > 0)
+    ends = _curve_ends(cfgs, np.array([b_lo, b_hi]), fits, block) + [pt.context for pt in picture.points]
+    least = min(pt.context for pt in picture.points)
+    y_lo, y_hi = _regime_y_range(ends, least / _Y_PAD if least < 1.0 else 1.0)
+    with _font():
+        fig, ax = _new_figure(picture.title, _MAP_MARGINS)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlim(b_lo, b_hi)
+        ax.set_ylim(y_lo, y_hi)
+        _fill_regimes(ax, shaded, b, y_lo, y_hi, block)
+        _direct_labels(ax, _regime_curves(ax, cfgs, b, fits, block), y_lo, y_hi)
+        marked = _mark_points(ax, picture.points)
+        if not fits:
+            y0 = picture.points[0].context
+            _weights_note(ax, shaded, math.log(y0 / y_lo) / math.log(y_hi / y_lo))
+
+        from matplotlib.ticker import FuncFormatter
+
+        ax.set_xlabel("batch (concurrent sequences)")
+        ax.set_ylabel(picture.y_label)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _p: f"{x:g}"))
+        ax.yaxis.set_major_formatter(FuncFormatter(_tokens_label))
+        kv_band = fits and bool(np.any(rf.s_cap(shaded, b, block) > rf.s_star(shaded, b)))
+        _map_legend(ax, fits, kv_band, marked)
+        lines = [w for line in picture.caption for w in textwrap.wrap(line, _CAPTION_WIDTH, subsequent_indent="  ")]
+        fig.text(_MAP_MARGINS["left"], 0.012, "\n".join(lines), fontsize=8, ha="left", va="bottom")
+        return _save(fig, ax, path, colors=tuple(REGION_COLORS.items()))
+
+
+def _regime_words(s: float, s_star: float, s_cap: float) -> str:
+    return str(rf.regime(s, s_star, s_cap))
 
 
 def regime_map_figure(cfg: rf.Config, batch: int, context: int, kv_dtypes: Sequence[str], path: PathLike,
                       *, kv_name: Optional[str] = None) -> PlotInfo:
-    """Context (log y) against batch (log x): the three regimes filled for the deployment's KV
-    width, s*(b) and s_cap(b) for each dtype in `kv_dtypes`, and the deployment's point."""
+    """`kvplan map --plot`: the regime map of `cfg`'s layout with s*(b) and s_cap(b) for each dtype in
+    `kv_dtypes`, the regimes shaded for the deployment's (`kv_name`, or the dtype of `cfg.w_kv`), the
+    deployment's point, and a caption with s*, s_cap and the point's regime at its batch."""
     rf.check_batch_context(batch, context)
     names = [DTYPES[n].id for n in kv_dtypes]
     kv_name = kv_name or _dtype_name(cfg.w_kv, names)
-    if kv_name not in names and kv_name in DTYPES:
-        names.insert(0, kv_name)
-    cfgs = {n: attrs.evolve(cfg, w_kv=DTYPES[n].width) for n in names}
-    b_max = float(2 ** math.ceil(math.log2(max(256, 8 * batch))))
-    b = np.geomspace(1.0, b_max, 512, dtype=np.float64)
-    y_lo, y_hi = _regime_y_range(cfg, list(cfgs.values()), context, b_max)
-
-    fig, ax = _new_figure(f"{cfg.model.id} on {cfg.n_devices} × {cfg.device.id}, weights "
-                             f"{_dtype_name(cfg.w_p, list(DTYPES))}, {cfg.placement} — regimes for {kv_name} KV")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlim(1.0, b_max)
-    ax.set_ylim(y_lo, y_hi)
-    _fill_regimes(ax, cfg, b, y_lo, y_hi)
-    handles = _regime_curves(ax, cfgs, kv_name, b, batch, context)
-
-    from matplotlib.ticker import FuncFormatter
-
-    ax.set_xlabel("batch (concurrent sequences)")
-    ax.set_ylabel("context (tokens per sequence)")
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _p: f"{x:g}"))
-    ax.yaxis.set_major_formatter(FuncFormatter(_tokens_label))
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.03, 1.0), fontsize=8, frameon=False)
-    fig.text(0.66, 0.04, "curves derived (docs/model.md §5):\ns* = P·w_p/(b·κ), s_cap = (N·C − P·w_p)/(b·κ)",
-             fontsize=7, ha="left")
-    return _save(fig, ax, path, colors=tuple(REGION_COLORS.items()))
+    widths = {kv_name: cfg.w_kv, **{n: DTYPES[n].width for n in names if n != kv_name}}
+    ss, sc = float(rf.s_star(cfg, batch)), float(rf.s_cap(cfg, batch))
+    where = "capacity-bound" if sc <= 0 else _regime_words(context, ss, sc)
+    cap_text = (f"s_cap = {fmt_tokens(sc)} (s/s_cap = {context / sc:.3g}×)" if sc > 0
+                else "s_cap: none (the weights leave no room for KV)")
+    caption = (f"derived at b = {batch} with {kv_name} KV (docs/model.md §5): s* = {fmt_tokens(ss)} "
+               f"(s/s* = {context / ss:.3g}×), {cap_text}",
+               f"the point b = {batch}, s = {fmt_tokens(context)} is {where}",
+               "s*(b) = P·w_p/(b·κ), s_cap(b) = (N·C − P·w_p)/(b·κ); solid s*, dashed s_cap, one colour per "
+               f"KV dtype; regions shaded for {kv_name}")
+    title = (f"{cfg.model.id} on {cfg.n_devices} × {cfg.device.id}, weights {_dtype_name(cfg.w_p, list(DTYPES))}, "
+             f"{cfg.placement}: regimes for {kv_name} KV")
+    point = MapPoint(batch, context, f"deployment: b = {batch}, s = {_tokens_label(context)}\n{where}")
+    return draw_regime_map(cfg, MapPicture(widths=tuple(widths.items()), points=(point,), caption=caption,
+                                           title=title), path)
 
 
 def roofline_figure(cfg: rf.Config, batch: int, context: int, path: PathLike) -> PlotInfo:
     """The classic roofline of one device: attainable FLOP/s against intensity, the ridge, the
     two intensity limits of decode (2b/w_p and 2g/w_kv) and the deployment's point."""
     rf.check_batch_context(batch, context)
+    _matplotlib()  # the one-line error before anything is computed
+    with _font():
+        return _roofline(cfg, batch, context, path)
+
+
+def _roofline(cfg: rf.Config, batch: int, context: int, path: PathLike) -> PlotInfo:
     d, m = cfg.device, cfg.model
     ridge = d.compute / d.bandwidth
     inten = float(rf.intensity(cfg, batch, context))
@@ -276,15 +464,16 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-").lower()
 
 
-def embed_regime_map(cfg: rf.Config, batch: int, context: int, kv_dtypes: Sequence[str],
-                     out_dir: PathLike, *, kv_name: Optional[str] = None) -> str:
+def embed_regime_map(cfg: rf.Config, picture: MapPicture, out_dir: PathLike) -> str:
     """Write the regime map as SVG into `out_dir` and return its path relative to `out_dir`
     (a name derived from the deployment, so that the same deployment writes the same file)."""
+    pt = picture.points[0]
     name = (f"regime-map-{_slug(cfg.model.id)}-{cfg.n_devices}x{_slug(cfg.device.id)}-"
-            f"kv{cfg.w_kv * 8:g}bit-b{batch}-s{context}.svg")
+            f"kv{cfg.w_kv * 8:g}bit-b{round(pt.batch)}-s{round(pt.context)}.svg")
     os.makedirs(out_dir, exist_ok=True)
-    regime_map_figure(cfg, batch, context, kv_dtypes, Path(out_dir) / name, kv_name=kv_name)
+    draw_regime_map(cfg, picture, Path(out_dir) / name)
     return name
 
 
-__all__ = ["PlotError", "PlotInfo", "REGION_COLORS", "embed_regime_map", "regime_map_figure", "roofline_figure"]
+__all__ = ["MapPicture", "MapPoint", "PlotError", "PlotInfo", "REGION_COLORS", "draw_regime_map", "embed_regime_map",
+           "regime_map_figure", "roofline_figure"]

@@ -11,6 +11,9 @@ from pathlib import Path
 from typing import Sequence
 
 from kvplan.base.outputs import OutputTree, file_name, folder_name, scenario_folders
+from kvplan.base.units import fmt_tokens
+from kvplan.catalog import DTYPES
+from kvplan.catalog.engines import kv_width
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import KvFactors
 from kvplan.planner.plan import Plan
@@ -60,13 +63,52 @@ def _regime_map_image(p: Plan) -> tuple[str, bytes] | None:
     except ImportError:
         return None
 
-
-    sc = p.scenario
-    cfg = rf.Config(sc.model, sc.device, n_devices=p.n_devices, tp=p.tp, w_p=sc.weights.width,
-                    w_kv=p.kv_width, factors=KvFactors(p.retention, p.sharing, 0.0), placement=p.placement,
-                    attention_dp=sc.attention_dp)
-    kv = list(dict.fromkeys(["bf16", p.kv_dtype.id]))
+    cfg, picture = plan_picture(p)
     with tempfile.TemporaryDirectory(prefix="kvplan-") as tmp:
-        name = str(plot.embed_regime_map(cfg, sc.batch, sc.context, kv, tmp))
+        name = str(plot.embed_regime_map(cfg, picture, tmp))
         data = (Path(tmp) / name).read_bytes()
     return file_name(name), data
+
+
+def _candidates(p: Plan) -> list[str]:
+    """The KV dtypes the search evaluated on the plan's layout: the plan's, 16-bit (the spec as written),
+    and each option of the quantization decision that carries figures; widest first after the plan's."""
+    q = next((d for d in p.decisions if d.domain == "quantization"), None)
+    tried = [o.choice for o in (q.options if q is not None else ()) if o.numbers]
+    rest = sorted(set(["bf16", *tried]) - {p.kv_dtype.id}, key=lambda n: (-DTYPES[n].width, n))
+    return [p.kv_dtype.id, *rest]
+
+
+def plan_picture(p: Plan) -> tuple[rf.Config, plot.MapPicture]:
+    """The report's regime map: on the plan's layout (devices, tp, placement, reserves, pages, sharing),
+    s*(b) and s_cap(b) of each KV dtype the search evaluated at the engine's width, the regions shaded for
+    the plan's; the spec's point (b, s) and the plan's (b, r·s: the tokens eviction keeps, so that the
+    curves need no retention) with an arrow between; the caption with the plan's own R1 and R8 figures."""
+    sc = p.scenario
+    reserved = sum(v.value for v in p.reserves.resolve(sc.device.memory))
+    phi = p.byte_factors.paging.value - 1.0
+    cfg = rf.Config(sc.model, sc.device, n_devices=p.n_devices, tp=p.tp, w_p=sc.weights.width, w_kv=p.kv_width,
+                    factors=KvFactors(1.0, p.sharing, phi), placement=p.placement, reserved=reserved,
+                    attention_dp=sc.attention_dp)
+    widths = tuple((n, p.kv_width if n == p.kv_dtype.id else kv_width(sc.engine, n, sc.model))
+                   for n in _candidates(p))
+    mb, ma, kv, r = p.map_before, p.map_after, p.kv_dtype.id, p.retention
+    n0 = int(mb.devices.value) if mb.devices is not None else 1
+    dev, b, s = sc.device.id, sc.batch, sc.context
+    kept = f", r = {r:g}" if r < 1.0 else ""
+    spec = plot.MapPoint(b, s, f"spec as written (R1): 16-bit KV on {n0} × {dev}\n{p.regime_before}",
+                         key="spec as written (R1)")
+    planned = plot.MapPoint(b, s * r, f"plan (R8): {kv} KV{kept} on {p.n_devices} × {dev}\n{p.regime_after}",
+                            key="the plan (R8)")
+    held = f" ({fmt_tokens(s * r)} kept)" if r < 1.0 else ""
+    caption = (
+        f"plan (R8, derived): {kv} KV{kept} on {p.n_devices} × {dev} at b = {b}: s* = {ma.s_star.human}, "
+        f"s_cap = {ma.s_cap.human}; s = {fmt_tokens(s)}{held} is {p.regime_after}",
+        f"spec as written (R1, derived): 16-bit KV on {n0} × {dev}: s* = {mb.s_star.human}, "
+        f"s_cap = {mb.s_cap.human}; s = {fmt_tokens(s)} is {p.regime_before}",
+        "solid s*(b), dashed s_cap(b), one colour per KV dtype the search evaluated, on the plan's layout; "
+        f"regions shaded for {kv}" + ("; y is r·s, the tokens eviction keeps" if r < 1.0 else ""))
+    title = f"{sc.name}: {sc.model.id} on {p.n_devices} × {dev}, the plan's regime map ({kv} KV)"
+    y_label = "KV tokens kept per sequence (r·s)" if r < 1.0 else "context (tokens per sequence)"
+    return cfg, plot.MapPicture(widths=widths, points=(spec, planned), caption=caption, title=title,
+                                y_label=y_label, block_size=p.block_size)
