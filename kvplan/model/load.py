@@ -91,6 +91,7 @@ class Load:
     chunks: int                     # k
     mean_context: float
     tail_context: float
+    max_running: float              # the most sequences a steady state runs: N_cap generating + 1 prefilling
 
 
 class Model:
@@ -171,10 +172,11 @@ def solve(cfg: Config, f: Factors, link: Optional[float], sv: Service) -> Load:
     sat, binding = m.saturation()
     n_d = m.decode_batch(sv.rate) if sv.rate < sat else None
     tail = float(sv.n_in + sv.n_out)
+    most = (m.cap() if sv.n_out > 1 else 0.0) + 1.0
     if n_d is None:
         nan = math.nan
         return Load(True, sat, binding, nan, nan, nan, nan, nan, nan, nan, nan, nan, m.prefill, m.chunks,
-                    m.mean_context, tail)
+                    m.mean_context, tail, most)
     step = float(m.step(n_d))
     itl = step / (1.0 - sv.rate * m.prefill)
     service = m.chunks * step + m.prefill
@@ -183,7 +185,7 @@ def solve(cfg: Config, f: Factors, link: Optional[float], sv: Service) -> Load:
     ttft = (1.0 - rho) * step / 2.0 + wait + service
     concurrency = sv.rate * (ttft + (sv.n_out - 1) * itl)
     return Load(False, sat, binding, concurrency, n_d + rho, n_d, itl, ttft, wait, service, rho, step, m.prefill,
-                m.chunks, m.mean_context, tail)
+                m.chunks, m.mean_context, tail, most)
 
 
 __all__ = ["ARRIVALS", "BISECTION_STEPS", "GRID_POINTS", "Load", "Model", "Service", "solve"]
