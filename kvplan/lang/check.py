@@ -1145,7 +1145,7 @@ class _Checker:
             form, other = (REQUEST_FORM, BATCH_FORM) if first.key in REQUEST_FORM else (BATCH_FORM, REQUEST_FORM)
             for k in other:
                 if k in entries:
-                    self.report(codes.CONFLICTING_SETTINGS, f"`{k}` belongs to the {'/'.join(other)} form of a "
+                    self.report(codes.UNKNOWN_KEY, f"`{k}` belongs to the {'/'.join(other)} form of a "
                                 f"workload, and this one is written as {'/'.join(form)} (`{first.key}` at line "
                                 f"{first.span.line})", entries[k].key_span,
                                 help="a workload is a batch at a context or requests at a rate, not both: keep one "

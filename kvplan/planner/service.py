@@ -15,11 +15,24 @@ from kvplan.model.footprint import KvFactors, fragmentation
 from kvplan.model.scenario import Scenario
 from kvplan.planner.plan import LoadFigures, Plan, Unmet
 
-#: The prefill chunk, tokens per engine iteration, when `pin { max_batched_tokens }` does not give it: vLLM's
-#: smallest default --max-num-batched-tokens for `vllm serve` (2,048, on GPUs under 70 GiB and A100;
-#: vllm/engine/arg_utils.py, docs/cli-emit.md) and SGLang's default --chunked-prefill-size on such GPUs. An
-#: assumed default: a larger chunk prefills a prompt in fewer iterations and saturates later.
-DEFAULT_PREFILL_CHUNK = 2048
+#: GiB, for the prefill chunk's device tiers.
+_GIB = 2**30
+
+
+def default_chunk(memory: float, device_id: str) -> tuple[int, str]:
+    """The prefill chunk, tokens per engine iteration, when `pin { max_batched_tokens }` does not give it: the
+    --max-num-batched-tokens `kvplan emit` writes for vLLM by default (vLLM 0.33.0's own default for `vllm serve`,
+    vllm/engine/arg_utils.py:2955-3005; kvplan.engines.vllm.default_batched_tokens, which a test keeps equal):
+    16,384 from 160 GiB, 8,192 from 70 GiB (not A100), else 2,048. SGLang's --chunked-prefill-size is the same
+    from 60 GiB up. vLLM's budget also holds the iteration's decode tokens; the load model gives it all to the chunk."""
+    gib = memory / _GIB
+    if gib >= 160:
+        return 16384, "vLLM's default --max-num-batched-tokens on GPUs of 160 GiB or more"
+    if gib >= 70 and "a100" not in device_id:
+        return 8192, "vLLM's default --max-num-batched-tokens on GPUs of 70 GiB or more but A100"
+    return 2048, "vLLM's default --max-num-batched-tokens on smaller GPUs and A100"
+
+
 #: Rounds of plan → load model → batch before the batch is taken as settled (each plan is made at the batch the
 #: previous one's load model gives; it settles in two or three where the chosen layout does not change).
 MAX_ROUNDS = 8
@@ -30,9 +43,9 @@ def chunk(sc: Scenario) -> Value:
     pin = sc.pins.get("max_batched_tokens")
     if pin is not None:
         return derived(float(pin.value), "tokens", "pin max_batched_tokens: the engine's prefill chunk")
-    return assumed(float(DEFAULT_PREFILL_CHUNK), "tokens", f"default: prefill chunk {DEFAULT_PREFILL_CHUNK:,} "
-                   "tokens per iteration (vLLM's smallest --max-num-batched-tokens default; pin max_batched_tokens "
-                   "to set it; docs/service.md)")
+    n, why = default_chunk(sc.device.memory, sc.device.id)
+    return assumed(float(n), "tokens", f"default: prefill chunk {n:,} tokens per iteration, {why} (pin "
+                   "max_batched_tokens to set it; docs/service.md)")
 
 
 def _inputs(sc: Scenario) -> tuple[float, int, int]:
@@ -116,4 +129,4 @@ def unmet(fig: LoadFigures) -> Optional[Unmet]:
                  ("lower the rate, or add devices or replicas (pin replicas)",))
 
 
-__all__ = ["DEFAULT_PREFILL_CHUNK", "LoadFigures", "MAX_ROUNDS", "batch_for", "chunk", "figures", "solve", "unmet"]
+__all__ = ["LoadFigures", "MAX_ROUNDS", "batch_for", "chunk", "default_chunk", "figures", "solve", "unmet"]
