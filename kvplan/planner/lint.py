@@ -125,6 +125,9 @@ def findings(sc: Scenario, plan: Plan, ctx: Optional[Context] = None,
         elif u.constraint == "throughput":
             text, found = _unmet_help(sc, ctx, u, "would meet it: ", "; or ")
             out.append(make("KV303", u.message, _span(sc, "slo.throughput", "deployment"), help=text, fixes=found))
+        elif u.constraint == "rate":  # the declared rate is a throughput demand past saturation (docs/service.md)
+            text, found = _unmet_help(sc, ctx, u, "would meet it: ", "; or ")
+            out.append(make("KV303", u.message, _span(sc, "workload.rate", "deployment"), help=text, fixes=found))
         elif u.constraint == "ttft":
             text, found = _unmet_help(sc, ctx, u, "would meet it: ", "; or ")
             out.append(make("KV306", u.message, _span(sc, "slo.ttft", "deployment"), help=text, fixes=found))

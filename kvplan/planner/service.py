@@ -74,8 +74,10 @@ def solve(p: Plan) -> tuple[load.Load, float, float, Value]:
 def batch_for(ld: load.Load, limit: float) -> int:
     """The batch a plan of the load is made at: the running sequences, rounded up; past saturation, the most the
     steady state could run (the memory's limit where that binds)."""
-    want = ld.running if not ld.saturated else min(limit, ld.max_running)
-    return int(min(max(1, math.ceil(want - 1e-9)), MAX_BATCH))
+    if not ld.saturated:
+        return int(min(max(1, math.ceil(ld.running - 1e-9)), MAX_BATCH))
+    most = min(math.floor(limit) if math.isfinite(limit) else MAX_BATCH, math.ceil(ld.max_running - 1e-9))
+    return int(min(max(1, most), MAX_BATCH))
 
 
 def figures(p: Plan, ld: load.Load, per_seq: float, limit: float, ch: Value) -> LoadFigures:
@@ -122,8 +124,8 @@ def unmet(fig: LoadFigures) -> Optional[Unmet]:
         return None
     over = fig.rate.value - fig.saturation_rate.value
     return Unmet("rate", f"the rate {fig.rate.human} is past the saturation rate {fig.saturation_rate.human} "
-                         f"({fig.saturation_rate.evidence.value}), set by {_binding(fig.binding)}: the prefill queue "
-                         "grows without bound and there is no steady ITL or TTFT; the plan is sized at the most the "
+                         f"({fig.saturation_rate.evidence.value}), set by {_binding(fig.binding)}: the queue of "
+                         "requests grows without bound and there is no steady ITL or TTFT; the plan is sized at the most the "
                          "steady state runs",
                  derived(over, "req/s", "rate − saturation rate"),
                  ("lower the rate, or add devices or replicas (pin replicas)",))
