@@ -125,8 +125,8 @@ def unmet(fig: LoadFigures) -> Optional[Unmet]:
     over = fig.rate.value - fig.saturation_rate.value
     return Unmet("rate", f"the rate {fig.rate.human} is past the saturation rate {fig.saturation_rate.human} "
                          f"({fig.saturation_rate.evidence.value}), set by {_binding(fig.binding)}: the queue of "
-                         "requests grows without bound and there is no steady ITL or TTFT; the plan is sized at the most the "
-                         "steady state runs",
+                         "requests grows without bound and there is no steady ITL or TTFT; the plan is sized at the "
+                         "most the steady state runs",
                  derived(over, "req/s", "rate − saturation rate"),
                  ("lower the rate, or add devices or replicas (pin replicas)",))
 
