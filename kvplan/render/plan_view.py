@@ -270,6 +270,9 @@ def index_markdown(p: Plan) -> str:
     out += [f"| {k.replace('_', ' ')} | {_md_value(v)} | {_md_value(base[k])} |" for k, v in p.metrics.items()
             if k in base]
     out.append(f"| speedup | {_md_value(p.metrics.speedup)} | 1x |")
+    if p.load is not None:  # a request workload (docs/service.md)
+        out += ["", "| service (load model) | value |", "|---|---|"]
+        out += [f"| {k.replace('_', ' ')} | {_md_value(v)} |" for k, v in p.load.items()]
     if p.unmet:
         out += ["", "## Unmet", ""]
         for u in p.unmet:

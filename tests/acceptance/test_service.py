@@ -61,3 +61,10 @@ def test_a_workload_of_both_forms_cannot_be_planned(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "Traceback" not in r.output
     lint = CliRunner().invoke(main, ["lint", str(path)])
     assert re.search(r"mixed\.kvp:17:9: KV101 `batch` belongs to the batch/context form", lint.output), lint.output
+
+
+def test_advise_markdown_has_the_service_table() -> None:
+    r = CliRunner().invoke(main, ["advise", str(EXAMPLE), "--format", "markdown"])
+    assert r.exit_code == 0, r.output
+    assert "| service (load model) | value |" in r.stdout
+    assert re.search(r"^\| saturation rate \| [\d.]+ req/s \*\(derived\)\* \|$", r.stdout, re.M), r.stdout
