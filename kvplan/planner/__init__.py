@@ -949,7 +949,7 @@ def _fit_suggestions(sc: Scenario, ev: Evaluated, best: int, space: Space, sigma
                     w_kv=kv_width(sc.engine, dtype, sc.model), factors=KvFactors(r, sigma, phi), placement=placement,
                     reserved=knobs.reserved, attention_dp=sc.attention_dp)
     s_fit = _f(rf.s_cap(cfg, sc.batch))
-    if s_fit > 0:
+    if s_fit > 0 and sc.rate is None:  # a request workload has no batch or context to change (docs/service.md)
         c = _largest(max(1, sc.prefix), sc.context - 1,
                      lambda x: _replan(sc, knobs, _Rescope(context=x)) is not None, int(s_fit))
         if c is not None:

@@ -69,3 +69,16 @@ def test_the_rounds_are_bounded() -> None:
 def test_the_digest_covers_the_service_figures() -> None:
     a, b = plan(_scenario("1/s")), plan(_scenario("2/s"))
     assert a.digest != b.digest and "load" in a.canonical()
+
+
+def test_a_request_workload_that_does_not_fit_is_not_told_to_change_a_batch_or_context_it_has_none_of() -> None:
+    # the fp8 weights fit one H100, one sequence of 100k tokens beside them does not
+    text = ('kvplan 1\ndeployment "d" {\n  model = llama-3.1-70b\n  device = h100-sxm\n  devices = 1\n'
+            "  weights = fp8\n  workload {\n    rate = 1/s\n    input = 100k\n    output = 512\n  }\n"
+            "  quality {\n    budget = lossless\n  }\n}\n")
+    (sc,) = check_source(text, "t.kvp").scenarios
+    p = plan(sc)
+    fits = [u for u in p.unmet if u.constraint == "fits"]
+    assert fits, p.unmet
+    keys = {c.path for u in fits for changes in u.changes for c in changes}
+    assert not keys & {"workload.batch", "workload.context"}
