@@ -104,6 +104,7 @@ class LoadFigures(_Figures):
     figures of the steady state are absent (None) when the rate is past saturation."""
 
     rate: Value
+    batch: Value                    # the plan's batch, derived from the rate
     concurrency: Optional[Value] = None
     running: Optional[Value] = None
     itl: Optional[Value] = None

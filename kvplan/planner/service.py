@@ -92,6 +92,9 @@ def figures(p: Plan, ld: load.Load, per_seq: float, limit: float, ch: Value) -> 
 
     return LoadFigures(
         rate=Value(rate, "req/s", Evidence.DERIVED, "workload.rate as declared"),
+        batch=derived(float(sc.batch), "sequences", f"the plan's batch: ⌈N_d + ρ⌉, the running sequences"
+                      + (", past saturation the most the steady state runs" if ld.saturated else "")
+                      + f" (docs/service.md): {src}"),
         concurrency=d(ld.concurrency, "requests", "N = λ·(TTFT + (n_out − 1)·ITL), Little's law"),
         running=d(ld.running, "sequences", "N_d + ρ: generating + prefilling, the plan's batch rounded up"),
         itl=d(ld.itl, "s", "ITL = T_expected(N_d, n_in + n_out/2) / (1 − λ·P)"),

@@ -82,3 +82,11 @@ def test_a_request_workload_that_does_not_fit_is_not_told_to_change_a_batch_or_c
     assert fits, p.unmet
     keys = {c.path for u in fits for changes in u.changes for c in changes}
     assert not keys & {"workload.batch", "workload.context"}
+
+
+def test_the_batch_is_a_derived_figure_naming_the_rate_and_lengths() -> None:
+    p = plan(_scenario("1/s"))
+    assert p.load is not None
+    b = p.load.batch
+    assert b.value == p.scenario.batch and b.evidence.value == "derived"
+    assert "λ = 1/s" in b.source and "n_in = 4,000" in b.source and "n_out = 512" in b.source
