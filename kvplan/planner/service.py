@@ -92,7 +92,7 @@ def figures(p: Plan, ld: load.Load, per_seq: float, limit: float, ch: Value) -> 
 
     return LoadFigures(
         rate=Value(rate, "req/s", Evidence.DERIVED, "workload.rate as declared"),
-        batch=derived(float(sc.batch), "sequences", f"the plan's batch: ⌈N_d + ρ⌉, the running sequences"
+        batch=derived(float(sc.batch), "sequences", "the plan's batch: ⌈N_d + ρ⌉, the running sequences"
                       + (", past saturation the most the steady state runs" if ld.saturated else "")
                       + f" (docs/service.md): {src}"),
         concurrency=d(ld.concurrency, "requests", "N = λ·(TTFT + (n_out − 1)·ITL), Little's law"),
