@@ -74,7 +74,7 @@ LAYOUT_PINS = ("tensor_parallel", "pipeline_parallel")
 DEPLOYMENT_KEYS = ("model", "checkpoint", "weights", "device", "devices", "placement", "engine", "objective",
                    "calibration")
 SECTION_KEYS: Mapping[str, tuple[str, ...]] = {
-    "workload": ("batch", "context", "prefix", "fanout", "reuse", "max_context"),
+    "workload": ("batch", "context", "rate", "input", "output", "prefix", "fanout", "reuse", "max_context"),
     "quality": ("budget", "eviction", "min_retention"),
     "slo": ("step_time", "throughput", "ttft"),
     "pin": ("kv_dtype", "retention", "block_size", "prefix_caching", "tier", "placement", "devices",
@@ -99,6 +99,10 @@ _EXPECT_MAX = {"speedup": limits.MAX_SPEEDUP, "step_time": limits.MAX_STEP_TIME,
 #: Why a range ends where it does, for the help line.
 _LIMIT = "kvplan's limit, docs/language.md"
 _COMPARISONS = ("==", "<=", ">=", "<", ">")
+#: Units of a request rate (`rate = 20/s`): requests per second; a token rate (tok/s) is another quantity.
+REQUEST_RATE_UNITS = {"/s": 1.0, "req/s": 1.0, "/min": 1 / 60, "req/min": 1 / 60}
+#: The largest request rate a workload may declare (kvplan's limit, docs/language.md).
+_MAX_RATE = 1e6
 #: Each workload key: (dim, unit table, integer, low, high).
 _WORKLOAD_FIELDS: Mapping[str, tuple[Dim, Optional[Mapping[str, float]], bool, float, Optional[float]]] = {
     "batch": (Dim.COUNT, _COUNT, True, 1, limits.MAX_BATCH),
@@ -107,7 +111,13 @@ _WORKLOAD_FIELDS: Mapping[str, tuple[Dim, Optional[Mapping[str, float]], bool, f
     "fanout": (Dim.COUNT, _COUNT, True, 1, limits.MAX_BATCH),
     "reuse": (Dim.FRACTION, None, False, 0, 1),
     "max_context": (Dim.TOKENS, None, True, 1, limits.MAX_TOKENS),
+    "rate": (Dim.RATE, None, False, 0, _MAX_RATE),
+    "input": (Dim.TOKENS, None, True, 1, limits.MAX_TOKENS),
+    "output": (Dim.TOKENS, None, True, 1, limits.MAX_TOKENS),
 }
+#: The two forms of a workload (docs/language.md): a batch at a context, or requests at a rate.
+BATCH_FORM = ("batch", "context")
+REQUEST_FORM = ("rate", "input", "output")
 #: The workload keys that may be left out: (value, unit, why), noted as an assumption.
 _WORKLOAD_DEFAULTS = {"prefix": (0.0, "tokens", "no shared prefix"), "fanout": (1.0, "1", "no sharing"),
                       "reuse": (0.0, "1", "no context comes back")}
@@ -681,14 +691,17 @@ class _Checker:
             out.append(Scenario(
                 deployment=dep.name, name=name, model=model.model, device=device.device, weights=weights,
                 devices=devices, placement=placement, engine=engine,
-                batch=int(values["batch"]), context=int(values["context"]), prefix=int(values["prefix"]),
+                batch=int(values.get("batch", 1)), context=_context_of(values), prefix=int(values["prefix"]),
                 fanout=int(values["fanout"]), reuse=values["reuse"],
                 budget=quality[0], eviction_allowed=quality[1], min_retention=quality[2],
                 slo_step_time=slo[0], slo_throughput=slo[1], slo_ttft=slo[2], objective=objective,
                 calibration=calibration if not isinstance(calibration, bool) else None,
                 pins=pins, expects=expects, spans={**spans, **wspans},
                 assumptions=tuple(notes) + model.assumptions + device.assumptions,
-                max_context=int(values["max_context"]) if "max_context" in values else None,
+                max_context=int(values["max_context"]) if "max_context" in values else
+                int(values["input"] + values["output"]) if "rate" in values else None,
+                rate=values.get("rate"), input_tokens=int(values["input"]) if "input" in values else None,
+                output_tokens=int(values["output"]) if "output" in values else None,
             ))
         return out
 
@@ -775,11 +788,12 @@ class _Checker:
         """The workload combinations whose context the model admits; KV126 for each other one."""
         kept = []
         for name, values, wspans in combos:
-            over = ck.context_problem(model, int(values["context"]))
+            longest = values["context"] if "context" in values else values["input"] + values["output"]
+            over = ck.context_problem(model, int(longest))
             if over is None:
                 kept.append((name, values, wspans))
                 continue
-            at = wspans.get("workload.context", spans.get("model"))
+            at = wspans.get("workload.context", wspans.get("workload.input", spans.get("model")))
             fixes = [fx.replace(at, str(int(model.max_context or 0)))] if "workload.context" in wspans and at else []
             self.report(over.code, over.message, at, help=over.help, fixes=fixes)
         return kept
@@ -1099,7 +1113,7 @@ class _Checker:
     def _workload(self, block: Block, dep_name: str, notes: list[Value]) -> Optional[list[_Combo]]:
         """(scenario name, values, spans) per combination of the workload's lists."""
         entries = self._section(block, "workload")
-        ok = self._has_required(entries, block)
+        ok = self._one_form(entries, block)
         values: dict[str, list[_Element]] = {}
         for key, e in entries.items():
             elems = self._workload_values(key, e)
@@ -1121,14 +1135,33 @@ class _Checker:
         self.expanded += total
         return self._combinations(values, listed, entries, block, dep_name)
 
-    def _has_required(self, entries: Mapping[str, Entry], block: Block) -> bool:
-        """Whether batch and context are there; a missing one is reported (unless a misspelt key stands for it)."""
+    def _one_form(self, entries: Mapping[str, Entry], block: Block) -> bool:
+        """Whether the workload is written in one form, batch/context or rate/input/output, with all of its keys;
+        a key of the other form, or a missing one, is reported."""
+        requests = [k for k in REQUEST_FORM if k in entries]
+        batch = [k for k in BATCH_FORM if k in entries]
+        if requests and batch:
+            first = min((entries[k] for k in (*requests, *batch)), key=lambda e: (e.span.line, e.span.column))
+            form, other = (REQUEST_FORM, BATCH_FORM) if first.key in REQUEST_FORM else (BATCH_FORM, REQUEST_FORM)
+            for k in other:
+                if k in entries:
+                    self.report(codes.UNKNOWN_KEY, f"`{k}` belongs to the {'/'.join(other)} form of a "
+                                f"workload, and this one is written as {'/'.join(form)} (`{first.key}` at line "
+                                f"{first.span.line})", entries[k].key_span,
+                                help="a workload is a batch at a context or requests at a rate, not both: keep one "
+                                     "form (the load model derives the batch from the rate; docs/service.md)",
+                                fixes=[f for f in [self._remove_line(entries[k])] if f is not None])
+            return False
+        return self._has_required(entries, block, REQUEST_FORM if requests else BATCH_FORM)
+
+    def _has_required(self, entries: Mapping[str, Entry], block: Block, keys: Sequence[str]) -> bool:
+        """Whether the form's keys are there; a missing one is reported (unless a misspelt key stands for it)."""
         ok = True
-        for key in ("batch", "context"):
+        for key in keys:
             if key not in entries and key in self.hinted:
                 ok = False
             elif key not in entries:
-                example = '32' if key == 'batch' else '128k'
+                example = {"batch": "32", "context": "128k", "rate": "20/s", "input": "4k", "output": "512"}[key]
                 self.report(codes.MISSING_KEY, f"workload has no {key}", block.name_span,
                             help=f"add `{key} = {example}`", fixes=[self._set_in(block, key, example)])
                 ok = False
@@ -1150,6 +1183,11 @@ class _Checker:
         elems = []
         ok = True
         for node in nodes:  # every element is checked, so that each bad one is reported
+            if key == "rate" and not self._request_rate_unit(node):
+                ok = False
+                continue
+            if key == "rate":
+                table = REQUEST_RATE_UNITS
             value = self._number(node, key, dim, table, integer=integer, lo=lo, hi=hi,
                                  why=_LIMIT if key != "reuse" else "")
             if value is None:
@@ -1158,6 +1196,20 @@ class _Checker:
             elems.append(_Element(value, node.text.replace(" ", "") if isinstance(node, Quantity) else "",
                                   node.span if isinstance(v, ListValue) else e.span))
         return elems if ok else None
+
+    def _request_rate_unit(self, node: Scalar) -> bool:
+        """Whether a `rate` is written in requests per time (`20/s`); reports a bare number, a token rate or
+        another unit (a name or string is left to _number, which says the rate takes a number)."""
+        if not isinstance(node, Quantity) or node.unit in REQUEST_RATE_UNITS:
+            return True
+        got = "a plain number" if not node.unit else f"`{node.unit}`" + (
+            ", a token rate" if node.unit in UNITS[Dim.RATE] else "")
+        example = f"{node.text.replace(' ', '').removesuffix(node.unit)}/s"
+        self.report(codes.UNKNOWN_UNIT if node.unit else codes.WRONG_DIMENSION,
+                    f"rate takes requests per second, got {got}", node.unit_span if node.unit else node.span,
+                    help=f"write requests per time, e.g. `rate = {example}` ({', '.join(REQUEST_RATE_UNITS)})",
+                    fixes=[fx.replace(node.span, example, f"rate = {example}")])
+        return False
 
     def _within_caps(self, total: int, block: Block) -> bool:
         """Whether `total` more scenarios fit the cap per deployment and the cap per file; reports when not."""
@@ -1196,6 +1248,8 @@ class _Checker:
         return None if failed else combos
 
     def _consistent(self, c: Mapping[str, _Element], entries: Mapping[str, Entry], block: Block) -> bool:
+        if "rate" in c:
+            return self._consistent_requests(c)
         ok = True
         if c["prefix"].value > c["context"].value:
             self.report(codes.PREFIX_EXCEEDS_CONTEXT, f"prefix {c['prefix'].text} is longer than the context "
@@ -1217,8 +1271,37 @@ class _Checker:
                         fixes=[self._set_in(block, "prefix", half)] if "prefix" not in entries else [])
         return ok
 
+    def _consistent_requests(self, c: Mapping[str, _Element]) -> bool:
+        """A request workload's checks: the shared prefix is part of the prompt, and a request's longest
+        sequence (input + output) is one the engine admits."""
+        ok = True
+        if c["prefix"].value > c["input"].value:
+            self.report(codes.PREFIX_EXCEEDS_CONTEXT, f"prefix {c['prefix'].text} is longer than the input "
+                        f"{c['input'].text}", c["prefix"].span, help="a shared prefix is part of each prompt")
+            ok = False
+        longest = c["input"].value + c["output"].value
+        if "max_context" in c and longest > c["max_context"].value:
+            self.report(codes.OUT_OF_RANGE, f"input {c['input'].text} + output {c['output'].text} = {longest:,.0f} "
+                        f"tokens is longer than max_context {c['max_context'].text}, the longest sequence the engine "
+                        "admits", c["max_context"].span,
+                        help=f"raise the bound to at least {longest:.0f}, or shorten the input or the output")
+            ok = False
+        if longest > limits.MAX_TOKENS:
+            self.report(codes.OUT_OF_RANGE, f"input + output = {longest:,.0f} tokens is over kvplan's limit of "
+                        f"{limits.MAX_TOKENS:,}", c["output"].span, help="shorten the input or the output")
+            ok = False
+        return ok
+
 
 # ------------------------------------------------------------------ words
+
+def _context_of(values: Mapping[str, float]) -> int:
+    """The scenario's context: the batch form's, or for requests the mean context a running sequence holds,
+    input + output/2 rounded up (kvplan.model.load; the tail, input + output, is the scenario's max_context)."""
+    if "rate" not in values:
+        return int(values["context"])
+    return int(values["input"]) + math.ceil(values["output"] / 2)
+
 
 def _did_you_mean(span: Span, help: str) -> Optional[Fix]:
     """The fix of a help that reads "did you mean `X`?": X in place of the span."""

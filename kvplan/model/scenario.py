@@ -86,6 +86,14 @@ class Scenario:
     calibration: Optional[Profile] = None
     #: What the SLOs are checked against: "expected" (the default) or "bound" (--slo-on bound).
     slo_on: str = "expected"
+    #: workload.rate: requests per second (the request form, docs/service.md); None for the batch form. With a
+    #: rate, `batch` is the planner's to derive (kvplan.model.load) and `context` is the mean context a running
+    #: sequence holds, input + output/2; max_context is input + output unless the spec bounds it.
+    rate: Optional[float] = None
+    #: workload.input and workload.output: the prompt's and the generation's tokens of each request (fixed
+    #: lengths); None for the batch form.
+    input_tokens: Optional[int] = None
+    output_tokens: Optional[int] = None
 
     @property
     def context_bound(self) -> int:

@@ -33,7 +33,7 @@ from kvplan.model.footprint import KvFactors, fragmentation, kappa, kv_bytes_per
 from kvplan.model.regime import cap_value, devices_for_weights, over_cap_value, weights_unheld_note, widest_tp
 from kvplan.model.scenario import DeviceCount, Pin, PinValue, Scenario
 from kvplan.model.tiering import DEFAULT_PREFILL_EFFICIENCY, fetch_time, prefill_time
-from kvplan.planner import search
+from kvplan.planner import search, service
 from kvplan.planner.decisions import build_decisions
 from kvplan.planner.plan import ByteFactors, Change, MapNumbers, Metrics, Plan, Rejection, Suggestion, TierPlan, Unmet
 from kvplan.planner.rules import RULES, Rule, SearchView
@@ -172,7 +172,51 @@ def plan(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DE
          eta: float = DEFAULT_PREFILL_EFFICIENCY, activation_reserve: Optional[float] = None,
          runtime_reserve: Optional[float] = None, suggest: bool = True,
          rules: Mapping[str, Rule] = RULES) -> Plan:
-    """Plan one scenario. Never raises for a deployment that does not fit: the plan says so.
+    """Plan one scenario: the batch form as it is written; a request workload (`rate = 20/s`) at the batch the
+    load model derives from the rate on the plan's own layout, planned again until that batch settles (at most
+    service.MAX_ROUNDS plans), with its service figures (docs/service.md)."""
+    def at(s: Scenario) -> Plan:
+        return _plan_batch(s, reserve=reserve, min_gain=min_gain, eta=eta, activation_reserve=activation_reserve,
+                           runtime_reserve=runtime_reserve, suggest=suggest, rules=rules)
+
+    if sc.rate is None:
+        return at(sc)
+    p, fig = _settle(sc, at)
+    n = p.n_devices * 2
+    # devices = auto or <= N: the fewest devices (doubling) on which the rate has a steady state
+    while fig.saturated and sc.devices.mode != "fixed" and n <= sc.devices.n:
+        q, more = _settle(attrs.evolve(sc, devices=DeviceCount("fixed", n)), at)
+        if not more.saturated:
+            p, fig = attrs.evolve(q, scenario=attrs.evolve(q.scenario, devices=sc.devices)), more
+            break
+        n *= 2
+    short = service.unmet(fig)
+    assumptions = p.assumptions + ((fig.chunk,) if fig.chunk.evidence.value == "assumed" else ())
+    return attrs.evolve(p, load=fig, unmet=p.unmet + ((short,) if short else ()), assumptions=assumptions,
+                        feasible=p.feasible and short is None)
+
+
+def _settle(sc: Scenario, at: Callable[[Scenario], Plan]) -> tuple[Plan, service.LoadFigures]:
+    """A request workload planned at the batch its load model gives on the plan's layout, planned again at each
+    new batch until it settles (at most service.MAX_ROUNDS plans; back at a batch already planned, it stops)."""
+    tried: set[int] = set()
+    b = sc.batch
+    for _ in range(service.MAX_ROUNDS):
+        p = at(attrs.evolve(sc, batch=b))
+        ld, per_seq, limit, ch = service.solve(p)
+        want = service.batch_for(ld, limit)
+        tried.add(b)
+        if want == b or want in tried:
+            break
+        b = want
+    return p, service.figures(p, ld, per_seq, limit, ch)
+
+
+def _plan_batch(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT_MIN_GAIN,
+                eta: float = DEFAULT_PREFILL_EFFICIENCY, activation_reserve: Optional[float] = None,
+                runtime_reserve: Optional[float] = None, suggest: bool = True,
+                rules: Mapping[str, Rule] = RULES) -> Plan:
+    """Plan one scenario at its batch. Never raises for a deployment that does not fit: the plan says so.
     The reserves (kvplan.model.memory.Reserves) are the ones every backend's accounting uses for this plan.
     With `suggest`, each unmet constraint carries changes that would meet it, each verified by
     planning the changed scenario (which is planned with suggest=False). `rules` is the registry
@@ -905,7 +949,7 @@ def _fit_suggestions(sc: Scenario, ev: Evaluated, best: int, space: Space, sigma
                     w_kv=kv_width(sc.engine, dtype, sc.model), factors=KvFactors(r, sigma, phi), placement=placement,
                     reserved=knobs.reserved, attention_dp=sc.attention_dp)
     s_fit = _f(rf.s_cap(cfg, sc.batch))
-    if s_fit > 0:
+    if s_fit > 0 and sc.rate is None:  # a request workload has no batch or context to change (docs/service.md)
         c = _largest(max(1, sc.prefix), sc.context - 1,
                      lambda x: _replan(sc, knobs, _Rescope(context=x)) is not None, int(s_fit))
         if c is not None:

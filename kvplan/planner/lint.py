@@ -122,9 +122,10 @@ def findings(sc: Scenario, plan: Plan, ctx: Optional[Context] = None,
             text, found = _unmet_help(sc, ctx, u, "", "; or ")
             out.append(make("KV305", u.message, _span(sc, "pin.devices", "devices", "engine", "deployment"),
                             help=text or None, fixes=found))
-        elif u.constraint == "throughput":
+        elif u.constraint in ("throughput", "rate"):  # a rate past saturation is a throughput unmet (docs/service.md)
             text, found = _unmet_help(sc, ctx, u, "would meet it: ", "; or ")
-            out.append(make("KV303", u.message, _span(sc, "slo.throughput", "deployment"), help=text, fixes=found))
+            at = {"throughput": "slo.throughput", "rate": "workload.rate"}[u.constraint]
+            out.append(make("KV303", u.message, _span(sc, at, "deployment"), help=text, fixes=found))
         elif u.constraint == "ttft":
             text, found = _unmet_help(sc, ctx, u, "would meet it: ", "; or ")
             out.append(make("KV306", u.message, _span(sc, "slo.ttft", "deployment"), help=text, fixes=found))

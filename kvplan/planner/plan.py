@@ -97,6 +97,31 @@ class ByteFactors(_Figures):
     combined: Value
 
 
+@record(kw_only=True)
+class LoadFigures(_Figures):
+    """A request workload's service figures (kvplan.model.load, docs/service.md): at the declared rate, the
+    concurrency, the running sequences the plan's batch is sized to, ITL and TTFT, and the saturation rate. The
+    figures of the steady state are absent (None) when the rate is past saturation."""
+
+    rate: Value
+    batch: Value                    # the plan's batch, derived from the rate
+    concurrency: Optional[Value] = None
+    running: Optional[Value] = None
+    itl: Optional[Value] = None
+    ttft: Optional[Value] = None
+    prefill_wait: Optional[Value] = None
+    prefill_utilization: Optional[Value] = None
+    saturation_rate: Value
+    batch_limit: Value
+    mean_context: Value
+    tail_context: Value
+    kv_bytes_mean: Optional[Value] = None
+    kv_bytes_tail: Optional[Value] = None
+    chunk: Value
+    saturated: bool
+    binding: str
+
+
 @record
 class Rejection:
     """Why the search turned a candidate down: the design rule that removed it (None when it does
@@ -220,6 +245,8 @@ class Plan:
     spec_engine: str = ""
     #: The factors of the plan's expected figures (kvplan.model.expected.Factors.items()), by name.
     expected_factors: Numbers = ()
+    #: A request workload's service figures (`workload { rate = ... }`); None for the batch form.
+    load: Optional[LoadFigures] = None
 
     def metric(self, key: str) -> Value:
         """A metric by its label, for a name the user wrote (`expect { step_time < 30ms }`); KeyError
@@ -275,6 +302,8 @@ class Plan:
             "tier": tier,
             "expected_factors": [[k, _val(v)] for k, v in self.expected_factors],
             "unmet": [[u.constraint, _val(u.shortfall)] for u in self.unmet],
+            # only a request workload has them: the batch form's digests stay as they were
+            **({"load": [[k, _val(v)] for k, v in self.load.items()]} if self.load is not None else {}),
             # `devices = auto` and `placement = auto` (with its device cap) only say the planner chooses:
             # the choice is in `choices`, and pinning it drops the default (typed keys come with issue 10)
             "assumptions": [_val(v) for v in self.assumptions if not _auto_default(v)],

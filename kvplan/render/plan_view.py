@@ -89,8 +89,7 @@ def _text_one(p: Plan) -> list[str]:
         out.append(f"  {label.ljust(width)}  {v.human:>12}  {base[k].human:>12}  ({v.evidence.value})")
     sp = p.metrics.speedup
     out.append(f"  {'speedup'.ljust(width)}  {sp.human:>12}  {'1x':>12}  ({sp.evidence.value})")
-    out.append("")
-    out.append("byte factors (footprint = 16-bit KV × combined)")
+    out.extend([*_load_text(p), "", "byte factors (footprint = 16-bit KV × combined)"])
     out.extend(_pairs(p.byte_factors.items(), "  "))
     if p.expected_factors:
         out.append("")
@@ -112,6 +111,27 @@ def _text_one(p: Plan) -> list[str]:
     out.append("")
     out.extend(_engines_text(p))
     out.append(f"plan digest {p.digest}; {p.candidates_evaluated} candidates evaluated")
+    return out
+
+
+def _load_text(p: Plan) -> list[str]:
+    """A request workload's service figures (docs/service.md): the load model at the declared rate."""
+    ld = p.load
+    if ld is None:
+        return []
+    sc = p.scenario
+    head = (f"service (load model, continuous batching): {ld.rate.human} of {sc.input_tokens:,} input and "
+            f"{sc.output_tokens:,} output tokens; the batch {sc.batch} is derived from it")
+    out = [""] + _wrap(head, "")
+    if ld.saturated:
+        out.extend(_wrap(f"SATURATED: the rate {ld.rate.human} is past the saturation rate "
+                         f"{ld.saturation_rate.human} ({ld.saturation_rate.evidence.value}), set by the {ld.binding}; "
+                         "no steady state: the queue grows without bound", "  "))
+    rows = [({"itl": "ITL", "ttft": "TTFT", "kv_bytes_mean": "KV bytes (mean)", "kv_bytes_tail": "KV bytes (tail)"}
+             .get(k, k.replace("_", " ")), v) for k, v in ld.items()]
+    width = max(len(label) for label, _ in rows)
+    for label, v in rows:
+        out.append(f"  {label.ljust(width)}  {v.human:>14}  ({v.evidence.value})")
     return out
 
 
@@ -146,6 +166,8 @@ def plan_payload(p: Plan) -> dict[str, object]:
         "map_before": dict(p.map_before.items()), "map_after": dict(p.map_after.items()),
         "metrics": dict(p.metrics.items()), "baseline": dict(p.baseline.items()),
         "byte_factors": dict(p.byte_factors.items()), "expected_factors": dict(p.expected_factors),
+        **({"load": {**dict(p.load.items()), "saturated": p.load.saturated, "binding": p.load.binding}}
+           if p.load is not None else {}),
         "tier": {"tier": p.tier.tier, "link": p.tier.link, "bytes": p.tier.bytes,
                  "prefill_time": p.tier.prefill_time, "fetch_time": p.tier.fetch_time},
         "decisions": [_decision_json(d) for d in p.decisions],
@@ -248,6 +270,9 @@ def index_markdown(p: Plan) -> str:
     out += [f"| {k.replace('_', ' ')} | {_md_value(v)} | {_md_value(base[k])} |" for k, v in p.metrics.items()
             if k in base]
     out.append(f"| speedup | {_md_value(p.metrics.speedup)} | 1x |")
+    if p.load is not None:  # a request workload (docs/service.md)
+        out += ["", "| service (load model) | value |", "|---|---|"]
+        out += [f"| {k.replace('_', ' ')} | {_md_value(v)} |" for k, v in p.load.items()]
     if p.unmet:
         out += ["", "## Unmet", ""]
         for u in p.unmet:

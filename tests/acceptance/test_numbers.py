@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from click.testing import CliRunner
 
@@ -355,7 +356,8 @@ def test_map_advise_report_and_emit_agree_for_every_example(spec: str, tmp_path:
     e = run("emit", str(path), "-o", str(emitted), "--target", "vllm")
     assert e.exit_code in (0, 1), e.output
     for p in plans:
-        sc = scenarios[p["scenario"]]
+        # a request workload's batch is the planner's (docs/service.md): the plan has it
+        sc = attrs.evolve(scenarios[p["scenario"]], batch=p["batch"])
         assert sc.model.all_full  # the relations below are linear in s (no sliding windows)
         ch = p["choices"]
         n, tp, kv, b, s = ch["devices"], ch["tensor_parallel"], ch["kv_dtype"], sc.batch, sc.context

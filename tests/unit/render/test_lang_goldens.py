@@ -55,6 +55,9 @@ def _lowered(r: CheckResult) -> str:
             "expects": [[e.metric, e.op, e.value, span(e.span)] for e in s.expects],
             "spans": {k: span(v) for k, v in sorted(s.spans.items())},
             "assumptions": [v.to_json() for v in s.assumptions],
+            # the request form only (the batch form's goldens stay as they were)
+            **({"rate": s.rate, "input": s.input_tokens, "output": s.output_tokens, "max_context": s.max_context}
+               if s.rate is not None else {}),
         }
 
     doc = {"path": r.path, "diagnostics": concise([r]).splitlines(),

@@ -1,0 +1,191 @@
+"""From a step to a service: continuous batching at a request rate (docs/service.md).
+
+The scheduler modelled is the one vLLM and SGLang run by default, reduced to what sets the figures:
+
+* requests of `n_in` prompt tokens and `n_out` output tokens arrive at `rate` λ per second;
+* every engine iteration runs one decode step of the `N_d` sequences that are generating, at the expected step
+  T(N_d, s̄) (kvplan.model.expected.expected_step) at the mean context s̄ = n_in + n_out/2 a generating sequence
+  holds (it grows from n_in + 1 to n_in + n_out − 1 as it generates);
+* one prompt is prefilled at a time, first come first served, in chunks of at most `chunk` tokens, one chunk per
+  iteration: a chunk of c tokens rides on the iteration's decode step and lengthens it by c/n_in · P, where P is the
+  expected prefill of the prompt alone less the per-step overhead (the step already pays t_fixed); a prompt takes
+  k = ⌈n_in / chunk⌉ iterations, and its last chunk yields the request's first token;
+* the iteration is the decoders' inter-token time: each generating sequence gains one token per iteration.
+
+Closed form (fluid in the decode stage, M/D/1 or D/D/1 for the prefill queue):
+
+    per second the prefill chunks take λ·P of the engine's time, so iterations run at (1 − λ·P)/T(N_d) per second:
+        ITL = T(N_d) / (1 − λ·P)
+    Little's law on the decode stage (n_out − 1 tokens after the first):  N_d = λ · (n_out − 1) · ITL,
+        a fixed point in N_d, solved for the least root on a grid and refined by bisection (bounded)
+    a prompt's prefill occupies k iterations:  S = k · T(N_d) + P,  utilization ρ = λ·S
+    its wait for the prefill slot: Poisson arrivals W = ρ·S / (2(1 − ρ)) (Pollaczek–Khinchine, deterministic
+        service); deterministic arrivals W = 0; plus, when the slot is free, the rest of the iteration in
+        progress, (1 − ρ) · T(N_d) / 2
+    TTFT = (1 − ρ)·T/2 + W + S;  concurrency (requests in the engine) N = λ · (TTFT + (n_out − 1) · ITL)
+    running sequences (what --max-num-seqs must admit): N_d + ρ
+
+Saturation: no steady state exists once ρ reaches 1 (every iteration carries a chunk: N_d = (n_out − 1)/k), once
+the decode stage's fixed point has no root (λ·(n_out − 1)·T(N)/(1 − λP) > N for every N), or once the running
+sequences exceed the batch the memory holds at the mean context. Since N_d(λ) grows with λ, the largest stable rate
+is  λ_sat = max over 0 < N ≤ N_cap of  N / ((n_out − 1)·T(N) + N·P),  N_cap = min((n_out − 1)/k, memory limit − 1),
+and `binding` names which limit sets it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Optional
+
+import numpy as np
+
+from kvplan.base.errors import KvplanError
+from kvplan.base.records import record
+from kvplan.model.expected import Factors, expected_step, expected_ttft
+from kvplan.model.roofline import Config
+
+if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
+    import numpy.typing as npt
+
+#: Points of the grid the fixed point and the saturation rate are searched on (geometric in N), and the bisection
+#: steps that refine a root between two of them: the work is bounded whatever the inputs.
+GRID_POINTS = 512
+BISECTION_STEPS = 60
+#: Arrival processes the queueing term knows.
+ARRIVALS = ("poisson", "deterministic")
+
+
+@record
+class Service:
+    """The inputs of the load model besides the deployment: rate (requests/s), the lengths (tokens), the prefill
+    chunk (tokens per iteration), the batch limit the memory allows (sequences at the mean context; None: no
+    limit) and the arrival process."""
+
+    rate: float
+    n_in: int
+    n_out: int
+    chunk: int
+    batch_limit: Optional[float] = None
+    arrivals: str = "poisson"
+
+
+@record
+class Load:
+    """The steady state of a service, or where it has none (`saturated`: then only the saturation figures hold).
+
+    Times in seconds; concurrency, decode_batch and running in sequences; contexts in tokens."""
+
+    saturated: bool
+    saturation_rate: float          # requests/s past which no steady state exists
+    binding: str                    # prefill | decode | memory: the limit that sets saturation_rate
+    concurrency: float              # requests in the engine, queued ones included (Little's law)
+    running: float                  # sequences the engine runs: N_d generating + ρ prefilling
+    decode_batch: float             # N_d: the decode step's batch
+    itl: float
+    ttft: float
+    prefill_wait: float             # the queueing part of the TTFT
+    prefill_service: float          # S: a prompt's prefill, its k iterations
+    prefill_utilization: float      # ρ
+    step: float                     # T(N_d): the decode step alone
+    chunk_time: float               # P: the prefill of one prompt's tokens, spread over its chunks
+    chunks: int                     # k
+    mean_context: float
+    tail_context: float
+    max_running: float              # the most sequences a steady state runs: N_cap generating + 1 prefilling
+
+
+class Model:
+    """The step and prefill figures of one deployment the load model reads: T(N) at the mean context, and P."""
+
+    def __init__(self, cfg: Config, f: Factors, link: Optional[float], sv: Service) -> None:
+        if sv.arrivals not in ARRIVALS:
+            raise KvplanError(f"unknown arrival process '{sv.arrivals}'", help=f"use one of {', '.join(ARRIVALS)}")
+        if not (math.isfinite(sv.rate) and sv.rate > 0) or sv.n_in < 1 or sv.n_out < 1 or sv.chunk < 1:
+            raise KvplanError(f"the load model needs a positive rate and lengths, got rate {sv.rate:g}/s, input "
+                              f"{sv.n_in}, output {sv.n_out}, chunk {sv.chunk}",
+                              help="write `rate = 20/s  input = 4k  output = 512` (docs/service.md)")
+        self.cfg, self.f, self.link, self.sv = cfg, f, link, sv
+        self.mean_context = sv.n_in + sv.n_out / 2.0
+        ttft = expected_ttft(cfg, float(sv.n_in), f, link)
+        self.prefill = float(ttft["ttft"]) - f.t_fixed.value  # P: what the chunks add to the steps they ride on
+        self.chunks = math.ceil(sv.n_in / sv.chunk)
+
+    def step(self, n: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """T(N): the expected decode step at batch N (0 allowed: an iteration of the prefill alone) and s̄."""
+        out: npt.NDArray[np.float64] = expected_step(self.cfg, np.asarray(n, dtype=np.float64),
+                                                           self.mean_context, self.f, self.link)["step"]
+        return out
+
+    def cap(self) -> float:
+        """N_cap: the largest decode batch with a steady state (prefill slot below 1, memory below its limit)."""
+        sv = self.sv
+        prefill_cap = (sv.n_out - 1) / self.chunks
+        mem_cap = math.inf if sv.batch_limit is None else max(sv.batch_limit - 1.0, 0.0)
+        return min(prefill_cap, mem_cap)
+
+    def saturation(self) -> tuple[float, str]:
+        """(λ_sat, binding): the largest stable rate and the limit that sets it (module docstring)."""
+        sv = self.sv
+        if sv.n_out == 1:  # no decode stage: the prefill slot alone
+            return 1.0 / (self.chunks * float(self.step(0.0)) + self.prefill), "prefill"
+        n_cap = self.cap()
+        if n_cap <= 0:
+            return 0.0, "memory"
+        grid = np.geomspace(n_cap * 1e-6, n_cap, GRID_POINTS)
+        lam = grid / ((sv.n_out - 1) * self.step(grid) + grid * self.prefill)
+        i = int(np.argmax(lam))
+        if i < GRID_POINTS - 1:
+            return float(lam[i]), "decode"
+        mem = sv.batch_limit is not None and n_cap == max(sv.batch_limit - 1.0, 0.0)
+        return float(lam[i]), "memory" if mem else "prefill"
+
+    def decode_batch(self, rate: float) -> Optional[float]:
+        """The least root N_d of N = λ·(n_out − 1)·T(N)/(1 − λP) in [0, N_cap], or None when there is none."""
+        sv = self.sv
+        if sv.n_out == 1:
+            return 0.0
+        slack = 1.0 - rate * self.prefill
+        if slack <= 0:
+            return None
+        coef = rate * (sv.n_out - 1) / slack
+        n_cap = self.cap()
+        if n_cap <= 0:
+            return None
+        grid = np.concatenate(([0.0], np.geomspace(n_cap * 1e-9, n_cap, GRID_POINTS)))
+        below = np.nonzero(coef * self.step(grid) <= grid)[0]
+        if below.size == 0:
+            return None
+        lo, hi = float(grid[below[0] - 1]), float(grid[below[0]])  # g(lo) > lo, g(hi) <= hi
+        for _ in range(BISECTION_STEPS):
+            mid = 0.5 * (lo + hi)
+            if coef * float(self.step(mid)) <= mid:
+                hi = mid
+            else:
+                lo = mid
+        return hi
+
+
+def solve(cfg: Config, f: Factors, link: Optional[float], sv: Service) -> Load:
+    """The steady state of the service on the deployment `cfg` with the expected-step factors `f` (module
+    docstring), or its saturation. Raises KvplanError for inputs the model cannot take."""
+    m = Model(cfg, f, link, sv)
+    sat, binding = m.saturation()
+    n_d = m.decode_batch(sv.rate) if sv.rate < sat else None
+    tail = float(sv.n_in + sv.n_out)
+    most = (m.cap() if sv.n_out > 1 else 0.0) + 1.0
+    if n_d is None:
+        nan = math.nan
+        return Load(True, sat, binding, nan, nan, nan, nan, nan, nan, nan, nan, nan, m.prefill, m.chunks,
+                    m.mean_context, tail, most)
+    step = float(m.step(n_d))
+    itl = step / (1.0 - sv.rate * m.prefill)
+    service = m.chunks * step + m.prefill
+    rho = sv.rate * service
+    wait = rho * service / (2.0 * (1.0 - rho)) if sv.arrivals == "poisson" else 0.0
+    ttft = (1.0 - rho) * step / 2.0 + wait + service
+    concurrency = sv.rate * (ttft + (sv.n_out - 1) * itl)
+    return Load(False, sat, binding, concurrency, n_d + rho, n_d, itl, ttft, wait, service, rho, step, m.prefill,
+                m.chunks, m.mean_context, tail, most)
+
+
+__all__ = ["ARRIVALS", "BISECTION_STEPS", "GRID_POINTS", "Load", "Model", "Service", "solve"]

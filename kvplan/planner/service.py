@@ -1,0 +1,137 @@
+"""A request workload's plan (docs/service.md): the batch the load model derives from the rate, and the figures
+advise prints beside the plan (concurrency, ITL and TTFT at the rate, the saturation rate), each with evidence."""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from kvplan.base.evidence import Evidence, Value, assumed, derived
+from kvplan.base.limits import MAX_BATCH
+from kvplan.model import expected as ex
+from kvplan.model import load
+from kvplan.model import roofline as rf
+from kvplan.model.footprint import KvFactors, fragmentation
+from kvplan.model.scenario import Scenario
+from kvplan.planner.plan import LoadFigures, Plan, Unmet
+
+#: GiB, for the prefill chunk's device tiers.
+_GIB = 2**30
+
+
+def default_chunk(memory: float, device_id: str) -> tuple[int, str]:
+    """The prefill chunk, tokens per engine iteration, when `pin { max_batched_tokens }` does not give it: the
+    --max-num-batched-tokens `kvplan emit` writes for vLLM by default (vLLM 0.33.0's own default for `vllm serve`,
+    vllm/engine/arg_utils.py:2955-3005; kvplan.engines.vllm.default_batched_tokens, which a test keeps equal):
+    16,384 from 160 GiB, 8,192 from 70 GiB (not A100), else 2,048. SGLang's --chunked-prefill-size is the same
+    from 60 GiB up. vLLM's budget also holds the iteration's decode tokens; the load model gives it all to the chunk."""
+    gib = memory / _GIB
+    if gib >= 160:
+        return 16384, "vLLM's default --max-num-batched-tokens on GPUs of 160 GiB or more"
+    if gib >= 70 and "a100" not in device_id:
+        return 8192, "vLLM's default --max-num-batched-tokens on GPUs of 70 GiB or more but A100"
+    return 2048, "vLLM's default --max-num-batched-tokens on smaller GPUs and A100"
+
+
+#: Rounds of plan → load model → batch before the batch is taken as settled (each plan is made at the batch the
+#: previous one's load model gives; it settles in two or three where the chosen layout does not change).
+MAX_ROUNDS = 8
+
+
+def chunk(sc: Scenario) -> Value:
+    """The prefill chunk of the scenario: the pinned max_batched_tokens, else the assumed default."""
+    pin = sc.pins.get("max_batched_tokens")
+    if pin is not None:
+        return derived(float(pin.value), "tokens", "pin max_batched_tokens: the engine's prefill chunk")
+    n, why = default_chunk(sc.device.memory, sc.device.id)
+    return assumed(float(n), "tokens", f"default: prefill chunk {n:,} tokens per iteration, {why} (pin "
+                   "max_batched_tokens to set it; docs/service.md)")
+
+
+def _inputs(sc: Scenario) -> tuple[float, int, int]:
+    assert sc.rate is not None and sc.input_tokens is not None and sc.output_tokens is not None
+    return sc.rate, sc.input_tokens, sc.output_tokens
+
+
+def solve(p: Plan) -> tuple[load.Load, float, float, Value]:
+    """The load model on the plan's layout: (load, KV bytes of one sequence at the mean context, the batch limit
+    the memory allows at it, the chunk). The rate is split evenly over pin.replicas."""
+    sc = p.scenario
+    rate, n_in, n_out = _inputs(sc)
+    frag = float(fragmentation(sc.context, p.block_size))
+    cfg = rf.Config(sc.model, sc.device, n_devices=p.n_devices, tp=p.tp, w_p=sc.weights.width, w_kv=p.kv_width,
+                    factors=KvFactors(retention=p.retention, sharing=p.sharing, frag=frag), placement=p.placement,
+                    attention_dp=sc.attention_dp)
+    per_seq = p.metrics.kv_bytes.value / sc.batch
+    free = p.metrics.memory_usable.value - p.metrics.weight_bytes.value
+    limit = max(free, 0.0) / per_seq if per_seq > 0 else math.inf
+    ch = chunk(sc)
+    f = ex.deployment_factors(sc.device, p.kv_dtype.id, sc.engine, sc.calibration)
+    sv = load.Service(rate / sc.replicas, n_in, n_out, int(ch.value), batch_limit=limit, arrivals="poisson")
+    return load.solve(cfg, f, ex.link_bandwidth(sc.device), sv), per_seq, limit, ch
+
+
+def batch_for(ld: load.Load, limit: float) -> int:
+    """The batch a plan of the load is made at: the running sequences, rounded up; past saturation, the most the
+    steady state could run (the memory's limit where that binds)."""
+    if not ld.saturated:
+        return int(min(max(1, math.ceil(ld.running - 1e-9)), MAX_BATCH))
+    most = min(math.floor(limit) if math.isfinite(limit) else MAX_BATCH, math.ceil(ld.max_running - 1e-9))
+    return int(min(max(1, most), MAX_BATCH))
+
+
+def figures(p: Plan, ld: load.Load, per_seq: float, limit: float, ch: Value) -> LoadFigures:
+    """The service figures of a plan made at the load's batch, each derived and naming what it is from."""
+    sc = p.scenario
+    rate, n_in, n_out = _inputs(sc)
+    per = "" if sc.replicas == 1 else f" per replica ({sc.replicas} replicas share the rate)"
+    src = f"λ = {rate:g}/s{per}, n_in = {n_in:,}, n_out = {n_out:,} tokens, chunk {int(ch.value):,} tokens"
+
+    def d(x: float, unit: str, what: str) -> Optional[Value]:
+        return None if ld.saturated else derived(x, unit, f"{what} (docs/service.md): {src}")
+
+    return LoadFigures(
+        rate=Value(rate, "req/s", Evidence.DERIVED, "workload.rate as declared"),
+        batch=derived(float(sc.batch), "sequences", "the plan's batch: ⌈N_d + ρ⌉, the running sequences"
+                      + (", past saturation the most the steady state runs" if ld.saturated else "")
+                      + f" (docs/service.md): {src}"),
+        concurrency=d(ld.concurrency, "requests", "N = λ·(TTFT + (n_out − 1)·ITL), Little's law"),
+        running=d(ld.running, "sequences", "N_d + ρ: generating + prefilling, the plan's batch rounded up"),
+        itl=d(ld.itl, "s", "ITL = T_expected(N_d, n_in + n_out/2) / (1 − λ·P)"),
+        ttft=d(ld.ttft, "s", "TTFT = (1 − ρ)·T/2 + ρ·S/(2(1 − ρ)) + S, S = k·T + P (M/D/1 prefill queue)"),
+        prefill_wait=d(ld.prefill_wait, "s", "ρ·S/(2(1 − ρ)), Poisson arrivals"),
+        prefill_utilization=d(ld.prefill_utilization, "%", "ρ = λ·S"),
+        saturation_rate=derived(ld.saturation_rate * sc.replicas, "req/s",
+                                f"the largest rate with a steady state, set by {_binding(ld.binding)} "
+                                f"(docs/service.md): {src}"),
+        batch_limit=derived(limit, "sequences", "(memory usable − weights) / KV of one sequence at the mean "
+                                                "context"),
+        mean_context=derived(ld.mean_context, "tokens", "n_in + n_out/2: a generating sequence's mean"),
+        tail_context=derived(ld.tail_context, "tokens", "n_in + n_out: a sequence's last token"),
+        kv_bytes_mean=d(ld.running * per_seq, "B", "running sequences × KV of one at the mean context"),
+        kv_bytes_tail=d(ld.running * per_seq * ld.tail_context / ld.mean_context, "B",
+                        "running sequences × KV of one at the tail context (all at their last token)"),
+        chunk=ch, saturated=ld.saturated, binding=ld.binding,
+    )
+
+
+def _binding(binding: str) -> str:
+    return {"prefill": "the prefill slot (every iteration carries a chunk)",
+            "decode": "the decode stage (the step grows faster than the batch)",
+            "memory": "the memory (the running sequences' KV fills it)"}[binding]
+
+
+def unmet(fig: LoadFigures) -> Optional[Unmet]:
+    """Past saturation: what is unmet, and by how much."""
+    if not fig.saturated:
+        return None
+    over = fig.rate.value - fig.saturation_rate.value
+    return Unmet("rate", f"the rate {fig.rate.human} is past the saturation rate {fig.saturation_rate.human} "
+                         f"({fig.saturation_rate.evidence.value}), set by {_binding(fig.binding)}: the queue of "
+                         "requests grows without bound and there is no steady ITL or TTFT; the plan is sized at the "
+                         "most the steady state runs",
+                 derived(over, "req/s", "rate − saturation rate"),
+                 ("lower the rate, or add devices or replicas (pin replicas)",))
+
+
+__all__ = ["LoadFigures", "MAX_ROUNDS", "batch_for", "chunk", "default_chunk", "figures", "solve", "unmet"]
