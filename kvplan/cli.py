@@ -415,7 +415,7 @@ def sweep_cmd(spec_file: str | None, model_id: str | None, model_config: str | N
         open(output, "wb") if fmt == "parquet" else open(output, "w", encoding="utf-8", newline=""))
     try:
         if fmt == "parquet":
-            steps: Iterator[int] = sw.parquet_write(specs, out)
+            steps: Iterator[int] = sw.parquet_write(specs, out)  # a binary file: opened "wb" or stdout's buffer
         else:
             steps = _written(sw.csv_text(specs) if fmt == "csv" else sw.json_text(specs), out)
         if total > 100_000 and sys.stderr.isatty():
@@ -431,7 +431,7 @@ def sweep_cmd(spec_file: str | None, model_id: str | None, model_config: str | N
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     finally:
-        if out is not sys.stdout:
+        if output != "-":
             out.close()
 
 

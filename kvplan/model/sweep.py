@@ -11,10 +11,11 @@ wherever it likes and may count rows for a progress display.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import re
-from typing import TYPE_CHECKING, Iterator, Optional, Sequence, Union
+from typing import IO, TYPE_CHECKING, Iterator, Optional, Sequence, Union
 
 import attrs
 import numpy as np
@@ -557,14 +558,35 @@ def _block_arrays(pa: "ModuleType", block: Block, named: bool) -> list[object]:
     return out
 
 
-def parquet_write(specs: Sequence[SweepSpec], sink: object, chunk: int = CHUNK) -> Iterator[int]:
-    """Write the sweep to `sink` (a path or a binary file) as Parquet, one row group per evaluated
-    chunk, so memory stays flat; yields the rows of each row group as it is written. The values are
-    the floats the model computed, the same the CSV's round-trip text reads back to."""
+class _KeepOpen(io.RawIOBase):
+    """A binary file that pyarrow may close when the Parquet file ends without closing the one beneath
+    (stdout, or a file the caller opened)."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        super().__init__()
+        self._raw = raw
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: "bytes | bytearray | memoryview") -> int:  # type: ignore[override]
+        return self._raw.write(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._raw.flush()
+        super().close()
+
+
+def parquet_write(specs: Sequence[SweepSpec], sink: "str | IO[bytes]", chunk: int = CHUNK) -> Iterator[int]:
+    """Write the sweep to `sink` (a path, or a binary file left open) as Parquet, one row group per
+    evaluated chunk, so memory stays flat; yields the rows of each row group as it is written. The
+    values are the floats the model computed, the same the CSV's round-trip text reads back to."""
     pa, pq = _pyarrow()
     named = any(s.name for s in specs)
     schema = parquet_schema(named)
-    with pq.ParquetWriter(sink, schema, compression="snappy") as writer:
+    with pq.ParquetWriter(sink if isinstance(sink, str) else _KeepOpen(sink), schema,
+                          compression="snappy") as writer:
         for spec in specs:
             for block in evaluate(spec, chunk):
                 writer.write_table(pa.Table.from_arrays(_block_arrays(pa, block, named), schema=schema))

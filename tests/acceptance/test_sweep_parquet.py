@@ -44,3 +44,15 @@ def test_parquet_file_matches_csv_stdout(tmp_path: Path) -> None:
         fields = line.split(",")
         assert row["step_time_s"] == float(fields[header.split(",").index("step_time_s")])
         assert row["regime"] == fields[header.split(",").index("regime")]
+
+
+def test_parquet_to_stdout_is_the_same_file(tmp_path: Path) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    import io
+
+    out = tmp_path / "sw.parquet"
+    assert CliRunner().invoke(main, [*ARGS, "--format", "parquet", "-o", str(out)]).exit_code == 0
+    r = CliRunner().invoke(main, [*ARGS, "--format", "parquet"])
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout_bytes[:4] == b"PAR1" and r.stdout_bytes[-4:] == b"PAR1"
+    assert pq.read_table(io.BytesIO(r.stdout_bytes)).equals(pq.read_table(out))
