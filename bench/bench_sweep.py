@@ -93,7 +93,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:  # a real file: Parquet's footer is written at the end
         out = os.path.join(tmp, "sweep.parquet")
         if importlib.util.find_spec("pyarrow") is None:
-            notes.append("Parquet rows skipped: pyarrow is not installed (pip install 'kvplan[parquet]')")
+            notes.append("Parquet rows skipped: pyarrow is not installed (pip install pyarrow)")
         else:
             rows.append(measure("sweep 10^6 points, Parquet", [*sweep, "--format", "parquet", "-o", out], 3))
             notes.append(f"Parquet file of 10^6 points: {os.path.getsize(out) / 1e6:.0f} MB")

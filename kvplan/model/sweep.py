@@ -506,7 +506,8 @@ def json_text(specs: Sequence[SweepSpec], chunk: int = CHUNK) -> Iterator[tuple[
 # ------------------------------------------------------------------ parquet
 
 #: Where `--format parquet` gets its writer: the optional `parquet` extra (pyproject.toml).
-PARQUET_INSTALL = "pip install 'kvplan[parquet]'"
+#: (kvplan's distribution, kvcache-planner, is not on PyPI yet: the hint names pyarrow itself, as the plots' does).
+PARQUET_INSTALL = "pip install pyarrow"
 
 
 def _pyarrow() -> "tuple[ModuleType, ModuleType]":
@@ -515,8 +516,9 @@ def _pyarrow() -> "tuple[ModuleType, ModuleType]":
         import pyarrow
         import pyarrow.parquet
     except ImportError:
-        raise SweepError("--format parquet needs pyarrow, which kvplan's `parquet` extra installs",
-                         help=f"run {PARQUET_INSTALL}, or use --format csv") from None
+        raise SweepError("--format parquet needs pyarrow (the optional `parquet` extra)",
+                         help=f"{PARQUET_INSTALL}, or pip install '.[parquet]' in a checkout of kvplan; "
+                              "or use --format csv") from None
     return pyarrow, pyarrow.parquet
 
 
