@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import math
 import sys
-from typing import IO, TYPE_CHECKING, Any, Callable, Literal, Mapping, NoReturn, Optional, ParamSpec, TypeVar
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Literal, Mapping, NoReturn, Optional, ParamSpec, TypeVar
 
 import attrs
 import click
@@ -345,6 +345,13 @@ def map_cmd(model_id: str | None, model_config: str | None, device_id: str, n_de
     click.echo(map_view.text(rm) if fmt == "text" else map_view.json_text(rm), nl=False)
 
 
+def _written(stream: Iterator[tuple[int, str]], out: IO[str]) -> Iterator[int]:
+    """Write a sweep's text pieces to `out`, yielding each piece's rows (for the progress bar)."""
+    for n, text in stream:
+        out.write(text)
+        yield n
+
+
 @main.command("sweep")
 @click.argument("spec_file", required=False, type=click.Path(dir_okay=False), metavar="[FILE.kvp]")
 @click.option("--model", "model_id", metavar="ID",
@@ -361,7 +368,8 @@ def map_cmd(model_id: str | None, model_config: str | None, device_id: str, n_de
               help="Weight dtype  [default: the checkpoint's own bytes where known (docs/weights.md), else bf16]")
 @click.option("--placement", type=click.Choice(["striped", "pinned", "affinity"]), default=None,
               help="KV page placement  [default: striped]")
-@click.option("--format", "fmt", type=click.Choice(["csv", "json"]), default="csv", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["csv", "json", "parquet"]), default="csv", show_default=True,
+              help="parquet needs the `parquet` extra (pyarrow)")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default="-", metavar="FILE",
               help="Write here instead of stdout.")
 @_allow_path_option
@@ -400,25 +408,30 @@ def sweep_cmd(spec_file: str | None, model_id: str | None, model_config: str | N
     profile = _load_calibration(calibration)
     if profile is not None:  # the option replaces each deployment's own `calibration`
         specs = [attrs.evolve(x, calibration=profile) for x in specs]
-    stream = sw.csv_text(specs) if fmt == "csv" else sw.json_text(specs)
     total = sw.total_points(specs)
-    out = sys.stdout if output == "-" else open(output, "w", encoding="utf-8", newline="")
+    if fmt == "parquet":
+        sw.parquet_schema(False)  # without pyarrow: the one-line error, before the output file is made
+    out: IO[Any] = (sys.stdout.buffer if fmt == "parquet" else sys.stdout) if output == "-" else (
+        open(output, "wb") if fmt == "parquet" else open(output, "w", encoding="utf-8", newline=""))
     try:
+        if fmt == "parquet":
+            steps: Iterator[int] = sw.parquet_write(specs, out)  # a binary file: opened "wb" or stdout's buffer
+        else:
+            steps = _written(sw.csv_text(specs) if fmt == "csv" else sw.json_text(specs), out)
         if total > 100_000 and sys.stderr.isatty():
             with click.progressbar(length=total, label="sweep", file=sys.stderr) as bar:
-                for n, text in stream:
-                    out.write(text)
+                for n in steps:
                     bar.update(n)
         else:
-            for _, text in stream:
-                out.write(text)
+            for _ in steps:
+                pass
         out.flush()
     except BrokenPipeError:  # the reader stopped early (| head): not an error of ours
         import os
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     finally:
-        if out is not sys.stdout:
+        if output != "-":
             out.close()
 
 

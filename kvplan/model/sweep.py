@@ -11,10 +11,11 @@ wherever it likes and may count rows for a progress display.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import re
-from typing import TYPE_CHECKING, Iterator, Optional, Sequence, Union
+from typing import IO, TYPE_CHECKING, Iterator, Optional, Sequence, Union
 
 import attrs
 import numpy as np
@@ -34,6 +35,8 @@ from kvplan.model.footprint import kappa
 from kvplan.model.profile import Profile
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from kvplan.model.scenario import DeviceCount, Scenario
 
 #: Points evaluated at once; bounds the memory of the numeric arrays.
@@ -500,6 +503,98 @@ def json_text(specs: Sequence[SweepSpec], chunk: int = CHUNK) -> Iterator[tuple[
     yield 0, f'  ],\n  "row_count": {count}\n}}\n'
 
 
+# ------------------------------------------------------------------ parquet
+
+#: Where `--format parquet` gets its writer: the optional `parquet` extra (pyproject.toml).
+#: (kvplan's distribution, kvcache-planner, is not on PyPI yet: the hint names pyarrow itself, as the plots' does).
+PARQUET_INSTALL = "pip install pyarrow"
+
+
+def _pyarrow() -> "tuple[ModuleType, ModuleType]":
+    """pyarrow and pyarrow.parquet, imported only for Parquet output; without them one clear error."""
+    try:
+        import pyarrow
+        import pyarrow.parquet
+    except ImportError:
+        raise SweepError("--format parquet needs pyarrow (the optional `parquet` extra)",
+                         help=f"{PARQUET_INSTALL}, or pip install '.[parquet]' in a checkout of kvplan; "
+                              "or use --format csv") from None
+    return pyarrow, pyarrow.parquet
+
+
+def _arrow_type(pa: "ModuleType", col: Column) -> object:
+    if col.type == "string":
+        return pa.dictionary(pa.int32(), pa.string())
+    return {"integer": pa.int64(), "number": pa.float64(), "boolean": pa.bool_()}[col.type]
+
+
+def parquet_schema(named: bool) -> object:
+    """The Parquet schema: the CSV's columns in order; each field's metadata carries its unit, evidence
+    and source as the JSON form's `columns` do, and the schema's `format_version` and `kind`."""
+    pa, _ = _pyarrow()
+    fields = [pa.field(c.name, _arrow_type(pa, c), nullable=c.name == "s_cap_tokens",
+                       metadata={k: v for k, v in c.to_json().items() if k not in ("name", "type")})
+              for c in columns(named)]
+    return pa.schema(fields, metadata={"format_version": "1", "kind": "sweep",
+                                       "row_order": "devices, kv_dtype, batch, context (nested, each in list order)"})
+
+
+def _block_arrays(pa: "ModuleType", block: Block, named: bool) -> list[object]:
+    """One block as Arrow arrays in column order: names as dictionaries, numbers as the model's float64s."""
+    spec, n = block.spec, len(block.b_index)
+
+    def const(text: str) -> object:
+        return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([text]))
+
+    s_cap = block.s_cap[block.b_index]
+    out = [const(spec.name)] if named else []
+    out += [const(spec.model.id), const(spec.device.id), pa.array(np.full(n, block.n_devices, dtype=np.int64)),
+            const(block.kv), pa.array(np.asarray(spec.batch, dtype=np.int64)[block.b_index]),
+            pa.array(np.asarray(spec.context, dtype=np.int64)[block.s_index]),
+            pa.array(np.full(n, block.kappa)), pa.array(block.kv_bytes), pa.array(np.full(n, block.weight_bytes)),
+            pa.array(block.memory_bytes), pa.array(block.fits), pa.array(block.s_star[block.b_index]),
+            pa.array(s_cap, mask=~(s_cap > 0)),  # none where the weights alone exceed N·C, as CSV's empty field
+            pa.DictionaryArray.from_arrays(pa.array(block.regime.astype(np.int32)), pa.array(list(rf.REGIMES))),
+            pa.array(block.step_time), pa.array(block.step_time_expected), pa.array(block.throughput),
+            pa.array(block.speedup)]
+    return out
+
+
+class _KeepOpen(io.RawIOBase):
+    """A binary file that pyarrow may close when the Parquet file ends without closing the one beneath
+    (stdout, or a file the caller opened)."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        super().__init__()
+        self._raw = raw
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: "bytes | bytearray | memoryview") -> int:  # type: ignore[override]
+        return self._raw.write(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._raw.flush()
+        super().close()
+
+
+def parquet_write(specs: Sequence[SweepSpec], sink: "str | IO[bytes]", chunk: int = CHUNK) -> Iterator[int]:
+    """Write the sweep to `sink` (a path, or a binary file left open) as Parquet, one row group per
+    evaluated chunk, so memory stays flat; yields the rows of each row group as it is written. The
+    values are the floats the model computed, the same the CSV's round-trip text reads back to."""
+    pa, pq = _pyarrow()
+    named = any(s.name for s in specs)
+    schema = parquet_schema(named)
+    with pq.ParquetWriter(sink if isinstance(sink, str) else _KeepOpen(sink), schema,
+                          compression="snappy") as writer:
+        for spec in specs:
+            for block in evaluate(spec, chunk):
+                writer.write_table(pa.Table.from_arrays(_block_arrays(pa, block, named), schema=schema))
+                yield len(block.b_index)
+
+
 __all__ = ["CHUNK", "COLUMNS", "Block", "Column", "SweepError", "SweepSpec", "columns", "csv_text", "evaluate",
-           "json_text", "parse_dtypes", "parse_list", "spec_from_flags", "specs_from_scenarios",
-           "total_points"]
+           "json_text", "parquet_schema", "parquet_write", "parse_dtypes", "parse_list", "spec_from_flags",
+           "specs_from_scenarios", "total_points"]

@@ -26,6 +26,7 @@ _PLACES = {"kvplan": "base", "kvplan.grammar": "lang", "kvplan.cli": "cli", "kvp
 LAZY_LOADS = (
     ("kvplan.render.plot", "matplotlib", "the `plot` extra: only `map --plot` and `report` draw"),
     ("kvplan.render.report", "matplotlib", "the `plot` extra: the regime-map picture is optional"),
+    ("kvplan.model.sweep", "pyarrow", "the `parquet` extra: only `sweep --format parquet` writes Parquet"),
     ("kvplan.engines.trtllm", "yaml", "PyYAML is optional: only `kvplan import` of a YAML manifest needs it"),
     ("kvplan.catalog.hub", "huggingface_hub", "about 0.1 s to import: only a repo id outside the catalog needs it"),
     ("kvplan.base.near", "difflib", "about 1 ms of every start-up: only a misspelt word needs it"),

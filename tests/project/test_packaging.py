@@ -389,6 +389,12 @@ def test_the_plot_extra_matches_the_test_extras_matplotlib() -> None:
     assert PYPROJECT["project"]["optional-dependencies"]["plot"] == test
 
 
+def test_the_parquet_extra_matches_the_test_extras_pyarrow() -> None:
+    """The Parquet tests run in CI (the `test` extra) against the range the `parquet` extra declares."""
+    test = [r for r in PYPROJECT["project"]["optional-dependencies"]["test"] if r.startswith("pyarrow")]
+    assert test and PYPROJECT["project"]["optional-dependencies"]["parquet"] == test
+
+
 @pytest.mark.parametrize(("req", "complaint"), [
     ("click>=8.2", "declares no upper bound (<)"),
     ("click<9", "declares no lower bound (>=)"),
