@@ -91,7 +91,7 @@ def figures(p: Plan, ld: load.Load, per_seq: float, limit: float, ch: Value) -> 
         return None if ld.saturated else derived(x, unit, f"{what} (docs/service.md): {src}")
 
     return LoadFigures(
-        rate=Value(rate, "req/s", Evidence.DERIVED, "workload.rate as declared"),
+        rate=Value(rate, "req/s", Evidence.ASSUMED, "workload.rate as declared (an input)"),
         batch=derived(float(sc.batch), "sequences", "the plan's batch: ⌈N_d + ρ⌉, the running sequences"
                       + (", past saturation the most the steady state runs" if ld.saturated else "")
                       + f" (docs/service.md): {src}"),
