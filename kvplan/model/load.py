@@ -107,7 +107,8 @@ class Model:
         self.cfg, self.f, self.link, self.sv = cfg, f, link, sv
         self.mean_context = sv.n_in + sv.n_out / 2.0
         ttft = expected_ttft(cfg, float(sv.n_in), f, link)
-        self.prefill = float(ttft["ttft"]) - f.t_fixed.value  # P: what the chunks add to the steps they ride on
+        # P: what the chunks add to the steps they ride on (the step already pays t_fixed and L · t_layer)
+        self.prefill = float(ttft["ttft"]) - f.t_fixed.value - float(ttft["layers"])
         self.chunks = math.ceil(sv.n_in / sv.chunk)
 
     def step(self, n: npt.ArrayLike) -> npt.NDArray[np.float64]:
