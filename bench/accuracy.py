@@ -25,9 +25,10 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere: kvplan is the ch
     sys.path.insert(0, str(ROOT))
 
 from kvplan import catalog  # noqa: E402
-from kvplan.base.errors import KvplanError  # noqa: E402
+from kvplan.base.errors import KvplanError, Span  # noqa: E402
 from kvplan.base.records import record  # noqa: E402
 from kvplan.catalog import weight_bytes  # noqa: E402
+from kvplan.model import calibrate as cal  # noqa: E402
 from kvplan.model import expected as ex  # noqa: E402
 from kvplan.model import roofline as rf  # noqa: E402
 
@@ -205,6 +206,42 @@ def run(path: Path) -> list[Result]:
     return [evaluate(row, where) for row, where in load(path)]
 
 
+#: The engines a calibration fit names (kvplan.model.profile.ENGINES); another engine's rows fit as "any".
+FIT_ENGINES = ("vllm", "sglang", "trtllm")
+#: The fewest rows of one (device, engine) the half-split check takes: two to fit, two to predict.
+SPLIT_MIN_ROWS = 4
+
+
+def half_split(rows: Sequence[Row], path: str) -> dict[tuple[str, str], list[tuple[Row, float]]]:
+    """Per (device, engine) with at least SPLIT_MIN_ROWS rows: `kvplan calibrate`'s fit (kvplan.model.calibrate)
+    on every other row, ordered by model, batch and context, and each other row's error when predicted with the
+    fitted factors (kvplan's defaults where the fit left one out, as a profile is read)."""
+    groups: dict[tuple[str, str], list[tuple[Row, cal.Measurement]]] = {}
+    for r in rows:
+        engine = r.engine if r.engine in FIT_ENGINES else "any"
+        m = cal.Measurement(r.model, r.device, r.devices, r.tp, r.weights, r.kv_dtype, engine, r.batch,
+                            float(r.context), r.itl, span=Span(path, r.line, 1, r.line, 1))
+        groups.setdefault((r.device, engine), []).append((r, m))
+    out: dict[tuple[str, str], list[tuple[Row, float]]] = {}
+    for key, pairs in sorted(groups.items()):
+        if len(pairs) < SPLIT_MIN_ROWS:
+            continue
+        pairs.sort(key=lambda p: (p[1].model, p[1].batch, p[1].context))
+        (fit,) = cal.fit([m for _, m in pairs[0::2]], "half.toml")
+        fitted = dict(fit.fitted)
+        errors = []
+        for r, m in pairs[1::2]:
+            dep = cal.deployment(m)
+            base = ex.default_factors(dep.cfg.device, m.kv_dtype, m.engine, dep.link)
+            f = base.replaced({k: fitted[n] for k, n in (("eta_w", "eta_w"), ("eta_kv", f"eta_kv:{m.kv_dtype}"),
+                                                          ("eta_compute", "eta_compute"), ("t_fixed", "t_fixed"),
+                                                          ("collective_latency", "collective_latency"),
+                                                          ("t_layer", "t_layer")) if n in fitted})
+            errors.append((r, cal.expected_time(m, "itl", dep, f) / r.itl - 1))
+        out[key] = errors
+    return out
+
+
 def median_abs(values: Sequence[float]) -> float:
     return statistics.median(abs(v) for v in values)
 
@@ -221,17 +258,30 @@ def _quantity(value: float, unit: str) -> str:
 
 
 def _factor_lines(results: Sequence[Result]) -> list[str]:
-    """The default factors each device and KV dtype of the set is evaluated with, value and evidence class."""
+    """The default factors each device, KV dtype and engine of the set is evaluated with (evaluate's), value and
+    evidence class."""
     out = []
-    for dev_id, kv_id in sorted({(r.row.device, catalog.dtype(r.row.kv_dtype).id) for r in results}):
+    keys = {(r.row.device, catalog.dtype(r.row.kv_dtype).id, r.row.engine) for r in results}
+    for dev_id, kv_id, engine in sorted(keys):
         device = catalog.get_device(dev_id)
-        f = ex.default_factors(device, kv_id, "any", device.scaleup_link or "")
+        f = ex.default_factors(device, kv_id, engine, device.scaleup_link or "")
         parts = [f"{name} {_quantity(v.value, v.unit)} ({v.evidence.value})" for name, v in f.items()]
-        out.append(f"#   {dev_id}, KV {kv_id}: " + ", ".join(parts))
+        out.append(f"#   {dev_id}, KV {kv_id}, {engine}: " + ", ".join(parts))
     return out
 
 
-def render(results: Sequence[Result], shown: str) -> str:
+def _split_lines(split: Mapping[tuple[str, str], Sequence[tuple[Row, float]]]) -> list[str]:
+    """The half-split check: per (device, engine), the held-out rows' errors after fitting the other half."""
+    out = ["", "calibrated on every other row of a device (kvplan.model.calibrate), the other rows predicted:"]
+    for (device, engine), errors in split.items():
+        worst = max(abs(e) for _, e in errors)
+        each = ", ".join(f"line {r.line} {e:+.1%}" for r, e in errors)
+        out.append(f"{device + '/' + engine:<18} {len(errors):>3} rows  worst |error| {worst:6.1%}  ({each})")
+    return out
+
+
+def render(results: Sequence[Result], shown: str, split: Optional[Mapping[tuple[str, str],
+                                                                          Sequence[tuple[Row, float]]]] = None) -> str:
     """The report: a header naming the command and the evidence, a line per row, then the medians."""
     lines = [f"# python bench/accuracy.py{' ' + shown if shown else ''}",
              "# bound: kvplan.model.roofline.step_time at the row's deployment, a derived lower bound (docs/model.md)",
@@ -257,6 +307,8 @@ def render(results: Sequence[Result], shown: str) -> str:
             lines.append(_summary(f"{label} {name}", [r for r in results if key(r) == name]))
     above = sum(r.bound > r.row.itl for r in results)
     lines += ["", f"bound above the measured value: {above} of {len(results)} rows (a bound must never be)"]
+    if split:
+        lines += _split_lines(split)
     return "\n".join(lines) + "\n"
 
 
@@ -281,7 +333,12 @@ def main(argv: Sequence[str]) -> int:
     if not results:
         print(f"accuracy: {path}: no rows: add at least one measurement under the header", file=sys.stderr)
         return 2
-    sys.stdout.write(render(results, argv[0] if argv else ""))
+    try:
+        split = half_split([r.row for r in results], str(path))
+    except KvplanError as e:  # the rows evaluated above; a fit that cannot run is one line too
+        print(f"accuracy: {e}", file=sys.stderr)
+        return 2
+    sys.stdout.write(render(results, argv[0] if argv else "", split))
     return 0
 
 

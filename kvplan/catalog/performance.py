@@ -22,6 +22,7 @@ FACTORS: Mapping[str, tuple[tuple[str, ...], Optional[Dim]]] = {
     "eta_compute": (("device",), None),
     "t_fixed": (("engine",), Dim.TIME),
     "collective_latency": (("link",), Dim.TIME),
+    "t_layer": (("engine",), Dim.TIME),
 }
 
 

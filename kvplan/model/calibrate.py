@@ -10,20 +10,24 @@ the profile they go in.
 The fit uses exactly kvplan.model.expected's model. Every measured time is a sum of pieces, each the larger
 of two linear forms in the unknowns
 
-    x = (1/η_w, 1/η_kv per KV dtype, 1/η_π, t_fixed, collective latency)
+    x = (1/η_w, 1/η_kv per KV dtype, 1/η_π, t_fixed, collective latency, t_layer)
 
-— a decode step is max(t_fixed + W/β·(1/η_w) + K/β·(1/η_kv) + T_comm, t_fixed + F/π·(1/η_π)), a prefill
-max(weights once/β·(1/η_w), F_prefill/π·(1/η_π)) + T_comm + t_fixed, with W, K, F the bound's terms per rank
-and T_comm = 2·L·(latency + bytes/link) on more than one rank. A kernel measurement is one piece with no max:
-kv_bytes/β_eff·(1/η_kv), β_eff the KV stream's bandwidth per rank as the bound uses it
-(kvplan.model.roofline.beta_eff for the deployment's placement; the datasheet β on a one-partition device),
-so it pins its KV dtype's η_kv and nothing else. With the branch of each max fixed, the model
-is linear in x: `fit` solves the least squares of the relative errors with numpy.linalg.lstsq, chooses the
+— a decode step is max(t_fixed + L·t_layer + W/β·(1/η_w) + K/β·(1/η_kv) + T_comm, t_fixed + L·t_layer +
+F/π·(1/η_π)), a prefill max(weights once/β·(1/η_w), F_prefill/π·(1/η_π)) + T_comm + t_fixed + L·t_layer, with
+W, K, F the bound's terms per rank, L the layers and T_comm = 2·L·(latency + bytes/link) on more than one rank.
+A kernel measurement is one piece with no max: kv_bytes/β_eff·(1/η_kv), β_eff the KV stream's bandwidth per
+rank as the bound uses it (kvplan.model.roofline.beta_eff for the deployment's placement; the datasheet β on
+a one-partition device), so it pins its KV dtype's η_kv and nothing else. With the branch of each max fixed,
+the model is linear in x: `fit` solves the least squares of the relative errors with numpy.linalg.lstsq, chooses the
 branches again at the solution and repeats until they stay (at most MAX_ROUNDS rounds). A parameter is
 determined when its unit vector lies in the row space of the design (the null space of the design does not
 touch it); one that is not (one batch and context cannot separate η_w from t_fixed), one no measurement
 depends on (no tensor-parallel run: no collective latency) and one whose fit falls outside its range (an
 η above 1: the measurements beat the bound) are left out of the profile, so kvplan uses the default.
+The per-layer times are the exception to leaving a tie unfitted: on one tensor-parallel size the collective
+latency (2·L per step) and t_layer (L) move together, and with one layer count t_layer moves with t_fixed;
+the fit then holds the collective latency, and then t_layer, at its default (HOLD_WHEN_TIED) and fits the
+rest, so the time they share is still fitted (and the profile says which one was held).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from kvplan.model.expected import (
     default_factors,
     expected_step,
     expected_ttft,
+    layer_time,
 )
 from kvplan.model.roofline import Config, beta_eff, step_time, weight_bytes_read
 from kvplan.model.tiering import prefill_flops
@@ -68,6 +73,9 @@ RANK_TOLERANCE = 1e-9
 NULL_TOLERANCE = 1e-6
 #: The kinds of measured time, as printed.
 KINDS = ("itl", "ttft", "request", "kernel")
+#: Parameters held at their defaults, in this order, while the data cannot separate them from the others: a
+#: per-layer time that moves with another fixed time is given to that one rather than left out with it.
+HOLD_WHEN_TIED = ("collective_latency", "t_layer")
 
 
 @record
@@ -146,7 +154,8 @@ def prefill_time(cfg: Config, prompts: int, prompt: int, f: Factors, link_bandwi
         return float(expected_ttft(cfg, prompt, f, link_bandwidth)["ttft"])
     coef = _prefill_terms(cfg, prompts, prompt, link_bandwidth)
     prefill = max(coef["compute"] / f.eta_compute.value, coef["weights"] / f.eta_w.value)
-    return prefill + coef["latency"] * f.collective_latency.value + coef["bytes"] + f.t_fixed.value
+    return (prefill + coef["latency"] * f.collective_latency.value + coef["bytes"] + f.t_fixed.value
+            + layer_time(cfg.model, f.t_layer.value))
 
 
 def _prefill_terms(cfg: Config, prompts: int, prompt: int, link_bandwidth: Optional[float]) -> dict[str, float]:
@@ -201,7 +210,7 @@ class _Pieces:
 
 
 def _names(kv: Sequence[str]) -> tuple[str, ...]:
-    return ("eta_w", *(f"eta_kv:{k}" for k in kv), "eta_compute", "t_fixed", "collective_latency")
+    return ("eta_w", *(f"eta_kv:{k}" for k in kv), "eta_compute", "t_fixed", "collective_latency", "t_layer")
 
 
 def _pieces(m: Measurement, kind: str, d: Deployment, names: Sequence[str]) -> _Pieces:
@@ -220,6 +229,7 @@ def _pieces(m: Measurement, kind: str, d: Deployment, names: Sequence[str]) -> _
         A, B = np.zeros((1, P)), np.zeros((1, P))
         A[0, col["eta_w"]], B[0, col["eta_compute"]] = t["weights"], t["compute"]
         A[0, col["t_fixed"]] = B[0, col["t_fixed"]] = 1.0
+        A[0, col["t_layer"]] = B[0, col["t_layer"]] = float(cfg.model.n_layers)
         A[0, col["collective_latency"]] = B[0, col["collective_latency"]] = t["latency"]
         a, b = np.array([t["bytes"]]), np.array([t["bytes"]])
     contexts = np.array([m.context]) if kind == "itl" else request_steps(m) if kind == "request" else np.zeros(0)
@@ -230,6 +240,7 @@ def _pieces(m: Measurement, kind: str, d: Deployment, names: Sequence[str]) -> _
         sa[:, col["collective_latency"]] = _collectives(cfg)
         sb[:, col["eta_compute"]] = bound["compute"]
         sa[:, col["t_fixed"]] = sb[:, col["t_fixed"]] = 1.0
+        sa[:, col["t_layer"]] = sb[:, col["t_layer"]] = float(cfg.model.n_layers)
         comm = float(all_reduce_time(cfg.model, m.batch, cfg.tp, link, 0.0))
         A, B = np.vstack([A, sa]), np.vstack([B, sb])
         a, b = np.concatenate([a, np.full(contexts.size, comm)]), np.concatenate([b, np.zeros(contexts.size)])
@@ -276,7 +287,8 @@ class Fit:
     @property
     def written(self) -> bool:
         """Whether the fit determined anything a profile can carry."""
-        return any(n in ("eta_w", "eta_compute", "t_fixed", "collective_latency") for n, _ in self.fitted) or \
+        return any(n in ("eta_w", "eta_compute", "t_fixed", "collective_latency", "t_layer")
+                   for n, _ in self.fitted) or \
             bool(self.kv_efficiency)
 
 
@@ -305,7 +317,7 @@ def _defaults(device: Device, engine: str, link: str, kv: Sequence[str]) -> tupl
     per = {k: default_factors(device, k, engine, link) for k in kv}
     f = per[kv[0]]
     x = [1.0 / f.eta_w.value, *(1.0 / per[k].eta_kv.value for k in kv), 1.0 / f.eta_compute.value,
-         f.t_fixed.value, f.collective_latency.value]
+         f.t_fixed.value, f.collective_latency.value, f.t_layer.value]
     return np.array(x), per
 
 
@@ -316,7 +328,8 @@ def _factors(x: Array, names: Sequence[str], kv: str, source: str) -> Factors:
         raw = float(x[col[name]])
         return Value(1.0 / raw if invert else raw, unit, Evidence.DERIVED, source)
     return Factors(v("eta_w", "x", True), v(f"eta_kv:{kv}", "x", True), v("eta_compute", "x", True),
-                   v("t_fixed", "s", False), v("collective_latency", "s", False), profile=source)
+                   v("t_fixed", "s", False), v("collective_latency", "s", False), v("t_layer", "s", False),
+                   profile=source)
 
 
 def _determined(M: Array) -> tuple[Array, Array]:
@@ -378,6 +391,9 @@ def _solve(pieces: Sequence[_Pieces], y: Array, names: tuple[str, ...], x_def: A
             elif ok:
                 x_new[j] = value
                 determined.add(names[j])
+        tie = _hold(names, free, known, null) if not bad else None
+        if tie is not None:
+            fixed[tie[0]], bad = tie[1], True
         new_choice = [_linear(p, x_new)[2] for p in pieces]
         settled = choice is not None and all(np.array_equal(a, b) for a, b in zip(choice, new_choice))
         x, choice = x_new, new_choice
@@ -385,6 +401,19 @@ def _solve(pieces: Sequence[_Pieces], y: Array, names: tuple[str, ...], x_def: A
             break
     D = np.array([_linear(p, x)[0] for p in pieces])
     return _Solved(names, x, frozenset(determined), fixed, D, _ties(names, free, known, null))
+
+
+def _hold(names: Sequence[str], free: Sequence[int], known: Array, null: Array) -> Optional[tuple[str, str]]:
+    """The first parameter of HOLD_WHEN_TIED the data cannot separate from another, and why it is held at its
+    default; None when there is none."""
+    ties = _ties(names, free, known, null)
+    for name in HOLD_WHEN_TIED:
+        if ties.get(name):
+            with_ = ", ".join(_shown(t) for t in ties[name])
+            return name, (f"not determined by the data: these measurements cannot separate it from {with_}; held "
+                          f"at its default so that {with_} take{'s' if len(ties[name]) == 1 else ''} the time they "
+                          "share")
+    return None
 
 
 def _ties(names: Sequence[str], free: Sequence[int], known: Array, null: Array) -> dict[str, tuple[str, ...]]:

@@ -2,17 +2,19 @@
 
 The bound (kvplan.model.roofline.step_time) assumes perfect kernels at full bandwidth. The expected step is
 
-    T_expected = t_fixed + W / (η_w · β_eff) + K / (η_kv · β_eff) + T_comm,  never below F / (η_π · π) + t_fixed
+    T_expected = t_fixed + L · t_layer + W / (η_w · β_eff) + K / (η_kv · β_eff) + T_comm,
+                 never below t_fixed + L · t_layer + F / (η_π · π)
 
 with W, K the weight and KV bytes one step reads per tensor-parallel rank (the bound's), η_w and η_kv the
 fractions of the bandwidth the weight and KV streams achieve (η_kv also pays the KV dtype's dequantization),
-η_π the achievable fraction of dense peak, t_fixed the engine's per-step overhead (launches, sampling,
-scheduling) and T_comm the tensor-parallel all-reduces: two per dense layer, each a latency plus a ring
-all-reduce of the batch's activations over the device's scale-up link. Every factor is a `Value` with its
-evidence class, from `Factors`: kvplan's defaults (kvplan.catalog.performance: reported where a public
-measurement backs them, assumed otherwise) or a calibration profile fitted to a user's measurements
-(`kvplan calibrate`). TTFT is the prefill of the prompt at η_π · π (never faster than reading the weights
-once at η_w · β), plus t_fixed and the prefill's all-reduces.
+η_π the achievable fraction of dense peak, t_fixed the engine's per-step overhead (sampling, scheduling),
+t_layer the fixed time of each of the L layers' small kernels (norms, rotary embedding, KV write, activation:
+their bytes are nothing at decode, their time is not) and T_comm the tensor-parallel all-reduces: two per
+dense layer, each a latency plus a ring all-reduce of the batch's activations over the device's scale-up link.
+Every factor is a `Value` with its evidence class, from `Factors`: kvplan's defaults (kvplan.catalog.performance:
+reported where a public measurement backs them, assumed otherwise) or a calibration profile fitted to a user's
+measurements (`kvplan calibrate`). TTFT is the prefill of the prompt at η_π · π (never faster than reading the weights
+once at η_w · β), plus t_fixed, L · t_layer and the prefill's all-reduces.
 
 Every function broadcasts over numpy arrays of batch `b` and context `s`, like kvplan.model.roofline.
 """
@@ -80,33 +82,42 @@ def all_reduce_times(model: Model, tokens: float, tp: ArrayLike, link_bandwidth:
     return out
 
 
+def layer_time(model: Model, t_layer: float) -> float:
+    """Seconds one forward pass spends on its layers' fixed per-layer cost: L · t_layer (every layer runs on
+    every step, whatever the parallelism)."""
+    return float(model.n_layers) * t_layer
+
+
 def expected_step(cfg: Config, b: ArrayLike, s: ArrayLike, f: Factors,
                   link_bandwidth: Optional[float]) -> dict[str, Array]:
-    """The expected decode step and its terms (seconds): fixed, weights, kv, comm, compute (the floor) and
-    step = max(fixed + weights + kv + comm, fixed + compute). `link_bandwidth` is the scale-up link's B/s per
-    direction that the all-reduces cross (None: latency only)."""
+    """The expected decode step and its terms (seconds): fixed, layers (L · t_layer), weights, kv, comm,
+    compute (the floor) and step = max(fixed + layers + weights + kv + comm, fixed + layers + compute).
+    `link_bandwidth` is the scale-up link's B/s per direction that the all-reduces cross (None: latency only)."""
     bound = step_time(cfg, b, s)
     t_w = bound["weights"] / f.eta_w.value
     t_kv = bound["kv"] / f.eta_kv.value
     t_comm = all_reduce_time(cfg.model, b, cfg.tp, link_bandwidth, f.collective_latency.value)
     t_comp = bound["compute"] / f.eta_compute.value
     fixed = np.full(np.shape(t_w), f.t_fixed.value)
-    memory_path = fixed + t_w + t_kv + t_comm
-    return {"fixed": fixed, "weights": t_w, "kv": t_kv, "comm": t_comm, "compute": t_comp,
-            "step": np.maximum(memory_path, fixed + t_comp)}
+    layers = np.full(np.shape(t_w), layer_time(cfg.model, f.t_layer.value))
+    memory_path = fixed + layers + t_w + t_kv + t_comm
+    return {"fixed": fixed, "layers": layers, "weights": t_w, "kv": t_kv, "comm": t_comm, "compute": t_comp,
+            "step": np.maximum(memory_path, fixed + layers + t_comp)}
 
 
 def expected_ttft(cfg: Config, prompt: ArrayLike, f: Factors, link_bandwidth: Optional[float]) -> dict[str, Array]:
     """The expected time to first token of one request of `prompt` tokens prefilled alone (seconds):
     prefill = max(F_prefill / (tp · η_π · π), weights read once / (tp · η_w · β)), plus comm (the prefill's
-    all-reduces over `prompt` tokens) and fixed; ttft = their sum."""
+    all-reduces over `prompt` tokens), fixed and layers (L · t_layer); ttft = their sum."""
     p = np.asarray(prompt, dtype=np.float64)
     compute = prefill_flops(cfg.model, p) / (cfg.tp * f.eta_compute.value * cfg.device.compute)
     weights = weight_bytes_read(cfg.model, p, cfg.w_p) / (cfg.tp * f.eta_w.value * cfg.device.bandwidth)
     prefill = np.maximum(compute, weights)
     comm = all_reduce_time(cfg.model, p, cfg.tp, link_bandwidth, f.collective_latency.value)
     fixed = np.full(p.shape, f.t_fixed.value)
-    return {"prefill": prefill, "comm": comm, "fixed": fixed, "ttft": prefill + comm + fixed}
+    layers = np.full(p.shape, layer_time(cfg.model, f.t_layer.value))
+    return {"prefill": prefill, "comm": comm, "fixed": fixed, "layers": layers,
+            "ttft": prefill + comm + fixed + layers}
 
 
 def link_bandwidth(device: Device) -> Optional[float]:
@@ -146,9 +157,10 @@ def default_factors(device: Device, kv_dtype: str, engine: str = "any", link: st
     eta_compute, _ = value("eta_compute", "x", device=device.id)
     t_fixed, _ = value("t_fixed", "s", engine=engine)
     latency, _ = value("collective_latency", "s", link=link)
-    return Factors(eta_w, eta_kv, eta_compute, t_fixed, latency)
+    t_layer, _ = value("t_layer", "s", engine=engine)
+    return Factors(eta_w, eta_kv, eta_compute, t_fixed, latency, t_layer)
 
 
 __all__ = ["ACTIVATION_WIDTH", "ALL_REDUCES_PER_LAYER", "Factors", "all_reduce_time", "all_reduce_times",
-           "default_factors", "deployment_factors", "expected_step", "expected_ttft", "link_bandwidth",
+           "default_factors", "deployment_factors", "expected_step", "expected_ttft", "layer_time", "link_bandwidth",
            "residual_width"]

@@ -21,18 +21,19 @@ class Factors:
     eta_compute: Value         # fraction of dense peak π achievable (prefill; the decode compute floor)
     t_fixed: Value             # s per step (and per prefill): launches, sampling, scheduling
     collective_latency: Value  # s per tensor-parallel all-reduce, beyond its bytes over the link
+    t_layer: Value             # s per layer per forward pass: the layer's small kernels' fixed time
     profile: str = ""
 
     def items(self) -> tuple[tuple[str, Value], ...]:
         """(name, Value) in a fixed order: what renderers print and JSON carries."""
         return (("eta_w", self.eta_w), ("eta_kv", self.eta_kv), ("eta_compute", self.eta_compute),
-                ("t_fixed", self.t_fixed), ("collective_latency", self.collective_latency))
+                ("t_fixed", self.t_fixed), ("collective_latency", self.collective_latency), ("t_layer", self.t_layer))
 
     def replaced(self, new: Mapping[str, Value], profile: Optional[str] = None) -> Factors:
         """These factors with those named in `new` replaced (and `profile`, when given)."""
         d = {**dict(self.items()), **new}
         return Factors(d["eta_w"], d["eta_kv"], d["eta_compute"], d["t_fixed"], d["collective_latency"],
-                       self.profile if profile is None else profile)
+                       d["t_layer"], self.profile if profile is None else profile)
 
     def perfect(self) -> Factors:
         """Every fraction 1 and every time 0: the factors that give the bound back."""

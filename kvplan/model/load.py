@@ -8,8 +8,8 @@ The scheduler modelled is the one vLLM and SGLang run by default, reduced to wha
   holds (it grows from n_in + 1 to n_in + n_out − 1 as it generates);
 * one prompt is prefilled at a time, first come first served, in chunks of at most `chunk` tokens, one chunk per
   iteration: a chunk of c tokens rides on the iteration's decode step and lengthens it by c/n_in · P, where P is the
-  expected prefill of the prompt alone less the per-step overhead (the step already pays t_fixed); a prompt takes
-  k = ⌈n_in / chunk⌉ iterations, and its last chunk yields the request's first token;
+  expected prefill of the prompt alone less the per-step overhead (the step already pays t_fixed and L·t_layer); a
+  prompt takes k = ⌈n_in / chunk⌉ iterations, and its last chunk yields the request's first token;
 * the iteration is the decoders' inter-token time: each generating sequence gains one token per iteration.
 
 Closed form (fluid in the decode stage, M/D/1 or D/D/1 for the prefill queue):
@@ -107,7 +107,8 @@ class Model:
         self.cfg, self.f, self.link, self.sv = cfg, f, link, sv
         self.mean_context = sv.n_in + sv.n_out / 2.0
         ttft = expected_ttft(cfg, float(sv.n_in), f, link)
-        self.prefill = float(ttft["ttft"]) - f.t_fixed.value  # P: what the chunks add to the steps they ride on
+        # P: what the chunks add to the steps they ride on (the step already pays t_fixed and L · t_layer)
+        self.prefill = float(ttft["ttft"]) - f.t_fixed.value - float(ttft["layers"])
         self.chunks = math.ceil(sv.n_in / sv.chunk)
 
     def step(self, n: npt.ArrayLike) -> npt.NDArray[np.float64]:

@@ -2,7 +2,7 @@
 
 A profile is the TOML file `kvplan calibrate` writes and `--calibration FILE` / `calibration = "FILE"` reads:
 a `[profile]` table and one `[[fit]]` table per (device, engine) the measurements covered, each with the
-factors the data determined (η_w, t_fixed, the collective latency, η_π) and a `[fit.kv_efficiency]` table per
+factors the data determined (η_w, t_fixed, the collective latency, t_layer, η_π) and a `[fit.kv_efficiency]` table per
 KV dtype. `load_profile` reads one (through kvplan.base.files: a regular file, bounded, UTF-8) and refuses
 anything else with the file, line and column; `factors` lays a profile's fit over kvplan's defaults.
 
@@ -37,11 +37,11 @@ else:  # pragma: no cover - exercised on 3.10 only
 ENGINES = ("vllm", "sglang", "trtllm", "any")
 #: The keys each table takes.
 PROFILE_KEYS = ("name", "inputs")
-FIT_KEYS = ("device", "engine", "eta_w", "t_fixed", "collective_latency", "eta_compute", "points", "rms_error",
-            "kv_efficiency")
+FIT_KEYS = ("device", "engine", "eta_w", "t_fixed", "collective_latency", "t_layer", "eta_compute", "points",
+            "rms_error", "kv_efficiency")
 TOP_KEYS = ("profile", "fit")
 _FRACTIONS = ("eta_w", "eta_compute")
-_TIMES = ("t_fixed", "collective_latency", "rms_error")
+_TIMES = ("t_fixed", "collective_latency", "t_layer", "rms_error")
 
 
 class ProfileError(KvplanError):
@@ -58,6 +58,7 @@ class Fit:
     t_fixed: Optional[float] = None             # seconds
     collective_latency: Optional[float] = None  # seconds
     eta_compute: Optional[float] = None
+    t_layer: Optional[float] = None             # seconds per layer per forward pass
     kv_efficiency: tuple[tuple[str, float], ...] = ()
     points: Optional[int] = None
     rms_error: Optional[float] = None           # seconds
@@ -285,7 +286,8 @@ def factors(profile: Optional[Profile], device: str, kv_dtype: str, engine: str,
         gap = f"; {profile.path} has no [[fit]] for {device} (engine {engine}): kvplan's default"
         return defaults.replaced({k: attrs.evolve(v, source=v.source + gap) for k, v in defaults.items()})
     out: dict[str, Value] = {}
-    for key, unit in (("eta_w", "x"), ("eta_compute", "x"), ("t_fixed", "s"), ("collective_latency", "s")):
+    for key, unit in (("eta_w", "x"), ("eta_compute", "x"), ("t_fixed", "s"), ("collective_latency", "s"),
+                      ("t_layer", "s")):
         got = getattr(fit, key)
         if got is not None:
             out[key] = _calibrated(profile, fit, key, float(got), unit)

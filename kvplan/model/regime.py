@@ -355,12 +355,14 @@ def expected_results(cfg: rf.Config, batch: int, context: int, f: ex.Factors) ->
     t = {k: _scalar(v) for k, v in ex.expected_step(cfg, batch, context, f, link).items()}
     ttft = {k: _scalar(v) for k, v in ex.expected_ttft(cfg, context, f, link).items()}
     return [
-        ("step_time_expected", derived(t["step"], "s", "T = max(t_fixed + W/(η_w·β_eff) + K/(η_kv·β_eff) + "
-                                                       f"T_comm, t_fixed + F/(η_π·π)) (docs/expected.md): {words}")),
+        ("step_time_expected", derived(t["step"], "s", "T = max(t_fixed + L·t_layer + W/(η_w·β_eff) + "
+                                                       "K/(η_kv·β_eff) + T_comm, t_fixed + L·t_layer + F/(η_π·π)) "
+                                                       f"(docs/expected.md): {words}")),
         ("step_time_expected_comm", derived(t["comm"], "s", f"T_comm: 2 all-reduces per layer ({link_words})")),
         ("throughput_expected", derived(batch / t["step"], "tok/s", "b / T_expected")),
-        ("ttft_expected", derived(ttft["ttft"], "s", "max(F_prefill/(tp·η_π·π), W/(tp·η_w·β)) + T_comm + t_fixed, "
-                                                    f"one prompt of the workload's context, {context:,} tokens "
+        ("ttft_expected", derived(ttft["ttft"], "s", "max(F_prefill/(tp·η_π·π), W/(tp·η_w·β)) + T_comm + t_fixed "
+                                                    "+ L·t_layer, one prompt of the workload's context, "
+                                                    f"{context:,} tokens "
                                                     f"(docs/expected.md): {words}")),
     ]
 

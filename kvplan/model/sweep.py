@@ -287,7 +287,8 @@ COLUMNS: tuple[Column, ...] = (
            source="weight-bound below s*, capacity-bound above s_cap, KV-bound between (docs/model.md §6)"),
     Column("step_time_s", "number", "s", "derived", "T_step ≥ max(M/β_eff, F/π) over tp ranks (docs/model.md §4, §7)"),
     Column("step_time_expected_s", "number", "s", "derived",
-           "T_expected = max(t_fixed + W/(η_w·β_eff) + K/(η_kv·β_eff) + T_comm, t_fixed + F/(η_π·π)) at kvplan's "
+           "T_expected = max(t_fixed + L·t_layer + W/(η_w·β_eff) + K/(η_kv·β_eff) + T_comm, "
+           "t_fixed + L·t_layer + F/(η_π·π)) at kvplan's "
            "default factors for the device, KV dtype and engine, or the calibration profile's (docs/expected.md)"),
     Column("throughput_tok_s", "number", "tok/s", "derived", "b / T_step"),
     Column("speedup_vs_bf16", "number", "x", "derived",

@@ -622,15 +622,16 @@ def _metrics(cfg: rf.Config, b: int, s: int, reserves: memory.Reserves, replicas
     layers = int(memory.stage_layers(cfg.model, cfg.pp))
     return Metrics(
         step_time=derived(step, "s", "T_step ≥ max(M/β_eff, F/π) (docs/model.md §4)"),
-        step_time_expected=derived(step_exp, "s", "max(t_fixed + W/(η_w·β_eff) + K/(η_kv·β_eff) + T_comm, t_fixed + "
-                                                  f"F/(η_π·π)) (docs/expected.md): {words}"),
+        step_time_expected=derived(step_exp, "s", "max(t_fixed + L·t_layer + W/(η_w·β_eff) + K/(η_kv·β_eff) + T_comm, "
+                                                  f"t_fixed + L·t_layer + F/(η_π·π)) (docs/expected.md): {words}"),
         throughput=derived(replicas * b / step, "tok/s", "b / T_step" if replicas == 1 else
                            f"replicas · b / T_step ({replicas} replicas, pin.replicas)"),
         throughput_expected=derived(replicas * b / step_exp, "tok/s", per.replace("T", "T_expected")),
         ttft=derived(ttft, "s", f"TTFT ≥ max(F_prefill/(tp·π), W/(tp·β)): one prompt of the context, {s:,} tokens "
                                 "(docs/expected.md)"),
-        ttft_expected=derived(ttft_exp, "s", "max(F_prefill/(tp·η_π·π), W/(tp·η_w·β)) + T_comm + t_fixed: one "
-                                             f"prompt of the context, {s:,} tokens (docs/expected.md): {words}"),
+        ttft_expected=derived(ttft_exp, "s", "max(F_prefill/(tp·η_π·π), W/(tp·η_w·β)) + T_comm + t_fixed + "
+                                             f"L·t_layer: one prompt of the context, {s:,} tokens (docs/expected.md): "
+                                             f"{words}"),
         kv_bytes=derived(kv, "B", "b·B_kv(s)·(w_q/w_kv)·r·(1+φ)/σ (docs/model.md §3)"),
         weight_bytes=derived(weights, "B", "P·w_p" if cfg.model.weight_bytes is None
                              else "the checkpoint's weight bytes (docs/weights.md)"),

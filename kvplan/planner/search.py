@@ -147,7 +147,7 @@ def _expected(model: Model, device: Device, grid_dtypes: Sequence[str], tp: Arra
     eta_w = np.array([x.eta_w.value for x in f])
     eta_kv = np.array([x.eta_kv.value for x in f])
     eta_c = np.array([x.eta_compute.value for x in f])
-    fixed = np.array([x.t_fixed.value for x in f])
+    fixed = np.array([x.t_fixed.value + ex.layer_time(model, x.t_layer.value) for x in f])  # + L · t_layer
     lat = np.array([x.collective_latency.value for x in f])
     comm_b = ex.all_reduce_times(model, batch, tp, link, lat)
     comm_s = ex.all_reduce_times(model, context, tp, link, lat)

@@ -19,7 +19,7 @@ from kvplan.model.calibrate import Fit
 from kvplan.render.common import table
 
 #: The profile keys of the fitted parameters, in the order a [[fit]] writes them, with the unit a time takes.
-PROFILE_KEYS = (("eta_w", ""), ("t_fixed", "ms"), ("collective_latency", "us"), ("eta_compute", ""))
+PROFILE_KEYS = (("eta_w", ""), ("t_fixed", "ms"), ("collective_latency", "us"), ("t_layer", "us"), ("eta_compute", ""))
 
 
 def _num(x: float) -> str:

@@ -21,7 +21,7 @@ from kvplan.model import roofline as rf
 from tests.paths import DATA, ROOT
 
 GOOD = DATA / "profiles" / "h100-vllm.toml"
-FACTORS = ("eta_w", "eta_kv", "eta_compute", "t_fixed", "collective_latency")
+FACTORS = ("eta_w", "eta_kv", "eta_compute", "t_fixed", "collective_latency", "t_layer")
 
 
 def run(*args: str) -> Any:
@@ -59,7 +59,8 @@ def test_map_expected_step_is_the_formula_at_the_printed_factors() -> None:
     k = res["kv_bytes_read"]["value"] / 2
     link = catalog.get_link("nvlink4").bandwidth
     comm = 2 * m.n_layers * (f["collective_latency"] + 2 * (2 - 1) / 2 * 8 * m.n_q * m.head_dim * 2 / link)
-    want = f["t_fixed"] + w / (f["eta_w"] * d.bandwidth) + k / (f["eta_kv"] * d.bandwidth) + comm
+    fixed = f["t_fixed"] + m.n_layers * f["t_layer"]
+    want = fixed + w / (f["eta_w"] * d.bandwidth) + k / (f["eta_kv"] * d.bandwidth) + comm
     assert res["step_time_expected"]["value"] == pytest.approx(want, rel=1e-9)
     assert res["step_time_expected_comm"]["value"] == pytest.approx(comm, rel=1e-9)
 

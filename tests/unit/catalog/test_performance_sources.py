@@ -36,3 +36,27 @@ def test_an_uncited_device_and_the_other_factors_stay_assumed() -> None:
     for name in ("kv_efficiency", "t_fixed", "collective_latency", "eta_compute"):
         d = performance.factor(name, kv="int4", engine="vllm", link="nvlink4", device="h100-sxm")
         assert d.table == "defaults" and d.source == "" and d.note.startswith("assumed"), name
+
+
+def test_vllms_t_layer_is_its_sources_kernel_time_times_the_kernels_it_counts() -> None:
+    # the source names a measured time per kernel call and the kernels a dense layer runs: the default is their
+    # product, recomputed here from the figures in the text (not a figure fitted to tests/data/measured)
+    f = performance.factor("t_layer", engine="vllm")
+    assert (f.table, f.note.startswith("reported")) == ("engine.vllm", True)
+    assert "vllm-project/vllm pull request #36899" in f.source
+    assert re.search(r"vllm-project/vllm@[0-9a-f]{40}:vllm/model_executor/models/llama\.py", f.source)
+    m = re.search(r"(\d+) x ([\d.]+) us = ([\d.]+) us", f.source)
+    assert m, f.source
+    kernels, per_call, stated = int(m[1]), float(m[2]), float(m[3])
+    assert f"takes {m[2]} us per call" in f.source
+    named = ("input_layernorm", "rotary_emb", "post_attention_layernorm", "SiluAndMul", "write_to_paged_cache")
+    assert kernels == len(named) and all(k in f.source for k in named)
+    assert f.value == pytest.approx(stated * 1e-6, rel=1e-12)
+    assert stated == round(kernels * per_call, 1)
+
+
+def test_t_layer_of_an_engine_without_a_kernel_measurement_is_an_assumed_zero() -> None:
+    for engine in ("any", "sglang", "trtllm", "lmdeploy"):
+        f = performance.factor("t_layer", engine=engine)
+        assert (f.table, f.source, f.value) == ("defaults", "", 0.0)
+        assert f.note.startswith("assumed")

@@ -70,7 +70,7 @@ def test_the_fit_recovers_eta_kv_from_the_benchmarks_file(module: ModuleType, tm
     assert dict(fit.fitted)["eta_kv:fp8"].value == pytest.approx(ETA_KV, rel=1e-9)
     eta_w = default_factors(catalog.get_device("h100-sxm"), "fp8", "any").eta_w.value
     assert dict(fit.kv_efficiency)["fp8"].value == pytest.approx(ETA_KV / eta_w, rel=1e-9)
-    assert {n for n, _ in fit.left_out} == {"eta_w", "eta_compute", "t_fixed", "collective_latency"}
+    assert {n for n, _ in fit.left_out} == {"eta_w", "eta_compute", "t_fixed", "collective_latency", "t_layer"}
 
 
 def test_kernel_and_itl_rows_of_one_file_fit_together(module: ModuleType, tmp_path: Path) -> None:

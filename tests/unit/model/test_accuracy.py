@@ -91,11 +91,12 @@ def test_the_bound_of_one_row_by_hand() -> None:
     assert r.expected > r.bound
 
 
-@pytest.mark.xfail(strict=True, reason="measured: the default factors' median |error| is 24.2% on the 22 rows "
-                   "(a100-80g 6.8%, h100-sxm 17.3%, h200 24.8%, mi300x 48.2%), optimistic on every row; "
-                   "`python bench/accuracy.py`, docs/expected.md")
 def test_the_default_models_median_error_is_below_20_percent() -> None:
+    # measured with `python bench/accuracy.py` (docs/expected.md): 10.1% on the 22 rows (a100-80g 6.3%, h100-sxm
+    # 6.6%, h200 13.7%, mi300x 27.4%), optimistic on every row. The defaults are cited measurements or named
+    # assumptions, none fitted to this set (kvplan/catalog/performance.toml; tests/unit/catalog)
     assert acc.median_abs([r.expected_error for r in RESULTS]) < 0.20
+    assert all(r.expected < r.row.itl for r in RESULTS)  # still below every measurement: no default overshoots
 
 
 def test_the_report_names_its_command_and_is_the_same_every_time(capsys: pytest.CaptureFixture[str]) -> None:
@@ -105,7 +106,9 @@ def test_the_report_names_its_command_and_is_the_same_every_time(capsys: pytest.
     assert capsys.readouterr().out == first
     assert first.startswith("# python bench/accuracy.py\n")
     assert "bound above the measured value: 0 of 22 rows" in first
-    assert re.search(r"^all rows\s+22 rows  median \|error\|: bound\s+[\d.]+%, expected\s+24\.2%", first, re.M)
+    assert re.search(r"^all rows\s+22 rows  median \|error\|: bound\s+[\d.]+%, expected\s+10\.1%", first, re.M)
+    assert "#   h100-sxm, KV bf16, vllm: " in first and "t_layer 34.5 us (reported)" in first
+    assert re.search(r"^mi300x/vllm\s+4 rows  worst \|error\|\s+9\.4%", first, re.M)
 
 
 HEADER = "model,device,devices,tensor_parallel,weights,kv_dtype,batch,context,itl_ms\n"
@@ -169,18 +172,26 @@ def _half_split_errors() -> dict[tuple[str, str], list[float]]:
             base = default_factors(dep.cfg.device, m.kv_dtype, m.engine, dep.link)
             f = Factors(fitted.get("eta_w", base.eta_w), fitted.get(f"eta_kv:{m.kv_dtype}", base.eta_kv),
                         fitted.get("eta_compute", base.eta_compute), fitted.get("t_fixed", base.t_fixed),
-                        fitted.get("collective_latency", base.collective_latency))
+                        fitted.get("collective_latency", base.collective_latency), fitted.get("t_layer", base.t_layer))
             assert m.itl_s is not None
             errors.append(cal.expected_time(m, "itl", dep, f) / m.itl_s - 1)
         out[key] = errors
     return out
 
 
-@pytest.mark.xfail(strict=True, reason="measured: on mi300x/vllm (8 rows, TP8, FP8) the fit on 4 rows determines "
-                                       "only kv_efficiency and predicts the other 4 at -40.7%, -5.7%, -31.4% and "
-                                       "-19.5%; a100-80g/lmdeploy predicts its 2 at -6.2% and -1.3%")
 def test_calibrating_on_half_of_a_devices_rows_predicts_the_other_half_within_10_percent() -> None:
+    # measured: mi300x/vllm (8 rows, TP8, FP8) fits η_w, η_kv and t_fixed on 4 rows (the collective latency and
+    # t_layer held: one TP size and two layer counts cannot separate them) and predicts the other 4 at -4.2%,
+    # +9.4%, -3.3% and -6.6%; its η_kv (kv_efficiency 0.055) carries the batch-proportional time the model has
+    # no other term for, so it is a fitted number, not a KV bandwidth (docs/expected.md). a100-80g/lmdeploy
+    # predicts its 2 at -6.2% and -1.3%. h100-sxm and h200 have 3 rows each, too few to split.
     errors = _half_split_errors()
+    assert set(errors) == {("a100-80g", "any"), ("mi300x", "vllm")}
+    # bench/accuracy.py prints the same check (its own code path: the profile reader's replaced())
+    printed = acc.half_split(ROWS, str(SET))
+    assert set(printed) == set(errors)
+    for key, want in errors.items():
+        assert [e for _, e in printed[key]] == pytest.approx(want, rel=1e-12), key
     assert errors, "no device has 4 rows of one engine"
     worst = {k: max(abs(e) for e in v) for k, v in errors.items()}
     assert all(w <= 0.10 for w in worst.values()), worst

@@ -16,7 +16,7 @@ from kvplan.model import roofline as rf
 from kvplan.model.tiering import prefill_flops
 
 TRUTH = {"eta_w": 0.8, "eta_kv:bf16": 0.7, "eta_kv:fp8": 0.6, "eta_compute": 0.45, "t_fixed": 2e-3,
-         "collective_latency": 15e-6}
+         "collective_latency": 15e-6, "t_layer": 20e-6}
 
 
 def factors(kv: str, **over: float) -> ex.Factors:
@@ -25,7 +25,7 @@ def factors(kv: str, **over: float) -> ex.Factors:
     def a(v: float, unit: str) -> Value:
         return Value(v, unit, Evidence.ASSUMED, "test")
     return ex.Factors(a(t["eta_w"], "x"), a(t[f"eta_kv:{kv}"], "x"), a(t["eta_compute"], "x"),
-                      a(t["t_fixed"], "s"), a(t["collective_latency"], "s"))
+                      a(t["t_fixed"], "s"), a(t["collective_latency"], "s"), a(t["t_layer"], "s"))
 
 
 def measured(m: cal.Measurement, **over: float) -> cal.Measurement:
@@ -76,15 +76,17 @@ def test_a_compute_bound_step_takes_the_compute_branch() -> None:
 
 def test_request_latencies_fit_the_prefill_and_every_decode_step() -> None:
     ms = []
-    for (model, tp), (b, inp, out) in itertools.product((("llama-3-8b", 1), ("llama-3-70b", 2), ("llama-3-70b", 4)),
-                                                        ((1, 128, 64), (8, 1_024, 128), (32, 4_096, 32),
-                                                         (4, 16_000, 16))):
+    # two layer counts on one rank (32, 40) separate t_fixed from t_layer; 80 layers on 2 and 4 ranks the
+    # collective latency (no step here is compute-bound, whose branch would pay t_layer and not the latency)
+    layouts = (("llama-3-8b", 1), ("llama-2-13b", 1), ("llama-3-70b", 2), ("llama-3-70b", 4))
+    for (model, tp), (b, inp, out) in itertools.product(layouts, ((1, 128, 64), (8, 1_024, 128), (32, 4_096, 32),
+                                                                  (4, 16_000, 16))):
         m = cal.Measurement(model, "h100-sxm", tp, tp, "", "bf16", "vllm", b, inp + out / 2, None,
                             request_s=1.0, input_len=inp, output_len=out, prefill_prompts=b)
         ms.append(measured(m))
     (fit,) = cal.fit(ms, "p.toml")
     got = dict(fit.fitted)
-    for name in ("eta_w", "eta_kv:bf16", "eta_compute", "t_fixed", "collective_latency"):
+    for name in ("eta_w", "eta_kv:bf16", "eta_compute", "t_fixed", "collective_latency", "t_layer"):
         assert got[name].value == pytest.approx(TRUTH[name], rel=1e-9), name
 
 
@@ -104,11 +106,11 @@ def test_one_prompt_prefills_as_expected_ttft_and_a_batch_as_the_sum_of_its_flop
     one = cal.prefill_time(cfg, 1, 2_000, f, link)
     assert one == pytest.approx(float(ex.expected_ttft(cfg, 2_000, f, link)["ttft"]), rel=1e-12)
     # independently: 4 prompts are 4 × the FLOPs of one over tp ranks at η_π·π, the weights read once,
-    # two all-reduces per layer of all 8,000 tokens' activations
+    # two all-reduces per layer of all 8,000 tokens' activations, t_fixed and 80 layers' t_layer
     compute = 4 * float(prefill_flops(m, 2_000)) / (2 * 0.45 * d.compute)
     hidden = m.n_q * m.head_dim
     comm = 2 * m.n_layers * (15e-6 + 2 * (2 - 1) / 2 * 8_000 * hidden * 2 / link)
-    assert cal.prefill_time(cfg, 4, 2_000, f, link) == pytest.approx(compute + comm + 2e-3, rel=1e-12)
+    assert cal.prefill_time(cfg, 4, 2_000, f, link) == pytest.approx(compute + comm + 2e-3 + 80 * 20e-6, rel=1e-12)
 
 
 def test_one_model_on_one_rank_cannot_separate_eta_w_from_t_fixed() -> None:
@@ -129,11 +131,40 @@ def test_one_model_on_one_rank_cannot_separate_eta_w_from_t_fixed() -> None:
     assert fit.written
 
 
+def test_on_one_tensor_parallel_size_the_collective_latency_is_held_and_t_layer_fitted() -> None:
+    """On 2 ranks every step pays 2·L all-reduces and L layers: the latency and t_layer move together. The fit
+    holds the latency at its default and fits t_layer (three layer counts separate it from t_fixed and η_w),
+    and says so; the measurements are made at that default latency, so t_layer comes back exactly."""
+    default = ex.default_factors(catalog.get_device("h100-sxm"), "bf16", "vllm", "nvlink4").collective_latency
+    ms = [m for m in grid(layouts=(("llama-3-8b", 2), ("llama-2-13b", 2), ("llama-3-70b", 2)), kvs=("bf16",),
+                          collective_latency=default.value) if m.batch < 256]
+    ms = [attrs.evolve(m, ttft_s=None) for m in ms]
+    (fit,) = cal.fit(ms, "p.toml")
+    got, left = dict(fit.fitted), dict(fit.left_out)
+    assert set(got) == {"eta_w", "eta_kv:bf16", "t_fixed", "t_layer"}
+    for name in got:
+        assert got[name].value == pytest.approx(TRUTH[name], rel=1e-9), name
+    assert "cannot separate it from t_layer" in left["collective_latency"]
+    assert "held at its default" in left["collective_latency"]
+    assert fit.rms.value < 1e-12
+
+
+def test_one_layer_count_holds_t_layer_at_its_default() -> None:
+    """One model on one rank: t_fixed and L·t_layer are one constant per step. t_layer is held at its default;
+    η_w and t_fixed stay tied to each other (the weights are the same on every step) and are left out as before."""
+    ms = [attrs.evolve(m, ttft_s=None) for m in grid(layouts=(("llama-3-8b", 1),), kvs=("bf16",)) if m.batch < 256]
+    (fit,) = cal.fit(ms, "p.toml")
+    left = dict(fit.left_out)
+    assert "held at its default" in left["t_layer"] and "t_fixed" in left["t_layer"]
+    assert set(dict(fit.fitted)) == {"eta_kv:bf16"} and {"eta_w", "t_fixed"} <= set(left)
+
+
 def test_one_measurement_determines_nothing() -> None:
     ms = [measured(cal.Measurement("llama-3-8b", "h100-sxm", 1, 1, "", "bf16", "vllm", 8, 4_000, 1.0))]
     (fit,) = cal.fit(ms, "p.toml")
     assert fit.fitted == () and fit.kv_efficiency == () and not fit.written
-    assert [n for n, _ in fit.left_out] == ["eta_w", "eta_kv:bf16", "eta_compute", "t_fixed", "collective_latency"]
+    assert [n for n, _ in fit.left_out] == ["eta_w", "eta_kv:bf16", "eta_compute", "t_fixed", "collective_latency",
+                                            "t_layer"]
 
 
 def test_a_fraction_above_one_is_left_out_and_the_rest_refitted() -> None:

@@ -46,7 +46,7 @@ def test_kernel_rows_alone_give_eta_kv_exactly_and_leave_the_rest_out() -> None:
     assert eff["bf16"].value == pytest.approx(0.8123456789 / default_w, rel=1e-9)
     assert eff["fp8"].value == pytest.approx(0.7012345678 / default_w, rel=1e-9)
     left = dict(fit.left_out)
-    assert set(left) == {"eta_w", "eta_compute", "t_fixed", "collective_latency"}
+    assert set(left) == {"eta_w", "eta_compute", "t_fixed", "collective_latency", "t_layer"}
     assert all("attention kernel alone" in why for why in left.values())
     assert fit.written and fit.points == 2
     assert [r.kind for r in fit.residuals] == ["kernel", "kernel"]

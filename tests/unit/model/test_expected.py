@@ -13,10 +13,10 @@ from kvplan.model.tiering import prefill_flops
 
 
 def _factors(eta_w: float = 0.8, eta_kv: float = 0.6, eta_c: float = 0.5, fixed: float = 1e-3,
-             lat: float = 1e-5) -> ex.Factors:
+             lat: float = 1e-5, layer: float = 0.0) -> ex.Factors:
     def a(v: float, unit: str) -> Value:
         return Value(v, unit, Evidence.ASSUMED, "test")
-    return ex.Factors(a(eta_w, "x"), a(eta_kv, "x"), a(eta_c, "x"), a(fixed, "s"), a(lat, "s"))
+    return ex.Factors(a(eta_w, "x"), a(eta_kv, "x"), a(eta_c, "x"), a(fixed, "s"), a(lat, "s"), a(layer, "s"))
 
 
 def test_the_expected_step_is_the_formula_of_spec_10() -> None:
@@ -77,3 +77,30 @@ def test_the_vectorized_all_reduces_are_the_scalar_ones_element_by_element() -> 
             got = ex.all_reduce_times(m, tokens, tp, link, lat)
             want = [float(ex.all_reduce_time(m, tokens, int(t), link, la)) for t, la in zip(tp, lat)]
             assert got.tolist() == want  # the same arithmetic, bit for bit
+
+
+def test_every_layer_adds_t_layer_to_the_step_and_the_ttft_on_both_branches() -> None:
+    # L · t_layer is paid by every forward pass: the memory path and the compute floor of the step, and the TTFT
+    m, d = catalog.get_model("llama-3-70b"), catalog.get_device("h100-sxm")
+    cfg = rf.Config(m, d, n_devices=2)
+    base, layered = _factors(), _factors(layer=30e-6)
+    extra = m.n_layers * 30e-6  # 80 layers × 30 µs = 2.4 ms
+    for b, s in ((8, 4500), (4096, 16)):  # memory-bound, then compute-bound
+        a = ex.expected_step(cfg, b, s, base, 450e9)
+        z = ex.expected_step(cfg, b, s, layered, 450e9)
+        assert float(z["layers"]) == pytest.approx(extra, rel=1e-12) and float(a["layers"]) == 0.0
+        assert float(z["step"]) - float(a["step"]) == pytest.approx(extra, rel=1e-9)
+    compute_bound = ex.expected_step(cfg, 4096, 16, layered, 450e9)
+    assert float(compute_bound["step"]) == pytest.approx(1e-3 + extra + float(compute_bound["compute"]), rel=1e-12)
+    t0 = ex.expected_ttft(cfg, 2000, base, 450e9)
+    t1 = ex.expected_ttft(cfg, 2000, layered, 450e9)
+    assert float(t1["ttft"]) - float(t0["ttft"]) == pytest.approx(extra, rel=1e-9)
+
+
+def test_vllms_default_t_layer_is_reported_and_any_engines_is_an_assumed_zero() -> None:
+    d = catalog.get_device("h100-sxm")
+    vllm, any_ = ex.default_factors(d, "bf16", "vllm", "nvlink4"), ex.default_factors(d, "bf16", "any", "nvlink4")
+    assert (vllm.t_layer.value, vllm.t_layer.evidence) == (pytest.approx(34.5e-6), Evidence.REPORTED)
+    assert "pull request #36899" in vllm.t_layer.source
+    assert (any_.t_layer.value, any_.t_layer.evidence) == (0.0, Evidence.ASSUMED)
+    assert [k for k, _ in vllm.items()][-1] == "t_layer"

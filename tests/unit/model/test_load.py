@@ -71,3 +71,13 @@ def test_inputs_the_model_cannot_take_are_clear_errors(dep, sv: load.Service) ->
     cfg, f, link = dep
     with pytest.raises(KvplanError):
         load.solve(cfg, f, link, sv)
+
+
+def test_a_chunk_adds_the_prefill_without_the_per_step_and_per_layer_costs_the_step_pays(dep) -> None:
+    # P is the prompt's expected prefill less t_fixed and L · t_layer: a chunk rides on a forward pass that
+    # already pays both, so vLLM's t_layer (34.5 µs × 32 layers) must not change P
+    cfg, f, link = dep
+    vllm = ex.default_factors(cfg.device, "bf16", "vllm", "")
+    assert vllm.t_layer.value > 0 and f.t_layer.value == 0
+    sv = load.Service(1.0, 1024, 128, 512)
+    assert load.Model(cfg, vllm, link, sv).prefill == pytest.approx(load.Model(cfg, f, link, sv).prefill, rel=1e-12)

@@ -54,6 +54,7 @@ def test_factors_override_what_the_fit_determined() -> None:
     assert f.profile == "h100-vllm"
     assert (f.eta_w.value, f.eta_compute.value) == (0.87, 0.55)
     assert f.t_fixed.value == pytest.approx(1.2e-3) and f.collective_latency.value == pytest.approx(12e-6)
+    assert f.t_layer.value == pytest.approx(25e-6)
     assert f.eta_kv.value == pytest.approx(0.87 * 0.93)  # η_kv = η_w × kv_efficiency
     for name, v in f.items():
         assert v.evidence is Evidence.DERIVED, name
@@ -87,7 +88,7 @@ def test_a_calibrated_step_follows_the_fitted_factors() -> None:
     cfg = rf.Config(m, d, w_kv=1.0)
     f = ex.deployment_factors(d, "fp8", "vllm", pr.load_profile(str(GOOD)))
     bound = rf.step_time(cfg, 8, 4096)
-    want = 1.2e-3 + float(bound["weights"]) / 0.87 + float(bound["kv"]) / (0.87 * 0.93)
+    want = 1.2e-3 + 32 * 25e-6 + float(bound["weights"]) / 0.87 + float(bound["kv"]) / (0.87 * 0.93)
     assert float(ex.expected_step(cfg, 8, 4096, f, ex.link_bandwidth(d))["step"]) == pytest.approx(want, rel=1e-12)
 
 

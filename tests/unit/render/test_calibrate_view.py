@@ -17,8 +17,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-FIT_KEYS = {"device", "engine", "eta_w", "t_fixed", "collective_latency", "eta_compute", "points", "rms_error",
-            "kv_efficiency"}
+FIT_KEYS = {"device", "engine", "eta_w", "t_fixed", "collective_latency", "t_layer", "eta_compute", "points",
+            "rms_error", "kv_efficiency"}
 
 
 def _seconds(raw: object) -> float:
@@ -38,7 +38,7 @@ def check_format(text: str) -> dict[str, object]:
         for key in ("eta_w", "eta_compute", *(f"kv_efficiency.{k}" for k in f.get("kv_efficiency", {}))):
             value = f["kv_efficiency"][key.split(".")[1]] if "." in key else f.get(key)
             assert value is None or 0 < value <= 1, (key, value)
-        for key in ("t_fixed", "collective_latency", "rms_error"):
+        for key in ("t_fixed", "collective_latency", "t_layer", "rms_error"):
             assert key not in f or _seconds(f[key]) >= 0
     return doc
 
@@ -56,6 +56,7 @@ def test_the_profile_holds_each_fitted_factor_to_12_digits() -> None:
     assert _seconds(f["t_fixed"]) == pytest.approx(TRUTH["t_fixed"], rel=1e-9)
     assert f["t_fixed"].endswith(" ms") and f["collective_latency"].endswith(" us")
     assert _seconds(f["collective_latency"]) == pytest.approx(TRUTH["collective_latency"], rel=1e-9)
+    assert f["t_layer"].endswith(" us") and _seconds(f["t_layer"]) == pytest.approx(TRUTH["t_layer"], rel=1e-9)
     assert f["kv_efficiency"] == pytest.approx({"bf16": 0.7 / 0.8, "fp8": 0.6 / 0.8}, rel=1e-9)
     assert view.profile([fit], ["runs.csv"], "out/h100.toml") == text  # deterministic
 
