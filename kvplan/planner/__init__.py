@@ -33,7 +33,7 @@ from kvplan.model.footprint import KvFactors, fragmentation, kappa, kv_bytes_per
 from kvplan.model.regime import cap_value, devices_for_weights, over_cap_value, weights_unheld_note, widest_tp
 from kvplan.model.scenario import DeviceCount, Pin, PinValue, Scenario
 from kvplan.model.tiering import DEFAULT_PREFILL_EFFICIENCY, fetch_time, prefill_time
-from kvplan.planner import search, service
+from kvplan.planner import cost, search, service
 from kvplan.planner.decisions import build_decisions
 from kvplan.planner.plan import ByteFactors, Change, MapNumbers, Metrics, Plan, Rejection, Suggestion, TierPlan, Unmet
 from kvplan.planner.rules import RULES, Rule, SearchView
@@ -180,7 +180,7 @@ def plan(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DE
                            runtime_reserve=runtime_reserve, suggest=suggest, rules=rules)
 
     if sc.rate is None:
-        return at(sc)
+        return cost.priced(at(sc))
     p, fig = _settle(sc, at)
     n = p.n_devices * 2
     # devices = auto or <= N: the fewest devices (doubling) on which the rate has a steady state
@@ -192,8 +192,8 @@ def plan(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DE
         n *= 2
     short = service.unmet(fig)
     assumptions = p.assumptions + ((fig.chunk,) if fig.chunk.evidence.value == "assumed" else ())
-    return attrs.evolve(p, load=fig, unmet=p.unmet + ((short,) if short else ()), assumptions=assumptions,
-                        feasible=p.feasible and short is None)
+    return cost.priced(attrs.evolve(p, load=fig, unmet=p.unmet + ((short,) if short else ()),
+                                    assumptions=assumptions, feasible=p.feasible and short is None))
 
 
 def _settle(sc: Scenario, at: Callable[[Scenario], Plan]) -> tuple[Plan, service.LoadFigures]:
