@@ -672,7 +672,6 @@ class _Checker:
         quality = self._quality(sections.get("quality"), spans, notes)
         slo = self._slo(sections.get("slo"), spans)
         calibration = self._calibration(top.get("calibration"), spans)
-        price = self._price(top.get("price"), spans)
         pins = self._pins(sections.get("pin"), spans, devices, placement, top)
         # a pin stands in for the deployment setting it fixes: the default it replaces is no assumption
         for key in ("devices", "placement"):
@@ -684,12 +683,9 @@ class _Checker:
             self._missing_workload(dep, where)
             return []
         combos = self._workload(workload, dep.name, notes)
-        unpriced = (objective == "cheapest" and price is None and device is not None
-                    and device.device.price_per_hour is None)
-        if unpriced and device is not None:
-            self._cheapest_needs_price(top["objective"], device.device)
+        price = self._priced(top, spans, objective, device)
         if None in (model, device, weights, devices, placement, engine, objective, quality, slo, combos) or (
-                calibration is False or price is False or unpriced):
+                calibration is False or price is False):
             return []
         assert model and device and weights and devices and placement and engine and objective
         assert quality is not None and slo is not None and combos is not None
@@ -735,13 +731,20 @@ class _Checker:
                              hi=catalog.MAX_PRICE_PER_HOUR, what="price", why=_LIMIT)
         return False if value is None else value
 
-    def _cheapest_needs_price(self, e: Entry, device: Device) -> None:
-        """`objective = cheapest` with neither a `price` in the deployment nor one in the device's catalog entry."""
-        where = "has no catalog price" if device.id in catalog.devices() else "is a device block, which has no price"
-        self.report(codes.MISSING_KEY, f"objective = cheapest needs a price per device-hour: device `{device.id}` "
+    def _priced(self, top: Mapping[str, Entry], spans: dict[str, Span], objective: Optional[str],
+                device: Optional[_Device]) -> Union[float, None, bool]:
+        """The deployment's `price` (_price), and False where `objective = cheapest` has neither it nor a catalog
+        price for the device to rank plans by (reported at the objective)."""
+        price = self._price(top.get("price"), spans)
+        if objective != "cheapest" or price is not None or device is None or device.device.price_per_hour is not None:
+            return price
+        e, d = top["objective"], device.device
+        where = "has no catalog price" if d.id in catalog.devices() else "is a device block, which has no price"
+        self.report(codes.MISSING_KEY, f"objective = cheapest needs a price per device-hour: device `{d.id}` "
                     f"{where}", e.value.span if e.value is not None else e.span,
                     help="write the price you pay in the deployment, e.g. `price = 2.50 USD/h` (per device-hour; "
                          "docs/language.md), or choose another objective")
+        return False
 
     def _sections(self, dep: DeploymentDecl, where: str) -> dict[str, Block]:
         """The deployment's blocks by name; an unknown or a second block of a name is reported."""
