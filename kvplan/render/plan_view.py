@@ -154,6 +154,10 @@ def _cost_text(p: Plan) -> list[str]:
     width = max(len(label) for label, _ in rows)
     for label, v in rows:
         out.append(f"  {label.ljust(width)}  {v.human:>22}  ({v.evidence.value})")
+    good = cost.at_goodput(p)
+    if good is not None and good.rate is not None and good.per_million_input is not None:
+        out.extend(_wrap(f"at goodput ({good.rate.human}): $/1M input tokens {_v(good.per_million_input)}, "
+                         f"$/1M output tokens {_v(good.per_million_output)}", "  ", "    "))
     out.extend(_wrap(f"price source: {c.price.source}", "  ", "    "))
     return out
 
@@ -162,7 +166,8 @@ def _cost_json(p: Plan) -> dict[str, object]:
     """The plan's cost figures, or why there are none (`absent`: how to give a price)."""
     if p.cost is None:
         return {"absent": cost.no_price(p.scenario)}
-    return dict(p.cost.items())
+    good = cost.at_goodput(p)
+    return {**dict(p.cost.items()), **({"at_goodput": dict(good.items())} if good is not None else {})}
 
 
 def _engines_text(p: Plan) -> list[str]:

@@ -208,3 +208,11 @@ def test_cheapest_differs_from_fastest_and_its_plan_is_the_cheapest_per_output_t
     assert cheap.cost is not None and fast.cost is not None
     assert cheap.cost.per_million_output.value < fast.cost.per_million_output.value
     assert math.isfinite(cheap.cost.per_million_output.value)
+
+
+def test_cheapest_at_a_declared_rate_is_the_least_dollars_per_hour_as_fewest_devices_ranks() -> None:
+    top = "  devices = <= 8\n"
+    cheap = plan(_scenario(workload=RATE, top=top + "  objective = cheapest\n"))
+    fewest = plan(_scenario(workload=RATE, top=top))
+    assert cheap.choices == fewest.choices
+    assert cheap.cost is not None and fewest.cost is not None and cheap.cost.hourly == fewest.cost.hourly
