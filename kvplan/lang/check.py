@@ -743,7 +743,10 @@ class _Checker:
         self.report(codes.MISSING_KEY, f"objective = cheapest needs a price per device-hour: device `{d.id}` "
                     f"{where}", e.value.span if e.value is not None else e.span,
                     help="write the price you pay in the deployment, e.g. `price = 2.50 USD/h` (per device-hour; "
-                         "docs/language.md), or choose another objective")
+                         "docs/language.md), or choose another objective",
+                    # a price is the user's to give: the only edit offered is the other objective's
+                    fixes=[fx.replace(e.value.span, "fewest-devices", "objective = fewest-devices")
+                           if e.value is not None else None])
         return False
 
     def _sections(self, dep: DeploymentDecl, where: str) -> dict[str, Block]:

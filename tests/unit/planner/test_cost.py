@@ -166,6 +166,8 @@ def test_the_price_is_not_in_the_digest() -> None:
 def test_cheapest_without_a_price_is_an_error_at_the_objective() -> None:
     errors = _errors(_spec(device="b200", top="  objective = cheapest\n"))
     assert len(errors) == 1 and errors[0].startswith("KV104 6:15 objective = cheapest needs a price"), errors
+    [d] = check_source(_spec(device="b200", top="  objective = cheapest\n"), "t.kvp").diagnostics
+    assert [f.title for f in d.fixes] == ["objective = fewest-devices"]  # no price is invented for the user
     assert _errors(_spec(device="b200", top="  objective = cheapest\n  price = 5 USD/h\n")) == []
     assert _errors(_spec(device="h100-sxm", top="  objective = cheapest\n")) == []  # the catalog's
 
