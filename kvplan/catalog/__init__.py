@@ -12,6 +12,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import sys
 from typing import Mapping, Optional, Sequence, TypeVar, Union
 
@@ -206,6 +207,11 @@ class Device:
     confidence: str = "V"
     note: str = ""
     fp4: bool = False        # FP4 formats in hardware (NVFP4 KV needs them)
+    #: A public on-demand list price, USD per device-hour (docs/catalog.md, "Prices"), with the page it is
+    #: cited from and the date it was read (YYYY-MM-DD); None where no price was cited: kvplan never invents one.
+    price_per_hour: Optional[float] = None
+    price_source: str = ""
+    price_date: str = ""
 
     @property
     def partition_bandwidth(self) -> float:
@@ -347,6 +353,7 @@ def links() -> Mapping[str, Link]:
 def devices() -> Mapping[str, Device]:
     out = {}
     for did, e in _load_toml("devices.toml").items():
+        price, price_source, price_date = _price(e, did)
         out[did] = Device(
             id=did, name=_text(e, "name", did),
             memory=_q(e, "memory", Dim.BYTES, did),
@@ -360,8 +367,35 @@ def devices() -> Mapping[str, Device]:
             source=_text(e, "source", did, ""), confidence=_text(e, "confidence", did, "V"),
             note=_text(e, "note", did, ""),
             fp4=bool(e.get("fp4", False)),
+            price_per_hour=price, price_source=price_source, price_date=price_date,
         )
     return out
+
+
+#: The most a catalog or spec price may be, USD per device-hour: far above any list price, low enough that
+#: every cost figure stays finite (kvplan's limit, docs/catalog.md).
+MAX_PRICE_PER_HOUR = 1e4
+
+
+def _price(e: CatalogEntry, did: str) -> tuple[Optional[float], str, str]:
+    """A device's price fields: none, or all three (price_per_hour in USD per device-hour above 0, its source
+    and its date as YYYY-MM-DD): a price without its citation is refused."""
+    keys = ("price_per_hour", "price_source", "price_date")
+    given = [k for k in keys if k in e]
+    if not given:
+        return None, "", ""
+    if len(given) < len(keys):
+        missing = ", ".join(k for k in keys if k not in e)
+        raise CatalogError(f"{did}: a price needs price_per_hour, price_source and price_date; {missing} missing",
+                           help="cite the page the price is from and the date it was read, or remove the price")
+    price = _float(e, "price_per_hour", did)
+    date = _text(e, "price_date", did)
+    if not 0 < price <= MAX_PRICE_PER_HOUR:
+        raise _wrong(did, "price_per_hour", e["price_per_hour"], f"USD per device-hour above 0, at most "
+                                                                 f"{MAX_PRICE_PER_HOUR:,.0f}")
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", date):
+        raise _wrong(did, "price_date", date, "a date YYYY-MM-DD")
+    return price, _text(e, "price_source", did), date
 
 
 def model_from_entry(mid: str, e: CatalogEntry) -> Model:

@@ -60,7 +60,7 @@ LANGUAGE_VERSION = 1
 PLACEMENTS = ("auto", "striped", "pinned", "affinity")
 BUDGETS = ("lossless", "near-lossless", "moderate", "aggressive")
 EVICTION = ("allowed", "forbidden")
-OBJECTIVES = ("fewest-devices", "fastest", "most-headroom")
+OBJECTIVES = ("fewest-devices", "fastest", "most-headroom", "cheapest")
 REGIMES = ("weight-bound", "kv-bound", "capacity-bound")
 TIERS = ("none", "host", "peer", "ssd", "remote")
 PIN_PLACEMENTS = ("striped", "pinned", "affinity")
@@ -72,7 +72,7 @@ ENGINE_PINS = ("memory_fraction", "max_batched_tokens", "replicas", "attention_d
 LAYOUT_PINS = ("tensor_parallel", "pipeline_parallel")
 # Keys each place admits. Sections of a deployment are blocks, everything else `key = value`.
 DEPLOYMENT_KEYS = ("model", "checkpoint", "weights", "device", "devices", "placement", "engine", "objective",
-                   "calibration")
+                   "calibration", "price")
 SECTION_KEYS: Mapping[str, tuple[str, ...]] = {
     "workload": ("batch", "context", "rate", "input", "output", "prefix", "fanout", "reuse", "max_context"),
     "quality": ("budget", "eviction", "min_retention"),
@@ -103,6 +103,8 @@ _COMPARISONS = ("==", "<=", ">=", "<", ">")
 REQUEST_RATE_UNITS = {"/s": 1.0, "req/s": 1.0, "/min": 1 / 60, "req/min": 1 / 60}
 #: The largest request rate a workload may declare (kvplan's limit, docs/language.md).
 _MAX_RATE = 1e6
+#: Units of a price (`price = 2.50 USD/h`): US dollars per device-hour (docs/language.md, kvplan.planner.cost).
+PRICE_UNITS = {"USD/h": 1.0, "USD/hr": 1.0, "USD/hour": 1.0}
 #: Each workload key: (dim, unit table, integer, low, high).
 _WORKLOAD_FIELDS: Mapping[str, tuple[Dim, Optional[Mapping[str, float]], bool, float, Optional[float]]] = {
     "batch": (Dim.COUNT, _COUNT, True, 1, limits.MAX_BATCH),
@@ -681,8 +683,9 @@ class _Checker:
             self._missing_workload(dep, where)
             return []
         combos = self._workload(workload, dep.name, notes)
+        price = self._priced(top, spans, objective, device)
         if None in (model, device, weights, devices, placement, engine, objective, quality, slo, combos) or (
-                calibration is False):
+                calibration is False or price is False):
             return []
         assert model and device and weights and devices and placement and engine and objective
         assert quality is not None and slo is not None and combos is not None
@@ -702,8 +705,49 @@ class _Checker:
                 int(values["input"] + values["output"]) if "rate" in values else None,
                 rate=values.get("rate"), input_tokens=int(values["input"]) if "input" in values else None,
                 output_tokens=int(values["output"]) if "output" in values else None,
+                price=price if isinstance(price, float) else None,
             ))
         return out
+
+    def _price(self, e: Optional[Entry], spans: dict[str, Span]) -> Union[float, None, bool]:
+        """`price = 2.50 USD/h`: US dollars per device-hour, overriding the catalog's (kvplan.planner.cost); None
+        when not written, False when it is wrong (reported: a bare number, another unit, out of range)."""
+        if e is None:
+            return None
+        spans["price"] = e.span
+        node = self._scalar(e, "deployment")
+        if node is None:
+            return False
+        if isinstance(node, Quantity) and node.unit not in PRICE_UNITS:
+            got = f"a plain number {node.text}" if not node.unit else f"`{node.unit}`"
+            example = f"{node.text[: len(node.text) - len(node.unit)].strip()} USD/h"
+            self.report(codes.WRONG_DIMENSION if not node.unit else codes.UNKNOWN_UNIT,
+                        f"price takes US dollars per device-hour, got {got}",
+                        node.unit_span if node.unit else node.span,
+                        help=f"write `price = {example}` ({', '.join(PRICE_UNITS)})",
+                        fixes=[fx.replace(node.span, example, f"price = {example}")])
+            return False
+        value = self._number(node, "price", Dim.NUMBER, PRICE_UNITS, lo=0, lo_open=True,
+                             hi=catalog.MAX_PRICE_PER_HOUR, what="price", why=_LIMIT)
+        return False if value is None else value
+
+    def _priced(self, top: Mapping[str, Entry], spans: dict[str, Span], objective: Optional[str],
+                device: Optional[_Device]) -> Union[float, None, bool]:
+        """The deployment's `price` (_price), and False where `objective = cheapest` has neither it nor a catalog
+        price for the device to rank plans by (reported at the objective)."""
+        price = self._price(top.get("price"), spans)
+        if objective != "cheapest" or price is not None or device is None or device.device.price_per_hour is not None:
+            return price
+        e, d = top["objective"], device.device
+        where = "has no catalog price" if d.id in catalog.devices() else "is a device block, which has no price"
+        self.report(codes.MISSING_KEY, f"objective = cheapest needs a price per device-hour: device `{d.id}` "
+                    f"{where}", e.value.span if e.value is not None else e.span,
+                    help="write the price you pay in the deployment, e.g. `price = 2.50 USD/h` (per device-hour; "
+                         "docs/language.md), or choose another objective",
+                    # a price is the user's to give: the only edit offered is the other objective's
+                    fixes=[fx.replace(e.value.span, "fewest-devices", "objective = fewest-devices")
+                           if e.value is not None else None])
+        return False
 
     def _sections(self, dep: DeploymentDecl, where: str) -> dict[str, Block]:
         """The deployment's blocks by name; an unknown or a second block of a name is reported."""
@@ -1332,7 +1376,7 @@ SYNONYMS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     "prefix_caching": {"yes": ("on",), "enabled": ("on",), "enable": ("on",), "no": ("off",),
                        "disabled": ("off",), "disable": ("off",)},
     "placement": {"stripe": ("striped",), "interleaved": ("striped",), "pin": ("pinned",)},
-    "objective": {"fewest": ("fewest-devices",), "cheapest": ("fewest-devices",), "fast": ("fastest",),
+    "objective": {"fewest": ("fewest-devices",), "cheap": ("cheapest",), "fast": ("fastest",),
                   "latency": ("fastest",), "headroom": ("most-headroom",)},
     "regime": {"memory-bound": ("weight-bound", "kv-bound"), "bandwidth-bound": ("weight-bound", "kv-bound"),
                "oom": ("capacity-bound",), "capacity": ("capacity-bound",)},

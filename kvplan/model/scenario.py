@@ -94,6 +94,9 @@ class Scenario:
     #: lengths); None for the batch form.
     input_tokens: Optional[int] = None
     output_tokens: Optional[int] = None
+    #: `price`: US dollars per device-hour as the spec writes it (an input, assumed), overriding the device's
+    #: catalog price; None when not written (kvplan.planner.cost).
+    price: Optional[float] = None
 
     @property
     def context_bound(self) -> int:

@@ -33,7 +33,7 @@ from kvplan.model.footprint import KvFactors, fragmentation, kappa, kv_bytes_per
 from kvplan.model.regime import cap_value, devices_for_weights, over_cap_value, weights_unheld_note, widest_tp
 from kvplan.model.scenario import DeviceCount, Pin, PinValue, Scenario
 from kvplan.model.tiering import DEFAULT_PREFILL_EFFICIENCY, fetch_time, prefill_time
-from kvplan.planner import search, service
+from kvplan.planner import cost, search, service
 from kvplan.planner.decisions import build_decisions
 from kvplan.planner.plan import ByteFactors, Change, MapNumbers, Metrics, Plan, Rejection, Suggestion, TierPlan, Unmet
 from kvplan.planner.rules import RULES, Rule, SearchView
@@ -180,7 +180,7 @@ def plan(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DE
                            runtime_reserve=runtime_reserve, suggest=suggest, rules=rules)
 
     if sc.rate is None:
-        return at(sc)
+        return cost.priced(at(sc))
     p, fig = _settle(sc, at)
     n = p.n_devices * 2
     # devices = auto or <= N: the fewest devices (doubling) on which the rate has a steady state
@@ -192,8 +192,8 @@ def plan(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DE
         n *= 2
     short = service.unmet(fig)
     assumptions = p.assumptions + ((fig.chunk,) if fig.chunk.evidence.value == "assumed" else ())
-    return attrs.evolve(p, load=fig, unmet=p.unmet + ((short,) if short else ()), assumptions=assumptions,
-                        feasible=p.feasible and short is None)
+    return cost.priced(attrs.evolve(p, load=fig, unmet=p.unmet + ((short,) if short else ()),
+                                    assumptions=assumptions, feasible=p.feasible and short is None))
 
 
 def _settle(sc: Scenario, at: Callable[[Scenario], Plan]) -> tuple[Plan, service.LoadFigures]:
@@ -409,19 +409,22 @@ def _rejected_by(ev: Evaluated, i: int, rule: str) -> bool:
 
 
 def _choose(sc: Scenario, ev: Evaluated, kept: _Filtered, min_gain: float) -> int:
-    """The chosen candidate by the objective, and why each other one lost (into `ev.reject`)."""
+    """The chosen candidate by the objective, and why each other one lost (into `ev.reject`). `cheapest` at a
+    declared rate is the least $/hour, the fewest devices: every plan that carries the rate serves the same tokens
+    (docs/planner.md)."""
     want = slos(sc)
+    objective = "fewest-devices" if sc.objective == "cheapest" and sc.rate is not None else sc.objective
     if kept.yielded:
         pool = kept.feasible or kept.fitting
         best = min(pool, key=lambda i: (search.slo_violation(ev, i, want), ev.lossy[i], ev.n[i],
                                         ev.step_exp[i], i))
     elif kept.feasible:
-        best = search.objective_order(ev, kept.feasible, sc.objective)[0]
-        if sc.objective != "most-headroom":
+        best = search.objective_order(ev, kept.feasible, objective)[0]
+        if objective != "most-headroom":
             best = search.relax_to_less_lossy(ev, best, kept.feasible, min_gain)
     elif kept.fitting:
         best = min(kept.fitting, key=lambda i: (search.slo_violation(ev, i, want),
-                                                *search.objective_order(ev, [i], sc.objective)))
+                                                *search.objective_order(ev, [i], objective)))
     else:
         # nothing fits: the closest candidate, among those no binding rule removed (a rule that
         # yields to capacity, R3, does not bind here); read from each rejection's rule before fit took over
@@ -429,7 +432,7 @@ def _choose(sc: Scenario, ev: Evaluated, kept: _Filtered, min_gain: float) -> in
         best = min(rule_ok, key=lambda i: (ev.n[i] * (ev.need_dev[i] - ev.usable_dev[i]), ev.lossy[i], i))
     for i in range(len(ev)):
         if i != best and ev.reject[i] is None:
-            ev.reject[i] = search.compare_reason(ev, i, best, sc.objective)
+            ev.reject[i] = search.compare_reason(ev, i, best, objective)
     return best
 
 

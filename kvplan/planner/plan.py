@@ -120,6 +120,25 @@ class LoadFigures(_Figures):
     chunk: Value
     saturated: bool
     binding: str
+    #: P, seconds: one prompt's expected prefill less t_fixed (kvplan.model.load.Load.chunk_time), per second of
+    #: rate λ·P of the engine's time; not printed, the cost split reads it (kvplan.planner.cost).
+    prefill_time: float = 0.0
+
+
+@record(kw_only=True)
+class CostFigures(_Figures):
+    """What a plan costs (kvplan.planner.cost, docs/service.md "Cost"): the price of a device-hour, the devices paid
+    for, the deployment's $/hour, and $/1M tokens: for a request workload at a rate (the declared one, or any other
+    kvplan.planner.cost.at_rate is asked for), output and input split by the engine's time shares; for the batch
+    form, output tokens at the plan's expected throughput. A figure past saturation is absent (Value.absent)."""
+
+    price: Value                               # USD/h per device: the spec's (assumed) or the catalog's (reported)
+    devices: Value                             # devices × replicas: what is paid for
+    hourly: Value                              # USD/h of the deployment
+    rate: Optional[Value] = None               # the request rate the figures are at (request workloads)
+    prefill_share: Optional[Value] = None      # λ·P per replica: the engine's time spent prefilling
+    per_million_input: Optional[Value] = None  # request workloads only: the batch form has no prompts at a rate
+    per_million_output: Value
 
 
 @record
@@ -247,6 +266,9 @@ class Plan:
     expected_factors: Numbers = ()
     #: A request workload's service figures (`workload { rate = ... }`); None for the batch form.
     load: Optional[LoadFigures] = None
+    #: What the plan costs (kvplan.planner.cost); None where no price is known (the spec's `price`, else the
+    #: device's catalog price). Not in the digest: it guards the engine configuration, which no price changes.
+    cost: Optional[CostFigures] = None
 
     def metric(self, key: str) -> Value:
         """A metric by its label, for a name the user wrote (`expect { step_time < 30ms }`); KeyError
@@ -332,6 +354,9 @@ _DIGESTS: dict[int, str] = {}
 
 #: Catalog fields that are prose, not inputs: editing them does not change a plan.
 _PROSE = frozenset({"name", "source", "note", "confidence", "aliases", "hf_ids"})
+#: A device's price (kvplan.planner.cost): an input of the cost figures, which are not in the digest, never of the
+#: engine configuration the digest guards; an objective it changes (`cheapest`) changes `choices`, which are.
+_PRICE = frozenset({"price_per_hour", "price_source", "price_date"})
 #: Catalog fields that are inputs only when set (a model's exact weight bytes): absent, the record is as before.
 _WHEN_SET = frozenset({"weight_bytes"})
 
@@ -364,7 +389,7 @@ def _record(obj: Union[Model, Device, Dtype, Link, None]) -> Optional[dict[str, 
         return None
     out: dict[str, Any] = {}
     for k, v in attrs.asdict(obj, recurse=False).items():
-        if k in _PROSE or (k in _WHEN_SET and v is None):
+        if k in _PROSE or k in _PRICE or (k in _WHEN_SET and v is None):
             continue
         out[k] = (list(v) if isinstance(v, tuple) else _record(v) if attrs.has(type(v)) else _num(v))
     return out

@@ -226,6 +226,8 @@ def objective_order(ev: Evaluated, idx: Sequence[int], objective: str) -> list[i
             return (ev.step_exp[i], ev.n[i], ev.lossy[i], i)
         if objective == "most-headroom":
             return (-ev.headroom[i], ev.n[i], ev.lossy[i], i)
+        if objective == "cheapest":  # one price per device: $/1M output tokens ∝ devices × expected step / batch
+            return (ev.n[i] * ev.step_exp[i], ev.n[i], ev.lossy[i], i)
         return (ev.n[i], ev.step_exp[i], ev.lossy[i], i)  # fewest-devices
 
     return sorted(idx, key=key)
@@ -283,6 +285,10 @@ def compare_reason(ev: Evaluated, i: int, best: int, objective: str) -> Rejectio
 def _compare_words(ev: Evaluated, i: int, best: int, objective: str) -> str:
     if ev.n[i] > ev.n[best] and objective == "fewest-devices":
         return f"needs {int(ev.n[i])} devices where {int(ev.n[best])} suffice"
+    dearer = ev.n[i] * ev.step_exp[i] / (ev.n[best] * ev.step_exp[best])
+    if objective == "cheapest" and dearer > 1 + 1e-9:
+        return (f"dearer: {dearer:.3g}x the cost per output token (devices × expected step: {int(ev.n[i])} × "
+                f"{ev.step_exp[i] * 1e3:.4g} ms vs {int(ev.n[best])} × {ev.step_exp[best] * 1e3:.4g} ms)")
     if ev.step_exp[i] > ev.step_exp[best] * (1 + 1e-9):
         return (f"slower: expected step {ev.step_exp[i] * 1e3:.4g} ms vs {ev.step_exp[best] * 1e3:.4g} ms "
                 f"(bound {ev.step[i] * 1e3:.4g} ms vs {ev.step[best] * 1e3:.4g} ms)")

@@ -111,7 +111,7 @@ def figures(p: Plan, ld: load.Load, per_seq: float, limit: float, ch: Value) -> 
         kv_bytes_mean=d(ld.running * per_seq, "B", "running sequences × KV of one at the mean context"),
         kv_bytes_tail=d(ld.running * per_seq * ld.tail_context / ld.mean_context, "B",
                         "running sequences × KV of one at the tail context (all at their last token)"),
-        chunk=ch, saturated=ld.saturated, binding=ld.binding,
+        chunk=ch, saturated=ld.saturated, binding=ld.binding, prefill_time=ld.chunk_time,
     )
 
 

@@ -6,6 +6,7 @@ KV bytes, ridge points and per-partition bandwidth are `derived` from them.
 
 from __future__ import annotations
 
+import textwrap
 from typing import Optional, Sequence
 
 from kvplan import catalog
@@ -148,7 +149,14 @@ def devices(items: Sequence[Device], fmt: str) -> str:
              _fabric_text(d), d.confidence] for d in ordered]
     head = ["id", "memory", "HBM BW", "BF16 TFLOP/s", "ridge FLOP/B", "parts", "BW/part", "fabric",
             "conf"]
-    return table(head, rows, right=(1, 2, 3, 4, 5, 6)) + "\n" + DEVICES_LEGEND
+    prices = [line for d in ordered if d.price_per_hour is not None
+              for line in textwrap.wrap(f"{d.id}: {d.price_per_hour:g} USD/h, read {d.price_date}: {d.price_source}",
+                                        100, initial_indent="  ", subsequent_indent="    ", break_long_words=False,
+                                        break_on_hyphens=False)]
+    return (table(head, rows, right=(1, 2, 3, 4, 5, 6)) + "\n" + DEVICES_LEGEND
+            + ("prices (reported: public on-demand list prices, USD per device-hour, with the page read and\n"
+               "its date; a device not listed has none, and a spec gives one: `price = 2.50 USD/h`):\n"
+               + "\n".join(prices) + "\n" if prices else ""))
 
 
 def _rep(x: float, unit: str, source: str) -> Value:
@@ -179,6 +187,8 @@ def _device_json(d: Device) -> dict[str, object]:
         "sm_count": d.sm_count,
         "host_link": d.host_link, "scaleup_link": d.scaleup_link,
         "confidence": d.confidence, "source": d.source, "note": d.note,
+        "price_per_hour": None if d.price_per_hour is None else reported(d.price_per_hour, "USD/h", d.price_source),
+        "price_date": d.price_date or None,
     }
 
 

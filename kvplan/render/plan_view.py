@@ -6,7 +6,7 @@ import textwrap
 from typing import Sequence, Union
 
 from kvplan.base.evidence import Value, to_jsonable
-from kvplan.planner import per_engine
+from kvplan.planner import cost, per_engine
 from kvplan.planner.plan import Decision, Plan, Rejection
 from kvplan.planner.rules import RULES
 from kvplan.render.common import dump_json
@@ -89,7 +89,7 @@ def _text_one(p: Plan) -> list[str]:
         out.append(f"  {label.ljust(width)}  {v.human:>12}  {base[k].human:>12}  ({v.evidence.value})")
     sp = p.metrics.speedup
     out.append(f"  {'speedup'.ljust(width)}  {sp.human:>12}  {'1x':>12}  ({sp.evidence.value})")
-    out.extend([*_load_text(p), "", "byte factors (footprint = 16-bit KV × combined)"])
+    out.extend([*_load_text(p), *_cost_text(p), "", "byte factors (footprint = 16-bit KV × combined)"])
     out.extend(_pairs(p.byte_factors.items(), "  "))
     if p.expected_factors:
         out.append("")
@@ -135,6 +135,41 @@ def _load_text(p: Plan) -> list[str]:
     return out
 
 
+#: How the text output names the cost figures.
+_COST_LABELS = {"hourly": "deployment $/hour", "per_million_input": "$/1M input tokens",
+                "per_million_output": "$/1M output tokens", "price": "price per device-hour",
+                "devices": "devices paid for"}
+
+
+def _cost_text(p: Plan) -> list[str]:
+    """What the plan costs (kvplan.planner.cost), each figure with its evidence, the price with its own and its
+    source; without a price, the one line that says how to give one."""
+    c = p.cost
+    if c is None:
+        return [""] + _wrap(f"cost: {cost.no_price(p.scenario)}", "")
+    at = ("at the declared rate; the engine's time split into prefill and decode by the load model's shares"
+          if c.rate is not None else "at the plan's expected throughput")
+    out = [""] + _wrap(f"cost (docs/service.md): {at}", "")
+    rows = [(_COST_LABELS.get(k, k.replace("_", " ")), v) for k, v in c.items()]
+    width = max(len(label) for label, _ in rows)
+    for label, v in rows:
+        out.append(f"  {label.ljust(width)}  {v.human:>22}  ({v.evidence.value})")
+    good = cost.at_goodput(p)
+    if good is not None and good.rate is not None and good.per_million_input is not None:
+        out.extend(_wrap(f"at goodput ({good.rate.human}): $/1M input tokens {_v(good.per_million_input)}, "
+                         f"$/1M output tokens {_v(good.per_million_output)}", "  ", "    "))
+    out.extend(_wrap(f"price source: {c.price.source}", "  ", "    "))
+    return out
+
+
+def _cost_json(p: Plan) -> dict[str, object]:
+    """The plan's cost figures, or why there are none (`absent`: how to give a price)."""
+    if p.cost is None:
+        return {"absent": cost.no_price(p.scenario)}
+    good = cost.at_goodput(p)
+    return {**dict(p.cost.items()), **({"at_goodput": dict(good.items())} if good is not None else {})}
+
+
 def _engines_text(p: Plan) -> list[str]:
     """`engine = any`: each engine's own plan beside the spec's, as `kvplan emit` writes its target."""
     if not p.engines:
@@ -168,6 +203,7 @@ def plan_payload(p: Plan) -> dict[str, object]:
         "byte_factors": dict(p.byte_factors.items()), "expected_factors": dict(p.expected_factors),
         **({"load": {**dict(p.load.items()), "saturated": p.load.saturated, "binding": p.load.binding}}
            if p.load is not None else {}),
+        "cost": _cost_json(p),
         "tier": {"tier": p.tier.tier, "link": p.tier.link, "bytes": p.tier.bytes,
                  "prefill_time": p.tier.prefill_time, "fetch_time": p.tier.fetch_time},
         "decisions": [_decision_json(d) for d in p.decisions],
@@ -273,6 +309,11 @@ def index_markdown(p: Plan) -> str:
     if p.load is not None:  # a request workload (docs/service.md)
         out += ["", "| service (load model) | value |", "|---|---|"]
         out += [f"| {k.replace('_', ' ')} | {_md_value(v)} |" for k, v in p.load.items()]
+    if p.cost is not None:  # a price is known (kvplan.planner.cost)
+        out += ["", "| cost | value |", "|---|---|"]
+        out += [f"| {_COST_LABELS.get(k, k.replace('_', ' '))} | {_md_value(v)} |" for k, v in p.cost.items()]
+    else:
+        out += ["", f"Cost: {cost.no_price(p.scenario)}."]
     if p.unmet:
         out += ["", "## Unmet", ""]
         for u in p.unmet:
