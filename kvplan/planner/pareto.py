@@ -127,8 +127,8 @@ def _refuse_rate(sc: Scenario) -> None:
         raise KvplanError(
             f"scenario {sc.name}: kvplan pareto takes the batch form of a workload (batch, context); a request "
             "workload's batch comes from the load model on each layout, so one front has no single batch",
-            help="write the batch advise derives (kvplan advise prints it under `service`) and the context as "
-                 "`batch = N  context = S`", span=sc.spans.get("workload.rate"))
+            help="write the batch kvplan advise derives (its `service` block) and the mean context, input + "
+                 "output/2, as `batch` and `context`", span=sc.spans.get("workload.rate"))
 
 
 def _pins(sc: Scenario, cands: Candidates, i: int) -> tuple[tuple[str, str], ...]:

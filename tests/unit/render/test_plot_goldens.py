@@ -1,5 +1,6 @@
 """Golden images, one per kind of figure kvplan draws: the regime map (`kvplan map --plot`), the roofline
-(`kvplan map --roofline`) and the report's picture of a plan (kvplan.render.report).
+(`kvplan map --roofline`), the report's picture of a plan (kvplan.render.report) and the Pareto front (`kvplan
+pareto --plot`).
 
 Each is drawn to PNG at its fixed size and DPI, in DejaVu Sans (it ships with matplotlib), on the Agg
 canvas, with no date or software stamp, and compared with tests/data/golden/plots/ by
@@ -25,7 +26,7 @@ import pytest
 from kvplan import catalog
 from kvplan.lang import check_file
 from kvplan.model import roofline as rf
-from kvplan.planner import plans_for
+from kvplan.planner import pareto, plans_for
 from kvplan.render import plot, report
 from tests.paths import DATA, ROOT
 
@@ -54,7 +55,13 @@ def _report(path: Path) -> None:
     plot.draw_regime_map(cfg, picture, path)
 
 
-KINDS: dict[str, Callable[[Path], None]] = {"regime-map": _map, "roofline": _roofline, "report-regime-map": _report}
+def _pareto(path: Path) -> None:
+    (sc,) = check_file(str(ROOT / "examples/w2-batch32.kvp")).scenarios
+    plot.pareto_figure(pareto.front(sc), path)
+
+
+KINDS: dict[str, Callable[[Path], None]] = {"regime-map": _map, "roofline": _roofline, "report-regime-map": _report,
+                                            "pareto": _pareto}
 
 
 @pytest.fixture(autouse=True)
