@@ -159,9 +159,16 @@ def _point(sc: Scenario, cands: Candidates, i: int) -> Point:
         per_user_bound=derived(1.0 / t, "tok/s", "1 / T_step: the bound's"),
         per_device=derived(sc.batch / (t_exp * n), "tok/s", f"{per}, T = T_expected"),
         per_device_bound=derived(sc.batch / (t * n), "tok/s", f"{per}, T = T_step (the bound)"),
-        costs=(("devices", derived(float(n * k), "devices", "devices × replicas" if k > 1 else "the plan's devices")),),
+        costs=_costs(sc, n),
         pins=_pins(sc, cands, i),
     )
+
+
+def _costs(sc: Scenario, n: int) -> tuple[tuple[str, Value], ...]:
+    """A point's costs, by name, each a column of every format: the devices it takes. A price per million
+    output tokens (the catalog's $/hour over the point's tokens/s) is the next entry once devices have prices."""
+    k = sc.replicas
+    return (("devices", derived(float(n * k), "devices", "devices × replicas" if k > 1 else "the plan's devices")),)
 
 
 def front(sc: Scenario, **overrides: Unpack[Overrides]) -> Front:
@@ -191,7 +198,7 @@ def front(sc: Scenario, **overrides: Unpack[Overrides]) -> Front:
 
 
 def _why_none(cands: Candidates) -> str:
-    """Why nothing is feasible, in the words of the first candidate's rejection (the planner's)."""
+    """Why nothing is feasible: the causes of the planner's rejections (fit, rule, slo, layout)."""
     ev = cands.evaluated
     causes = sorted({r.cause for r in ev.reject if r is not None})
     return ("no candidate passes the rules, fits and meets the SLOs (rejected for: " + ", ".join(causes) + "); "

@@ -16,11 +16,12 @@ from kvplan.planner.pareto import Front, Point
 from kvplan.render.common import dump_json, table
 
 WIDTH = 100
-#: The CSV's columns; the units are in the names (tok/s, s), every number derived (docs/cli.md, `kvplan pareto`).
-CSV_COLUMNS = ("scenario", "point", "front", "beaten_by", "kv_dtype", "retention", "devices", "tensor_parallel",
-               "pipeline_parallel", "placement", "tokens_per_s_per_user", "tokens_per_s_per_user_bound",
-               "tokens_per_s_per_device", "tokens_per_s_per_device_bound", "step_time_expected_s", "step_time_s",
-               "cost_devices", "advise_chooses")
+#: The CSV's columns before the costs; then one `cost_<name>` column per cost of the points (`cost_devices`). The
+#: units are in the names (tok/s, s), every number derived (docs/cli.md, `kvplan pareto`).
+CSV_COLUMNS = ("scenario", "point", "front", "beaten_by", "advise_chooses", "kv_dtype", "retention", "devices",
+               "tensor_parallel", "pipeline_parallel", "placement", "tokens_per_s_per_user",
+               "tokens_per_s_per_user_bound", "tokens_per_s_per_device", "tokens_per_s_per_device_bound",
+               "step_time_expected_s", "step_time_s")
 
 
 def _v(v: Value) -> str:
@@ -96,17 +97,18 @@ def _num(x: float) -> str:
 
 def csv_text(fronts: Sequence[Front]) -> str:
     """One row per feasible candidate of every scenario, the front first; the header names each column's unit."""
+    costs = list(dict.fromkeys(name for f in fronts for p in f.points for name, _ in p.costs))
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(CSV_COLUMNS)
+    w.writerow([*CSV_COLUMNS, *(f"cost_{name}" for name in costs)])
     for f in fronts:
         for p in f.points:
-            cost = dict(p.costs)["devices"].value
-            w.writerow([f.scenario.name, p.number, "true" if p.front else "false", p.beaten_by or "", p.kv_dtype,
-                        _num(p.retention), p.devices, p.tp, p.pp, p.placement, _num(p.per_user.value),
-                        _num(p.per_user_bound.value), _num(p.per_device.value), _num(p.per_device_bound.value),
-                        _num(p.step.value), _num(p.step_bound.value), _num(cost),
-                        "true" if p.number == f.chosen else "false"])
+            have = dict(p.costs)
+            w.writerow([f.scenario.name, p.number, "true" if p.front else "false", p.beaten_by or "",
+                        "true" if p.number == f.chosen else "false", p.kv_dtype, _num(p.retention), p.devices, p.tp,
+                        p.pp, p.placement, _num(p.per_user.value), _num(p.per_user_bound.value),
+                        _num(p.per_device.value), _num(p.per_device_bound.value), _num(p.step.value),
+                        _num(p.step_bound.value), *(_num(have[c].value) if c in have else "" for c in costs)])
     return buf.getvalue()
 
 
