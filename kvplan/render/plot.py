@@ -475,32 +475,50 @@ def _log_limits(values: Sequence[float]) -> tuple[float, float]:
     return lo / pad, hi * pad
 
 
-#: The Pareto figure's labels: pixels between a point and its label, and the least between two labels' centres.
-_LABEL_GAP_PX, _LABEL_STEP_PX = 9.0, 14.0
+#: The Pareto figure's labels: pixels from a point to its label's corner, a label's height and its width per
+#: character (8-point DejaVu Sans at 100 dpi, its box's padding included; a little wide, so that boxes keep apart).
+_LABEL_GAP_PX, _LABEL_HEIGHT_PX, _LABEL_CHAR_PX = 7.0, 15.0, 6.0
 #: Characters of the Pareto figure's caption a line (8-point DejaVu Sans across its width).
 _PARETO_CAPTION_WIDTH = 140
 
 
+def _front_label_texts(on: Sequence[Point]) -> list[tuple[float, float, str]]:
+    """One label per place on the front: the numbers of the points there and their choices (equal points share
+    one: `1, 2: int2 r0.5 ×8 tp8 striped = affinity`); the placement is named where the front has more than one."""
+    places = len({p.placement for p in on}) > 1
+    groups: dict[tuple[float, float], list[Point]] = {}
+    for p in on:
+        groups.setdefault((p.per_user.value, p.per_device.value), []).append(p)
+    out = []
+    for (u, d), ps in groups.items():
+        shorts = list(dict.fromkeys(p.short for p in ps))
+        where = " " + " = ".join(dict.fromkeys(p.placement for p in ps)) if places else ""
+        words = shorts[0] + where if len(shorts) == 1 else " = ".join(
+            p.short + (f" {p.placement}" if places else "") for p in ps)
+        out.append((u, d, ", ".join(str(p.number) for p in ps) + ": " + words))
+    return out
+
+
 def _front_labels(ax: Axes, on: Sequence[Point]) -> None:
-    """Each front point's number and choices: the highest point's above it (nothing is above the front's top),
-    the others to their right, each at least _LABEL_STEP_PX below the one before, with a leader where pushed."""
-    ranked = sorted(on, key=lambda p: (-p.per_device.value, p.per_user.value))
-    last = math.inf
-    for k, p in enumerate(ranked):
-        x, y = ax.transData.transform((p.per_user.value, p.per_device.value))
-        text = f"{p.number}: {p.short}"
-        box = {"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "0.7", "alpha": 0.9}
-        if k == 0:
-            ax.annotate(text, xy=(p.per_user.value, p.per_device.value), xytext=(0, _LABEL_GAP_PX + 2),
-                        textcoords="offset pixels", fontsize=8, ha="center", va="bottom", zorder=5, bbox=box)
-            last = y + _LABEL_STEP_PX  # the label above sits higher than the point: the next one starts below it
-            continue
-        at = min(y, last - _LABEL_STEP_PX)
-        last = at
-        arrow = {"arrowstyle": "-", "color": "0.5", "linewidth": 0.6} if y - at > 4 else None
-        ax.annotate(text, xy=(p.per_user.value, p.per_device.value), xytext=(_LABEL_GAP_PX, at - y),
-                    textcoords="offset pixels", fontsize=8, ha="left", va="center", zorder=5, bbox=box,
-                    arrowprops=arrow)
+    """Each place on the front labelled up and to the right of it: no point lies there (it would dominate the
+    one labelled), so a label covers no point; a label that would meet one already placed moves up above it, with
+    a leader to its point. Placed from the lowest point up."""
+    placed: list[tuple[float, float, float, float]] = []  # (x0, x1, y0, y1) in pixels, y up
+    box = {"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "0.7", "alpha": 0.9}
+    for u, d, text in sorted(_front_label_texts(on), key=lambda t: (t[1], -t[0])):
+        x, y = ax.transData.transform((u, d))
+        x0, x1 = x + _LABEL_GAP_PX, x + _LABEL_GAP_PX + _LABEL_CHAR_PX * len(text)
+        y0 = y + _LABEL_GAP_PX
+        for _ in range(len(placed) + 1):  # each move clears one placed box: bounded
+            hit = [b for b in placed if b[0] < x1 and x0 < b[1] and b[2] < y0 + _LABEL_HEIGHT_PX and y0 < b[3]]
+            if not hit:
+                break
+            y0 = max(b[3] for b in hit) + 1.0
+        placed.append((x0, x1, y0, y0 + _LABEL_HEIGHT_PX))
+        lead = y0 - y > 2 * _LABEL_GAP_PX
+        ax.annotate(text, xy=(u, d), xytext=(_LABEL_GAP_PX, y0 - y), textcoords="offset pixels", fontsize=8,
+                    ha="left", va="bottom", zorder=5, bbox=box,
+                    arrowprops={"arrowstyle": "-", "color": "0.5", "linewidth": 0.6} if lead else None)
 
 
 def pareto_figure(front: Front, path: PathLike) -> PlotInfo:
@@ -522,7 +540,8 @@ def pareto_figure(front: Front, path: PathLike) -> PlotInfo:
         ax.set_yscale("log")
         x_lo, x_hi = _log_limits(xs)
         ax.set_xlim(x_lo, x_hi * 10 ** 0.2)  # room on the right for the labels of the front's rightmost points
-        ax.set_ylim(*_log_limits(ys))
+        y_lo, y_hi = _log_limits(ys)
+        ax.set_ylim(y_lo, y_hi * 10 ** 0.15)  # and above them, where the labels go
         ax.grid(True, which="major", color="0.9", linewidth=0.6, zorder=0)
         handles: list[Artist] = []
         if off:

@@ -65,6 +65,23 @@ def test_text_lists_the_front_its_pins_and_the_dominated_ones_with_units(w2: par
     assert " tok/s" in out and " ms" in out
 
 
+def test_equal_points_share_one_label_naming_each_placement(tmp_path: Path) -> None:
+    """Striped and affinity at one place (B200, batch 32: the same effective bandwidth) are one label, not two
+    boxes on top of each other."""
+    pytest.importorskip("matplotlib")
+    spec = tmp_path / "evict.kvp"
+    spec.write_text(W2.read_text(encoding="utf-8").replace("    placement = striped\n", "").replace(
+        "near-lossless", "aggressive").replace("devices   = auto", "devices   = <= 8"), encoding="utf-8")
+    (sc,) = check_file(str(spec)).scenarios
+    f = pareto.front(sc)
+    places = {(p.per_user.value, p.per_device.value) for p in f.on_front}
+    assert len(places) < len(f.on_front)  # the front has equal points
+    info = plot.pareto_figure(f, tmp_path / "evict.png")
+    labels = [t for t in info.texts if ":" in t and "×" in t]
+    assert len(labels) == len(places)
+    assert any(t.startswith(("1, 2: ", "2, 1: ")) and t.endswith("striped = affinity") for t in labels), labels
+
+
 def test_an_empty_front_says_why(w2: pareto.Front) -> None:
     import attrs
 
@@ -79,7 +96,7 @@ def test_the_figure_labels_every_front_point_and_holds_every_candidate(w2: paret
     info = plot.pareto_figure(w2, tmp_path / "front.png")
     assert (info.width, info.height) == (1000, 550)
     labels = [t for t in info.texts if ":" in t and "×" in t]
-    assert labels == [f"{p.number}: {p.short}" for p in sorted(w2.on_front, key=lambda p: -p.per_device.value)]
+    assert labels == [f"{p.number}: {p.short}" for p in sorted(w2.on_front, key=lambda p: p.per_device.value)]
     assert info.legend == (f"dominated ({len(w2.points) - len(w2.on_front)})", f"front ({len(w2.on_front)})",
                            "kvplan advise's plan (point 5)")
     xs, ys = [p.per_user.value for p in w2.points], [p.per_device.value for p in w2.points]

@@ -118,3 +118,17 @@ def test_the_tolerance_catches_a_curve_left_out_or_a_point_moved(tmp_path: Path)
     assert _compare(full, less) is not None
     assert _compare(full, moved) is not None
     assert _compare(full, full) is None
+
+
+def test_the_tolerance_catches_a_front_point_left_out(tmp_path: Path) -> None:
+    """The Pareto golden is not so tolerant that it passes a front with one point fewer (point 1, 64 devices)."""
+    pytest.importorskip("matplotlib")
+    import attrs
+
+    (sc,) = check_file(str(ROOT / "examples/w2-batch32.kvp")).scenarios
+    f = pareto.front(sc)
+    full, less = tmp_path / "full.png", tmp_path / "less.png"
+    plot.pareto_figure(f, full)
+    plot.pareto_figure(attrs.evolve(f, points=tuple(p for p in f.points if p.number != 1)), less)
+    assert _compare(full, less) is not None
+    assert _compare(full, full) is None
