@@ -714,8 +714,8 @@ def _advise_command(spec_file: str, scenario: str | None, reserve: float | None,
     args = ["kvplan", "advise", spec_file] + (["--scenario", scenario] if scenario else [])
     for flag, v in (("--reserve", reserve), ("--min-gain", min_gain), ("--prefill-efficiency", eta),
                     ("--activation-reserve", activation_reserve), ("--runtime-reserve", runtime_reserve)):
-        if v is not None:
-            args += [flag, f"{v:g}" if flag in ("--reserve", "--min-gain", "--prefill-efficiency") else f"{v:.0f}"]
+        if v is not None:  # exactly the number given: a whole number without a point, else its shortest repr
+            args += [flag, str(int(v)) if float(v).is_integer() else repr(float(v))]
     if slo_on != "expected":
         args += ["--slo-on", slo_on]
     if calibration is not None:

@@ -98,6 +98,14 @@ def test_text_is_the_default_and_csv_parses(tmp_path: Path) -> None:
     assert c.exit_code == 0 and len(rows) == 112 and rows[0]["front"] == "true"
 
 
+def test_the_advise_line_carries_the_options_given(tmp_path: Path) -> None:
+    r = run("pareto", str(W2), "--format", "json", "--reserve", "0.123456789", "--runtime-reserve", "2GiB",
+            "--slo-on", "bound")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["advise"] == (f"kvplan advise {W2} --reserve 0.123456789 --runtime-reserve "
+                                              "2147483648 --slo-on bound")
+
+
 def test_plot_writes_the_figure(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     out = tmp_path / "front.png"
