@@ -221,6 +221,7 @@ def main(ctx: click.Context, debug: bool) -> None:
     \b
     kvplan map      the regime map of a model on a device (s*, s_cap, effective bandwidth)
     kvplan advise   a justified plan for a .kvp deployment spec
+    kvplan pareto   the plans that trade tokens/s per user against tokens/s per device
     kvplan emit     the plan as vLLM, SGLang, TensorRT-LLM and LMCache configs
     kvplan lint     check .kvp specs in CI (exit 0 clean, 1 findings, 2 could not run)
     """
@@ -659,6 +660,69 @@ def _overrides(reserve: float | None, min_gain: float | None, eta: float | None,
     given = {"reserve": reserve, "min_gain": min_gain, "eta": eta, "activation_reserve": activation_reserve,
              "runtime_reserve": runtime_reserve}
     return {k: v for k, v in given.items() if v is not None}
+
+
+@main.command("pareto")
+@click.argument("spec_file", type=click.Path(dir_okay=False), metavar="FILE.kvp")
+@click.option("--format", "fmt", type=click.Choice(["text", "csv", "json"]), default="text", show_default=True)
+@click.option("--scenario", default=None, help="Only this scenario (a deployment name or an expanded name).")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), metavar="FILE.png|svg",
+              help="Also draw the front to this file, one scenario's (needs matplotlib: pip install matplotlib).")
+@_planner_options
+@_allow_path_option
+@handles_errors
+def pareto_cmd(spec_file: str, fmt: str, scenario: str | None, plot_path: str | None, reserve: float | None,
+               min_gain: float | None, prefill_efficiency: float | None, activation_reserve: float | None,
+               runtime_reserve: float | None, slo_on: str, calibration: str | None,
+               allow_paths: tuple[str, ...]) -> None:
+    """The plans no other beats on both tokens/s per user and tokens/s per device, each with the pins that make
+    `kvplan advise` choose it.
+
+    The candidates are advise's own, after its rules, fit and SLO checks. Exit 0 when every scenario has a front,
+    1 when one has no feasible candidate, 2 when the spec cannot be planned.
+    """
+    checked = _with_expected(_checked(spec_file, allow_paths), calibration, slo_on)
+    from kvplan.planner import pareto, scenarios_for
+    from kvplan.render import pareto_view
+
+    scenarios = scenarios_for(checked, scenario)
+    if plot_path is not None and len(scenarios) > 1:
+        raise KvplanError(f"--plot draws one scenario's front, and {spec_file} has {len(scenarios)}",
+                          help="name one with --scenario: " + ", ".join(sc.name for sc in scenarios))
+    overrides = _overrides(reserve, min_gain, prefill_efficiency, activation_reserve, runtime_reserve)
+    fronts = pareto.fronts(scenarios, **overrides)
+    advise = _advise_command(spec_file, scenario if len(scenarios) == 1 else None, reserve, min_gain,
+                             prefill_efficiency, activation_reserve, runtime_reserve, slo_on, calibration, allow_paths)
+    if plot_path is not None:
+        from kvplan.render import plot
+
+        plot.pareto_figure(fronts[0], plot_path)
+    out = (pareto_view.csv_text(fronts) if fmt == "csv" else pareto_view.json_text(fronts, advise) if fmt == "json"
+           else pareto_view.text(fronts, advise))
+    click.echo(out, nl=False)
+    if any(not f.points for f in fronts):
+        sys.exit(EXIT_FINDINGS)
+
+
+def _advise_command(spec_file: str, scenario: str | None, reserve: float | None, min_gain: float | None,
+                    eta: float | None, activation_reserve: float | None, runtime_reserve: float | None, slo_on: str,
+                    calibration: str | None, allow_paths: tuple[str, ...]) -> str:
+    """The `kvplan advise` command line that plans a pareto point once its pins are added: the same file, scenario
+    and planner options."""
+    import shlex
+
+    args = ["kvplan", "advise", spec_file] + (["--scenario", scenario] if scenario else [])
+    for flag, v in (("--reserve", reserve), ("--min-gain", min_gain), ("--prefill-efficiency", eta),
+                    ("--activation-reserve", activation_reserve), ("--runtime-reserve", runtime_reserve)):
+        if v is not None:  # exactly the number given: a whole number without a point, else its shortest repr
+            args += [flag, str(int(v)) if float(v).is_integer() else repr(float(v))]
+    if slo_on != "expected":
+        args += ["--slo-on", slo_on]
+    if calibration is not None:
+        args += ["--calibration", calibration]
+    for d in allow_paths:
+        args += ["--allow-path", d]
+    return shlex.join(args)
 
 
 @main.command("report")

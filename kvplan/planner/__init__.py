@@ -222,17 +222,12 @@ def _plan_batch(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: flo
     planning the changed scenario (which is planned with suggest=False). `rules` is the registry
     the search filters by (kvplan.planner.rules.with_rules adds to it)."""
     rf.check_batch_context(sc.batch, sc.context)
-    if sc.memory_fraction is not None and reserve == DEFAULT_RESERVE:  # the pinned fraction, unless --reserve
-        reserve = 1.0 - sc.memory_fraction
+    reserve = _reserve_for(sc, reserve)
     reserves = memory.Reserves(activation=activation_reserve, runtime=runtime_reserve, fraction=reserve)
     setup = _setup(sc, reserves)
     map0 = _regime_map(sc)                                             # R1
     found = _search_space(sc)                                          # space
-    ev = search.evaluate(sc.model, sc.device, batch=sc.batch, context=sc.context, w_p=sc.weights.width,
-                         sharing=setup.sigma, frag=setup.phi, reserved=setup.reserved, space=found.space,
-                         pipeline=found.pipeline, bound=sc.max_context, attention_dp=sc.attention_dp,
-                         replicas=sc.replicas, engine=sc.engine,
-                         factors={d: factors_for(sc, d) for d in found.space.dtypes})  # evaluate
+    ev = _evaluate(sc, setup, found)                                   # evaluate
     kept = _apply_rules(sc, ev, found.space, found.why, rules, found.layout_gap)  # rules
     best = _choose(sc, ev, kept, min_gain)                             # choose
     knobs = _Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, setup.reserved)
@@ -243,6 +238,59 @@ def _plan_batch(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: flo
     return attrs.evolve(p, decisions=build_decisions(p, ev, best, found.space, found.why, baseline_step,
                                                      yielded=kept.yielded),  # decisions
                         options=tuple((k, float(v)) for k, v in given.items() if v is not None))
+
+
+def _reserve_for(sc: Scenario, reserve: float) -> float:
+    """The reserve fraction a plan is made with: the pinned memory fraction's rest, unless --reserve was given."""
+    return 1.0 - sc.memory_fraction if sc.memory_fraction is not None and reserve == DEFAULT_RESERVE else reserve
+
+
+def _evaluate(sc: Scenario, setup: _Setup, found: _Found) -> Evaluated:
+    """Every candidate of the space, evaluated at once (search.evaluate) with the scenario's expected factors."""
+    return search.evaluate(sc.model, sc.device, batch=sc.batch, context=sc.context, w_p=sc.weights.width,
+                           sharing=setup.sigma, frag=setup.phi, reserved=setup.reserved, space=found.space,
+                           pipeline=found.pipeline, bound=sc.max_context, attention_dp=sc.attention_dp,
+                           replicas=sc.replicas, engine=sc.engine,
+                           factors={d: factors_for(sc, d) for d in found.space.dtypes})
+
+
+@record
+class Candidates:
+    """A batch-form scenario's search as plan() makes it: every evaluated candidate, and those plan() chooses
+    from (`feasible`: they pass the design rules, fit and meet the SLOs; a rule that yields to capacity has
+    readmitted what it removed). Empty `feasible` with a `gap` when the engine or the model's layouts leave no
+    candidate plan() could run. `block_size` and `prefix_caching` are every candidate's (R2). What
+    kvplan.planner.pareto reads, so that its candidates are exactly the planner's."""
+
+    scenario: Scenario
+    evaluated: Evaluated
+    feasible: tuple[int, ...]
+    space: Space
+    block_size: int
+    prefix_caching: bool
+    gap: str = ""
+
+
+def candidates(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, activation_reserve: Optional[float] = None,
+               runtime_reserve: Optional[float] = None, rules: Mapping[str, Rule] = RULES) -> Candidates:
+    """The candidates of a batch-form scenario and those that pass every filter plan() applies (the same
+    space, evaluation, rules, fit and SLO checks: docs/planner.md steps 3-5), with the reserves plan() would
+    use. The choosing step (objective, minimum gain) is not applied: every feasible candidate is returned."""
+    rf.check_batch_context(sc.batch, sc.context)
+    reserves = memory.Reserves(activation=activation_reserve, runtime=runtime_reserve,
+                               fraction=_reserve_for(sc, reserve))
+    setup = _setup(sc, reserves)
+    found = _search_space(sc)
+    ev = _evaluate(sc, setup, found)
+    kept = _apply_rules(sc, ev, found.space, found.why, rules, found.layout_gap)
+    gap = ""
+    if found.layout_gap is not None:
+        gap = _no_layout(sc.model, max(found.layout_gap))
+    elif found.engine_gap is not None:
+        gap = (f"{sc.engine} has no pipeline parallelism, and {', '.join(map(str, found.engine_gap))} devices "
+               f"cannot all be tensor-parallel ranks of {sc.model.id}")
+    return Candidates(sc, ev, () if gap else tuple(kept.feasible), found.space, setup.block, setup.prefix_caching,
+                      gap)
 
 
 def factors_for(sc: Scenario, kv_dtype: str) -> ex.Factors:
@@ -1027,7 +1075,12 @@ def _tier(sc: Scenario, w_kv: float, factors: KvFactors, tp: int, eta: float) ->
 def plans_for(result: CheckResult, scenario: Optional[str] = None, **overrides: Unpack[Overrides]) -> list[Plan]:
     """Plan every scenario of a checked spec file (or the one named). The caller has
     already refused files with errors; an unknown scenario name is a user error."""
+    return [plan(sc, **overrides) for sc in scenarios_for(result, scenario)]
 
+
+def scenarios_for(result: CheckResult, scenario: Optional[str] = None) -> list[Scenario]:
+    """The scenarios of a checked spec file, or the one named (by its expanded or deployment name); a file
+    without a deployment and an unknown name are user errors."""
     scenarios = list(result.scenarios)
     if not scenarios:
         raise KvplanError(f"{result.path} declares no deployment: there is nothing to plan",
@@ -1037,4 +1090,4 @@ def plans_for(result: CheckResult, scenario: Optional[str] = None, **overrides: 
         if scenario not in names:
             raise KvplanError(f"{result.path}: no scenario '{scenario}'", help=suggest(scenario, names))
         scenarios = [sc for sc in scenarios if scenario in (sc.name, sc.deployment)]
-    return [plan(sc, **overrides) for sc in scenarios]
+    return scenarios

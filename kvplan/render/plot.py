@@ -34,6 +34,8 @@ if TYPE_CHECKING:  # matplotlib is optional and loaded by the drawing functions 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    from kvplan.planner.pareto import Front, Point
+
 #: Fill colours of the three regimes (ColorBrewer "Paired", light tones).
 REGION_COLORS = {"weight-bound": "#a6cee3", "kv-bound": "#fdbf6f", "capacity-bound": "#fb9a99"}
 _S_STAR_COLOR = "#1f4e79"
@@ -460,6 +462,116 @@ def _roofline(cfg: rf.Config, batch: int, context: int, path: PathLike) -> PlotI
     return _save(fig, ax, path)
 
 
+#: Colours of the Pareto figure: the front, the candidates it dominates, advise's own choice.
+_FRONT_COLOR = "#b2182b"
+_DOMINATED_COLOR = "#9e9e9e"
+_PARETO_MARGINS = {"left": 0.09, "right": 0.74, "bottom": 0.17, "top": 0.91}
+
+
+def _log_limits(values: Sequence[float]) -> tuple[float, float]:
+    """A log axis a little beyond the values (a quarter of a decade each side; a decade around one value)."""
+    lo, hi = min(values), max(values)
+    pad = 10 ** 0.25 if hi > lo else 10 ** 0.5
+    return lo / pad, hi * pad
+
+
+#: The Pareto figure's labels: pixels from a point to its label's corner, a label's height and its width per
+#: character (8-point DejaVu Sans at 100 dpi, its box's padding included; a little wide, so that boxes keep apart).
+_LABEL_GAP_PX, _LABEL_HEIGHT_PX, _LABEL_CHAR_PX = 7.0, 15.0, 6.0
+#: Characters of the Pareto figure's caption a line (8-point DejaVu Sans across its width).
+_PARETO_CAPTION_WIDTH = 140
+
+
+def _front_label_texts(on: Sequence[Point]) -> list[tuple[float, float, str]]:
+    """One label per place on the front: the numbers of the points there and their choices (equal points share
+    one: `1, 2: int2 r0.5 ×8 tp8 striped = affinity`); the placement is named where the front has more than one."""
+    places = len({p.placement for p in on}) > 1
+    groups: dict[tuple[float, float], list[Point]] = {}
+    for p in on:
+        groups.setdefault((p.per_user.value, p.per_device.value), []).append(p)
+    out = []
+    for (u, d), ps in groups.items():
+        shorts = list(dict.fromkeys(p.short for p in ps))
+        where = " " + " = ".join(dict.fromkeys(p.placement for p in ps)) if places else ""
+        words = shorts[0] + where if len(shorts) == 1 else " = ".join(
+            p.short + (f" {p.placement}" if places else "") for p in ps)
+        out.append((u, d, ", ".join(str(p.number) for p in ps) + ": " + words))
+    return out
+
+
+def _front_labels(ax: Axes, on: Sequence[Point]) -> None:
+    """Each place on the front labelled up and to the right of it: no point lies there (it would dominate the
+    one labelled), so a label covers no point; a label that would meet one already placed moves up above it, with
+    a leader to its point. Placed from the lowest point up."""
+    placed: list[tuple[float, float, float, float]] = []  # (x0, x1, y0, y1) in pixels, y up
+    box = {"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "0.7", "alpha": 0.9}
+    for u, d, text in sorted(_front_label_texts(on), key=lambda t: (t[1], -t[0])):
+        x, y = ax.transData.transform((u, d))
+        x0, x1 = x + _LABEL_GAP_PX, x + _LABEL_GAP_PX + _LABEL_CHAR_PX * len(text)
+        y0 = y + _LABEL_GAP_PX
+        for _ in range(len(placed) + 1):  # each move clears one placed box: bounded
+            hit = [b for b in placed if b[0] < x1 and x0 < b[1] and b[2] < y0 + _LABEL_HEIGHT_PX and y0 < b[3]]
+            if not hit:
+                break
+            y0 = max(b[3] for b in hit) + 1.0
+        placed.append((x0, x1, y0, y0 + _LABEL_HEIGHT_PX))
+        lead = y0 - y > 2 * _LABEL_GAP_PX
+        ax.annotate(text, xy=(u, d), xytext=(_LABEL_GAP_PX, y0 - y), textcoords="offset pixels", fontsize=8,
+                    ha="left", va="bottom", zorder=5, bbox=box,
+                    arrowprops={"arrowstyle": "-", "color": "0.5", "linewidth": 0.6} if lead else None)
+
+
+def pareto_figure(front: Front, path: PathLike) -> PlotInfo:
+    """`kvplan pareto --plot`: tokens/s per device (log y) against tokens/s per user (log x), expected figures;
+    the dominated candidates grey, the front as a red line through its points, each front point annotated with
+    its choices and number, the point `kvplan advise` chooses ringed; a caption says what was evaluated."""
+    if not front.points:
+        raise PlotError(f"scenario {front.scenario.name} has no front to draw: {front.gap}")
+    _matplotlib()
+    sc = front.scenario
+    pts = front.points
+    on = sorted(front.on_front, key=lambda p: p.per_user.value)
+    off = [p for p in pts if not p.front]
+    xs, ys = [p.per_user.value for p in pts], [p.per_device.value for p in pts]
+    with _font():
+        fig, ax = _new_figure(f"{sc.name}: {sc.model.id} on {sc.device.id}, batch {sc.batch}, context "
+                              f"{_tokens_label(sc.context)}: the Pareto front", _PARETO_MARGINS)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        x_lo, x_hi = _log_limits(xs)
+        ax.set_xlim(x_lo, x_hi * 10 ** 0.2)  # room on the right for the labels of the front's rightmost points
+        y_lo, y_hi = _log_limits(ys)
+        ax.set_ylim(y_lo, y_hi * 10 ** 0.15)  # and above them, where the labels go
+        ax.grid(True, which="major", color="0.9", linewidth=0.6, zorder=0)
+        handles: list[Artist] = []
+        if off:
+            handles += ax.plot([p.per_user.value for p in off], [p.per_device.value for p in off], marker="o",
+                               markersize=5, linestyle="none", color=_DOMINATED_COLOR, alpha=0.8, zorder=2,
+                               label=f"dominated ({len(off)})")
+        handles += ax.plot([p.per_user.value for p in on], [p.per_device.value for p in on], marker="o",
+                           markersize=7, color=_FRONT_COLOR, linewidth=1.8, zorder=3,
+                           label=f"front ({len(on)})")
+        chosen = [p for p in pts if p.number == front.chosen]
+        if chosen:
+            handles += ax.plot([chosen[0].per_user.value], [chosen[0].per_device.value], marker="o", markersize=15,
+                               markerfacecolor="none", markeredgecolor="black", markeredgewidth=1.6,
+                               linestyle="none", zorder=4, label=f"kvplan advise's plan (point {chosen[0].number})")
+        _front_labels(ax, on)
+        from matplotlib.ticker import FuncFormatter
+
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
+        ax.set_xlabel("tokens/s per user = 1 / T_expected (tok/s, derived)")
+        ax.set_ylabel("tokens/s per device = b / (T_expected · N) (tok/s, derived)")
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.03, 1.0), fontsize=8, frameon=False)
+        caption = (f"{front.evaluated} candidates evaluated, {len(pts)} pass the rules, fit and meet the SLOs, "
+                   f"{len(on)} on the front (both axes maximized; expected figures, docs/expected.md). "
+                   "Each front point is planned by `kvplan advise` with its pins (kvplan pareto prints them).")
+        fig.text(_PARETO_MARGINS["left"], 0.012, "\n".join(textwrap.wrap(caption, _PARETO_CAPTION_WIDTH)), fontsize=8,
+                 ha="left", va="bottom")
+        return _save(fig, ax, path)
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-").lower()
 
@@ -476,4 +588,4 @@ def embed_regime_map(cfg: rf.Config, picture: MapPicture, out_dir: PathLike) -> 
 
 
 __all__ = ["MapPicture", "MapPoint", "PlotError", "PlotInfo", "REGION_COLORS", "draw_regime_map", "embed_regime_map",
-           "regime_map_figure", "roofline_figure"]
+           "pareto_figure", "regime_map_figure", "roofline_figure"]

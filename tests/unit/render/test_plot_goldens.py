@@ -1,5 +1,6 @@
 """Golden images, one per kind of figure kvplan draws: the regime map (`kvplan map --plot`), the roofline
-(`kvplan map --roofline`) and the report's picture of a plan (kvplan.render.report).
+(`kvplan map --roofline`), the report's picture of a plan (kvplan.render.report) and the Pareto front (`kvplan
+pareto --plot`).
 
 Each is drawn to PNG at its fixed size and DPI, in DejaVu Sans (it ships with matplotlib), on the Agg
 canvas, with no date or software stamp, and compared with tests/data/golden/plots/ by
@@ -25,7 +26,7 @@ import pytest
 from kvplan import catalog
 from kvplan.lang import check_file
 from kvplan.model import roofline as rf
-from kvplan.planner import plans_for
+from kvplan.planner import pareto, plans_for
 from kvplan.render import plot, report
 from tests.paths import DATA, ROOT
 
@@ -54,7 +55,13 @@ def _report(path: Path) -> None:
     plot.draw_regime_map(cfg, picture, path)
 
 
-KINDS: dict[str, Callable[[Path], None]] = {"regime-map": _map, "roofline": _roofline, "report-regime-map": _report}
+def _pareto(path: Path) -> None:
+    (sc,) = check_file(str(ROOT / "examples/w2-batch32.kvp")).scenarios
+    plot.pareto_figure(pareto.front(sc), path)
+
+
+KINDS: dict[str, Callable[[Path], None]] = {"regime-map": _map, "roofline": _roofline, "report-regime-map": _report,
+                                            "pareto": _pareto}
 
 
 @pytest.fixture(autouse=True)
@@ -110,4 +117,18 @@ def test_the_tolerance_catches_a_curve_left_out_or_a_point_moved(tmp_path: Path)
     plot.regime_map_figure(cfg, 8, 160_000, ["fp8", "bf16", "int4", "int2"], moved, kv_name="fp8")
     assert _compare(full, less) is not None
     assert _compare(full, moved) is not None
+    assert _compare(full, full) is None
+
+
+def test_the_tolerance_catches_a_front_point_left_out(tmp_path: Path) -> None:
+    """The Pareto golden is not so tolerant that it passes a front with one point fewer (point 1, 64 devices)."""
+    pytest.importorskip("matplotlib")
+    import attrs
+
+    (sc,) = check_file(str(ROOT / "examples/w2-batch32.kvp")).scenarios
+    f = pareto.front(sc)
+    full, less = tmp_path / "full.png", tmp_path / "less.png"
+    plot.pareto_figure(f, full)
+    plot.pareto_figure(attrs.evolve(f, points=tuple(p for p in f.points if p.number != 1)), less)
+    assert _compare(full, less) is not None
     assert _compare(full, full) is None

@@ -1,0 +1,212 @@
+"""Pareto fronts: the plans that trade tokens/s per user against tokens/s per device (`kvplan pareto`).
+
+    front(scenario) -> Front
+
+The candidates are the planner's own (kvplan.planner.candidates): the same space, evaluation, rules, fit and
+SLO checks plan() applies, before it chooses by the objective. Each feasible candidate is a point with
+
+    tokens/s per user   = 1 / T_expected                  (one sequence's decode speed)
+    tokens/s per device = b / (T_expected · N)            (the deployment's throughput over its devices)
+
+and the front is the points no other point beats on both, each maximized (docs/cli.md, `kvplan pareto`). Every
+point carries the `pin { ... }` block that makes `kvplan advise` choose exactly it: the axes the search varied,
+pinned to the point's values, leave one candidate in the space.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+import attrs
+
+from kvplan.base.errors import KvplanError
+from kvplan.base.evidence import Value, derived
+from kvplan.base.records import record
+from kvplan.model.scenario import Scenario
+from kvplan.planner import DEFAULT_RESERVE, Candidates, Overrides, candidates, plan
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+
+@record
+class Point:
+    """One feasible candidate: its choices, its figures (expected, and the lower bound's beside them) and its
+    costs, labelled by name (`costs`: today the devices it takes, devices × replicas; a price per token joins them
+    where the catalog has prices)."""
+
+    candidate: int          # its index in the planner's search (the order of the axes)
+    kv_dtype: str
+    retention: float
+    devices: int
+    tp: int
+    pp: int
+    placement: str
+    step: Value             # expected step (s)
+    step_bound: Value       # the step's lower bound (s)
+    per_user: Value         # tok/s per user, expected
+    per_user_bound: Value
+    per_device: Value       # tok/s per device, expected
+    per_device_bound: Value
+    costs: tuple[tuple[str, Value], ...]
+    pins: tuple[tuple[str, str], ...]   # (pin key, value as the spec writes it)
+    front: bool = False
+    number: int = 0         # 1-based, in the order printed
+    beaten_by: int = 0      # a dominated point: the number of the first front point that dominates it
+
+    @property
+    def label(self) -> str:
+        """The point's choices in a few words: `int4, r = 1, 4 devices (tp 4 × pp 1), striped`."""
+        r = f", r = {self.retention:g}" if self.retention < 1 else ""
+        return (f"{self.kv_dtype}{r}, {self.devices} device{'s' if self.devices > 1 else ''} "
+                f"(tp {self.tp} × pp {self.pp}), {self.placement}")
+
+    @property
+    def short(self) -> str:
+        """The plot's annotation: `int4 ×4 tp4`, `fp8 r0.75 ×8 tp4·pp2`."""
+        r = f" r{self.retention:g}" if self.retention < 1 else ""
+        split = f"tp{self.tp}" + (f"·pp{self.pp}" if self.pp > 1 else "")
+        return f"{self.kv_dtype}{r} ×{self.devices} {split}"
+
+    def pin_block(self, indent: str = "") -> str:
+        """The `pin { ... }` block, one setting a line as the language wants, each line after `indent`."""
+        width = max(len(k) for k, _ in self.pins)
+        body = "".join(f"{indent}    {k.ljust(width)} = {v}\n" for k, v in self.pins)
+        return f"{indent}pin {{\n{body}{indent}}}\n"
+
+
+@record
+class Front:
+    """A scenario's feasible candidates as points, the front first (tokens/s per user, highest first), then the
+    dominated ones in the same order; `chosen` is the point number `kvplan advise` chooses without pins (0: none
+    feasible); `gap` why no candidate is feasible, when none is."""
+
+    scenario: Scenario
+    points: tuple[Point, ...]
+    evaluated: int
+    block_size: int
+    prefix_caching: bool
+    chosen: int
+    gap: str = ""
+
+    @property
+    def on_front(self) -> tuple[Point, ...]:
+        return tuple(p for p in self.points if p.front)
+
+
+def non_dominated(xs: Sequence[float], ys: Sequence[float]) -> list[bool]:
+    """Which points (xs[i], ys[i]) no other point dominates, both axes maximized: j dominates i when it is at
+    least as good on both and better on one. Equal points do not dominate each other. One sort and one pass
+    (n log n): by x falling, the best y of every strictly larger x decides."""
+    order = sorted(range(len(xs)), key=lambda i: (-xs[i], -ys[i], i))
+    out = [False] * len(xs)
+    best_above = float("-inf")  # the largest y among points of a strictly larger x
+    k = 0
+    while k < len(order):
+        j = k
+        while j < len(order) and xs[order[j]] == xs[order[k]]:
+            j += 1
+        group = order[k:j]                 # equal x, y falling: the first has the group's largest y
+        top = ys[group[0]]
+        for i in group:
+            out[i] = ys[i] == top and ys[i] > best_above
+        best_above = max(best_above, top)
+        k = j
+    return out
+
+
+def dominates(a: Point, b: Point) -> bool:
+    """Whether point a is at least as good as b on both axes (expected tokens/s per user and per device) and
+    better on one."""
+    au, ad, bu, bd = a.per_user.value, a.per_device.value, b.per_user.value, b.per_device.value
+    return au >= bu and ad >= bd and (au > bu or ad > bd)
+
+
+def _refuse_rate(sc: Scenario) -> None:
+    if sc.rate is not None:
+        raise KvplanError(
+            f"scenario {sc.name}: kvplan pareto takes the batch form of a workload (batch, context); a request "
+            "workload's batch comes from the load model on each layout, so one front has no single batch",
+            help="write the batch kvplan advise derives (its `service` block) and the mean context, input + "
+                 "output/2, as `batch` and `context`", span=sc.spans.get("workload.rate"))
+
+
+def _pins(sc: Scenario, cands: Candidates, i: int) -> tuple[tuple[str, str], ...]:
+    """The pins that leave candidate i alone in the space: its dtype, device count and split always, the
+    retention and placement where the search tried more than one."""
+    ev, space = cands.evaluated, cands.space
+    n, tp = int(ev.n[i]), int(ev.tp[i])
+    pins = [("kv_dtype", str(ev.dtype[i]))]
+    if len(space.retentions) > 1 or float(ev.retention[i]) < 1.0:
+        pins.append(("retention", f"{float(ev.retention[i]):g}"))
+    pins += [("devices", str(n)), ("tensor_parallel", str(tp)), ("pipeline_parallel", str(n // tp))]
+    if len(space.placements) > 1:
+        pins.append(("placement", str(ev.placement[i])))
+    return tuple(pins)
+
+
+def _point(sc: Scenario, cands: Candidates, i: int) -> Point:
+    ev = cands.evaluated
+    n, tp, k = int(ev.n[i]), int(ev.tp[i]), sc.replicas
+    t_exp, t = float(ev.step_exp[i]), float(ev.step[i])
+    per = f"b / (T · N), b = {sc.batch}, N = {n}" + (f" per replica ({k} replicas)" if k > 1 else "")
+    return Point(
+        candidate=i, kv_dtype=str(ev.dtype[i]), retention=float(ev.retention[i]), devices=n, tp=tp, pp=n // tp,
+        placement=str(ev.placement[i]),
+        step=derived(t_exp, "s", "the expected step T_expected (docs/expected.md)"),
+        step_bound=derived(t, "s", "T_step ≥ max(M/β_eff, F/π) (docs/model.md §4)"),
+        per_user=derived(1.0 / t_exp, "tok/s", "1 / T_expected: one sequence's decode rate"),
+        per_user_bound=derived(1.0 / t, "tok/s", "1 / T_step: the bound's"),
+        per_device=derived(sc.batch / (t_exp * n), "tok/s", f"{per}, T = T_expected"),
+        per_device_bound=derived(sc.batch / (t * n), "tok/s", f"{per}, T = T_step (the bound)"),
+        costs=_costs(sc, n),
+        pins=_pins(sc, cands, i),
+    )
+
+
+def _costs(sc: Scenario, n: int) -> tuple[tuple[str, Value], ...]:
+    """A point's costs, by name, each a column of every format: the devices it takes. A price per million
+    output tokens (the catalog's $/hour over the point's tokens/s) is the next entry once devices have prices."""
+    k = sc.replicas
+    return (("devices", derived(float(n * k), "devices", "devices × replicas" if k > 1 else "the plan's devices")),)
+
+
+def front(sc: Scenario, **overrides: Unpack[Overrides]) -> Front:
+    """The Pareto front of one batch-form scenario (a request workload is refused: KvplanError). `overrides`
+    are plan()'s: the reserves change what fits; the minimum gain and the prefill efficiency only what advise
+    chooses and its tier."""
+    _refuse_rate(sc)
+    cands = candidates(sc, reserve=overrides.get("reserve", DEFAULT_RESERVE),
+                       activation_reserve=overrides.get("activation_reserve"),
+                       runtime_reserve=overrides.get("runtime_reserve"))
+    pts = [_point(sc, cands, i) for i in cands.feasible]
+    on = non_dominated([p.per_user.value for p in pts], [p.per_device.value for p in pts])
+    pts = [attrs.evolve(p, front=f) for p, f in zip(pts, on)]
+    pts.sort(key=lambda p: (not p.front, -p.per_user.value, -p.per_device.value, p.candidate))
+    pts = [attrs.evolve(p, number=k + 1) for k, p in enumerate(pts)]
+    tops = [p for p in pts if p.front]
+    pts = [p if p.front else attrs.evolve(p, beaten_by=next(q.number for q in tops if dominates(q, p)))
+           for p in pts]
+    chosen = 0
+    if pts:
+        q = plan(sc, suggest=False, **overrides)
+        want = (q.kv_dtype.id, q.retention, q.n_devices, q.tp, q.placement)
+        chosen = next((p.number for p in pts if (p.kv_dtype, p.retention, p.devices, p.tp, p.placement) == want), 0)
+    ev = cands.evaluated
+    return Front(sc, tuple(pts), len(ev), cands.block_size, cands.prefix_caching, chosen,
+                 cands.gap or ("" if pts else _why_none(cands)))
+
+
+def _why_none(cands: Candidates) -> str:
+    """Why nothing is feasible: the causes of the planner's rejections (fit, rule, slo, layout)."""
+    ev = cands.evaluated
+    causes = sorted({r.cause for r in ev.reject if r is not None})
+    return ("no candidate passes the rules, fits and meets the SLOs (rejected for: " + ", ".join(causes) + "); "
+            "`kvplan advise` says what is unmet and what would meet it")
+
+
+def fronts(scenarios: Sequence[Scenario], **overrides: Unpack[Overrides]) -> list[Front]:
+    return [front(sc, **overrides) for sc in scenarios]
+
+
+__all__ = ["Front", "Point", "dominates", "front", "fronts", "non_dominated"]
