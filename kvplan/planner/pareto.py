@@ -23,7 +23,7 @@ from kvplan.base.errors import KvplanError
 from kvplan.base.evidence import Value, derived
 from kvplan.base.records import record
 from kvplan.model.scenario import Scenario
-from kvplan.planner import DEFAULT_RESERVE, Candidates, Overrides, candidates, plan
+from kvplan.planner import DEFAULT_RESERVE, Candidates, Overrides, candidates, cost, plan
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -159,16 +159,28 @@ def _point(sc: Scenario, cands: Candidates, i: int) -> Point:
         per_user_bound=derived(1.0 / t, "tok/s", "1 / T_step: the bound's"),
         per_device=derived(sc.batch / (t_exp * n), "tok/s", f"{per}, T = T_expected"),
         per_device_bound=derived(sc.batch / (t * n), "tok/s", f"{per}, T = T_step (the bound)"),
-        costs=_costs(sc, n),
+        costs=_costs(sc, n, t_exp),
         pins=_pins(sc, cands, i),
     )
 
 
-def _costs(sc: Scenario, n: int) -> tuple[tuple[str, Value], ...]:
-    """A point's costs, by name, each a column of every format: the devices it takes. A price per million
-    output tokens (the catalog's $/hour over the point's tokens/s) is the next entry once devices have prices."""
+def _costs(sc: Scenario, n: int, t_exp: float) -> tuple[tuple[str, Value], ...]:
+    """A point's costs, by name, each a column of every format: the devices it takes, and where the device has a
+    price (the spec's or the catalog's, kvplan.planner.cost.price) the $/1M output tokens at the point's expected
+    throughput. One price per device-hour makes that cost b/(T·N)'s reciprocal times a constant, so it orders the
+    points as tokens/s per device does and adds no axis to the front (docs/cli.md, kvplan pareto)."""
     k = sc.replicas
-    return (("devices", derived(float(n * k), "devices", "devices × replicas" if k > 1 else "the plan's devices")),)
+    out: list[tuple[str, Value]] = [
+        ("devices", derived(float(n * k), "devices", "devices × replicas" if k > 1 else "the plan's devices"))]
+    pr = cost.price(sc)
+    if pr is not None:
+        hourly = pr.value * n * k
+        thr = sc.batch * k / t_exp
+        out.append(("usd_per_1m_output", derived(
+            hourly / (thr * cost.HOUR) * cost.MILLION, cost.PER_MILLION,
+            f"H / (b · R / T · 3600) · 10^6, H = {pr.value:g} {cost.PER_HOUR} ({pr.evidence.value}) × {n} devices"
+            + (f" × {k} replicas" if k > 1 else "") + f", b = {sc.batch}, T = T_expected = {t_exp:.6g} s")))
+    return tuple(out)
 
 
 def front(sc: Scenario, **overrides: Unpack[Overrides]) -> Front:

@@ -50,7 +50,8 @@ def _text_one(f: Front, advise: str) -> list[str]:
              f"filters, docs/planner.md), {front} on the front. Axes: tokens/s per user = 1/T_expected and tokens/s "
              "per device = b/(T_expected·N), both maximized; every figure derived (docs/expected.md), the lower "
              f"bound's beside it. Every candidate: {f.block_size}-token pages, prefix caching "
-             f"{'on' if f.prefix_caching else 'off'}. The cost column is the devices a point takes.")
+             f"{'on' if f.prefix_caching else 'off'}. Costs: the devices a point takes and, where the device has a "
+             "price, its $/1M output tokens at the expected throughput.")
     out.extend(textwrap.wrap(intro, WIDTH))
     out.append("")
     if not f.points:

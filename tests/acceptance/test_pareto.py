@@ -165,3 +165,36 @@ def test_advise_does_not_load_the_pareto_modules() -> None:
     modules = json.loads(done.stderr.strip().splitlines()[-1])
     assert "kvplan.planner" in modules
     assert not [m for m in modules if m in ("kvplan.planner.pareto", "kvplan.render.pareto_view")]
+
+
+def test_a_priced_front_carries_the_cost_advise_prints_for_each_point(tmp_path: Path) -> None:
+    """With `price` in the spec, each front point's $/1M output tokens is the figure advise's JSON gives for the
+    same pins, and it is H / (b/T · 3600) · 10^6 by hand."""
+    priced = tmp_path / "w2-priced.kvp"
+    priced.write_text(W2.read_text(encoding="utf-8").replace("    expect {", "    price = 4 USD/h\n\n    expect {", 1),
+                      encoding="utf-8")
+    r = run("pareto", str(priced), "--format", "json")
+    assert r.exit_code == 0, r.output
+    (front,) = json.loads(r.stdout)["fronts"]
+    tops = [p for p in front["points"] if p["front"]]
+    assert tops
+    for p in tops:
+        cost = p["cost"]["usd_per_1m_output"]
+        n, t = p["choices"]["devices"], p["step_time_expected"]["value"]
+        assert cost["value"] == pytest.approx(4 * n / (32 / t * 3600) * 1e6, rel=1e-12)
+        assert cost["evidence"] == "derived" and cost["unit"] == "USD/1M tokens"
+        text = priced.read_text(encoding="utf-8")
+        spec = tmp_path / f"priced{p['point']}.kvp"
+        indented = "".join("    " + line + "\n" for line in p["pin_block"].splitlines())
+        spec.write_text(text.replace("    expect {", indented + "\n    expect {", 1), encoding="utf-8")
+        a = run("advise", str(spec), "--format", "json")
+        assert a.exit_code == 0, a.output
+        (plan,) = json.loads(a.stdout)["plans"]
+        assert plan["cost"]["per_million_output"]["value"] == pytest.approx(cost["value"], rel=1e-12)
+
+
+def test_without_a_price_the_front_has_no_money_column() -> None:
+    r = run("pareto", str(W2), "--format", "csv")
+    assert r.exit_code == 0, r.output
+    header = next(csv.reader(io.StringIO(r.stdout)))
+    assert "cost_devices" in header and not any("usd" in h for h in header)
