@@ -112,6 +112,10 @@ class LoadFigures(_Figures):
     prefill_wait: Optional[Value] = None
     prefill_utilization: Optional[Value] = None
     saturation_rate: Value
+    #: The largest rate at which the plan's layout meets the service SLOs (mean TTFT, ITL), below saturation
+    #: (kvplan.model.load.goodput); None when the spec sets neither. `goodput_slo` names what binds it: ttft,
+    #: itl, or saturation (both hold up to the saturation rate).
+    goodput: Optional[Value] = None
     batch_limit: Value
     mean_context: Value
     tail_context: Value
@@ -120,6 +124,7 @@ class LoadFigures(_Figures):
     chunk: Value
     saturated: bool
     binding: str
+    goodput_slo: Optional[str] = None
 
 
 @record
@@ -192,7 +197,7 @@ class Unmet:
 
     `changes[i]` is what `suggestions[i]` says, as data; each was verified by planning it."""
 
-    constraint: str                   # fits | layout | step_time | throughput | ttft | engine
+    constraint: str                   # fits | layout | step_time | throughput | ttft | itl | rate | engine
     message: str
     shortfall: Value
     suggestions: tuple[str, ...]
