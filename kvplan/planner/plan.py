@@ -197,7 +197,7 @@ class Unmet:
 
     `changes[i]` is what `suggestions[i]` says, as data; each was verified by planning it."""
 
-    constraint: str                   # fits | layout | step_time | throughput | ttft | itl | rate | engine
+    constraint: str                   # fits | layout | step_time | throughput | ttft | itl | rate | goodput | engine
     message: str
     shortfall: Value
     suggestions: tuple[str, ...]

@@ -204,7 +204,7 @@ def service_unmet(sc: Scenario, fig: LoadFigures, bound: Optional[load.Load],
         good = fig.goodput if fig.goodput is not None else fig.saturation_rate
         if good.value < sc.slo_rate:
             what = "goodput" if fig.goodput is not None else "saturation rate (no ttft or itl SLO: the most it carries)"
-            out.append(Unmet("rate", f"the {what} {good.human} is below the SLO rate >= "
+            out.append(Unmet("goodput", f"the {what} {good.human} is below the SLO rate >= "
                              f"{fmt_unit(sc.slo_rate, 'req/s')} by {fmt_unit(sc.slo_rate - good.value, 'req/s')}",
                              derived(sc.slo_rate - good.value, "req/s", f"SLO rate − plan {what.split(' (')[0]}"),
                              texts, changes))

@@ -166,7 +166,8 @@ def plan_payload(p: Plan) -> dict[str, object]:
         "map_before": dict(p.map_before.items()), "map_after": dict(p.map_after.items()),
         "metrics": dict(p.metrics.items()), "baseline": dict(p.baseline.items()),
         "byte_factors": dict(p.byte_factors.items()), "expected_factors": dict(p.expected_factors),
-        **({"load": {**dict(p.load.items()), "saturated": p.load.saturated, "binding": p.load.binding}}
+        **({"load": {**dict(p.load.items()), "saturated": p.load.saturated, "binding": p.load.binding,
+                      "goodput_slo": p.load.goodput_slo}}
            if p.load is not None else {}),
         "tier": {"tier": p.tier.tier, "link": p.tier.link, "bytes": p.tier.bytes,
                  "prefill_time": p.tier.prefill_time, "fetch_time": p.tier.fetch_time},
