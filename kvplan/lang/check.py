@@ -1019,8 +1019,8 @@ class _Checker:
             base = m.group(1)
             self.report(codes.UNKNOWN_KEY, f"`{item.key}` is a percentile, and the load model gives means only: its "
                         "M/D/1 prefill queue's waiting-time tail is not in the closed form (docs/service.md)",
-                        item.key_span, help=f"write `{base}` for the mean {base.upper()} under load, e.g. "
-                        f"`{base} <= {_SLO_FIELDS[base][2]}`",
+                        item.key_span, help=f"write `{base}` for the mean {base.upper()} under load: "
+                        f"`{base} {item.op or '<='} {_source_text(item.value) or _SLO_FIELDS[base][2]}`",
                         fixes=[self._remove_line(item) if base in keys else fx.replace(item.key_span, base)])
         return out
 
