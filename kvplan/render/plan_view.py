@@ -132,6 +132,11 @@ def _load_text(p: Plan) -> list[str]:
     width = max(len(label) for label, _ in rows)
     for label, v in rows:
         out.append(f"  {label.ljust(width)}  {v.human:>14}  ({v.evidence.value})")
+    if ld.goodput is not None:  # what binds it: the source names the SLOs (docs/service.md, Goodput)
+        binds = {"ttft": "the TTFT SLO binds it", "itl": "the ITL SLO binds it",
+                 "saturation": "the SLOs hold up to the saturation rate"}[ld.goodput_slo or "saturation"]
+        out.extend(_wrap(f"goodput: the largest rate meeting the service SLOs on the {sc.slo_on} step; {binds}",
+                         "  ", "    "))
     return out
 
 
