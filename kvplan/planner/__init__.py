@@ -208,12 +208,12 @@ def _plan_service(sc: Scenario, at: Callable[[Scenario], Plan], knobs: _Knobs, s
         counts = sorted({c for c in search.AUTO_DEVICE_COUNTS if p.n_devices < c <= sc.devices.n}
                         | ({sc.devices.n} if sc.devices.mode == "max" and sc.devices.n > p.n_devices else set()))
         for c in counts:
-            if service.meets(sc, fig, bound):
+            if _serves(p, fig, bound):
                 break
             rejected.append(_rejected_count(p, fig, bound))
             q, fig, bound = _service(attrs.evolve(sc, devices=DeviceCount("fixed", c)), at)
             p = attrs.evolve(q, scenario=attrs.evolve(q.scenario, devices=sc.devices))
-        if not service.meets(sc, fig, bound):
+        if not _serves(p, fig, bound):
             (p, fig, bound), rejected = first, []
     short = service.unmet(fig)
     slo_short = service.service_unmet(sc, fig, bound, ())
@@ -237,14 +237,25 @@ def _service(sc: Scenario, at: Callable[[Scenario], Plan]) -> tuple[Plan, servic
     return p, service.with_goodput(p, fig), service.solve(p, "bound")[0]
 
 
+#: What a plan at a device count must not miss for `devices = auto` to stop there (besides the service SLOs).
+_LAYOUT_UNMET = ("fits", "layout", "engine")
+
+
+def _serves(p: Plan, fig: service.LoadFigures, bound: load.Load) -> bool:
+    """Whether a request workload's plan fits on its layout and its declared rate meets the service SLOs."""
+    return service.meets(p.scenario, fig, bound) and not any(u.constraint in _LAYOUT_UNMET for u in p.unmet)
+
+
 def _rejected_count(p: Plan, fig: service.LoadFigures, bound: load.Load) -> Option:
     """A device count `devices = auto` tried for a request workload and passed over: what it misses, in numbers."""
     sc = p.scenario
     if fig.saturated:
         why = (f"at {fig.rate.human} no steady state: past the saturation rate {fig.saturation_rate.human} "
                f"({fig.saturation_rate.evidence.value}), set by the {fig.binding}")
-    else:
+    elif service.service_unmet(sc, fig, bound, ()):
         why = "misses the service SLO: " + "; ".join(u.message for u in service.service_unmet(sc, fig, bound, ()))
+    else:
+        why = "; ".join(u.message for u in p.unmet if u.constraint in _LAYOUT_UNMET)
     nums = tuple((k, v) for k, v in (("rate", fig.rate), ("saturation_rate", fig.saturation_rate),
                                      ("itl", fig.itl), ("ttft", fig.ttft), ("goodput", fig.goodput)) if v is not None)
     return Option(f"{p.n_devices} × {sc.device.id} (tp {p.tp})", Rejection(None, why, nums, cause="slo"), nums)
