@@ -1030,11 +1030,11 @@ class _Checker:
         fix: Optional[Fix]
         if e.key == "itl":
             help, fix = (f"a batch's inter-token latency is its step: write `step_time <= {value}`, or write the "
-                         "workload as requests (`rate = 20/s`, `input`, `output`; docs/service.md)",
+                         "workload as requests at a rate: rate, input and output (docs/service.md)",
                          fx.replace(e.span, f"step_time <= {value}"))
         else:
             help, fix = ("a batch has no request rate: bound its tokens with `throughput >= 500 tok/s`, or write the "
-                         "workload as requests (`rate = 20/s`, `input`, `output`; docs/service.md)",
+                         "workload as requests at a rate: rate, input and output (docs/service.md)",
                          self._remove_line(e))
         self.report(codes.UNKNOWN_KEY, f"slo `{e.key}` is an SLO on a service at a request rate, and this workload "
                     "is a batch at a context", e.key_span, help=help, fixes=[f for f in [fix] if f is not None])
