@@ -200,21 +200,23 @@ def _plan_service(sc: Scenario, at: Callable[[Scenario], Plan], knobs: _Knobs, s
     """A request workload's plan (docs/service.md): settled at the load model's batch, with its goodput; with
     `devices = auto` or `<= N` (no devices pin), planned again on each larger count of search.AUTO_DEVICE_COUNTS
     until the declared rate has a steady state and meets the service SLOs: the fewest devices that do, the
-    counts below it recorded as rejected options of the devices decision. When none does, the fewest is kept
-    and what it misses is unmet, with suggestions verified by planning them."""
-    p, fig, bound = _service(sc, at)
-    first, rejected = (p, fig, bound), []
+    counts below it recorded as rejected options of the devices decision. When none does, the fewest with a
+    steady state is kept (else the fewest) and what it misses is unmet, with suggestions verified by planning."""
+    tried = [_service(sc, at)]
+    n0 = tried[0][0].n_devices
     if "devices" not in sc.pins and sc.devices.mode != "fixed":
-        counts = sorted({c for c in search.AUTO_DEVICE_COUNTS if p.n_devices < c <= sc.devices.n}
-                        | ({sc.devices.n} if sc.devices.mode == "max" and sc.devices.n > p.n_devices else set()))
+        counts = sorted({c for c in search.AUTO_DEVICE_COUNTS if n0 < c <= sc.devices.n}
+                        | ({sc.devices.n} if sc.devices.mode == "max" and sc.devices.n > n0 else set()))
         for c in counts:
-            if _serves(p, fig, bound):
+            if _serves(*tried[-1]):
                 break
-            rejected.append(_rejected_count(p, fig, bound))
             q, fig, bound = _service(attrs.evolve(sc, devices=DeviceCount("fixed", c)), at)
-            p = attrs.evolve(q, scenario=attrs.evolve(q.scenario, devices=sc.devices))
-        if not _serves(p, fig, bound):
-            (p, fig, bound), rejected = first, []
+            tried.append((attrs.evolve(q, scenario=attrs.evolve(q.scenario, devices=sc.devices)), fig, bound))
+    served = next((i for i, t in enumerate(tried) if _serves(*t)), None)
+    pick = served if served is not None else next(
+        (i for i, (q, f, _) in enumerate(tried) if not f.saturated and _fits(q)), 0)
+    p, fig, bound = tried[pick]
+    rejected = [_rejected_count(*t) for t in tried[:pick]]
     short = service.unmet(fig)
     slo_short = service.service_unmet(sc, fig, bound, ())
     if slo_short and suggest:
@@ -222,8 +224,9 @@ def _plan_service(sc: Scenario, at: Callable[[Scenario], Plan], knobs: _Knobs, s
         slo_short = service.service_unmet(sc, fig, bound, sugg)
     assumptions = p.assumptions + ((fig.chunk,) if fig.chunk.evidence.value == "assumed" else ())
     unmet = p.unmet + ((short,) if short else ()) + slo_short
-    meets = " and meets the service SLOs" if service.has_slos(sc) else ""
-    why = f"the declared rate {fig.rate.human} has a steady state{meets} on {p.n_devices} devices, not on fewer"
+    meets = " and meets the service SLOs" if served is not None and service.has_slos(sc) else ""
+    why = f"the declared rate {fig.rate.human} has a steady state{meets} on {p.n_devices} devices, not on fewer" + (
+        "" if served is not None else f"; no count up to {sc.devices.n} meets the service SLOs")
     decisions = tuple(attrs.evolve(d, options=tuple(rejected) + d.options, context=d.context + (why,))
                       if d.domain == "devices" and rejected else d for d in p.decisions)
     return attrs.evolve(p, load=fig, unmet=unmet, assumptions=assumptions, decisions=decisions,
@@ -241,9 +244,14 @@ def _service(sc: Scenario, at: Callable[[Scenario], Plan]) -> tuple[Plan, servic
 _LAYOUT_UNMET = ("fits", "layout", "engine")
 
 
+def _fits(p: Plan) -> bool:
+    """Whether the plan fits on a layout its engine runs (nothing of _LAYOUT_UNMET is unmet)."""
+    return not any(u.constraint in _LAYOUT_UNMET for u in p.unmet)
+
+
 def _serves(p: Plan, fig: service.LoadFigures, bound: load.Load) -> bool:
     """Whether a request workload's plan fits on its layout and its declared rate meets the service SLOs."""
-    return service.meets(p.scenario, fig, bound) and not any(u.constraint in _LAYOUT_UNMET for u in p.unmet)
+    return service.meets(p.scenario, fig, bound) and _fits(p)
 
 
 def _rejected_count(p: Plan, fig: service.LoadFigures, bound: load.Load) -> Option:

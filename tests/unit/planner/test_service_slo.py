@@ -102,9 +102,14 @@ def test_auto_devices_take_the_fewest_on_which_the_rate_meets_the_slos() -> None
     assert any("not on fewer" in c for c in dec.context)
 
 
-def test_a_devices_bound_below_the_count_that_meets_keeps_the_fewest_and_says_what_is_unmet() -> None:
+def test_a_devices_bound_below_the_count_that_meets_keeps_the_fewest_with_a_steady_state() -> None:
+    # 1, 2 and 4 H100s saturate at 20/s; 8 carry it but miss the 9 ms ITL: the plan is the 8, its ITL unmet
     p = plan(_scenario(devices="<= 8"))
-    assert not p.feasible and any(u.constraint in ("itl", "rate") for u in p.unmet)
+    assert not p.feasible and p.n_devices == 8 and [u.constraint for u in p.unmet] == ["itl"]
+    (dec,) = [d for d in p.decisions if d.domain == "devices"]
+    assert any("no count up to 8 meets the service SLOs" in c for c in dec.context)
+    assert {o.choice.split(" ×")[0] for o in dec.options if getattr(o.reason, "cause", None) == "slo"} == {
+        "1", "2", "4"}
 
 
 def test_slo_on_bound_checks_the_service_on_the_bound_step() -> None:

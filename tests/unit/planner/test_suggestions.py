@@ -204,6 +204,7 @@ SERVICE = ("devices = {n}\nengine = vllm\nworkload {{\n    rate   = {rate}\n    
            "\nslo {{\n{slo}\n}}")
 PLANNER_CASES.update({
     "service-itl": _dep(SERVICE.format(n=8, rate="20/s", slo="    itl <= 9 ms"), model="llama-3.1-8b"),
+    "service-itl-bounded": _dep(SERVICE.format(n="<= 8", rate="20/s", slo="    itl <= 9 ms"), model="llama-3.1-8b"),
     "service-ttft-under-load": _dep(SERVICE.format(n=2, rate="7/s", slo="    ttft <= 150 ms"), model="llama-3.1-8b"),
     "service-goodput": _dep(SERVICE.format(n=8, rate="10/s", slo="    ttft <= 1 s\n    rate >= 30/s"),
                             model="llama-3.1-8b"),
