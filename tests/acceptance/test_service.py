@@ -140,3 +140,10 @@ def test_a_percentile_slo_cannot_be_planned_and_says_why(tmp_path: Path) -> None
     r = CliRunner().invoke(main, ["advise", str(path)])
     assert r.exit_code == 2 and "Traceback" not in r.output
     assert re.search(r"p90\.kvp:25:9: .*`ttft_p90` is a percentile, and the load model gives means only", r.output)
+
+
+def test_slo_on_bound_checks_the_service_slos_on_the_bound_step(tmp_path: Path) -> None:
+    path, _ = _missed(tmp_path)
+    r = CliRunner().invoke(main, ["advise", str(path), "--slo-on", "bound"])
+    assert r.exit_code == 0, r.output  # the bound step's ITL at 20/s on 8 H100s is far below 10 ms
+    assert "goodput: the largest rate meeting the service SLOs on the bound step;" in r.stdout
