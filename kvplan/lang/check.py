@@ -76,7 +76,7 @@ DEPLOYMENT_KEYS = ("model", "checkpoint", "weights", "device", "devices", "place
 SECTION_KEYS: Mapping[str, tuple[str, ...]] = {
     "workload": ("batch", "context", "rate", "input", "output", "prefix", "fanout", "reuse", "max_context"),
     "quality": ("budget", "eviction", "min_retention"),
-    "slo": ("step_time", "throughput", "ttft"),
+    "slo": ("step_time", "throughput", "ttft", "itl", "rate"),
     "pin": ("kv_dtype", "retention", "block_size", "prefix_caching", "tier", "placement", "devices",
             *LAYOUT_PINS, *ENGINE_PINS),
     "expect": ("regime", "fits", "speedup", "step_time", "throughput", "kv_bytes", "devices"),
@@ -99,6 +99,16 @@ _EXPECT_MAX = {"speedup": limits.MAX_SPEEDUP, "step_time": limits.MAX_STEP_TIME,
 #: Why a range ends where it does, for the help line.
 _LIMIT = "kvplan's limit, docs/language.md"
 _COMPARISONS = ("==", "<=", ">=", "<", ">")
+#: Each slo key: (dim, the operators it takes, an example value). itl and rate are SLOs on a service
+#: (SERVICE_SLOS: a request workload only); ttft is, with a rate, the mean TTFT under load.
+_SLO_FIELDS: Mapping[str, tuple[Dim, tuple[str, ...], str]] = {
+    "step_time": (Dim.TIME, ("<=", "<"), "50 ms"), "throughput": (Dim.RATE, (">=", ">"), "500 tok/s"),
+    "ttft": (Dim.TIME, ("<=", "<"), "2 s"), "itl": (Dim.TIME, ("<=", "<"), "40 ms"),
+    "rate": (Dim.RATE, (">=", ">"), "20/s"),
+}
+SERVICE_SLOS = ("itl", "rate")
+#: A percentile form of a latency SLO (`ttft_p90`, `itl_p99.9`): the load model gives means only.
+_PERCENTILE = re.compile(r"^(ttft|itl)_p[0-9]+(?:\.[0-9]+)?$")
 #: Units of a request rate (`rate = 20/s`): requests per second; a token rate (tok/s) is another quantity.
 REQUEST_RATE_UNITS = {"/s": 1.0, "req/s": 1.0, "/min": 1 / 60, "req/min": 1 / 60}
 #: The largest request rate a workload may declare (kvplan's limit, docs/language.md).
@@ -139,6 +149,31 @@ class _Element:
 
 #: One workload combination: (scenario name, values, spans).
 _Combo = tuple[str, dict[str, float], dict[str, Span]]
+
+
+def _without_pinned_defaults(notes: list[Value], pins: Mapping[str, object], top: Mapping[str, object]
+                             ) -> list[Value]:
+    """A pin stands in for the deployment setting it fixes: the default it replaces is no assumption."""
+    for key in ("devices", "placement"):
+        if key in pins and key not in top:
+            notes = [a for a in notes if not str(a.source).startswith(f"default: {key} = ")]
+    return notes
+
+
+def _has_rate(workload: Optional[Block]) -> bool:
+    """Whether a workload block is written as requests at a rate (its slo block may then hold itl and rate)."""
+    return workload is not None and any(isinstance(i, Entry) and i.key == "rate" for i in workload.items)
+
+
+@record
+class _Slos:
+    """The slo block's bounds in base units (seconds, tok/s, requests/s); None where not set."""
+
+    step_time: Optional[float] = None
+    throughput: Optional[float] = None
+    ttft: Optional[float] = None
+    itl: Optional[float] = None
+    rate: Optional[float] = None
 
 
 @record
@@ -670,13 +705,10 @@ class _Checker:
                                  notes, why="fewest devices that fit and meet the SLOs; docs/language.md")
 
         quality = self._quality(sections.get("quality"), spans, notes)
-        slo = self._slo(sections.get("slo"), spans)
+        slo = self._slo(sections.get("slo"), spans, _has_rate(sections.get("workload")))
         calibration = self._calibration(top.get("calibration"), spans)
         pins = self._pins(sections.get("pin"), spans, devices, placement, top)
-        # a pin stands in for the deployment setting it fixes: the default it replaces is no assumption
-        for key in ("devices", "placement"):
-            if key in pins and key not in top:
-                notes = [a for a in notes if not str(a.source).startswith(f"default: {key} = ")]
+        notes = _without_pinned_defaults(notes, pins, top)
         expects = self._expects(sections.get("expect"))
         workload = sections.get("workload")
         if workload is None:
@@ -697,7 +729,8 @@ class _Checker:
                 batch=int(values.get("batch", 1)), context=_context_of(values), prefix=int(values["prefix"]),
                 fanout=int(values["fanout"]), reuse=values["reuse"],
                 budget=quality[0], eviction_allowed=quality[1], min_retention=quality[2],
-                slo_step_time=slo[0], slo_throughput=slo[1], slo_ttft=slo[2], objective=objective,
+                slo_step_time=slo.step_time, slo_throughput=slo.throughput, slo_ttft=slo.ttft,
+                slo_itl=slo.itl, slo_rate=slo.rate, objective=objective,
                 calibration=calibration if not isinstance(calibration, bool) else None,
                 pins=pins, expects=expects, spans={**spans, **wspans},
                 assumptions=tuple(notes) + model.assumptions + device.assumptions,
@@ -979,20 +1012,26 @@ class _Checker:
                                self._remove_line(entries["min_retention"])])
         return budget, allowed, min_retention
 
-    def _slo(self, block: Optional[Block], spans: dict[str, Span]
-             ) -> Optional[tuple[Optional[float], Optional[float], Optional[float]]]:
-        entries = self._section(block, "slo")
-        ok = True
-        found: dict[str, Optional[float]] = {"step_time": None, "throughput": None, "ttft": None}
-        for key, (dim, ops, example) in {"step_time": (Dim.TIME, ("<=", "<"), "50 ms"),
-                                         "throughput": (Dim.RATE, (">=", ">"), "500 tok/s"),
-                                         "ttft": (Dim.TIME, ("<=", "<"), "2 s")}.items():
+    def _slo(self, block: Optional[Block], spans: dict[str, Span], request: bool) -> Optional[_Slos]:
+        """The slo block: step_time, throughput and ttft for every workload; itl and rate for a request workload
+        (`request`: its workload has a rate), where ttft is the mean TTFT under load (docs/service.md)."""
+        items = [] if block is None else self._no_percentiles(block)
+        entries = self._entries(items, "slo", SECTION_KEYS["slo"],
+                                {**{f"the `{k}` block": v for k, v in SECTION_KEYS.items() if k != "slo"},
+                                 "the deployment itself": DEPLOYMENT_KEYS})
+        ok = len(items) == (0 if block is None else len(block.items))
+        found: dict[str, Optional[float]] = dict.fromkeys(_SLO_FIELDS)
+        for key, (dim, ops, example) in _SLO_FIELDS.items():
             e = entries.get(key)
             if e is None:
                 continue
             spans[f"slo.{key}"] = e.span
+            if key in SERVICE_SLOS and not request:
+                self._service_slo_on_batch(e)
+                ok = False
+                continue
             if e.op not in ops:
-                bound = "a lower bound" if key == "throughput" else "an upper bound"
+                bound = "a lower bound" if ops[0] == ">=" else "an upper bound"
                 right = f"{key} {ops[0]} {_source_text(e.value) or example}"
                 self.report(codes.WRONG_OPERATOR, f"slo {key} is {bound}: `{ops[0]}`, not `{e.op or 'nothing'}`",
                             e.span, help=f"write `{right}`", fixes=[fx.replace(e.span, right)])
@@ -1002,7 +1041,10 @@ class _Checker:
             if not isinstance(node, (Quantity, Ident, String)):  # the grammar gives a comparison one scalar
                 ok = False
                 continue
-            if key in ("step_time", "ttft"):
+            if key == "rate":
+                value = self._number(node, key, dim, REQUEST_RATE_UNITS, lo=0, lo_open=True, hi=_MAX_RATE,
+                                     why=_LIMIT, op=e.op) if self._request_rate_unit(node, e.op) else None
+            elif dim is Dim.TIME:
                 value = self._number(node, key, dim, lo=limits.MIN_STEP_TIME, hi=limits.MAX_STEP_TIME, why=_LIMIT,
                                      op=e.op)
             else:
@@ -1010,7 +1052,42 @@ class _Checker:
                                      op=e.op)
             ok = ok and value is not None
             found[key] = value
-        return (found["step_time"], found["throughput"], found["ttft"]) if ok else None
+        return _Slos(**found) if ok else None
+
+    def _no_percentiles(self, block: Block) -> list[Union[Entry, Block]]:
+        """The slo block's items but its percentile keys (`ttft_p90`, `itl_p99`), each reported: the load model
+        gives means (its M/D/1 prefill queue's waiting-time tail is not in the closed form), with the fix that
+        writes the mean's key."""
+        out: list[Union[Entry, Block]] = []
+        keys = {i.key for i in block.items if isinstance(i, Entry)}
+        for item in block.items:
+            m = _PERCENTILE.match(item.key) if isinstance(item, Entry) else None
+            if m is None:
+                out.append(item)
+                continue
+            assert isinstance(item, Entry)
+            base = m.group(1)
+            self.report(codes.UNKNOWN_KEY, f"`{item.key}` is a percentile, and the load model gives means only: its "
+                        "M/D/1 prefill queue's waiting-time tail is not in the closed form (docs/service.md)",
+                        item.key_span, help=f"write `{base}` for the mean {base.upper()} under load: "
+                        f"`{base} {item.op or '<='} {_source_text(item.value) or _SLO_FIELDS[base][2]}`",
+                        fixes=[self._remove_line(item) if base in keys else fx.replace(item.key_span, base)])
+        return out
+
+    def _service_slo_on_batch(self, e: Entry) -> None:
+        """Report `itl` or `rate` in the slo block of a batch/context workload: they are SLOs on a service."""
+        value = _source_text(e.value) or _SLO_FIELDS[e.key][2]
+        fix: Optional[Fix]
+        if e.key == "itl":
+            help, fix = (f"a batch's inter-token latency is its step: write `step_time <= {value}`, or write the "
+                         "workload as requests at a rate: rate, input and output (docs/service.md)",
+                         fx.replace(e.span, f"step_time <= {value}"))
+        else:
+            help, fix = ("a batch has no request rate: bound its tokens with `throughput >= 500 tok/s`, or write the "
+                         "workload as requests at a rate: rate, input and output (docs/service.md)",
+                         self._remove_line(e))
+        self.report(codes.UNKNOWN_KEY, f"slo `{e.key}` is an SLO on a service at a request rate, and this workload "
+                    "is a batch at a context", e.key_span, help=help, fixes=[f for f in [fix] if f is not None])
 
     def _pins(self, block: Optional[Block], spans: dict[str, Span], devices: Optional[DeviceCount],
               placement: Optional[str], top: Mapping[str, Entry]) -> Mapping[str, Pin]:
@@ -1241,7 +1318,7 @@ class _Checker:
                                   node.span if isinstance(v, ListValue) else e.span))
         return elems if ok else None
 
-    def _request_rate_unit(self, node: Scalar) -> bool:
+    def _request_rate_unit(self, node: Scalar, op: str = "=") -> bool:
         """Whether a `rate` is written in requests per time (`20/s`); reports a bare number, a token rate or
         another unit (a name or string is left to _number, which says the rate takes a number)."""
         if not isinstance(node, Quantity) or node.unit in REQUEST_RATE_UNITS:
@@ -1251,8 +1328,8 @@ class _Checker:
         example = f"{node.text.replace(' ', '').removesuffix(node.unit)}/s"
         self.report(codes.UNKNOWN_UNIT if node.unit else codes.WRONG_DIMENSION,
                     f"rate takes requests per second, got {got}", node.unit_span if node.unit else node.span,
-                    help=f"write requests per time, e.g. `rate = {example}` ({', '.join(REQUEST_RATE_UNITS)})",
-                    fixes=[fx.replace(node.span, example, f"rate = {example}")])
+                    help=f"write requests per time, e.g. `rate {op} {example}` ({', '.join(REQUEST_RATE_UNITS)})",
+                    fixes=[fx.replace(node.span, example, f"rate {op} {example}")])
         return False
 
     def _within_caps(self, total: int, block: Block) -> bool:

@@ -170,7 +170,12 @@ def solve(cfg: Config, f: Factors, link: Optional[float], sv: Service) -> Load:
     """The steady state of the service on the deployment `cfg` with the expected-step factors `f` (module
     docstring), or its saturation. Raises KvplanError for inputs the model cannot take."""
     m = Model(cfg, f, link, sv)
-    sat, binding = m.saturation()
+    return _steady(m, *m.saturation())
+
+
+def _steady(m: Model, sat: float, binding: str) -> Load:
+    """The steady state of the model's service at its rate, given its saturation (λ_sat, binding)."""
+    sv = m.sv
     n_d = m.decode_batch(sv.rate) if sv.rate < sat else None
     tail = float(sv.n_in + sv.n_out)
     most = (m.cap() if sv.n_out > 1 else 0.0) + 1.0
@@ -189,4 +194,93 @@ def solve(cfg: Config, f: Factors, link: Optional[float], sv: Service) -> Load:
                 m.chunks, m.mean_context, tail, most)
 
 
-__all__ = ["ARRIVALS", "BISECTION_STEPS", "GRID_POINTS", "Load", "Model", "Service", "solve"]
+@record
+class Goodput:
+    """The largest rate (requests/s) at which the mean TTFT and the ITL meet their SLOs, below saturation, and
+    what binds it: 'ttft' or 'itl' (the SLO missed just above it), or 'saturation' (both hold up to λ_sat)."""
+
+    rate: float
+    binding: str
+
+
+def misses(ld: Load, ttft: Optional[float], itl: Optional[float]) -> Optional[str]:
+    """The first service SLO the steady state misses ('ttft', then 'itl'), or None; a saturated load misses both
+    (no steady state: the queue grows without bound)."""
+    if ttft is not None and (ld.saturated or ld.ttft > ttft):
+        return "ttft"
+    if itl is not None and (ld.saturated or ld.itl > itl):
+        return "itl"
+    return None
+
+
+def _latencies(m: Model, rate: npt.NDArray[np.float64], step: npt.NDArray[np.float64]
+               ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """(ITL, TTFT) of the steady states at `rate` whose decode step is `step` (solve's formulas, vectorized)."""
+    itl = step / (1.0 - rate * m.prefill)
+    service = m.chunks * step + m.prefill
+    rho = rate * service
+    wait = rho * service / (2.0 * (1.0 - rho)) if m.sv.arrivals == "poisson" else np.zeros_like(rho)
+    return itl, (1.0 - rho) * step / 2.0 + wait + service
+
+
+def goodput(cfg: Config, f: Factors, link: Optional[float], sv: Service, ttft: Optional[float],
+            itl: Optional[float]) -> Goodput:
+    """The goodput of the deployment for the service's lengths (its rate is not read): the largest λ in
+    (0, λ_sat) at which mean TTFT <= `ttft` and ITL <= `itl` (seconds; None: that SLO is not set); with neither
+    set, λ_sat (binding 'saturation').
+
+    The steady states are walked by their decode batch N rather than by λ: the least root of the fixed point is
+    N_d(λ) = min{N : λ(N) >= λ} with λ(N) = N / ((n_out − 1)·T(N) + N·P) (the saturation formula), so the states
+    are the N where λ(N) sets a new running maximum, in order of growing λ, and each one's ITL and TTFT follow in
+    closed form. On them ITL and TTFT grow with λ (T, S and ρ all grow; docs/service.md, Goodput), so the goodput
+    lies between the last state on the grid that meets the SLOs and the next, and BISECTION_STEPS refine it there.
+    Bounded work: one grid of GRID_POINTS and the bisection. With one output token there is no decode stage
+    (N_d = 0) and λ is walked directly."""
+    m = Model(cfg, f, link, sv)
+    sat, _ = m.saturation()
+    none = "ttft" if ttft is not None else "itl" if itl is not None else "saturation"
+    if ttft is None and itl is None:
+        return Goodput(sat, "saturation")
+    if sat <= 0:
+        return Goodput(0.0, none)
+
+    def state(x: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64], ...]:
+        """(λ, ITL, TTFT) of the states at grid variable x: N_d = x, or λ = x with one output token."""
+        if sv.n_out == 1:
+            lam, step = x, np.full(x.shape, float(m.step(0.0)))
+        else:
+            step = m.step(x)
+            lam = x / ((sv.n_out - 1) * step + x * m.prefill)
+        return (lam, *_latencies(m, lam, step))
+
+    def worst(i: npt.NDArray[np.float64], t: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64], ...]:
+        return (t / ttft if ttft is not None else np.zeros_like(t), i / itl if itl is not None else np.zeros_like(i))
+
+    top = sat if sv.n_out == 1 else m.cap()
+    grid = np.geomspace(top * 1e-9, top, GRID_POINTS)
+    with np.errstate(divide="ignore", invalid="ignore"):  # ρ = 1 at the prefill cap: that state is λ_sat, left out
+        lam, i_, t_ = state(grid)
+    record_ = lam >= np.maximum.accumulate(lam)
+    states = np.nonzero(record_ & (lam < sat))[0]
+    r_t, r_i = worst(i_[states], t_[states])
+    ok = (r_t <= 1.0) & (r_i <= 1.0)
+    if ok.all():
+        return Goodput(sat, "saturation")
+    first = int(np.argmin(ok))  # the first state that misses
+    if first == 0:
+        return Goodput(0.0, "ttft" if r_t[0] > 1.0 else "itl")
+    lo, hi = float(grid[states[first - 1]]), float(grid[states[first]])
+    why = "ttft" if r_t[first] > 1.0 else "itl"
+    for _ in range(BISECTION_STEPS):
+        mid = 0.5 * (lo + hi)
+        lm, im, tm = state(np.array([mid]))
+        wt, wi = worst(im, tm)
+        if wt[0] <= 1.0 and wi[0] <= 1.0 and lm[0] < sat:
+            lo = mid
+        else:
+            hi, why = mid, "ttft" if wt[0] > 1.0 else "itl"
+    return Goodput(float(state(np.array([lo]))[0][0]), why)
+
+
+__all__ = ["ARRIVALS", "BISECTION_STEPS", "GRID_POINTS", "Goodput", "Load", "Model",
+           "Service", "goodput", "misses", "solve"]

@@ -80,7 +80,8 @@ class Scenario:
     #: workload.max_context: the longest sequence the engine admits (vLLM --max-model-len, SGLang
     #: --context-length); None when the spec does not say, and then the context is the bound.
     max_context: Optional[int] = None
-    #: slo.ttft: the longest time to first token of one prompt of the context, seconds; None when not set.
+    #: slo.ttft: the longest time to first token of one prompt of the context, seconds (with a rate: the mean TTFT
+    #: under load); None when not set.
     slo_ttft: Optional[float] = None
     #: The calibration profile of the expected figures (`calibration = "FILE"`, --calibration); None: defaults.
     calibration: Optional[Profile] = None
@@ -97,6 +98,11 @@ class Scenario:
     #: `price`: US dollars per device-hour as the spec writes it (an input, assumed), overriding the device's
     #: catalog price; None when not written (kvplan.planner.cost).
     price: Optional[float] = None
+    #: slo.itl: the longest mean inter-token latency under load, seconds (a request workload only); None when not
+    #: set. With a rate, slo.ttft is the mean TTFT under load, queueing included (docs/service.md).
+    slo_itl: Optional[float] = None
+    #: slo.rate: the goodput the plan must reach, requests per second (a request workload only); None when not set.
+    slo_rate: Optional[float] = None
 
     @property
     def context_bound(self) -> int:

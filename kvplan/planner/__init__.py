@@ -27,7 +27,7 @@ from kvplan.catalog.engines import concrete, default_block_for, get_engine, kv_d
 from kvplan.catalog.quality import BUDGETS, admissible
 from kvplan.lang import CheckResult
 from kvplan.model import expected as ex
-from kvplan.model import memory
+from kvplan.model import load, memory
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import KvFactors, fragmentation, kappa, kv_bytes_per_seq, sharing_factor
 from kvplan.model.regime import cap_value, devices_for_weights, over_cap_value, weights_unheld_note, widest_tp
@@ -35,7 +35,18 @@ from kvplan.model.scenario import DeviceCount, Pin, PinValue, Scenario
 from kvplan.model.tiering import DEFAULT_PREFILL_EFFICIENCY, fetch_time, prefill_time
 from kvplan.planner import cost, search, service
 from kvplan.planner.decisions import build_decisions
-from kvplan.planner.plan import ByteFactors, Change, MapNumbers, Metrics, Plan, Rejection, Suggestion, TierPlan, Unmet
+from kvplan.planner.plan import (
+    ByteFactors,
+    Change,
+    MapNumbers,
+    Metrics,
+    Option,
+    Plan,
+    Rejection,
+    Suggestion,
+    TierPlan,
+    Unmet,
+)
 from kvplan.planner.rules import RULES, Rule, SearchView
 from kvplan.planner.search import Evaluated, Slos, Space
 
@@ -181,19 +192,113 @@ def plan(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DE
 
     if sc.rate is None:
         return cost.priced(at(sc))
-    p, fig = _settle(sc, at)
-    n = p.n_devices * 2
-    # devices = auto or <= N: the fewest devices (doubling) on which the rate has a steady state
-    while fig.saturated and sc.devices.mode != "fixed" and n <= sc.devices.n:
-        q, more = _settle(attrs.evolve(sc, devices=DeviceCount("fixed", n)), at)
-        if not more.saturated:
-            p, fig = attrs.evolve(q, scenario=attrs.evolve(q.scenario, devices=sc.devices)), more
-            break
-        n *= 2
+    knobs = _Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, 0.0)
+    return _plan_service(sc, at, knobs, suggest)
+
+
+def _plan_service(sc: Scenario, at: Callable[[Scenario], Plan], knobs: _Knobs, suggest: bool) -> Plan:
+    """A request workload's plan (docs/service.md): settled at the load model's batch, with its goodput; with
+    `devices = auto` or `<= N` (no devices pin), planned again on each larger count of search.AUTO_DEVICE_COUNTS
+    until the declared rate has a steady state and meets the service SLOs: the fewest devices that do, the
+    counts below it recorded as rejected options of the devices decision. When none does, the fewest with a
+    steady state is kept (else the fewest) and what it misses is unmet, with suggestions verified by planning."""
+    tried = [_service(sc, at)]
+    n0 = tried[0][0].n_devices
+    if "devices" not in sc.pins and sc.devices.mode != "fixed":
+        counts = sorted({c for c in search.AUTO_DEVICE_COUNTS if n0 < c <= sc.devices.n}
+                        | ({sc.devices.n} if sc.devices.mode == "max" and sc.devices.n > n0 else set()))
+        for c in counts:
+            if _serves(*tried[-1]):
+                break
+            q, fig, bound = _service(attrs.evolve(sc, devices=DeviceCount("fixed", c)), at)
+            tried.append((attrs.evolve(q, scenario=attrs.evolve(q.scenario, devices=sc.devices)), fig, bound))
+    served = next((i for i, t in enumerate(tried) if _serves(*t)), None)
+    pick = served if served is not None else next(
+        (i for i, (q, f, _) in enumerate(tried) if not f.saturated and _fits(q)), 0)
+    p, fig, bound = tried[pick]
+    rejected = [_rejected_count(*t) for t in tried[:pick]]
     short = service.unmet(fig)
+    slo_short = service.service_unmet(sc, fig, bound, ())
+    if slo_short and suggest:
+        sugg = _service_suggestions(sc, knobs, p, fig, {u.constraint for u in slo_short})
+        slo_short = service.service_unmet(sc, fig, bound, sugg)
     assumptions = p.assumptions + ((fig.chunk,) if fig.chunk.evidence.value == "assumed" else ())
-    return cost.priced(attrs.evolve(p, load=fig, unmet=p.unmet + ((short,) if short else ()),
-                                    assumptions=assumptions, feasible=p.feasible and short is None))
+    unmet = p.unmet + ((short,) if short else ()) + slo_short
+    meets = " and meets the service SLOs" if served is not None and service.has_slos(sc) else ""
+    why = f"the declared rate {fig.rate.human} has a steady state{meets} on {p.n_devices} devices, not on fewer" + (
+        "" if served is not None else f"; no count up to {sc.devices.n} meets the service SLOs")
+    decisions = tuple(attrs.evolve(d, options=tuple(rejected) + d.options, context=d.context + (why,))
+                      if d.domain == "devices" and rejected else d for d in p.decisions)
+    return cost.priced(attrs.evolve(p, load=fig, unmet=unmet, assumptions=assumptions, decisions=decisions,
+                                    feasible=p.feasible and short is None and not slo_short))
+
+
+def _service(sc: Scenario, at: Callable[[Scenario], Plan]) -> tuple[Plan, service.LoadFigures, load.Load]:
+    """The settled plan of a request workload, its service figures with the goodput, and its load on the bound
+    step (--slo-on bound checks the SLOs on it; a missed SLO prints it beside the expected figure)."""
+    p, fig = _settle(sc, at)
+    return p, service.with_goodput(p, fig), service.solve(p, "bound")[0]
+
+
+#: What a plan at a device count must not miss for `devices = auto` to stop there (besides the service SLOs).
+_LAYOUT_UNMET = ("fits", "layout", "engine")
+
+
+def _fits(p: Plan) -> bool:
+    """Whether the plan fits on a layout its engine runs (nothing of _LAYOUT_UNMET is unmet)."""
+    return not any(u.constraint in _LAYOUT_UNMET for u in p.unmet)
+
+
+def _serves(p: Plan, fig: service.LoadFigures, bound: load.Load) -> bool:
+    """Whether a request workload's plan fits on its layout and its declared rate meets the service SLOs."""
+    return service.meets(p.scenario, fig, bound) and _fits(p)
+
+
+def _rejected_count(p: Plan, fig: service.LoadFigures, bound: load.Load) -> Option:
+    """A device count `devices = auto` tried for a request workload and passed over: what it misses, in numbers."""
+    sc = p.scenario
+    if fig.saturated:
+        why = (f"at {fig.rate.human} no steady state: past the saturation rate {fig.saturation_rate.human} "
+               f"({fig.saturation_rate.evidence.value}), set by the {fig.binding}")
+    elif service.service_unmet(sc, fig, bound, ()):
+        why = "misses the service SLO: " + "; ".join(u.message for u in service.service_unmet(sc, fig, bound, ()))
+    else:
+        why = "; ".join(u.message for u in p.unmet if u.constraint in _LAYOUT_UNMET)
+    nums = tuple((k, v) for k, v in (("rate", fig.rate), ("saturation_rate", fig.saturation_rate),
+                                     ("itl", fig.itl), ("ttft", fig.ttft), ("goodput", fig.goodput)) if v is not None)
+    return Option(f"{p.n_devices} × {sc.device.id} (tp {p.tp})", Rejection(None, why, nums, cause="slo"), nums)
+
+
+def _service_suggestions(sc: Scenario, knobs: _Knobs, p: Plan, fig: service.LoadFigures, missed: set[str]
+                         ) -> tuple[tuple[str, tuple[Change, ...]], ...]:
+    """Changes that make a request workload meet its service SLOs, each verified by planning it: more devices,
+    replicas (pin replicas: the rate is split over them), or a declared rate at the goodput."""
+    out: list[tuple[str, tuple[Change, ...]]] = []
+    dev = _device_suggestion(sc, knobs, p.n_devices, "meets the service SLOs")
+    if dev is not None:
+        out.append((dev.text, dev.changes))
+    for r in (2, 4, 8):
+        if r <= sc.replicas:
+            continue
+        if _replan(sc, knobs, _Rescope(pins=_with_pin(sc, "replicas", float(r)))) is not None:
+            out.append((f"pin replicas = {r} (each replica serves 1/{r} of the rate on {p.n_devices} × "
+                        f"{sc.device.id})", (Change("pin.replicas", "=", str(r)),)))
+            break
+    if fig.goodput is not None and fig.goodput.value > 0 and missed & {"ttft", "itl"}:
+        lower = _round_down(fig.goodput.value)
+        ok = lower > 0 and _replan(attrs.evolve(sc, rate=lower), knobs, _Rescope()) is not None
+        if ok and (sc.slo_rate is None or lower >= sc.slo_rate):
+            out.append((f"workload rate = {lower:g}/s (the plan's goodput, {fig.goodput.human}, rounded down)",
+                        (Change("workload.rate", "=", f"{lower:g}/s"),)))
+    return tuple(out) or (("no allowed plan meets it: allow more devices, or lower the rate", ()),)
+
+
+def _round_down(x: float) -> float:
+    """x rounded down to three significant digits (a rate a spec would write)."""
+    if x <= 0:
+        return 0.0
+    step = 10.0 ** (math.floor(math.log10(x)) - 2)
+    return math.floor(x / step + 1e-9) * step
 
 
 def _settle(sc: Scenario, at: Callable[[Scenario], Plan]) -> tuple[Plan, service.LoadFigures]:
@@ -300,8 +405,9 @@ def factors_for(sc: Scenario, kv_dtype: str) -> ex.Factors:
 
 
 def slos(sc: Scenario) -> Slos:
-    """The scenario's SLOs and the figures they are checked against (`--slo-on`, default expected)."""
-    return Slos(sc.slo_step_time, sc.slo_throughput, sc.slo_ttft, sc.slo_on)
+    """The scenario's SLOs on a step and the figures they are checked against (`--slo-on`, default expected).
+    A request workload's ttft is the TTFT under load, checked on the service figures (_plan_service), not here."""
+    return Slos(sc.slo_step_time, sc.slo_throughput, sc.slo_ttft if sc.rate is None else None, sc.slo_on)
 
 
 def for_engine(p: Plan, engine: str) -> Plan:

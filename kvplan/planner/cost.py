@@ -119,8 +119,12 @@ def figures(p: Plan) -> Optional[CostFigures]:
 
 
 def priced(p: Plan) -> Plan:
-    """The plan with its cost figures (kvplan.planner.plan calls it on every plan it returns)."""
-    return attrs.evolve(p, cost=figures(p))
+    """The plan with its cost figures, at the declared rate and at goodput, or the line saying how to give a price
+    (kvplan.planner.plan calls it on every plan it returns; the renderers only print them)."""
+    c = figures(p)
+    if c is None:
+        return attrs.evolve(p, cost=None, cost_at_goodput=None, cost_absent=no_price(p.scenario))
+    return attrs.evolve(p, cost=c, cost_at_goodput=at_goodput(p), cost_absent="")
 
 
 def cost_per_million_output(plan: Plan) -> Optional[Value]:

@@ -115,16 +115,17 @@ def findings(sc: Scenario, plan: Plan, ctx: Optional[Context] = None,
             text, found = _unmet_help(sc, ctx, u, lead, "; or ")
             out.append(make("KV301", u.message, _span(sc, "pin.devices", "devices", "deployment"),
                             help=text, fixes=found))
-        elif u.constraint == "step_time":
+        elif u.constraint in ("step_time", "itl"):  # the ITL under load is a service's step time (docs/service.md)
             text, found = _unmet_help(sc, ctx, u, "would meet it: ", "; or ")
-            out.append(make("KV302", u.message, _span(sc, "slo.step_time", "deployment"), help=text, fixes=found))
+            out.append(make("KV302", u.message, _span(sc, f"slo.{u.constraint}", "deployment"), help=text,
+                            fixes=found))
         elif u.constraint == "engine":
             text, found = _unmet_help(sc, ctx, u, "", "; or ")
             out.append(make("KV305", u.message, _span(sc, "pin.devices", "devices", "engine", "deployment"),
                             help=text or None, fixes=found))
-        elif u.constraint in ("throughput", "rate"):  # a rate past saturation is a throughput unmet (docs/service.md)
-            text, found = _unmet_help(sc, ctx, u, "would meet it: ", "; or ")
-            at = {"throughput": "slo.throughput", "rate": "workload.rate"}[u.constraint]
+        elif u.constraint in ("throughput", "rate", "goodput"):  # a rate past saturation, or a goodput below
+            text, found = _unmet_help(sc, ctx, u, "would meet it: ", "; or ")  # slo.rate (docs/service.md)
+            at = {"throughput": "slo.throughput", "rate": "workload.rate", "goodput": "slo.rate"}[u.constraint]
             out.append(make("KV303", u.message, _span(sc, at, "deployment"), help=text, fixes=found))
         elif u.constraint == "ttft":
             text, found = _unmet_help(sc, ctx, u, "would meet it: ", "; or ")

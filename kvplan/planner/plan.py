@@ -112,6 +112,10 @@ class LoadFigures(_Figures):
     prefill_wait: Optional[Value] = None
     prefill_utilization: Optional[Value] = None
     saturation_rate: Value
+    #: The largest rate at which the plan's layout meets the service SLOs (mean TTFT, ITL), below saturation
+    #: (kvplan.model.load.goodput); None when the spec sets neither. `goodput_slo` names what binds it: ttft,
+    #: itl, or saturation (both hold up to the saturation rate).
+    goodput: Optional[Value] = None
     batch_limit: Value
     mean_context: Value
     tail_context: Value
@@ -123,6 +127,8 @@ class LoadFigures(_Figures):
     #: P, seconds: one prompt's expected prefill less t_fixed (kvplan.model.load.Load.chunk_time), per second of
     #: rate λ·P of the engine's time; not printed, the cost split reads it (kvplan.planner.cost).
     prefill_time: float = 0.0
+
+    goodput_slo: Optional[str] = None
 
 
 @record(kw_only=True)
@@ -211,7 +217,7 @@ class Unmet:
 
     `changes[i]` is what `suggestions[i]` says, as data; each was verified by planning it."""
 
-    constraint: str                   # fits | layout | step_time | throughput | ttft | engine
+    constraint: str                   # fits | layout | step_time | throughput | ttft | itl | rate | goodput | engine
     message: str
     shortfall: Value
     suggestions: tuple[str, ...]
@@ -269,6 +275,10 @@ class Plan:
     #: What the plan costs (kvplan.planner.cost); None where no price is known (the spec's `price`, else the
     #: device's catalog price). Not in the digest: it guards the engine configuration, which no price changes.
     cost: Optional[CostFigures] = None
+    #: The cost figures at the plan's goodput (a request workload with service SLOs and a price), else None.
+    cost_at_goodput: Optional[CostFigures] = None
+    #: Without a price: the one line that says how to give one (kvplan.planner.cost.no_price); else "".
+    cost_absent: str = ""
 
     def metric(self, key: str) -> Value:
         """A metric by its label, for a name the user wrote (`expect { step_time < 30ms }`); KeyError

@@ -6,14 +6,17 @@ from __future__ import annotations
 import math
 from typing import Optional
 
+import attrs
+
 from kvplan.base.evidence import Evidence, Value, assumed, derived
 from kvplan.base.limits import MAX_BATCH
+from kvplan.base.units import fmt_unit
 from kvplan.model import expected as ex
 from kvplan.model import load
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import KvFactors, fragmentation
 from kvplan.model.scenario import Scenario
-from kvplan.planner.plan import LoadFigures, Plan, Unmet
+from kvplan.planner.plan import Change, LoadFigures, Plan, Unmet
 
 #: GiB, for the prefill chunk's device tiers.
 _GIB = 2**30
@@ -53,9 +56,16 @@ def _inputs(sc: Scenario) -> tuple[float, int, int]:
     return sc.rate, sc.input_tokens, sc.output_tokens
 
 
-def solve(p: Plan) -> tuple[load.Load, float, float, Value]:
+def solve(p: Plan, on: str = "expected") -> tuple[load.Load, float, float, Value]:
     """The load model on the plan's layout: (load, KV bytes of one sequence at the mean context, the batch limit
-    the memory allows at it, the chunk). The rate is split evenly over pin.replicas."""
+    the memory allows at it, the chunk). The rate is split evenly over pin.replicas. `on` = "bound" runs it on
+    the bound step (every efficiency 1, no fixed cost: Factors.perfect), as `--slo-on bound` checks the SLOs."""
+    cfg, f, link, sv, per_seq, limit, ch = _model_inputs(p, on)
+    return load.solve(cfg, f, link, sv), per_seq, limit, ch
+
+
+def _model_inputs(p: Plan, on: str) -> tuple[rf.Config, ex.Factors, Optional[float], load.Service, float, float,
+                                             Value]:
     sc = p.scenario
     rate, n_in, n_out = _inputs(sc)
     frag = float(fragmentation(sc.context, p.block_size))
@@ -68,7 +78,7 @@ def solve(p: Plan) -> tuple[load.Load, float, float, Value]:
     ch = chunk(sc)
     f = ex.deployment_factors(sc.device, p.kv_dtype.id, sc.engine, sc.calibration)
     sv = load.Service(rate / sc.replicas, n_in, n_out, int(ch.value), batch_limit=limit, arrivals="poisson")
-    return load.solve(cfg, f, ex.link_bandwidth(sc.device), sv), per_seq, limit, ch
+    return cfg, f.perfect() if on == "bound" else f, ex.link_bandwidth(sc.device), sv, per_seq, limit, ch
 
 
 def batch_for(ld: load.Load, limit: float) -> int:
@@ -134,4 +144,72 @@ def unmet(fig: LoadFigures) -> Optional[Unmet]:
                  ("lower the rate, or add devices or replicas (pin replicas)",))
 
 
-__all__ = ["LoadFigures", "MAX_ROUNDS", "batch_for", "chunk", "default_chunk", "figures", "solve", "unmet"]
+def has_slos(sc: Scenario) -> bool:
+    """Whether the request workload sets a service SLO (ttft, itl or rate: docs/service.md)."""
+    return sc.rate is not None and any(x is not None for x in (sc.slo_ttft, sc.slo_itl, sc.slo_rate))
+
+
+def _slo_text(sc: Scenario) -> str:
+    said = [f"{k} <= {fmt_unit(v, 's')}" for k, v in (("ttft", sc.slo_ttft), ("itl", sc.slo_itl)) if v is not None]
+    return ", ".join(said)
+
+
+def with_goodput(p: Plan, fig: LoadFigures) -> LoadFigures:
+    """The figures with the plan's goodput (kvplan.model.load.goodput) on the figures the SLOs are checked
+    against (`--slo-on`): the largest rate at which mean TTFT and ITL meet slo.ttft and slo.itl. Absent when the
+    spec sets neither (then the saturation rate is the most the plan carries, with no latency promised)."""
+    sc = p.scenario
+    if sc.slo_ttft is None and sc.slo_itl is None:
+        return fig
+    cfg, f, link, sv, _, _, ch = _model_inputs(p, sc.slo_on)
+    g = load.goodput(cfg, f, link, sv, sc.slo_ttft, sc.slo_itl)
+    per = "" if sc.replicas == 1 else f", × {sc.replicas} replicas"
+    bound = {"saturation": "both hold up to the saturation rate (the goodput is that supremum)",
+             "ttft": "the TTFT SLO binds it", "itl": "the ITL SLO binds it"}[g.binding]
+    src = (f"the largest λ below saturation at which {_slo_text(sc)} hold on the {sc.slo_on} step ({bound}; "
+           f"load model, docs/service.md): n_in = {sv.n_in:,}, n_out = {sv.n_out:,} tokens, chunk "
+           f"{int(ch.value):,} tokens{per}")
+    return attrs.evolve(fig, goodput=derived(g.rate * sc.replicas, "req/s", src), goodput_slo=g.binding)
+
+
+def meets(sc: Scenario, fig: LoadFigures, bound: Optional[load.Load] = None) -> bool:
+    """Whether the service figures meet the scenario's service SLOs (and have a steady state)."""
+    return not fig.saturated and not service_unmet(sc, fig, bound, suggest=())
+
+
+def service_unmet(sc: Scenario, fig: LoadFigures, bound: Optional[load.Load],
+                  suggest: tuple[tuple[str, tuple[Change, ...]], ...]) -> tuple[Unmet, ...]:
+    """Each service SLO the plan misses at the declared rate (mean TTFT, ITL on the `--slo-on` figures, printed
+    beside the other) and a goodput below slo.rate; each with the suggestions given (verified by the caller).
+    `bound` is the load on the bound step (for --slo-on bound and the figure printed beside the expected one)."""
+    if sc.rate is None or fig.saturated:
+        return ()
+    out = []
+    texts, changes = tuple(t for t, _ in suggest), tuple(c for _, c in suggest)
+    on_bound = sc.slo_on == "bound" and bound is not None and not bound.saturated
+    for key, name, slo, shown in (("ttft", "TTFT", sc.slo_ttft, fig.ttft), ("itl", "ITL", sc.slo_itl, fig.itl)):
+        if slo is None or shown is None:
+            continue
+        other = None if bound is None or bound.saturated else float(getattr(bound, key))
+        got, alt = (other, shown.value) if on_bound and other is not None else (shown.value, other)
+        on, alt_name = ("bound", "expected") if on_bound else ("expected", "bound")
+        if got <= slo:
+            continue
+        beside = "" if alt is None else f"; {alt_name} {fmt_unit(alt, 's')}"
+        out.append(Unmet(key, f"{name} under load {fmt_unit(got, 's')} at {fig.rate.human} ({on}{beside}) exceeds "
+                         f"the SLO {fmt_unit(slo, 's')} by {fmt_unit(got - slo, 's')}",
+                         derived(got - slo, "s", f"plan {name} at the declared rate ({on}, load model) − SLO"),
+                         texts, changes))
+    if sc.slo_rate is not None:
+        good = fig.goodput if fig.goodput is not None else fig.saturation_rate
+        if good.value < sc.slo_rate:
+            what = "goodput" if fig.goodput is not None else "saturation rate (no ttft or itl SLO: the most it carries)"
+            out.append(Unmet("goodput", f"the {what} {good.human} is below the SLO rate >= "
+                             f"{fmt_unit(sc.slo_rate, 'req/s')} by {fmt_unit(sc.slo_rate - good.value, 'req/s')}",
+                             derived(sc.slo_rate - good.value, "req/s", f"SLO rate − plan {what.split(' (')[0]}"),
+                             texts, changes))
+    return tuple(out)
+
+
+__all__ = ["LoadFigures", "MAX_ROUNDS", "batch_for", "chunk", "default_chunk", "figures", "has_slos", "meets",
+           "service_unmet", "solve", "unmet", "with_goodput"]

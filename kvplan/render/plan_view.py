@@ -6,7 +6,7 @@ import textwrap
 from typing import Sequence, Union
 
 from kvplan.base.evidence import Value, to_jsonable
-from kvplan.planner import cost, per_engine
+from kvplan.planner import per_engine
 from kvplan.planner.plan import Decision, Plan, Rejection
 from kvplan.planner.rules import RULES
 from kvplan.render.common import dump_json
@@ -132,6 +132,11 @@ def _load_text(p: Plan) -> list[str]:
     width = max(len(label) for label, _ in rows)
     for label, v in rows:
         out.append(f"  {label.ljust(width)}  {v.human:>14}  ({v.evidence.value})")
+    if ld.goodput is not None:  # what binds it: the source names the SLOs (docs/service.md, Goodput)
+        binds = {"ttft": "the TTFT SLO binds it", "itl": "the ITL SLO binds it",
+                 "saturation": "the SLOs hold up to the saturation rate"}[ld.goodput_slo or "saturation"]
+        out.extend(_wrap(f"goodput: the largest rate meeting the service SLOs on the {sc.slo_on} step; {binds}",
+                         "  ", "    "))
     return out
 
 
@@ -146,7 +151,7 @@ def _cost_text(p: Plan) -> list[str]:
     source; without a price, the one line that says how to give one."""
     c = p.cost
     if c is None:
-        return [""] + _wrap(f"cost: {cost.no_price(p.scenario)}", "")
+        return [""] + _wrap(f"cost: {p.cost_absent}", "") if p.cost_absent else []
     at = ("at the declared rate; the engine's time split into prefill and decode by the load model's shares"
           if c.rate is not None else "at the plan's expected throughput")
     out = [""] + _wrap(f"cost (docs/service.md): {at}", "")
@@ -154,7 +159,7 @@ def _cost_text(p: Plan) -> list[str]:
     width = max(len(label) for label, _ in rows)
     for label, v in rows:
         out.append(f"  {label.ljust(width)}  {v.human:>22}  ({v.evidence.value})")
-    good = cost.at_goodput(p)
+    good = p.cost_at_goodput
     if good is not None and good.rate is not None and good.per_million_input is not None:
         out.extend(_wrap(f"at goodput ({good.rate.human}): $/1M input tokens {_v(good.per_million_input)}, "
                          f"$/1M output tokens {_v(good.per_million_output)}", "  ", "    "))
@@ -165,8 +170,8 @@ def _cost_text(p: Plan) -> list[str]:
 def _cost_json(p: Plan) -> dict[str, object]:
     """The plan's cost figures, or why there are none (`absent`: how to give a price)."""
     if p.cost is None:
-        return {"absent": cost.no_price(p.scenario)}
-    good = cost.at_goodput(p)
+        return {"absent": p.cost_absent}
+    good = p.cost_at_goodput
     return {**dict(p.cost.items()), **({"at_goodput": dict(good.items())} if good is not None else {})}
 
 
@@ -201,7 +206,8 @@ def plan_payload(p: Plan) -> dict[str, object]:
         "map_before": dict(p.map_before.items()), "map_after": dict(p.map_after.items()),
         "metrics": dict(p.metrics.items()), "baseline": dict(p.baseline.items()),
         "byte_factors": dict(p.byte_factors.items()), "expected_factors": dict(p.expected_factors),
-        **({"load": {**dict(p.load.items()), "saturated": p.load.saturated, "binding": p.load.binding}}
+        **({"load": {**dict(p.load.items()), "saturated": p.load.saturated, "binding": p.load.binding,
+                      "goodput_slo": p.load.goodput_slo}}
            if p.load is not None else {}),
         "cost": _cost_json(p),
         "tier": {"tier": p.tier.tier, "link": p.tier.link, "bytes": p.tier.bytes,
@@ -312,8 +318,8 @@ def index_markdown(p: Plan) -> str:
     if p.cost is not None:  # a price is known (kvplan.planner.cost)
         out += ["", "| cost | value |", "|---|---|"]
         out += [f"| {_COST_LABELS.get(k, k.replace('_', ' '))} | {_md_value(v)} |" for k, v in p.cost.items()]
-    else:
-        out += ["", f"Cost: {cost.no_price(p.scenario)}."]
+    elif p.cost_absent:
+        out += ["", f"Cost: {p.cost_absent}."]
     if p.unmet:
         out += ["", "## Unmet", ""]
         for u in p.unmet:

@@ -8,9 +8,11 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from kvplan.cli import main
+from kvplan.lang.fixes import offset
 from tests.paths import ROOT
 
 EXAMPLE = ROOT / "examples" / "service-rate.kvp"
@@ -68,3 +70,80 @@ def test_advise_markdown_has_the_service_table() -> None:
     assert r.exit_code == 0, r.output
     assert "| service (load model) | value |" in r.stdout
     assert re.search(r"^\| saturation rate \| [\d.]+ req/s \*\(derived\)\* \|$", r.stdout, re.M), r.stdout
+
+
+# ------------------------------------------------------------- SLOs on the service (issue 13 item 3)
+
+SLO_EXAMPLE = ROOT / "examples" / "service-slo.kvp"
+
+
+def test_the_slo_example_lints_clean_and_its_expectations_hold() -> None:
+    r = CliRunner().invoke(main, ["lint", str(SLO_EXAMPLE)])
+    assert r.exit_code == 0 and "no findings" in r.output, r.output
+
+
+def test_advise_prints_the_goodput_with_its_evidence_and_what_binds_it() -> None:
+    r = CliRunner().invoke(main, ["advise", str(SLO_EXAMPLE)])
+    assert r.exit_code == 0, r.output
+    m = re.search(r"^  goodput +([\d.]+) req/s +\(derived\)$", r.stdout, re.M)
+    sat = re.search(r"^  saturation rate +([\d.]+) req/s +\(derived\)$", r.stdout, re.M)
+    assert m and sat and 20 <= float(m.group(1)) < float(sat.group(1))
+    assert "goodput: the largest rate meeting the service SLOs on the expected step;" in r.stdout
+    # fewer devices were tried and turned down, with the numbers that turned them down
+    assert re.search(r"rejected 8 × h100-sxm \(tp 8\): misses the service SLO: ITL under load [\d.]+ ms", r.stdout)
+    j = CliRunner().invoke(main, ["advise", str(SLO_EXAMPLE), "--format", "json"])
+    (p,) = json.loads(j.stdout)["plans"]
+    g = p["load"]["goodput"]
+    assert g["unit"] == "req/s" and g["evidence"] == "derived" and "ttft <= 500 ms, itl <= 10 ms" in g["source"]
+    assert g["value"] == pytest.approx(float(m.group(1)), rel=1e-3)
+    assert p["load"]["goodput_slo"] in ("ttft", "itl", "saturation") and p["choices"]["devices"] == 16
+
+
+def _missed(tmp_path: Path) -> tuple[Path, str]:
+    text = SLO_EXAMPLE.read_text().replace("devices = auto", "devices = 8   ").replace(
+        "        devices == 16\n", "")
+    path = tmp_path / "missed.kvp"
+    path.write_text(text)
+    return path, text
+
+
+def test_a_missed_service_slo_is_unmet_and_each_suggestion_meets_it_when_applied(tmp_path: Path) -> None:
+    path, text = _missed(tmp_path)
+    r = CliRunner().invoke(main, ["advise", str(path), "--format", "json"])
+    assert r.exit_code == 1, r.output
+    (p,) = json.loads(r.stdout)["plans"]
+    unmet = {u["constraint"]: u for u in p["unmet"]}
+    assert set(unmet) == {"itl", "goodput"}, unmet
+    assert unmet["itl"]["shortfall"]["value"] == pytest.approx(p["load"]["itl"]["value"] - 0.010)
+    lint = CliRunner().invoke(main, ["lint", str(path)])
+    assert re.search(r"missed\.kvp:26:9: KV302 ITL under load [\d.]+ ms at 20 req/s", lint.output), lint.output
+    assert re.search(r"missed\.kvp:27:9: KV303 the goodput [\d.]+ req/s is below the SLO rate", lint.output)
+    fixes = [f for d in json.loads(CliRunner().invoke(main, ["lint", str(path), "--output-format", "json"]).stdout)[
+        "diagnostics"] if d["code"] in ("KV302", "KV303") for f in d["fixes"]]
+    assert {f["title"].split(" (")[0] for f in fixes} >= {"devices = 16", "pin replicas = 2"}, fixes
+    for i, fix in enumerate(fixes):  # each suggestion applied as lint's fix edits the file, then advised again
+        after = text
+        for e in sorted(fix["edits"], key=lambda e: (e["range"]["start"]["line"], e["range"]["start"]["column"]),
+                        reverse=True):
+            a, b = (offset(text, e["range"][k]["line"], e["range"][k]["column"]) for k in ("start", "end"))
+            after = after[:a] + e["text"] + after[b:]
+        fixed = tmp_path / f"fixed{i}.kvp"
+        fixed.write_text(after)
+        again = CliRunner().invoke(main, ["advise", str(fixed), "--format", "json"])
+        assert again.exit_code == 0, (fix["title"], again.output)
+        assert json.loads(again.stdout)["plans"][0]["unmet"] == []
+
+
+def test_a_percentile_slo_cannot_be_planned_and_says_why(tmp_path: Path) -> None:
+    path = tmp_path / "p90.kvp"
+    path.write_text(SLO_EXAMPLE.read_text().replace("ttft <= 500 ms", "ttft_p90 <= 500 ms"))
+    r = CliRunner().invoke(main, ["advise", str(path)])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert re.search(r"p90\.kvp:25:9: .*`ttft_p90` is a percentile, and the load model gives means only", r.output)
+
+
+def test_slo_on_bound_checks_the_service_slos_on_the_bound_step(tmp_path: Path) -> None:
+    path, _ = _missed(tmp_path)
+    r = CliRunner().invoke(main, ["advise", str(path), "--slo-on", "bound"])
+    assert r.exit_code == 0, r.output  # the bound step's ITL at 20/s on 8 H100s is far below 10 ms
+    assert "goodput: the largest rate meeting the service SLOs on the bound step;" in r.stdout

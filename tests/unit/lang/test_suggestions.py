@@ -36,10 +36,12 @@ def test_opposites_are_never_suggested() -> None:
 
 # ------------------------------------------------------------------ examples in help texts and docs
 
-from kvplan.lang.check import DEPLOYMENT_KEYS, DEVICE_KEYS, MODEL_KEYS, SECTION_KEYS  # noqa: E402
+from kvplan.lang.check import DEPLOYMENT_KEYS, DEVICE_KEYS, MODEL_KEYS, SECTION_KEYS, SERVICE_SLOS  # noqa: E402
 
 TEMPLATE_ITEMS = {"model": "llama-3-8b", "device": "h100"}
 TEMPLATE_WORKLOAD = {"batch": "8", "context": "128k"}
+#: The workload of an example with a service SLO (itl, rate): requests at a rate (docs/service.md).
+TEMPLATE_REQUESTS = {"rate": "10/s", "input": "4k", "output": "512"}
 TEMPLATE_DEVICE = {"memory": "80 GB", "bandwidth": "3.35 TB/s", "compute": "989 TFLOPS"}
 _SETTING = re.compile(r"^\s*(\w+)\s*(==|<=|>=|=|<|>)\s*((?:<=\s*)?[^=<>\s].*?)\s*(#.*)?$|^\s*(fits)\s*(#.*)?$")
 #: Codes an example cannot be held to: a config path is a placeholder for the user's file.
@@ -120,7 +122,8 @@ def spec_for_example(fragment: str) -> tuple[str, set[int]]:  # noqa: C901  one 
         emit("    " + ln, "deployment", i)
     given_wl = {(_SETTING.match(ln) or re.match("", "")).group(1) for ln in placed["workload"]}
     emit("    workload {")
-    for k, v in TEMPLATE_WORKLOAD.items():
+    service = any((_SETTING.match(ln) or re.match("", "")).group(1) in SERVICE_SLOS for ln in placed["slo"])
+    for k, v in (TEMPLATE_REQUESTS if service else TEMPLATE_WORKLOAD).items():  # itl, rate: SLOs on a service
         if k not in given_wl:
             emit(f"        {k} = {v}")
     for i, ln in enumerate(placed["workload"]):

@@ -139,3 +139,19 @@ def test_past_saturation_the_model_says_so_and_the_simulation_queue_grows(deploy
     short = simulate(cfg, f, link, 1.3 * sat, "deterministic", requests=1000)["ttft"]
     long = simulate(cfg, f, link, 1.3 * sat, "deterministic", requests=3000)["ttft"]
     assert long > 2 * short
+
+
+@pytest.mark.parametrize(("ttft", "itl"), [(0.095, None), (None, 0.0117)])
+def test_at_the_goodput_the_simulation_meets_the_slos_and_just_above_it_does_not(deployment, ttft, itl) -> None:
+    """The goodput (kvplan.model.load.goodput) seen by the simulation: at it the simulated mean TTFT and ITL are
+    within the tolerances above of the SLOs; at 1.25× it they exceed the SLOs (the closed form's miss there is
+    larger than its disagreement with the simulation). SLOs set so that the goodput is 60–70% of saturation."""
+    cfg, f, link = deployment
+    g = load.goodput(cfg, f, link, _service(1.0), ttft, itl)
+    sat = load.solve(cfg, f, link, _service(1.0)).saturation_rate
+    assert 0.5 * sat < g.rate < 0.8 * sat and g.binding == ("ttft" if ttft else "itl")
+    key, slo, tol = ("ttft", ttft, 0.10) if ttft else ("itl", itl, 0.08)
+    at = simulate(cfg, f, link, g.rate, "poisson")
+    above = simulate(cfg, f, link, 1.25 * g.rate, "poisson")
+    assert at[key] <= slo * (1 + tol)
+    assert above[key] > slo

@@ -199,6 +199,18 @@ PLANNER_CASES = {
     "unit-upper-bounds": _DEVICE.format(memory="1 PB", bandwidth="1 PB/s") + _dep(
         WL.format(b=8, s="32k") + "\nexpect {\n    kv_bytes <= 1 EB\n}", device="big"),
 }
+# issue 13 item 3: SLOs on a service (docs/service.md); each missed SLO's suggestions are applied and lint again
+SERVICE = ("devices = {n}\nengine = vllm\nworkload {{\n    rate   = {rate}\n    input  = 4k\n    output = 512\n}}"
+           "\nslo {{\n{slo}\n}}")
+PLANNER_CASES.update({
+    "service-itl": _dep(SERVICE.format(n=8, rate="20/s", slo="    itl <= 9 ms"), model="llama-3.1-8b"),
+    "service-itl-bounded": _dep(SERVICE.format(n="<= 8", rate="20/s", slo="    itl <= 9 ms"), model="llama-3.1-8b"),
+    "service-ttft-under-load": _dep(SERVICE.format(n=2, rate="7/s", slo="    ttft <= 150 ms"), model="llama-3.1-8b"),
+    "service-goodput": _dep(SERVICE.format(n=8, rate="10/s", slo="    ttft <= 1 s\n    rate >= 30/s"),
+                            model="llama-3.1-8b"),
+    "service-percentile": _dep(SERVICE.format(n=8, rate="10/s", slo="    ttft_p90 <= 1 s"), model="llama-3.1-8b"),
+    "service-itl-on-a-batch": _dep(WL.format(b=8, s="32k") + "\nslo {\n    itl <= 40 ms\n}"),
+})
 #: Words that mean "some loss is fine": each is one of the lossy budgets, never `lossless`.
 LOSSY_WORDS = ("lossy", "lossy-ish", "lossy-ok", "lossy_", "lossyy", "lossier", "lossful")
 for _w in LOSSY_WORDS[1:]:

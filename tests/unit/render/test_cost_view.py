@@ -5,14 +5,9 @@ from __future__ import annotations
 
 import json
 
-import attrs
-
 from kvplan import catalog
-from kvplan.base.evidence import Value, derived
-from kvplan.base.records import record
 from kvplan.lang import check_source
 from kvplan.planner import cost, plan
-from kvplan.planner.plan import LoadFigures
 from kvplan.render import catalog_view, plan_view
 
 
@@ -65,17 +60,22 @@ def test_devices_lists_each_price_with_its_source_and_date() -> None:
     assert rows["b200"]["price_per_hour"] is None and rows["b200"]["price_date"] is None
 
 
-def test_once_the_load_figures_carry_goodput_the_cost_at_goodput_is_printed_beside() -> None:
-    @record(kw_only=True)
-    class WithGoodput(LoadFigures):  # what issue 13 item 3 adds: LoadFigures.goodput
-        goodput: Value
-
-    p = _plan("h100-sxm", workload="rate = 2/s\n    input = 2k\n    output = 256")
-    assert p.load is not None and cost.at_goodput(p) is None
-    q = attrs.evolve(p, load=WithGoodput(**attrs.asdict(p.load, recurse=False),
-                                         goodput=derived(1.0, "req/s", "the largest rate that meets the SLOs")))
-    good = cost.at_goodput(q)
-    assert good is not None and good == cost.at_rate(q, 1.0, "goodput") and good.rate.evidence.value == "derived"
-    assert f"at goodput (1 req/s): $/1M input tokens {good.per_million_input.human} (derived)" in plan_view.text([q])
-    body = json.loads(plan_view.json_text([q]))["plans"][0]["cost"]["at_goodput"]
+def test_the_cost_at_goodput_is_printed_beside_the_declared_rate_s() -> None:
+    """A request workload with a TTFT SLO has a goodput (kvplan.model.load.goodput); the plan carries the cost at
+    it, the same figures cost.at_rate gives at that rate, and the text and JSON print them."""
+    p = _plan("h100-sxm", workload="rate = 2/s\n    input = 2k\n    output = 256\n  }\n  slo {\n    ttft <= 1 s")
+    assert p.load is not None and p.load.goodput is not None and p.load.goodput.value > 0
+    good = p.cost_at_goodput
+    assert good is not None and good == cost.at_rate(p, p.load.goodput.value, "goodput")
+    assert good.rate is not None and good.rate.evidence.value == "derived"
+    assert good.per_million_input is not None
+    assert f"at goodput ({good.rate.human}): $/1M input tokens {good.per_million_input.human} (derived)" in \
+        plan_view.text([p])
+    body = json.loads(plan_view.json_text([p]))["plans"][0]["cost"]["at_goodput"]
     assert body["per_million_output"]["value"] == good.per_million_output.value
+
+
+def test_without_service_slos_there_is_no_cost_at_goodput() -> None:
+    p = _plan("h100-sxm", workload="rate = 2/s\n    input = 2k\n    output = 256")
+    assert p.load is not None and p.load.goodput is None and p.cost_at_goodput is None
+    assert "at goodput" not in plan_view.text([p])

@@ -58,6 +58,9 @@ def _lowered(r: CheckResult) -> str:
             # the request form only (the batch form's goldens stay as they were)
             **({"rate": s.rate, "input": s.input_tokens, "output": s.output_tokens, "max_context": s.max_context}
                if s.rate is not None else {}),
+            # the service SLOs, where set (issue 13 item 3: the files without them stay as they were)
+            **{k: v for k, v in (("slo_ttft", s.slo_ttft), ("slo_itl", s.slo_itl), ("slo_rate", s.slo_rate))
+               if v is not None and s.rate is not None},
         }
 
     doc = {"path": r.path, "diagnostics": concise([r]).splitlines(),
