@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
-import attrs
 import numpy as np
 
 from kvplan.base.records import record
@@ -99,7 +98,7 @@ class Space:
         return kept or (self.tp if self.tp is not None else max(1, n // (self.pp or 1)),)
 
 
-@attrs.frozen
+@record
 class Evaluated:
     """Every candidate's metrics, one array entry per candidate."""
 
