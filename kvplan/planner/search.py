@@ -265,6 +265,8 @@ class Slos:
 
 def slo_violation(ev: Evaluated, i: int, slos: Slos) -> float:
     """How far a candidate is from its SLOs: 1.0 meets them, 1.3 misses the worst by 30%."""
+    if not slos.any:  # asked of every candidate: no SLO, no figures to derive (ev.figures divides arrays)
+        return 1.0
     step, thr, ttft = ev.figures(slos.on)
     v = 1.0
     if slos.step_time is not None:

@@ -252,3 +252,22 @@ def test_the_search_asks_a_per_axis_figure_once_per_value(monkeypatch: pytest.Mo
     for name, args in calls.items():
         # one search here: beta_eff once for the weights' stream (striped) and once per placement
         assert len(args) - (name == "beta_eff") == len(set(args)), (name, args)
+
+
+def test_a_candidate_without_slos_meets_them_without_its_figures(monkeypatch: pytest.MonkeyPatch) -> None:
+    # slo_violation is asked of every candidate; with no SLO it derives no figures (ev.figures divides arrays):
+    # the plan derives them for its own report only.
+    from kvplan.planner import search
+
+    derived_for: list[str] = []
+    real = search.Evaluated.figures
+
+    def figures(self: Any, on: str) -> Any:
+        derived_for.append(on)
+        return real(self, on)
+
+    monkeypatch.setattr(search.Evaluated, "figures", figures)
+    p = plan(scenario(spec("workload { batch = 32\n context = 128k }")))
+    assert p.candidates_evaluated > 50 and p.feasible
+    assert len(derived_for) <= 2, len(derived_for)
+    assert search.slo_violation(None, 0, search.Slos()) == 1.0  # type: ignore[arg-type]
