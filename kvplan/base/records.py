@@ -51,6 +51,9 @@ _C = TypeVar("_C", bound=type)
 #: Ids of the records being printed, per thread (attrs keeps the same set for its cycle check).
 _printing = threading.local()
 
+#: An argument not given (a field's default may be None or NOTHING itself).
+_UNSET = object()
+
 #: attrs.Factory's class (attrs' stubs type `Factory` as a function).
 _FACTORY: type = type(Factory(list))
 
@@ -246,7 +249,8 @@ def _missing(what: str, names: list[str]) -> str:
 
 def _bound(cls: type, positional: tuple[str, ...], aliases: frozenset[str], args: tuple[object, ...],
            kwargs: dict[str, object]) -> dict[str, object]:
-    """The arguments of a call by the names they set (aliases), or the TypeError Python words for the call."""
+    """The arguments of a call by the names they set (aliases), or the TypeError Python words for the call (the
+    generic `__init__` calls it only for a call that is wrong)."""
     fields: tuple[Field, ...] = cls.__attrs_attrs__  # type: ignore[attr-defined]  # set by _make
     if len(args) > len(positional):
         required = sum(1 for f in fields if not f.kw_only and f.default is NOTHING)
@@ -291,15 +295,21 @@ def _generic_init(cls: type) -> Callable[..., None]:
             for key, value in zip(names, args):
                 object.__setattr__(self, key, value)
         else:
-            given = _bound(cls, positional, aliases, args, kwargs)
+            if len(args) > len(positional) or not aliases.issuperset(kwargs) or not kwargs.keys().isdisjoint(
+                    positional[:len(args)]):
+                _bound(cls, positional, aliases, args, kwargs)  # raises the TypeError Python words for the call
+            given = dict(zip(positional, args))
+            given.update(kwargs)
             for f in fields:
-                if f.alias in given:
-                    value = given[f.alias]
-                elif isinstance(f.default, _FACTORY):
-                    factory: Any = f.default  # an attrs.Factory: its stubs type it as a function
-                    value = factory.factory(self) if factory.takes_self else factory.factory()
-                else:
-                    value = f.default
+                value = given.get(f.alias, _UNSET)
+                if value is _UNSET:
+                    if f.default is NOTHING:
+                        _bound(cls, positional, aliases, args, kwargs)  # raises: a required argument is missing
+                    if isinstance(f.default, _FACTORY):
+                        factory: Any = f.default  # an attrs.Factory: its stubs type it as a function
+                        value = factory.factory(self) if factory.takes_self else factory.factory()
+                    else:
+                        value = f.default
                 object.__setattr__(self, f.name, value)
         for f in checked:
             f.validator(self, f, getattr(self, f.name))  # type: ignore[misc]  # checked: not None
