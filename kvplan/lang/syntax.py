@@ -284,13 +284,14 @@ def parse_all(text: str, path: str, limit: int = 10) -> tuple[Optional[SpecFile]
         return (spec if not errors else None), errors
 
 
-_DECL_START = re.compile(r"^(?:deployment|model|device)[ \t]+\"", re.M)
+#: Compiled on first use (re caches it), not at import: only a file with a syntax error is recovered.
+_DECL_START = r"^(?:deployment|model|device)[ \t]+\""
 
 
 def _blank_declaration(text: str, line: int) -> Optional[str]:
     """Text with the declaration holding `line` turned to spaces, or None if it has no clear bounds."""
     lines = text.splitlines(keepends=True)
-    starts = [i + 1 for i, ln in enumerate(lines) if _DECL_START.match(ln)]
+    starts = [i + 1 for i, ln in enumerate(lines) if re.match(_DECL_START, ln, re.M)]
     before = [s for s in starts if s <= line]
     after = [s for s in starts if s > line]
     if not before or not after:
@@ -494,7 +495,8 @@ def _match_example(exc: UnexpectedInput) -> Optional[str]:
     return candidate
 
 
-_YAML_LINE = re.compile(r"^(?:---|\.\.\.|- |-$|[A-Za-z_][\w.\-]*[ \t]*:(?:[ \t]|$))")
+#: Compiled on first use (re caches it), not at import: only a file that does not parse is asked what it is.
+_YAML_LINE = r"^(?:---|\.\.\.|- |-$|[A-Za-z_][\w.\-]*[ \t]*:(?:[ \t]|$))"
 _KVP_IS = 'a .kvp file is `deployment "name" { ... }` (docs/language.md)'
 
 
@@ -514,7 +516,7 @@ def not_kvp(text: str, path: str) -> Optional[KvpSyntaxError]:
         if body[0] in "{[":
             return KvpSyntaxError(codes.NOT_KVP, f"this looks like JSON; {_KVP_IS}", span=here,
                                   help='a model\'s config.json is named by a model block: `config = "config.json"`')
-        if _YAML_LINE.match(body) and "{" not in body:
+        if re.match(_YAML_LINE, body) and "{" not in body:
             return KvpSyntaxError(codes.NOT_KVP, f"this looks like YAML; {_KVP_IS}", span=here,
                                   help="`kvplan import --from trtllm FILE` turns a TensorRT-LLM YAML into a spec")
         return None
