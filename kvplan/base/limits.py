@@ -77,7 +77,8 @@ def digits_of(text: str) -> int:
     return len(text.lstrip("+-").lstrip("0")) or 1
 
 
-_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+#: Compiled on first use (re caches it), not at import: only a JSON file read from the user needs it.
+_JSON_TOKEN = r'"(?:[^"\\]|\\.)*"|[\[\]{}]'
 
 
 def json_too_deep(text: str, limit: int = MAX_JSON_DEPTH) -> Optional[int]:
@@ -87,7 +88,7 @@ def json_too_deep(text: str, limit: int = MAX_JSON_DEPTH) -> Optional[int]:
     a thousand; this scan (strings skipped) finds the place first.
     """
     depth = 0
-    for m in _JSON_TOKEN.finditer(text):
+    for m in re.finditer(_JSON_TOKEN, text):
         ch = m.group(0)
         if ch in "[{":
             depth += 1

@@ -38,7 +38,8 @@ from __future__ import annotations
 import sys
 import threading
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, TypeVar, Union
 
 from attrs import NOTHING, Factory
 from attrs.exceptions import FrozenInstanceError
@@ -50,6 +51,9 @@ _C = TypeVar("_C", bound=type)
 #: Ids of the records being printed, per thread (attrs keeps the same set for its cycle check).
 _printing = threading.local()
 
+#: An argument not given (a field's default may be None or NOTHING itself).
+_UNSET = object()
+
 #: attrs.Factory's class (attrs' stubs type `Factory` as a function).
 _FACTORY: type = type(Factory(list))
 
@@ -58,19 +62,22 @@ _CLASSVAR = ("typing.ClassVar", "t.ClassVar", "ClassVar", "typing_extensions.Cla
 
 
 class Field:
-    """One field of a record, with the attributes of `attrs.Attribute` that attrs' functions and validators read."""
+    """One field of a record, with the attributes of `attrs.Attribute` that attrs' functions and validators read.
 
-    __slots__ = ("name", "default", "validator", "kw_only", "alias", "type", "inherited",
-                 "init", "repr", "eq", "eq_key", "order", "order_key", "hash", "converter", "metadata", "on_setattr")
+    What is the same for every record field (in `__init__`, in repr and eq, no converter, no metadata) is held
+    by the class, read-only: only the attributes that differ are set on each of the ~600 fields advise makes."""
+
+    __slots__ = ("name", "default", "validator", "kw_only", "alias", "type", "inherited")
+
+    init = repr = eq = order = True
+    eq_key = order_key = hash = converter = on_setattr = None
+    metadata: Mapping[object, object] = MappingProxyType({})
 
     def __init__(self, name: str, default: object, validator: Optional[Callable[..., object]], kw_only: bool,
                  type: object, inherited: bool = False) -> None:
         self.name, self.default, self.validator, self.kw_only = name, default, validator, kw_only
         self.alias = name.lstrip("_")  # attrs' default alias: `_x` is set by the parameter `x`
         self.type, self.inherited = type, inherited
-        self.init, self.repr, self.eq, self.order = True, True, True, True
-        self.eq_key = self.order_key = self.hash = self.converter = self.on_setattr = None
-        self.metadata: dict[object, object] = {}
 
     def inherit(self) -> Field:
         return Field(self.name, self.default, self.validator, self.kw_only, self.type, inherited=True)
@@ -217,9 +224,11 @@ def _init_source(fields: tuple[Field, ...], post_init: bool) -> tuple[str, dict[
     return "\n".join(lines) + "\n", env
 
 
-#: Calls of a class made through the generic `__init__` before its own is compiled: compiling costs ~50 µs, the
-#: generic one ~2 µs more a call, and most record classes are called a few times a run (Value hundreds).
-COMPILE_AFTER = 16
+#: Calls of a class made through the generic `__init__` before its own is compiled. Compiling costs ~200 µs; the
+#: generic one costs ~0.6 µs more a call when every field is given in order, ~2.5 µs more with keywords. `kvplan
+#: advise examples/w2-batch32.kvp` calls two classes more often than this (Value 521 times, Rejection 472, with
+#: keywords) and the next ones under 90 times: at 16 it compiled 12 `__init__`s, ~2 ms for ~0.5 ms saved.
+COMPILE_AFTER = 128
 
 
 def _compiled_init(cls: type) -> Callable[..., None]:
@@ -238,18 +247,40 @@ def _missing(what: str, names: list[str]) -> str:
     return f"missing {len(names)} required {what} argument{'s' if len(names) > 1 else ''}: {listed}"
 
 
+def _bound(cls: type, positional: tuple[str, ...], aliases: frozenset[str], args: tuple[object, ...],
+           kwargs: dict[str, object]) -> dict[str, object]:
+    """The arguments of a call by the names they set (aliases), or the TypeError Python words for the call (the
+    generic `__init__` calls it only for a call that is wrong)."""
+    fields: tuple[Field, ...] = cls.__attrs_attrs__  # type: ignore[attr-defined]  # set by _make
+    if len(args) > len(positional):
+        required = sum(1 for f in fields if not f.kw_only and f.default is NOTHING)
+        takes = (f"{len(positional) + 1} positional argument{'s' if positional else ''}" if required == len(positional)
+                 else f"from {required + 1} to {len(positional) + 1} positional arguments")  # as Python words it
+        raise TypeError(f"{cls.__qualname__}.__init__() takes {takes} but {len(args) + 1} were given")
+    given = dict(zip(positional, args))
+    for key, value in kwargs.items():
+        if key not in aliases:
+            raise TypeError(f"{cls.__qualname__}.__init__() got an unexpected keyword argument '{key}'")
+        if key in given:
+            raise TypeError(f"{cls.__qualname__}.__init__() got multiple values for argument '{key}'")
+        given[key] = value
+    lacking = [f for f in fields if f.default is NOTHING and f.alias not in given]
+    if lacking:
+        plain = [f.alias for f in lacking if not f.kw_only]
+        raise TypeError(f"{cls.__qualname__}.__init__() " + _missing("positional", plain) if plain else
+                        f"{cls.__qualname__}.__init__() " + _missing("keyword-only", [f.alias for f in lacking]))
+    return given
+
+
 def _generic_init(cls: type) -> Callable[..., None]:
     """The class's `__init__` until it has been called COMPILE_AFTER times, then the compiled one (`_init_source`):
     the same binding (TypeError as Python words it), defaults, factories, validators and post-init."""
     fields: tuple[Field, ...] = cls.__attrs_attrs__  # type: ignore[attr-defined]  # set by _make
     positional = tuple(f.alias for f in fields if not f.kw_only)
+    names = tuple(f.name for f in fields) if len(positional) == len(fields) else None  # all positional: a fast path
     aliases = frozenset(f.alias for f in fields)
     checked = tuple(f for f in fields if f.validator is not None)
     post_init = getattr(cls, "__attrs_post_init__", None)
-    name = f"{cls.__qualname__}.__init__()"
-    required = sum(1 for f in fields if not f.kw_only and f.default is NOTHING)
-    takes = (f"{len(positional) + 1} positional argument{'s' if positional else ''}" if required == len(positional)
-             else f"from {required + 1} to {len(positional) + 1} positional arguments")  # as Python words it
     calls = 0
 
     def __init__(self: object, *args: object, **kwargs: object) -> None:
@@ -260,29 +291,26 @@ def _generic_init(cls: type) -> Callable[..., None]:
             type.__setattr__(cls, "__init__", init)
             init(self, *args, **kwargs)
             return
-        if len(args) > len(positional):
-            raise TypeError(f"{name} takes {takes} but {len(args) + 1} were given")
-        given = dict(zip(positional, args))
-        for key, value in kwargs.items():
-            if key not in aliases:
-                raise TypeError(f"{name} got an unexpected keyword argument '{key}'")
-            if key in given:
-                raise TypeError(f"{name} got multiple values for argument '{key}'")
-            given[key] = value
-        lacking = [f for f in fields if f.default is NOTHING and f.alias not in given]
-        if lacking:
-            plain = [f.alias for f in lacking if not f.kw_only]
-            raise TypeError(f"{name} " + _missing("positional", plain) if plain else
-                            f"{name} " + _missing("keyword-only", [f.alias for f in lacking]))
-        for f in fields:
-            if f.alias in given:
-                value = given[f.alias]
-            elif isinstance(f.default, _FACTORY):
-                factory: Any = f.default  # an attrs.Factory: its stubs type it as a function
-                value = factory.factory(self) if factory.takes_self else factory.factory()
-            else:
-                value = f.default
-            object.__setattr__(self, f.name, value)
+        if names is not None and not kwargs and len(args) == len(names):  # every field given, in order
+            for key, value in zip(names, args):
+                object.__setattr__(self, key, value)
+        else:
+            if len(args) > len(positional) or not aliases.issuperset(kwargs) or not kwargs.keys().isdisjoint(
+                    positional[:len(args)]):
+                _bound(cls, positional, aliases, args, kwargs)  # raises the TypeError Python words for the call
+            given = dict(zip(positional, args))
+            given.update(kwargs)
+            for f in fields:
+                value = given.get(f.alias, _UNSET)
+                if value is _UNSET:
+                    if f.default is NOTHING:
+                        _bound(cls, positional, aliases, args, kwargs)  # raises: a required argument is missing
+                    if isinstance(f.default, _FACTORY):
+                        factory: Any = f.default  # an attrs.Factory: its stubs type it as a function
+                        value = factory.factory(self) if factory.takes_self else factory.factory()
+                    else:
+                        value = f.default
+                object.__setattr__(self, f.name, value)
         for f in checked:
             f.validator(self, f, getattr(self, f.name))  # type: ignore[misc]  # checked: not None
         if post_init is not None:
@@ -295,7 +323,7 @@ def _generic_init(cls: type) -> Callable[..., None]:
 # --- making the class -------------------------------------------------------------------------------------
 
 def _is_class_var(annotation: object) -> bool:
-    text = str(annotation)
+    text = annotation if type(annotation) is str else str(annotation)
     if text[:1] in "'\"" and text[-1:] in "'\"":
         text = text[1:-1]
     return text.startswith(_CLASSVAR)

@@ -25,7 +25,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-_PREFIX = re.compile(r"KV[0-9]{0,3}")
+#: Patterns compiled on first use (re caches them), not at import: a start-up without select/ignore, or with a
+#: pyproject.toml that parses, needs neither.
+_PREFIX = r"KV[0-9]{0,3}"
 
 
 def _severity(text: str, where: str) -> Severity:
@@ -80,7 +82,7 @@ def _check_prefixes(prefixes: Iterable[str], where: str) -> list[str]:
     known = CODES
     out = []
     for p in prefixes:
-        if not _PREFIX.fullmatch(p) or not any(code.startswith(p) for code in known):
+        if not re.fullmatch(_PREFIX, p) or not any(code.startswith(p) for code in known):
             near = close_matches(p.upper(), list(known), n=1)
             hint = f"; did you mean {near[0]}?" if near else "; codes look like KV2 or KV201"
             raise ConfigError(f"{where}: no diagnostic code starts with {p!r}{hint}")
@@ -99,7 +101,7 @@ def _folders(values: Iterable[str], base: str, where: str) -> list[str]:
     return out
 
 
-_TOML_AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
+_TOML_AT = r"\s*\(at line (\d+), column (\d+)\)$"
 
 
 def _load_toml(path: str, *, explicit: bool = False) -> dict[str, Any]:
@@ -113,7 +115,7 @@ def _load_toml(path: str, *, explicit: bool = False) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         message = str(exc)
-        at = _TOML_AT.search(message)
+        at = re.search(_TOML_AT, message)
         span = None
         if at is not None:
             line, col = int(at.group(1)), int(at.group(2))

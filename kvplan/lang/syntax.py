@@ -120,6 +120,99 @@ def parser_origin() -> str:
     return _origin
 
 
+class _Alternatives:
+    """What lark's lexer gets for one parser state's union of terminals, `(?P<A>a)|(?P<B>b)|...`: the terminals'
+    own expressions tried in the union's order. A union's match is that of its first alternative that matches
+    (nothing follows the alternation), and a terminal's match is its expression's, with the terminal's name as
+    `lastgroup`: the same match and name as the union gives, without compiling the union."""
+
+    __slots__ = ("patterns",)
+
+    def __init__(self, patterns: tuple[re.Pattern[str], ...]) -> None:
+        self.patterns = patterns
+
+    def match(self, text: str, pos: int = 0, endpos: Optional[int] = None) -> Optional[re.Match[str]]:
+        end = len(text) if endpos is None else endpos
+        for p in self.patterns:
+            m = p.match(text, pos, end)
+            if m is not None:
+                return m
+        return None
+
+    def fullmatch(self, text: str) -> Optional[re.Match[str]]:
+        for p in self.patterns:
+            m = p.fullmatch(text)
+            if m is not None:
+                return m
+        return None
+
+
+class _TerminalRegexps:
+    """The `re` of the parser's lexers, which compiles each terminal's expression once for every parser state.
+
+    lark's contextual lexer gives each parser state (13 of them for examples/w2-batch32.kvp) a scanner that
+    compiles the union of the terminals the state accepts: most terminals are compiled again in each union, and
+    Python's regular-expression compiler is Python code (~1.3 ms of the cold start, bench/bench_coldstart.py).
+    Here a union lark writes of known terminals is read back into its terminals (`_Alternatives`), each compiled
+    once as `(?P<NAME>expression)`; any other pattern goes to `re` unchanged."""
+
+    error = re.error
+
+    def __init__(self, regexps: dict[str, str]) -> None:
+        self._regexps = regexps                              # terminal name -> its expression
+        self._names = {r: n for n, r in regexps.items()}     # expression -> a terminal with it
+        self._compiled: dict[tuple[str, int], re.Pattern[str]] = {}
+
+    def _terminal(self, name: str, flags: int) -> re.Pattern[str]:
+        key = (name, flags)
+        if key not in self._compiled:
+            self._compiled[key] = re.compile(f"(?P<{name}>{self._regexps[name]})", flags)
+        return self._compiled[key]
+
+    def _union(self, pattern: str) -> Optional[list[str]]:
+        """The terminals of `pattern` when it is lark's union of known terminals, in its order, else None."""
+        names: list[str] = []
+        at = 0
+        while pattern.startswith("(?P<", at):
+            close = pattern.find(">", at + 4)
+            name = pattern[at + 4:close]
+            regexp = self._regexps.get(name) if close > 0 else None
+            end = close + 1 + len(regexp) if regexp is not None else -1
+            if regexp is None or not pattern.startswith(regexp, close + 1) or pattern[end:end + 1] != ")":
+                return None
+            names.append(name)
+            if end + 1 == len(pattern):
+                return names
+            if pattern[end + 1] != "|":
+                return None
+            at = end + 2
+        return None
+
+    def compile(self, pattern: str, flags: int = 0) -> Union[re.Pattern[str], _Alternatives]:
+        names = self._union(pattern) if isinstance(pattern, str) else None
+        if names is None:
+            return re.compile(pattern, flags)
+        return _Alternatives(tuple(self._terminal(n, flags) for n in names))
+
+    def match(self, pattern: str, string: str, flags: int = 0) -> Optional[re.Match[str]]:
+        name = self._names.get(pattern)
+        return re.match(pattern, string, flags) if name is None else self._terminal(name, flags).match(string)
+
+
+def _share_terminal_regexps(built: Lark) -> Lark:
+    """`built` with its lexers compiling each terminal once (`_TerminalRegexps`); as it is where this lark
+    release's lexer is not the contextual lexer of lark 1.2-1.3 (a `lexers` table and a `root_lexer`)."""
+    lexer = getattr(getattr(built, "parser", None), "lexer", None)
+    lexers = getattr(lexer, "lexers", None)
+    root = getattr(lexer, "root_lexer", None)
+    if not isinstance(lexers, dict) or root is None or not all(hasattr(x, "re") for x in (*lexers.values(), root)):
+        return built
+    shared = _TerminalRegexps({t.name: t.pattern.to_regexp() for t in built.terminals})
+    for x in (*lexers.values(), root):
+        x.re = shared
+    return built
+
+
 @functools.cache
 def parser() -> Lark:
     """The LALR parser, built once per process. COMMENT tokens go to the current parse's sink.
@@ -145,9 +238,9 @@ def parser() -> Lark:
             pass
         else:
             _origin = "shipped"
-            return built
+            return _share_terminal_regexps(built)
     _origin = "grammar"
-    return Lark(grammar, lexer_callbacks=callbacks, **_OPTIONS)
+    return _share_terminal_regexps(Lark(grammar, lexer_callbacks=callbacks, **_OPTIONS))
 
 
 def parse(text: str, path: str) -> SpecFile:
@@ -191,13 +284,14 @@ def parse_all(text: str, path: str, limit: int = 10) -> tuple[Optional[SpecFile]
         return (spec if not errors else None), errors
 
 
-_DECL_START = re.compile(r"^(?:deployment|model|device)[ \t]+\"", re.M)
+#: Compiled on first use (re caches it), not at import: only a file with a syntax error is recovered.
+_DECL_START = r"^(?:deployment|model|device)[ \t]+\""
 
 
 def _blank_declaration(text: str, line: int) -> Optional[str]:
     """Text with the declaration holding `line` turned to spaces, or None if it has no clear bounds."""
     lines = text.splitlines(keepends=True)
-    starts = [i + 1 for i, ln in enumerate(lines) if _DECL_START.match(ln)]
+    starts = [i + 1 for i, ln in enumerate(lines) if re.match(_DECL_START, ln, re.M)]
     before = [s for s in starts if s <= line]
     after = [s for s in starts if s > line]
     if not before or not after:
@@ -401,7 +495,8 @@ def _match_example(exc: UnexpectedInput) -> Optional[str]:
     return candidate
 
 
-_YAML_LINE = re.compile(r"^(?:---|\.\.\.|- |-$|[A-Za-z_][\w.\-]*[ \t]*:(?:[ \t]|$))")
+#: Compiled on first use (re caches it), not at import: only a file that does not parse is asked what it is.
+_YAML_LINE = r"^(?:---|\.\.\.|- |-$|[A-Za-z_][\w.\-]*[ \t]*:(?:[ \t]|$))"
 _KVP_IS = 'a .kvp file is `deployment "name" { ... }` (docs/language.md)'
 
 
@@ -421,7 +516,7 @@ def not_kvp(text: str, path: str) -> Optional[KvpSyntaxError]:
         if body[0] in "{[":
             return KvpSyntaxError(codes.NOT_KVP, f"this looks like JSON; {_KVP_IS}", span=here,
                                   help='a model\'s config.json is named by a model block: `config = "config.json"`')
-        if _YAML_LINE.match(body) and "{" not in body:
+        if re.match(_YAML_LINE, body) and "{" not in body:
             return KvpSyntaxError(codes.NOT_KVP, f"this looks like YAML; {_KVP_IS}", span=here,
                                   help="`kvplan import --from trtllm FILE` turns a TensorRT-LLM YAML into a spec")
         return None

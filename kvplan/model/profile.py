@@ -83,10 +83,11 @@ class Profile:
         return exact or next((f for f in self.fits if f.device == device and f.engine == "any"), None)
 
 
-#: A `key =` at the start of a line (bare or quoted key), and a table header.
-_KEY = re.compile(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_-]+)\s*=""")
-_HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]*?)\s*\]\]?")
-_TOML_AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
+#: A `key =` at the start of a line (bare or quoted key), and a table header; compiled on first use (re caches
+#: them), not at import: only a calibration profile read needs them.
+_KEY = r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_-]+)\s*="""
+_HEADER = r"^\s*(\[\[?)\s*([^\]]*?)\s*\]\]?"
+_TOML_AT = r"\s*\(at line (\d+), column (\d+)\)$"
 
 
 @record
@@ -113,8 +114,8 @@ def _places(text: str, path: str) -> _Places:
     headers: dict[tuple[str, int], Span] = {}
     table, fit = "", -1
     for n, line in enumerate(text.splitlines(), start=1):
-        head = _HEADER.match(line)
-        if head is not None and not _KEY.match(line):
+        head = re.match(_HEADER, line)
+        if head is not None and not re.match(_KEY, line):
             table = head.group(2).strip().strip('"')
             if head.group(1) == "[[" and table == "fit":
                 fit += 1
@@ -122,7 +123,7 @@ def _places(text: str, path: str) -> _Places:
             col = line.index(head.group(1)) + 1
             headers.setdefault((table, index), Span(path, n, col, n, len(line.rstrip()) + 1))
             continue
-        key = _KEY.match(line)
+        key = re.match(_KEY, line)
         if key is not None:
             word = key.group(1).strip("\"'")
             col = key.start(1) + 1
@@ -140,7 +141,7 @@ def _toml(text: str, path: str) -> dict[str, ConfigValue]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         message = str(exc)
-        at = _TOML_AT.search(message)
+        at = re.search(_TOML_AT, message)
         span = files.start(path)
         if at is not None:
             line, col = int(at.group(1)), int(at.group(2))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
-import attrs
 import numpy as np
 
 from kvplan.base.records import record
@@ -99,7 +98,7 @@ class Space:
         return kept or (self.tp if self.tp is not None else max(1, n // (self.pp or 1)),)
 
 
-@attrs.frozen
+@record
 class Evaluated:
     """Every candidate's metrics, one array entry per candidate."""
 
@@ -175,8 +174,11 @@ def evaluate(model: Model, device: Device, *, batch: int, context: int, w_p: flo
     candidate also carries its expected step and TTFT (docs/expected.md)."""
     grid = [(d, r, n, t, p) for n in space.counts for t in space.splits(model, n, pipeline)
             for p in space.placements for d in space.dtypes for r in space.retentions]
-    dt = np.array([g[0] for g in grid])
-    w = np.array([kv_width(engine, g[0], model) for g in grid])
+    # once per value of the axes they depend on, not per candidate (a few values, a few hundred candidates)
+    width_of = {d: kv_width(engine, d, model) for d in dict.fromkeys(g[0] for g in grid)}
+    beta_of = {p: float(rf.beta_eff(device, p, batch)[0]) for p in dict.fromkeys(g[4] for g in grid)}
+    lossy_of = {dr: lossiness(*dr) for dr in dict.fromkeys((g[0], g[1]) for g in grid)}
+    dt, w = np.array([g[0] for g in grid]), np.array([width_of[g[0]] for g in grid])
     r = np.array([g[1] for g in grid], dtype=np.float64)
     n = np.array([g[2] for g in grid], dtype=np.int64)
     tp = np.array([g[3] for g in grid], dtype=np.int64)
@@ -191,7 +193,7 @@ def evaluate(model: Model, device: Device, *, batch: int, context: int, w_p: flo
     w_read = float(rf.weight_bytes_read(model, batch, w_p))
     w_held = rf.weight_bytes_held(model, w_p)
     beta_w = float(rf.beta_eff(device, "striped", batch)[0])
-    beta_kv = np.array([float(rf.beta_eff(device, p, batch)[0]) for p in pl])
+    beta_kv = np.array([beta_of[g[4]] for g in grid])
     tpf = tp.astype(np.float64)
     t_w, t_kv = w_read / (tpf * beta_w), kv_read / (tpf * beta_kv)
     t_comp = float(rf.decode_flops(model, batch, context)) / (tpf * device.compute)
@@ -213,7 +215,7 @@ def evaluate(model: Model, device: Device, *, batch: int, context: int, w_p: flo
         need=need, capacity=capacity, need_dev=need_dev, usable_dev=usable, step=step,
         throughput=replicas * batch / step,
         headroom=headroom, fits=need_dev <= usable,
-        lossy=np.array([lossiness(g[0], g[1]) for g in grid], dtype=np.int64),
+        lossy=np.array([lossy_of[g[0], g[1]] for g in grid], dtype=np.int64),
         reject=[None] * len(grid), step_exp=step_exp, ttft=ttft, ttft_exp=ttft_exp, bound_binds=one > kv_stored,
     )
 
@@ -265,6 +267,8 @@ class Slos:
 
 def slo_violation(ev: Evaluated, i: int, slos: Slos) -> float:
     """How far a candidate is from its SLOs: 1.0 meets them, 1.3 misses the worst by 30%."""
+    if not slos.any:  # asked of every candidate: no SLO, no figures to derive (ev.figures divides arrays)
+        return 1.0
     step, thr, ttft = ev.figures(slos.on)
     v = 1.0
     if slos.step_time is not None:

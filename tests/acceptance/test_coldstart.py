@@ -34,18 +34,44 @@ try:
     main(["advise", sys.argv[1]])
 except SystemExit as exc:
     code = exc.code
-print(json.dumps({"exit": code, "modules": sorted(sys.modules)}), file=sys.stderr)
+import attrs, inspect
+from kvplan.base.records import Field
+made_by_attrs = sorted(f"{m.__name__}.{k}" for m in list(sys.modules.values()) if m.__name__.startswith("kvplan")
+                       for k, v in vars(m).items() if inspect.isclass(v) and v.__module__ == m.__name__
+                       and attrs.has(v) and v.__attrs_attrs__ and not isinstance(v.__attrs_attrs__[0], Field))
+compiled = sorted(f"{m.__name__}.{k}" for m in list(sys.modules.values()) if m.__name__.startswith("kvplan")
+                  for k, v in vars(m).items() if inspect.isclass(v) and v.__module__ == m.__name__
+                  and "__record_fields__" in vars(v) and v.__init__.__code__.co_filename.startswith("<record "))
+print(json.dumps({"exit": code, "modules": sorted(sys.modules), "attrs": made_by_attrs, "compiled": compiled}),
+      file=sys.stderr)
 """
 
 
 @pytest.fixture(scope="module")
-def advise_modules() -> list[str]:
+def advise_report() -> dict[str, object]:
     done = subprocess.run([sys.executable, "-c", _RUN_ADVISE, str(SPEC)], cwd=ROOT, capture_output=True,
                           text=True, check=False, timeout=120)
-    report = json.loads(done.stderr.strip().splitlines()[-1])
+    report: dict[str, object] = json.loads(done.stderr.strip().splitlines()[-1])
     assert report["exit"] == 0, done.stderr
     assert "plan for w2-batch32" in done.stdout
-    return list(report["modules"])
+    return report
+
+
+@pytest.fixture(scope="module")
+def advise_modules(advise_report: dict[str, object]) -> list[str]:
+    return list(advise_report["modules"])  # type: ignore[call-overload]
+
+
+def test_advise_makes_no_class_with_attrs(advise_report: dict[str, object]) -> None:
+    # attrs makes a class in ~0.5-1 ms (it writes and compiles its methods), kvplan.base.records in ~35 µs:
+    # every class advise defines is a record (search.Evaluated, 22 fields, was attrs' and cost ~0.85 ms).
+    assert advise_report["attrs"] == []
+
+
+def test_advise_compiles_an_init_only_for_the_classes_it_makes_hundreds_of(advise_report: dict[str, object]) -> None:
+    # Compiling a record's __init__ costs ~200 µs (kvplan.base.records.COMPILE_AFTER): worth it for Value (521
+    # calls) and Rejection (472, with keywords), not for the classes advise makes fewer than 90 of (12 were).
+    assert advise_report["compiled"] == ["kvplan.base.evidence.Value", "kvplan.planner.plan.Rejection"]
 
 
 @pytest.fixture(scope="module")
@@ -102,3 +128,50 @@ def test_a_catalog_file_is_parsed_once(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.undo()
         _clear_catalog_caches()
     assert parsed == ["models.toml"]
+
+
+def test_the_command_line_makes_each_kind_of_path_type_once() -> None:
+    # Each click.Path() looks up a translation of its name with gettext (~35 µs); kvplan.cli made 29 of them,
+    # one per option or argument that takes a path, where three kinds (file, folder, either) serve them all.
+    count = ("import click, click.types\n"
+             "made = []\n"
+             "real = click.types.Path.__init__\n"
+             "def init(self, *a, **k):\n"
+             "    made.append(1)\n"
+             "    real(self, *a, **k)\n"
+             "click.types.Path.__init__ = init\n"
+             "import kvplan.cli\n"
+             "print(len(made))\n")
+    done = subprocess.run([sys.executable, "-c", count], cwd=ROOT, capture_output=True, text=True, check=True,
+                          timeout=120)
+    assert int(done.stdout) == 3, "kvplan.cli makes a click.Path of its own: use _FILE, _DIR or _ANY_PATH"
+
+
+_COMPILED_AT_IMPORT = """
+import contextlib, io, json, re, sys
+real = re.compile
+at_import = []
+def compile(pattern, flags=0):
+    f = sys._getframe(1)
+    if f.f_code.co_name == "<module>" and f.f_globals.get("__name__", "").startswith("kvplan"):
+        at_import.append(f.f_globals["__name__"])
+    return real(pattern, flags)
+re.compile = compile
+from kvplan.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    try:
+        main(["advise", sys.argv[1]])
+    except SystemExit:
+        pass
+print(json.dumps(sorted(at_import)))
+"""
+
+
+def test_advise_compiles_at_import_only_the_expressions_it_uses() -> None:
+    # A module-level re.compile costs 15-70 µs of every start-up; the expressions only an error, a calibration
+    # profile, a user's JSON or a select/ignore setting needs are compiled on first use (re caches them).
+    done = subprocess.run([sys.executable, "-c", _COMPILED_AT_IMPORT, str(SPEC)], cwd=ROOT, capture_output=True,
+                          text=True, check=True, timeout=120)
+    compiled = json.loads(done.stdout)
+    assert compiled.count("kvplan.lang.syntax") == 1  # string escapes: every spec with a string
+    assert not {"kvplan.base.limits", "kvplan.lang.settings", "kvplan.model.profile"} & set(compiled), compiled

@@ -209,6 +209,34 @@ def test_init_as_attrs_init() -> None:
     assert ours.__slots__ == theirs.__slots__
 
 
+def test_every_field_given_in_order_binds_as_attrs() -> None:
+    # The generic __init__'s path for a call that gives every field positionally (kvplan.base.records: names):
+    # a private field set by position, a field with a factory given a value, validators after every field is set,
+    # then __attrs_post_init__.
+    seen: list[tuple[str, object]] = []
+
+    def make(deco: Any, fld: Any) -> type:
+        @deco
+        class Row:
+            code: str = fld(validator=lambda self, a, v: seen.append((a.name, (v, self._n))))
+            _n: int = 0
+            tags: list[int] = attrs.Factory(list)
+
+            def __attrs_post_init__(self) -> None:
+                seen.append(("post", self.tags))
+
+        return Row
+
+    runs = []
+    for cls in (make(record, field), make(lambda c: attrs.frozen(c, slots=True), attrs.field)):
+        seen.clear()
+        row = cls("c", 2, [7])
+        runs.append(((row.code, row._n, row.tags), list(seen)))
+        with pytest.raises(TypeError):
+            cls("c", 2, [7], 8)
+    assert runs[0] == runs[1] == (("c", 2, [7]), [("code", ("c", 2)), ("post", [7])])
+
+
 def test_a_mandatory_field_after_a_default_is_refused() -> None:
     class Bad:
         a: int = 1

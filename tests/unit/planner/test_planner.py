@@ -216,3 +216,58 @@ def test_sglang_has_no_pipeline_stages() -> None:
     text = text.replace("model = llama-3-70b", "model = deepseek-v3").replace("device = b200", "device = mi300x")
     p = plan(scenario(text.replace("deployment \"t\" {", "deployment \"t\" {\n weights = fp8")))
     assert p.pp == 1 and p.tp == p.n_devices
+
+
+def test_the_search_asks_a_per_axis_figure_once_per_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    # β_eff of a placement, the KV width of a dtype and the lossiness of (dtype, retention) depend on one axis
+    # each: each search (search.evaluate) asks for each value's once, not once per candidate (~140 here).
+    from kvplan.model import roofline
+    from kvplan.planner import search
+
+    calls: dict[str, list[object]] = {"beta_eff": [], "kv_width": [], "lossiness": []}
+    searching = [False]
+
+    def counted(name: str, real: Any) -> Any:
+        def f(*args: Any) -> Any:
+            if searching[0]:
+                calls[name].append(args[1] if name != "lossiness" else args)
+            return real(*args)
+        return f
+
+    def evaluate(*args: Any, **kwargs: Any) -> Any:
+        searching[0] = True
+        try:
+            return real_evaluate(*args, **kwargs)
+        finally:
+            searching[0] = False
+
+    real_evaluate = search.evaluate
+    monkeypatch.setattr(roofline, "beta_eff", counted("beta_eff", roofline.beta_eff))
+    monkeypatch.setattr(search, "kv_width", counted("kv_width", search.kv_width))
+    monkeypatch.setattr(search, "lossiness", counted("lossiness", search.lossiness))
+    monkeypatch.setattr(search, "evaluate", evaluate)
+    p = plan(scenario(spec("workload { batch = 32\n context = 128k }\nquality { budget = near-lossless }")))
+    assert p.candidates_evaluated > 50
+    assert calls["beta_eff"] and calls["kv_width"] and calls["lossiness"]
+    for name, args in calls.items():
+        # one search here: beta_eff once for the weights' stream (striped) and once per placement
+        assert len(args) - (name == "beta_eff") == len(set(args)), (name, args)
+
+
+def test_a_candidate_without_slos_meets_them_without_its_figures(monkeypatch: pytest.MonkeyPatch) -> None:
+    # slo_violation is asked of every candidate; with no SLO it derives no figures (ev.figures divides arrays):
+    # the plan derives them for its own report only.
+    from kvplan.planner import search
+
+    derived_for: list[str] = []
+    real = search.Evaluated.figures
+
+    def figures(self: Any, on: str) -> Any:
+        derived_for.append(on)
+        return real(self, on)
+
+    monkeypatch.setattr(search.Evaluated, "figures", figures)
+    p = plan(scenario(spec("workload { batch = 32\n context = 128k }")))
+    assert p.candidates_evaluated > 50 and p.feasible
+    assert len(derived_for) <= 2, len(derived_for)
+    assert search.slo_violation(None, 0, search.Slos()) == 1.0  # type: ignore[arg-type]
