@@ -24,9 +24,10 @@ def _layout(p: Plan) -> str:
 
 
 def _choices(p: Plan) -> str:
-    step = p.metrics.step_time
+    step, exp = p.metrics.step_time, p.metrics.step_time_expected
     return (f"{p.kv_dtype.id} KV on {_layout(p)}, {p.block_size}-token pages, retention {p.retention:g}, "
-            f"tier {p.tier.tier}, step ≥ {fmt_unit(step.value, step.unit)} ({step.evidence.value})")
+            f"tier {p.tier.tier}, step ≥ {fmt_unit(step.value, step.unit)} ({step.evidence.value}), expected "
+            f"{fmt_unit(exp.value, exp.unit)} ({exp.evidence.value})")
 
 
 def differences(spec_plan: Plan, own: Plan) -> list[str]:
