@@ -384,7 +384,7 @@ def _sweep_output(fmt: str, output: str) -> IO[Any]:
 @click.option("--exact", is_flag=True,
               help="CSV: write every number as its shortest round-trip repr, not to 6 significant digits (slower).")
 @click.option("--jobs", type=_count(hi=64), default=None, metavar="N",
-              help="CSV: processes that make the rows of a large sweep  [default: the cores, at most 4]")
+              help="CSV: processes that make the rows of a large sweep  [default: the idle cores, at most 4]")
 @_allow_path_option
 @_calibration_option
 @handles_errors

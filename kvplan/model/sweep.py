@@ -14,8 +14,13 @@ from __future__ import annotations
 import io
 import json
 import math
+import multiprocessing
 import os
+import queue
 import re
+import threading
+import traceback
+from multiprocessing.connection import wait
 from typing import IO, TYPE_CHECKING, Iterator, Optional, Sequence, Union
 
 import attrs
@@ -50,6 +55,8 @@ CHUNK = 2**18
 FORMAT_ROWS = 2**14
 #: Points one worker process evaluates and formats at once in a parallel CSV sweep (about 10 MB of text).
 PARALLEL_UNIT = 2**16
+#: Units a parallel CSV worker may have made and not yet written (it writes in turn with the others).
+AHEAD = 2
 #: Grids up to this many points are written by one process: forking would cost more than it saves.
 PARALLEL_MIN = 2**20
 #: The most worker processes a CSV sweep starts by default (one per core beyond this gains little: the
@@ -536,37 +543,48 @@ class _Ring:
 
 def _csv_worker(specs: Sequence[SweepSpec], units: Sequence[tuple[int, int, str, int, int]], w: int,
                 ring: _Ring, conn: "Connection") -> None:
-    """A forked worker: makes the CSV text of every len(ring.turns)-th unit from the w-th, and writes
-    each when its turn comes (the previous unit written), then passes the turn on; reports b"ok",
-    b"pipe" (the reader went away) or a traceback to the parent at the end."""
-    import traceback
-
+    """A forked worker: makes the CSV text of every len(ring.turns)-th unit from the w-th; a thread
+    writes each when its turn comes (the previous unit written) and passes the turn on, while up to
+    AHEAD more units are made, so a worker waiting for its turn keeps working. Reports b"ok", b"pipe"
+    (the reader went away) or a traceback to the parent at the end."""
     jobs = len(ring.turns)
-    status = b"ok"
+    ready: "queue.Queue[Optional[tuple[int, list[bytes]]]]" = queue.Queue(maxsize=AHEAD)
+    failed: list[bytes] = []
+
+    def write() -> None:
+        try:
+            while (item := ready.get()) is not None:
+                ring.turns[w].acquire()
+                for data in item[1]:
+                    _write_all(ring.fd, data)
+                with ring.rows.get_lock():
+                    ring.rows.value += item[0]
+                ring.turns[(w + 1) % jobs].release()
+        except BaseException as e:  # noqa: BLE001 - reported to the parent, which raises it
+            failed.append(b"pipe" if isinstance(e, BrokenPipeError) else traceback.format_exc().encode())
+            while ready.get() is not None:  # let the maker finish
+                pass
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
     try:
         for k, n, kv, i0, i1 in units[w::jobs]:
-            pieces = [data for _, data in _csv_block(_block(_pair(specs[k], n, kv), i0, i1))]
-            ring.turns[w].acquire()
-            for data in pieces:
-                _write_all(ring.fd, data)
-            with ring.rows.get_lock():
-                ring.rows.value += i1 - i0
-            ring.turns[(w + 1) % jobs].release()
-    except BrokenPipeError:
-        status = b"pipe"
-    except BaseException:  # noqa: BLE001 - a worker reports everything to the parent, which raises it
-        status = traceback.format_exc().encode()
-    conn.send_bytes(status)
+            if failed:
+                break
+            ready.put((i1 - i0, [data for _, data in _csv_block(_block(_pair(specs[k], n, kv), i0, i1))]))
+    except BaseException:  # noqa: BLE001 - reported to the parent, which raises it
+        failed.insert(0, traceback.format_exc().encode())
+    ready.put(None)
+    writer.join()
+    conn.send_bytes(failed[0] if failed else b"ok")
     conn.close()
 
 
 def _csv_parallel(specs: Sequence[SweepSpec], fd: int, jobs: int) -> Iterator[int]:
     """Write the CSV rows to `fd` from `jobs` forked processes, unit u made and written by process
     u mod jobs in unit order (a ring of turns), so the file holds the same bytes one process writes;
-    yields the rows written as they grow. Each worker holds one unit's text (about 10 MB) at a time."""
-    import multiprocessing
-    from multiprocessing.connection import wait
-
+    yields the rows written as they grow. Each worker holds at most AHEAD + 1 units' text (about 10 MB
+    each) at a time."""
     units = [(k, *u) for k, spec in enumerate(specs) for u in _units(spec, PARALLEL_UNIT)]
     ctx = multiprocessing.get_context("fork")
     ring = _Ring(fd=fd, turns=[ctx.Semaphore(0) for _ in range(jobs)], rows=ctx.Value("q", 0))
@@ -605,15 +623,17 @@ def _csv_parallel(specs: Sequence[SweepSpec], fd: int, jobs: int) -> Iterator[in
 
 
 def default_jobs() -> int:
-    """Processes for a large CSV sweep: the cores this process may run on, at most MAX_JOBS; 1 where
-    processes cannot be forked (the rows are then made in this process)."""
-    import multiprocessing
-    import os
-
+    """Processes for a large CSV sweep: the cores this process may run on that are idle (less the
+    1-minute load average, rounded), at least 1 and at most MAX_JOBS; 1 where processes cannot be
+    forked. On a busy machine a second process gains nothing and its turns cost (docs/cli-sweep.md)."""
     if "fork" not in multiprocessing.get_all_start_methods():
         return 1
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(MAX_JOBS, cores))
+    try:
+        busy = round(os.getloadavg()[0])
+    except OSError:
+        busy = 0
+    return max(1, min(MAX_JOBS, cores - busy))
 
 
 def csv_bytes(specs: Sequence[SweepSpec], chunk: int = CHUNK, exact: bool = False) -> Iterator[tuple[int, bytes]]:
@@ -630,15 +650,24 @@ def csv_bytes(specs: Sequence[SweepSpec], chunk: int = CHUNK, exact: bool = Fals
                 yield from _csv_block(block)
 
 
+def _descriptor(out: IO[bytes]) -> Optional[int]:
+    """out's file descriptor, which forked workers can write to; None for an in-memory file."""
+    try:
+        return out.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both OSError and ValueError
+        return None
+
+
 def csv_write(specs: Sequence[SweepSpec], out: IO[bytes], exact: bool = False, jobs: int = 1) -> Iterator[int]:
     """Write csv_bytes to the binary file `out`, yielding the rows of each piece as it is written.
-    With `jobs` > 1 and more than PARALLEL_MIN points, `jobs` forked processes make and write the
-    rows in turn to out's file descriptor (the same bytes, in the same order)."""
-    if jobs > 1 and not exact and sum(s.points for s in specs) > PARALLEL_MIN:
+    With `jobs` > 1, more than PARALLEL_MIN points and a file descriptor beneath `out`, `jobs` forked
+    processes make and write the rows in turn to it (the same bytes, in the same order)."""
+    fd = _descriptor(out) if jobs > 1 and not exact and sum(s.points for s in specs) > PARALLEL_MIN else None
+    if fd is not None:
         named = any(s.name for s in specs)
         out.write((",".join(c.name for c in columns(named)) + "\n").encode())
         out.flush()
-        yield from _csv_parallel(specs, out.fileno(), jobs)
+        yield from _csv_parallel(specs, fd, jobs)
         return
     for rows, data in csv_bytes(specs, exact=exact):
         out.write(data)

@@ -155,3 +155,13 @@ def test_a_failing_worker_is_an_error_not_a_hang(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(sw, "_csv_block", broken)
     with open(tmp_path / "x.csv", "wb") as f, pytest.raises(RuntimeError, match="ZeroDivisionError"):  # type: ignore[operator]
         sum(sw.csv_write([_spec()], f, jobs=2))
+
+
+def test_parallel_csv_to_an_in_memory_file_is_made_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No file descriptor (a BytesIO, as click's test runner gives): one process writes, the same bytes."""
+    import io
+
+    monkeypatch.setattr(sw, "PARALLEL_MIN", 0)
+    buf = io.BytesIO()
+    assert sum(sw.csv_write([_spec()], buf, jobs=2)) == _spec().points
+    assert buf.getvalue() == b"".join(data for _, data in sw.csv_bytes([_spec()]))
