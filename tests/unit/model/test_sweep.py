@@ -165,3 +165,25 @@ def test_parallel_csv_to_an_in_memory_file_is_made_here(monkeypatch: pytest.Monk
     buf = io.BytesIO()
     assert sum(sw.csv_write([_spec()], buf, jobs=2)) == _spec().points
     assert buf.getvalue() == b"".join(data for _, data in sw.csv_bytes([_spec()]))
+
+
+def test_parallel_csv_to_a_reader_that_stops_is_a_broken_pipe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`| head`: the workers meet EPIPE and the parent raises BrokenPipeError (the CLI's quiet exit 0),
+    not a worker's traceback and not a hang. The reader is another process, as `head` is: a pipe's read
+    end held here would be inherited by the workers and keep the pipe open."""
+    import subprocess
+    import sys
+
+    monkeypatch.setattr(sw, "PARALLEL_MIN", 0)
+    monkeypatch.setattr(sw, "PARALLEL_UNIT", 1000)
+    spec = sw.spec_from_flags(LLAMA, B200, batch="1..100", context="1k..100k:+1k")  # 1.5 MB: more than a pipe holds
+    head = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.buffer.read(5000)"],
+                            stdin=subprocess.PIPE)
+    assert head.stdin is not None
+    with pytest.raises(BrokenPipeError):
+        sum(sw.csv_write([spec], head.stdin, jobs=2))
+    head.wait(timeout=60)
+    try:
+        head.stdin.close()
+    except BrokenPipeError:
+        pass
