@@ -37,7 +37,9 @@ Part = Union[U8, bytes]
 DIGITS = 6
 _EXACT_INT = 2.0**53
 _P10 = 10.0 ** np.arange(0, 23)
-_LUT4 = np.frombuffer(b"".join(b"%04d" % i for i in range(10_000)), dtype=np.uint32)
+#: Lookup tables of digit text, read as little-endian words ("<u4") wherever they are used, so that the
+#: shifts below put each byte where the text wants it on any machine.
+_LUT4 = np.frombuffer(b"".join(b"%04d" % i for i in range(10_000)), dtype="<u4")
 
 _TZ4 = np.array([4 if i == 0 else len(str(i)) - len(str(i).rstrip("0")) for i in range(10_000)], dtype=np.int8)
 _TZ2 = np.array([2 if i == 0 else len(str(i)) - len(str(i).rstrip("0")) for i in range(100)], dtype=np.int8)
@@ -88,10 +90,10 @@ def _stripped(i: int, width: int, lead: bool) -> bytes:
 
 
 #: 0..99 without leading zeros; 0..9999 with the units digit always; 0..9999 without trailing zeros.
-_LUT2_LEAD = np.frombuffer(b"".join(_stripped(i, 2, True) for i in range(100)), dtype=np.uint16)
+_LUT2_LEAD = np.frombuffer(b"".join(_stripped(i, 2, True) for i in range(100)), dtype="<u2")
 _LUT4_UNITS = np.frombuffer(b"".join(_stripped(i, 4, True) if i else b"\0\0\0" + b"0" for i in range(10_000)),
-                            dtype=np.uint32)
-_LUT4_TRAIL = np.frombuffer(b"".join(_stripped(i, 4, False) for i in range(10_000)), dtype=np.uint32)
+                            dtype="<u4")
+_LUT4_TRAIL = np.frombuffer(b"".join(_stripped(i, 4, False) for i in range(10_000)), dtype="<u4")
 _I10 = 10.0 ** np.arange(0, 10)
 
 
@@ -99,7 +101,7 @@ def _quads(v: npt.NDArray[np.int64], groups: int) -> U8:
     """The decimal digits of 0 ≤ v < min(2**53, 10**(4·groups)), zero-padded, as an (n, 4·groups) matrix.
     In float64, where numpy divides fast: v and every quotient are exact; floor(q / 1e4) is the true
     quotient since q < 2**53 keeps the rounded q / 1e4 at least 1e-4 below the next whole number."""
-    quads = np.empty((len(v), groups), dtype=np.uint32)
+    quads = np.empty((len(v), groups), dtype="<u4")
     q = v.astype(np.float64)
     for g in range(groups - 1, -1, -1):
         nq = np.floor(q / 10_000.0)
@@ -127,13 +129,19 @@ def _positional(m: npt.NDArray[np.float64], x: npt.NDArray[np.int64]) -> U8:
     f3 = (rest - f2 * 10.0).astype(np.uint8)
     ihi = ih.astype(np.intp)
     f1i, f2i = f1.astype(np.intp), f2.astype(np.intp)
-    out = np.empty((n, 16), dtype=np.uint8)
-    out[:, 0:2] = _LUT2_LEAD[ihi].view(np.uint8).reshape(n, 2)
-    out[:, 2:6] = np.where(ihi > 0, _LUT4[il], _LUT4_UNITS[il]).view(np.uint8).reshape(n, 4)
-    out[:, 6] = np.where(f > 0, ord("."), 0)
-    out[:, 7:11] = np.where((f3 > 0) | (f2i > 0), _LUT4[f1i], _LUT4_TRAIL[f1i]).view(np.uint8).reshape(n, 4)
-    out[:, 11:15] = np.where(f3 > 0, _LUT4[f2i], _LUT4_TRAIL[f2i]).view(np.uint8).reshape(n, 4)
-    out[:, 15] = np.where(f3 > 0, f3 + ord("0"), 0)
+    # The 16 bytes [ih 2][il 4][. 1][f1 4][f2 4][f3 1] as four little-endian words, put together by shifts.
+    hi2 = _LUT2_LEAD[ihi].astype("<u4")
+    units = np.where(ihi > 0, _LUT4[il], _LUT4_UNITS[il])
+    dot = np.where(f > 0, np.uint32(ord(".")), np.uint32(0))
+    d1 = np.where((f3 > 0) | (f2i > 0), _LUT4[f1i], _LUT4_TRAIL[f1i])
+    d2 = np.where(f3 > 0, _LUT4[f2i], _LUT4_TRAIL[f2i])
+    d3 = np.where(f3 > 0, f3.astype(np.uint32) + ord("0"), np.uint32(0))
+    words = np.empty((n, 4), dtype="<u4")
+    words[:, 0] = hi2 | (units << 16)
+    words[:, 1] = (units >> 16) | (dot << 16) | (d1 << 24)
+    words[:, 2] = (d1 >> 8) | (d2 << 24)
+    words[:, 3] = (d2 >> 8) | (d3 << 24)
+    out = words.view(np.uint8).reshape(n, 16)
     top = float(ip.max()) if n else 0.0
     return out[:, 5 - (len(str(int(top))) - 1 if top >= 1 else 0):]  # no columns of leading NUL
 
