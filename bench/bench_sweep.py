@@ -110,14 +110,15 @@ def measure(label: str, cmd: list[str], repeat: int, target: str = "") -> dict[s
 
 def interleaved(checkout: str, big: list[str], rounds: int) -> list[dict[str, object]]:
     """Rounds of (the baseline checkout's sweep, this one's with --jobs 1, with --jobs 2), 10^7 points
-    to /dev/null each, so a change in the machine's load falls on the three alike."""
+    to /dev/null each, so a change in the machine's load falls on the three alike. `-P`: the package
+    comes from PYTHONPATH, not from the directory the bench runs in."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     args = [*big[big.index("sweep"):], "-o", os.devnull]
     cmds = {"baseline (" + os.path.basename(os.path.abspath(checkout)) + "), 10^7 CSV":
-            ["env", f"PYTHONPATH={os.path.abspath(checkout)}", sys.executable, "-m", "kvplan", *args],
-            "interleaved: 10^7 CSV --jobs 1": ["env", f"PYTHONPATH={here}", sys.executable, "-m", "kvplan",
+            ["env", f"PYTHONPATH={os.path.abspath(checkout)}", sys.executable, "-P", "-m", "kvplan", *args],
+            "interleaved: 10^7 CSV --jobs 1": ["env", f"PYTHONPATH={here}", sys.executable, "-P", "-m", "kvplan",
                                                *args, "--jobs", "1"],
-            "interleaved: 10^7 CSV --jobs 2": ["env", f"PYTHONPATH={here}", sys.executable, "-m", "kvplan",
+            "interleaved: 10^7 CSV --jobs 2": ["env", f"PYTHONPATH={here}", sys.executable, "-P", "-m", "kvplan",
                                                *args, "--jobs", "2"]}
     runs: dict[str, list[tuple[float, float, int, str]]] = {k: [] for k in cmds}
     for _ in range(rounds):

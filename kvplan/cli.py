@@ -383,15 +383,15 @@ def _sweep_output(fmt: str, output: str) -> IO[Any]:
               help="Write here instead of stdout.")
 @click.option("--exact", is_flag=True,
               help="CSV: write every number as its shortest round-trip repr, not to 6 significant digits (slower).")
-@click.option("--jobs", type=_count(hi=64), default=None, metavar="N",
-              help="CSV: processes that make the rows of a large sweep  [default: the idle cores, at most 4]")
+@click.option("--jobs", type=_count(hi=64), default=1, show_default=True, metavar="N",
+              help="CSV: processes that make the rows of a large sweep (helps only where cores are free)")
 @_allow_path_option
 @_calibration_option
 @handles_errors
 def sweep_cmd(spec_file: str | None, model_id: str | None, model_config: str | None, device_id: str | None,
               devices: str | None, kv_dtypes: str | None, batch: str | None, context: str | None,
               weights: str | None, placement: str | None, fmt: str, output: str, exact: bool,
-              jobs: int | None, allow_paths: tuple[str, ...], calibration: str | None) -> None:
+              jobs: int, allow_paths: tuple[str, ...], calibration: str | None) -> None:
     """Evaluate every point of devices × KV dtype × batch × context; stream CSV or JSON rows.
 
     Without FILE, --model (or --model-config) and --device name the deployment; with a .kvp
@@ -429,7 +429,7 @@ def sweep_cmd(spec_file: str | None, model_id: str | None, model_config: str | N
         if fmt == "parquet":
             steps: Iterator[int] = sw.parquet_write(specs, out)  # a binary file: opened "wb" or stdout's buffer
         elif fmt == "csv":
-            steps = sw.csv_write(specs, out, exact=exact, jobs=int(jobs) if jobs else sw.default_jobs())
+            steps = sw.csv_write(specs, out, exact=exact, jobs=int(jobs))
         else:
             steps = _written(sw.json_text(specs), out)
         if total > 100_000 and sys.stderr.isatty():

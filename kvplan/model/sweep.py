@@ -59,9 +59,6 @@ PARALLEL_UNIT = 2**16
 AHEAD = 2
 #: Grids up to this many points are written by one process: forking would cost more than it saves.
 PARALLEL_MIN = 2**20
-#: The most worker processes a CSV sweep starts by default (one per core beyond this gains little: the
-#: parent reads every row back and writes it).
-MAX_JOBS = 4
 #: The longest list one option may expand to (a range like 1..1e12 is a typo, not a sweep).
 MAX_LIST = 10**7
 
@@ -622,20 +619,6 @@ def _csv_parallel(specs: Sequence[SweepSpec], fd: int, jobs: int) -> Iterator[in
             conn.close()
 
 
-def default_jobs() -> int:
-    """Processes for a large CSV sweep: the cores this process may run on that are idle (less the
-    1-minute load average, rounded), at least 1 and at most MAX_JOBS; 1 where processes cannot be
-    forked. On a busy machine a second process gains nothing and its turns cost (docs/cli-sweep.md)."""
-    if "fork" not in multiprocessing.get_all_start_methods():
-        return 1
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    try:
-        busy = round(os.getloadavg()[0])
-    except OSError:
-        busy = 0
-    return max(1, min(MAX_JOBS, cores - busy))
-
-
 def csv_bytes(specs: Sequence[SweepSpec], chunk: int = CHUNK, exact: bool = False) -> Iterator[tuple[int, bytes]]:
     """The header line, then rows as each chunk is evaluated, as UTF-8 bytes. Whole numbers are written
     as integers; other numbers to 6 significant digits (kvplan.model.csvtext), or with `exact` as
@@ -822,5 +805,5 @@ def parquet_write(specs: Sequence[SweepSpec], sink: "str | IO[bytes]", chunk: in
 
 
 __all__ = ["CHUNK", "COLUMNS", "Block", "Column", "SweepError", "SweepSpec", "columns", "csv_bytes", "csv_text",
-           "csv_write", "default_jobs", "evaluate", "json_text", "parquet_schema", "parquet_write", "parse_dtypes",
+           "csv_write", "evaluate", "json_text", "parquet_schema", "parquet_write", "parse_dtypes",
            "parse_list", "regime_codes", "spec_from_flags", "specs_from_scenarios", "total_points"]
