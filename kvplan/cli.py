@@ -357,6 +357,15 @@ def _written(stream: Iterator[tuple[int, str]], out: IO[str]) -> Iterator[int]:
         yield n
 
 
+def _sweep_output(fmt: str, output: str) -> IO[Any]:
+    """The sweep's output file: binary for Parquet and CSV (made as UTF-8 bytes, whole columns at a time)."""
+    binary = fmt in ("parquet", "csv")
+    if binary and output == "-":
+        sys.stdout.flush()
+    return (sys.stdout.buffer if binary else sys.stdout) if output == "-" else (
+        open(output, "wb") if binary else open(output, "w", encoding="utf-8", newline=""))
+
+
 @main.command("sweep")
 @click.argument("spec_file", required=False, type=_FILE, metavar="[FILE.kvp]")
 @click.option("--model", "model_id", metavar="ID",
@@ -377,13 +386,17 @@ def _written(stream: Iterator[tuple[int, str]], out: IO[str]) -> Iterator[int]:
               help="parquet needs the `parquet` extra (pyarrow)")
 @click.option("-o", "--output", type=_FILE, default="-", metavar="FILE",
               help="Write here instead of stdout.")
+@click.option("--exact", is_flag=True,
+              help="CSV: write every number as its shortest round-trip repr, not to 6 significant digits (slower).")
+@click.option("--jobs", type=_count(hi=64), default=1, show_default=True, metavar="N",
+              help="CSV: processes that make the rows of a large sweep (helps only where cores are free)")
 @_allow_path_option
 @_calibration_option
 @handles_errors
 def sweep_cmd(spec_file: str | None, model_id: str | None, model_config: str | None, device_id: str | None,
               devices: str | None, kv_dtypes: str | None, batch: str | None, context: str | None,
-              weights: str | None, placement: str | None, fmt: str, output: str, allow_paths: tuple[str, ...],
-              calibration: str | None) -> None:
+              weights: str | None, placement: str | None, fmt: str, output: str, exact: bool,
+              jobs: int, allow_paths: tuple[str, ...], calibration: str | None) -> None:
     """Evaluate every point of devices × KV dtype × batch × context; stream CSV or JSON rows.
 
     Without FILE, --model (or --model-config) and --device name the deployment; with a .kvp
@@ -416,13 +429,14 @@ def sweep_cmd(spec_file: str | None, model_id: str | None, model_config: str | N
     total = sw.total_points(specs)
     if fmt == "parquet":
         sw.parquet_schema(False)  # without pyarrow: the one-line error, before the output file is made
-    out: IO[Any] = (sys.stdout.buffer if fmt == "parquet" else sys.stdout) if output == "-" else (
-        open(output, "wb") if fmt == "parquet" else open(output, "w", encoding="utf-8", newline=""))
+    out = _sweep_output(fmt, output)
     try:
         if fmt == "parquet":
             steps: Iterator[int] = sw.parquet_write(specs, out)  # a binary file: opened "wb" or stdout's buffer
+        elif fmt == "csv":
+            steps = sw.csv_write(specs, out, exact=exact, jobs=int(jobs))
         else:
-            steps = _written(sw.csv_text(specs) if fmt == "csv" else sw.json_text(specs), out)
+            steps = _written(sw.json_text(specs), out)
         if total > 100_000 and sys.stderr.isatty():
             with click.progressbar(length=total, label="sweep", file=sys.stderr) as bar:
                 for n in steps:

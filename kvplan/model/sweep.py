@@ -14,7 +14,13 @@ from __future__ import annotations
 import io
 import json
 import math
+import multiprocessing
+import os
+import queue
 import re
+import threading
+import traceback
+from multiprocessing.connection import wait
 from typing import IO, TYPE_CHECKING, Iterator, Optional, Sequence, Union
 
 import attrs
@@ -28,6 +34,7 @@ from kvplan.base.records import record
 from kvplan.base.units import MAX_EXACT, Dim, parse_quantity
 from kvplan.catalog import DTYPES, Device, Dtype, Model, dtype
 from kvplan.catalog.weight_bytes import planned
+from kvplan.model import csvtext as ct
 from kvplan.model import expected as ex
 from kvplan.model import roofline as rf
 from kvplan.model.expected import deployment_factors
@@ -35,6 +42,9 @@ from kvplan.model.footprint import kappa
 from kvplan.model.profile import Profile
 
 if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+    from multiprocessing.sharedctypes import Synchronized
+    from multiprocessing.synchronize import Semaphore
     from types import ModuleType
 
     from kvplan.model.scenario import DeviceCount, Scenario
@@ -43,6 +53,12 @@ if TYPE_CHECKING:
 CHUNK = 2**18
 #: Rows formatted at once; bounds the memory of the Python objects formatting makes.
 FORMAT_ROWS = 2**14
+#: Points one worker process evaluates and formats at once in a parallel CSV sweep (about 10 MB of text).
+PARALLEL_UNIT = 2**16
+#: Units a parallel CSV worker may have made and not yet written (it writes in turn with the others).
+AHEAD = 2
+#: Grids up to this many points are written by one process: forking would cost more than it saves.
+PARALLEL_MIN = 2**20
 #: The longest list one option may expand to (a range like 1..1e12 is a typo, not a sweep).
 MAX_LIST = 10**7
 
@@ -329,38 +345,73 @@ class Block:
     speedup: Array
 
 
-def evaluate(spec: SweepSpec, chunk: int = CHUNK) -> Iterator[Block]:
-    """Evaluate the grid chunk by chunk, in the fixed row order."""
+def regime_codes(s: Array, s_star: Array, s_cap: Array) -> npt.NDArray[np.int8]:
+    """rf.regime as indices into rf.REGIMES, without the array of strings: capacity-bound above s_cap,
+    weight-bound below s*, KV-bound between (the same comparisons, in the same order)."""
+    weight, kv, capacity = (np.int8(rf.REGIMES.index(r)) for r in ("weight-bound", "kv-bound", "capacity-bound"))
+    return np.where(s > s_cap, capacity, np.where(s < s_star, weight, kv)).astype(np.int8)
+
+
+@record
+class _Pair:
+    """What one devices × KV dtype pair of a grid shares: its configuration and per-batch values."""
+
+    spec: SweepSpec
+    n_devices: int
+    kv: str
+    cfg: rf.Config
+    base: rf.Config
+    s_star: Array
+    s_cap: Array
+    w_held: float
+    factors: ex.Factors
+    link: Optional[float]
+
+
+def _pair(spec: SweepSpec, n: int, kv: str) -> _Pair:
+    cfg = spec.config(n, kv)
     b_all = np.asarray(spec.batch, dtype=np.float64)
-    s_all = np.asarray(spec.context, dtype=np.float64)
-    nb, ns = len(b_all), len(s_all)
-    total = nb * ns
+    return _Pair(spec=spec, n_devices=n, kv=kv, cfg=cfg, base=attrs.evolve(cfg, w_kv=DTYPES["bf16"].width),
+                 s_star=rf.s_star(cfg, b_all), s_cap=rf.s_cap(cfg, b_all),
+                 w_held=rf.weight_bytes_held(cfg.model, cfg.w_p),
+                 factors=deployment_factors(spec.device, kv, spec.engine, spec.calibration),
+                 link=ex.link_bandwidth(spec.device))
+
+
+def _block(p: _Pair, i0: int, i1: int) -> Block:
+    """Points i0 .. i1-1 of one pair's batch × context grid (row-major: batch, then context)."""
+    spec, cfg = p.spec, p.cfg
+    b_i, s_i = np.divmod(np.arange(i0, i1, dtype=np.int64), len(spec.context))
+    b = np.asarray(spec.batch, dtype=np.float64)[b_i]
+    s = np.asarray(spec.context, dtype=np.float64)[s_i]
+    kv_b = rf.kv_bytes_stored(cfg, b, s)
+    mem = p.w_held + kv_b
+    t = rf.step_time(cfg, b, s)
+    t_base = t["memory"] if cfg.w_kv == p.base.w_kv else rf.step_time(p.base, b, s)["memory"]
+    return Block(spec=spec, n_devices=p.n_devices, kv=p.kv, b_index=b_i, s_index=s_i,
+                 kappa=kappa(cfg.model, cfg.w_kv), weight_bytes=p.w_held, capacity=cfg.capacity,
+                 s_star=p.s_star, s_cap=p.s_cap, kv_bytes=kv_b, memory_bytes=mem,
+                 fits=mem <= cfg.capacity, regime=regime_codes(s, p.s_star[b_i], p.s_cap[b_i]),
+                 step_time=t["step"], step_time_expected=ex.expected_step(cfg, b, s, p.factors, p.link)["step"],
+                 throughput=b / t["step"], speedup=t_base / t["memory"])
+
+
+def _units(spec: SweepSpec, chunk: int) -> Iterator[tuple[int, str, int, int]]:
+    """(devices, KV dtype, first point, end) of each chunk, in the fixed row order."""
+    total = len(spec.batch) * len(spec.context)
     for n in spec.devices:
         for kv in spec.kv_dtypes:
-            cfg = spec.config(n, kv)
-            base = attrs.evolve(cfg, w_kv=DTYPES["bf16"].width)
-            s_star = rf.s_star(cfg, b_all)
-            s_cap = rf.s_cap(cfg, b_all)
-            w_held = rf.weight_bytes_held(cfg.model, cfg.w_p)
-            f = deployment_factors(spec.device, kv, spec.engine, spec.calibration)
-            link = ex.link_bandwidth(spec.device)
             for i0 in range(0, total, chunk):
-                b_i, s_i = np.divmod(np.arange(i0, min(total, i0 + chunk), dtype=np.int64), ns)
-                b, s = b_all[b_i], s_all[s_i]
-                kv_b = rf.kv_bytes_stored(cfg, b, s)
-                mem = w_held + kv_b
-                reg = rf.regime(s, s_star[b_i], s_cap[b_i])
-                codes = np.zeros(reg.shape, dtype=np.int8)
-                for k, name in enumerate(rf.REGIMES[1:], start=1):
-                    codes[reg == name] = k
-                t = rf.step_time(cfg, b, s)
-                t_base = t["memory"] if cfg.w_kv == base.w_kv else rf.step_time(base, b, s)["memory"]
-                yield Block(spec=spec, n_devices=n, kv=kv, b_index=b_i, s_index=s_i,
-                            kappa=kappa(cfg.model, cfg.w_kv), weight_bytes=w_held, capacity=cfg.capacity,
-                            s_star=s_star, s_cap=s_cap, kv_bytes=kv_b, memory_bytes=mem,
-                            fits=mem <= cfg.capacity, regime=codes, step_time=t["step"],
-                            step_time_expected=ex.expected_step(cfg, b, s, f, link)["step"],
-                            throughput=b / t["step"], speedup=t_base / t["memory"])
+                yield n, kv, i0, min(total, i0 + chunk)
+
+
+def evaluate(spec: SweepSpec, chunk: int = CHUNK) -> Iterator[Block]:
+    """Evaluate the grid chunk by chunk, in the fixed row order."""
+    pair: Optional[_Pair] = None
+    for n, kv, i0, i1 in _units(spec, chunk):
+        if pair is None or (pair.n_devices, pair.kv) != (n, kv):
+            pair = _pair(spec, n, kv)
+        yield _block(pair, i0, i1)
 
 
 # ------------------------------------------------------------------ text
@@ -445,14 +496,172 @@ def total_points(specs: Sequence[SweepSpec]) -> int:
     return total
 
 
-def csv_text(specs: Sequence[SweepSpec], chunk: int = CHUNK) -> Iterator[tuple[int, str]]:
-    """The header line, then rows as each chunk is evaluated. Floats are written as Python's
-    shortest round-trip repr (integers without a decimal point); s* is `inf` where it never comes."""
+def _csv_block(block: Block) -> Iterator[tuple[int, bytes]]:
+    """One block as CSV bytes, whole columns at a time (kvplan.model.csvtext): numbers as
+    csvtext.number_text writes them, the per-batch and per-context text made once and gathered."""
+    spec = block.spec
+    num = ct.number_text
+    lead = [spec.name] if spec.name else []
+    names = ",".join(_csv_field(x) for x in [*lead, spec.model.id, spec.device.id])
+    prefix = ct.table([f"{names},{block.n_devices},{_csv_field(block.kv)},{b},".encode() for b in spec.batch])
+    ctx = ct.table([f"{c},{num(block.kappa)},".encode() for c in spec.context])
+    cross = ct.table([f"{num(a)},{num(c) if c > 0 else ''},".encode()  # no s_cap where the weights exceed N·C
+                      for a, c in zip(block.s_star.tolist(), block.s_cap.tolist())])
+    regimes = ct.table([f"{_csv_field(r)},".encode() for r in rf.REGIMES])
+    fits = ct.table([b",true,", b",false,"])
+    weight = f",{num(block.weight_bytes)},".encode()
+    n = len(block.b_index)
+    for i0 in range(0, n, FORMAT_ROWS):
+        sl = slice(i0, min(n, i0 + FORMAT_ROWS))
+        bi, si = block.b_index[sl], block.s_index[sl]
+        parts: list[ct.Part] = [
+            ct.pick(prefix, bi), ct.pick(ctx, si), ct.numbers(block.kv_bytes[sl]), weight,
+            ct.numbers(block.memory_bytes[sl]), ct.pick(fits, (~block.fits[sl]).view(np.int8)),
+            ct.pick(cross, bi), ct.pick(regimes, block.regime[sl]), ct.numbers(block.step_time[sl]), b",",
+            ct.numbers(block.step_time_expected[sl]), b",", ct.numbers(block.throughput[sl]), b",",
+            ct.numbers(block.speedup[sl]), b"\n"]
+        yield sl.stop - sl.start, ct.join(parts, sl.stop - sl.start)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+@record
+class _Ring:
+    """What the forked CSV workers share: the output, the turn to write (one semaphore per worker),
+    the rows written so far (for the progress bar)."""
+
+    fd: int
+    turns: "list[Semaphore]"
+    rows: "Synchronized[int]"
+
+
+def _csv_worker(specs: Sequence[SweepSpec], units: Sequence[tuple[int, int, str, int, int]], w: int,
+                ring: _Ring, conn: "Connection") -> None:
+    """A forked worker: makes the CSV text of every len(ring.turns)-th unit from the w-th; a thread
+    writes each when its turn comes (the previous unit written) and passes the turn on, while up to
+    AHEAD more units are made, so a worker waiting for its turn keeps working. Reports b"ok", b"pipe"
+    (the reader went away) or a traceback to the parent at the end."""
+    jobs = len(ring.turns)
+    ready: "queue.Queue[Optional[tuple[int, list[bytes]]]]" = queue.Queue(maxsize=AHEAD)
+    failed: list[bytes] = []
+
+    def write() -> None:
+        try:
+            while (item := ready.get()) is not None:
+                ring.turns[w].acquire()
+                for data in item[1]:
+                    _write_all(ring.fd, data)
+                with ring.rows.get_lock():
+                    ring.rows.value += item[0]
+                ring.turns[(w + 1) % jobs].release()
+        except BaseException as e:  # noqa: BLE001 - reported to the parent, which raises it
+            failed.append(b"pipe" if isinstance(e, BrokenPipeError) else traceback.format_exc().encode())
+            while ready.get() is not None:  # let the maker finish
+                pass
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    try:
+        for k, n, kv, i0, i1 in units[w::jobs]:
+            if failed:
+                break
+            ready.put((i1 - i0, [data for _, data in _csv_block(_block(_pair(specs[k], n, kv), i0, i1))]))
+    except BaseException:  # noqa: BLE001 - reported to the parent, which raises it
+        failed.insert(0, traceback.format_exc().encode())
+    ready.put(None)
+    writer.join()
+    conn.send_bytes(failed[0] if failed else b"ok")
+    conn.close()
+
+
+def _csv_parallel(specs: Sequence[SweepSpec], fd: int, jobs: int) -> Iterator[int]:
+    """Write the CSV rows to `fd` from `jobs` forked processes, unit u made and written by process
+    u mod jobs in unit order (a ring of turns), so the file holds the same bytes one process writes;
+    yields the rows written as they grow. Each worker holds at most AHEAD + 1 units' text (about 10 MB
+    each) at a time."""
+    units = [(k, *u) for k, spec in enumerate(specs) for u in _units(spec, PARALLEL_UNIT)]
+    ctx = multiprocessing.get_context("fork")
+    ring = _Ring(fd=fd, turns=[ctx.Semaphore(0) for _ in range(jobs)], rows=ctx.Value("q", 0))
+    ring.turns[0].release()
+    procs, conns = [], []
+    try:
+        for w in range(jobs):
+            parent, child = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_csv_worker, args=(specs, units, w, ring, child), daemon=True)
+            proc.start()
+            child.close()
+            procs.append(proc)
+            conns.append(parent)
+        done, shown = 0, 0
+        pending = list(conns)
+        while pending:
+            ready = wait(pending, timeout=0.1)
+            for conn in [c for c in pending if c in ready]:
+                status = conn.recv_bytes() if conn.poll() else b"a sweep worker stopped without a word"
+                pending.remove(conn)
+                if status == b"pipe":
+                    raise BrokenPipeError
+                if status != b"ok":
+                    raise RuntimeError("a sweep worker failed:\n" + status.decode(errors="replace"))
+            done = ring.rows.value
+            if done > shown:
+                yield done - shown
+                shown = done
+    finally:
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+            proc.join()
+        for conn in conns:
+            conn.close()
+
+
+def csv_bytes(specs: Sequence[SweepSpec], chunk: int = CHUNK, exact: bool = False) -> Iterator[tuple[int, bytes]]:
+    """The header line, then rows as each chunk is evaluated, as UTF-8 bytes. Whole numbers are written
+    as integers; other numbers to 6 significant digits (kvplan.model.csvtext), or with `exact` as
+    Python's shortest round-trip repr; s* is `inf` where it never comes."""
     named = any(s.name for s in specs)
-    yield 0, ",".join(c.name for c in columns(named)) + "\n"
+    yield 0, (",".join(c.name for c in columns(named)) + "\n").encode()
     for spec in specs:
         for block in evaluate(spec, chunk):
-            yield from _rows(block, json_out=False)
+            if exact:
+                yield from ((m, text.encode()) for m, text in _rows(block, json_out=False))
+            else:
+                yield from _csv_block(block)
+
+
+def _descriptor(out: IO[bytes]) -> Optional[int]:
+    """out's file descriptor, which forked workers can write to; None for an in-memory file."""
+    try:
+        return out.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both OSError and ValueError
+        return None
+
+
+def csv_write(specs: Sequence[SweepSpec], out: IO[bytes], exact: bool = False, jobs: int = 1) -> Iterator[int]:
+    """Write csv_bytes to the binary file `out`, yielding the rows of each piece as it is written.
+    With `jobs` > 1, more than PARALLEL_MIN points and a file descriptor beneath `out`, `jobs` forked
+    processes make and write the rows in turn to it (the same bytes, in the same order)."""
+    fd = _descriptor(out) if jobs > 1 and not exact and sum(s.points for s in specs) > PARALLEL_MIN else None
+    if fd is not None:
+        named = any(s.name for s in specs)
+        out.write((",".join(c.name for c in columns(named)) + "\n").encode())
+        out.flush()
+        yield from _csv_parallel(specs, fd, jobs)
+        return
+    for rows, data in csv_bytes(specs, exact=exact):
+        out.write(data)
+        yield rows
+
+
+def csv_text(specs: Sequence[SweepSpec], chunk: int = CHUNK, exact: bool = False) -> Iterator[tuple[int, str]]:
+    """csv_bytes as text."""
+    for m, data in csv_bytes(specs, chunk, exact):
+        yield m, data.decode()
 
 
 def _deployment_json(spec: SweepSpec) -> dict[str, object]:
@@ -596,6 +805,6 @@ def parquet_write(specs: Sequence[SweepSpec], sink: "str | IO[bytes]", chunk: in
                 yield len(block.b_index)
 
 
-__all__ = ["CHUNK", "COLUMNS", "Block", "Column", "SweepError", "SweepSpec", "columns", "csv_text", "evaluate",
-           "json_text", "parquet_schema", "parquet_write", "parse_dtypes", "parse_list", "spec_from_flags",
-           "specs_from_scenarios", "total_points"]
+__all__ = ["CHUNK", "COLUMNS", "Block", "Column", "SweepError", "SweepSpec", "columns", "csv_bytes", "csv_text",
+           "csv_write", "evaluate", "json_text", "parquet_schema", "parquet_write", "parse_dtypes",
+           "parse_list", "regime_codes", "spec_from_flags", "specs_from_scenarios", "total_points"]

@@ -58,9 +58,9 @@ def test_cli_input_errors(args: tuple[str, ...], needle: str | None) -> None:
 GRID = dict(devices="1,2", kv_dtypes="bf16,int4,int2", batch="1..1024:x4", context="1k..1M:x4")
 
 
-def llama_rows() -> list[dict[str, str]]:
+def llama_rows(*extra: str) -> list[dict[str, str]]:
     r = run("sweep", "--model", "llama-3-70b", "--device", "b200", "--devices", GRID["devices"],
-            "--kv-dtype", GRID["kv_dtypes"], "--batch", GRID["batch"], "--context", GRID["context"])
+            "--kv-dtype", GRID["kv_dtypes"], "--batch", GRID["batch"], "--context", GRID["context"], *extra)
     assert r.exit_code == 0, r.stderr
     return rows_of(r.stdout)
 
@@ -78,7 +78,7 @@ def test_rows_follow_spec_formulas_by_hand() -> None:
     P = LLAMA.params
     C, beta, pi = 192e9, 8.0e12, 2250e12  # paper Tab. 3; striped B200: min(8, 10·2/1) = 8 TB/s
     assert (B200.memory, B200.bandwidth, B200.compute) == (C, beta, pi)
-    for r in llama_rows():
+    for r in llama_rows("--exact"):
         n, b, s = int(r["devices"]), int(r["batch"]), int(r["context"])
         w_kv = {"bf16": 2.0, "int4": 0.5, "int2": 0.25}[r["kv_dtype"]]
         k = 2 * 80 * 8 * 128 * w_kv
@@ -120,7 +120,7 @@ def test_worked_example_s_star_427k() -> None:
 def test_rows_equal_single_point_core(model: str, device: str, placement: str) -> None:
     """Sampled rows equal the scalar results of kvplan.model.roofline for the same point."""
     args = ["sweep", "--model", model, "--device", device, "--placement", placement, "--devices", "1,8",
-            "--kv-dtype", "bf16,fp8,int2", "--batch", "1,3,9,64", "--context", "100,5k,128k,2M"]
+            "--kv-dtype", "bf16,fp8,int2", "--batch", "1,3,9,64", "--context", "100,5k,128k,2M", "--exact"]
     r = run(*args)
     assert r.exit_code == 0, r.stderr
     m, d = catalog.get_model(model), catalog.get_device(device)
@@ -170,7 +170,7 @@ def test_output_file_matches_stdout(tmp_path: "object") -> None:
 def test_json_form_parses_and_matches_csv() -> None:
     args = ["sweep", "--model", "gemma-2-9b", "--device", "h100-sxm", "--devices", "1,2", "--kv-dtype", "bf16,int4",
             "--batch", "1..16:x2", "--context", "1k..64k:x4"]
-    rj, rc = run(*args, "--format", "json"), run(*args)
+    rj, rc = run(*args, "--format", "json"), run(*args, "--exact")
     assert rj.exit_code == 0, rj.stderr
     doc = json.loads(rj.stdout)
     assert doc["format_version"] == "1" and doc["kind"] == "sweep"
@@ -185,6 +185,26 @@ def test_json_form_parses_and_matches_csv() -> None:
     assert doc["row_count"] == len(doc["rows"]) == len(csv_rows) == 2 * 2 * 5 * 4
     for jrow, crow in zip(doc["rows"], csv_rows):
         assert [str(v).lower() if isinstance(v, bool) else str(v) for v in jrow] == crow
+
+
+def test_default_csv_is_the_exact_csv_to_6_significant_digits() -> None:
+    """The default text of every cell is csvtext.number_text of the exact value (whole numbers as
+    integers, others as '%.6g'), the names and booleans unchanged; and within 5e-6 of it."""
+    exact, short = llama_rows("--exact"), llama_rows()
+    kinds = {c.name: c.type for c in sw.COLUMNS}
+    assert len(exact) == len(short) == 2 * 3 * 6 * 5
+    rounded = 0
+    for e, d in zip(exact, short):
+        for key, text in e.items():
+            if kinds[key] != "number" or text == "":
+                assert d[key] == text
+                continue
+            x = float(text)
+            want = str(int(x)) if x == int(x) else "%.6g" % x
+            assert d[key] == want
+            assert float(d[key]) == pytest.approx(x, rel=5e-6)
+            rounded += d[key] != text
+    assert rounded > 0  # the grid has numbers that are not whole, so the two forms differ
 
 
 def test_json_infinite_s_star_is_null_and_csv_inf() -> None:

@@ -98,3 +98,92 @@ def test_the_grid_limit_is_on_the_product_and_admits_issue_13s_sweeps() -> None:
     assert sw.total_points([part]) == 6 * 10**7
     with pytest.raises(sw.SweepError, match="120,000,000 points .the grids of 2 deployments together"):
         sw.total_points([part, part])
+
+
+# ------------------------------------------------------------------ fast CSV
+
+def test_regime_codes_equal_the_core_regime() -> None:
+    import numpy as np
+
+    from kvplan.model import roofline as rf
+
+    rng = np.random.default_rng(11)
+    s = rng.random(5000) * 1e6
+    s_star = rng.random(5000) * 1e6
+    s_cap = np.where(rng.random(5000) < 0.1, np.nan, rng.random(5000) * 1e6)
+    s[:50], s_star[:25], s_cap[25:50] = 5e5, 5e5, 5e5  # equal values: the comparisons' edges
+    names = np.array(rf.REGIMES)[sw.regime_codes(s, s_star, s_cap)]
+    assert names.tolist() == rf.regime(s, s_star, s_cap).tolist()
+
+
+def _spec() -> sw.SweepSpec:
+    return sw.spec_from_flags(LLAMA, B200, devices="1,2,3", kv_dtypes="bf16,int4", batch="1..40:x3",
+                              context="1k..1M:x2")
+
+
+def test_csv_pieces_are_bounded_and_their_rows_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Memory: each piece of text holds at most FORMAT_ROWS rows, and says how many it holds."""
+    monkeypatch.setattr(sw, "FORMAT_ROWS", 16)
+    pieces = list(sw.csv_bytes([_spec()], chunk=50))
+    assert pieces[0][0] == 0 and pieces[0][1].count(b"\n") == 1  # the header
+    assert all(0 < rows <= 16 and data.count(b"\n") == rows for rows, data in pieces[1:])
+    assert sum(rows for rows, _ in pieces) == _spec().points
+
+
+@pytest.mark.parametrize("jobs", [2, 3])
+def test_parallel_csv_is_the_same_file(jobs: int, monkeypatch: pytest.MonkeyPatch, tmp_path: "object") -> None:
+    """Forked workers writing in turn give the bytes one process gives (small units force many turns)."""
+    monkeypatch.setattr(sw, "PARALLEL_MIN", 0)
+    monkeypatch.setattr(sw, "PARALLEL_UNIT", 7)
+    specs = [_spec(), sw.spec_from_flags(LLAMA, B200, batch="3", context="5k,9k")]
+    serial, parallel = tmp_path / "serial.csv", tmp_path / "parallel.csv"  # type: ignore[operator]
+    with open(serial, "wb") as f:
+        rows_serial = sum(sw.csv_write(specs, f, jobs=1))
+    with open(parallel, "wb") as f:
+        rows_parallel = sum(sw.csv_write(specs, f, jobs=jobs))
+    assert rows_serial == rows_parallel == sum(s.points for s in specs)
+    assert parallel.read_bytes() == serial.read_bytes()
+
+
+def test_a_failing_worker_is_an_error_not_a_hang(monkeypatch: pytest.MonkeyPatch, tmp_path: "object") -> None:
+    monkeypatch.setattr(sw, "PARALLEL_MIN", 0)
+    monkeypatch.setattr(sw, "PARALLEL_UNIT", 7)
+
+    def broken(block: sw.Block) -> "object":
+        raise ZeroDivisionError("in the worker")
+
+    monkeypatch.setattr(sw, "_csv_block", broken)
+    with open(tmp_path / "x.csv", "wb") as f, pytest.raises(RuntimeError, match="ZeroDivisionError"):  # type: ignore[operator]
+        sum(sw.csv_write([_spec()], f, jobs=2))
+
+
+def test_parallel_csv_to_an_in_memory_file_is_made_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No file descriptor (a BytesIO, as click's test runner gives): one process writes, the same bytes."""
+    import io
+
+    monkeypatch.setattr(sw, "PARALLEL_MIN", 0)
+    buf = io.BytesIO()
+    assert sum(sw.csv_write([_spec()], buf, jobs=2)) == _spec().points
+    assert buf.getvalue() == b"".join(data for _, data in sw.csv_bytes([_spec()]))
+
+
+def test_parallel_csv_to_a_reader_that_stops_is_a_broken_pipe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`| head`: the workers meet EPIPE and the parent raises BrokenPipeError (the CLI's quiet exit 0),
+    not a worker's traceback and not a hang. The reader is another process, as `head` is: a pipe's read
+    end held here would be inherited by the workers and keep the pipe open."""
+    import subprocess
+    import sys
+
+    monkeypatch.setattr(sw, "PARALLEL_MIN", 0)
+    monkeypatch.setattr(sw, "PARALLEL_UNIT", 1000)
+    spec = sw.spec_from_flags(LLAMA, B200, batch="1..100", context="1k..100k:+1k")  # 1.5 MB: more than a pipe holds
+    head = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.buffer.read(5000)"],
+                            stdin=subprocess.PIPE)
+    assert head.stdin is not None
+    with pytest.raises(BrokenPipeError):
+        sum(sw.csv_write([spec], head.stdin, jobs=2))
+    head.wait(timeout=60)
+    try:
+        head.stdin.close()
+    except BrokenPipeError:
+        pass

@@ -14,6 +14,7 @@ import attrs
 import pytest
 
 from kvplan import catalog
+from kvplan.model import csvtext as ct
 from kvplan.model import sweep as sw
 
 pq = pytest.importorskip("pyarrow.parquet")
@@ -28,9 +29,9 @@ def _spec(name: str = "") -> sw.SweepSpec:
     return attrs.evolve(spec, name=name)
 
 
-def _csv_values(specs: list[sw.SweepSpec]) -> list[dict[str, object]]:
+def _csv_values(specs: list[sw.SweepSpec], exact: bool = True) -> list[dict[str, object]]:
     """The CSV read back by column type: an empty number is None, as a null in Parquet."""
-    text = "".join(t for _, t in sw.csv_text(specs))
+    text = "".join(t for _, t in sw.csv_text(specs, exact=exact))
     kinds = {c.name: c.type for c in sw.columns(any(s.name for s in specs))}
     read = {"string": str, "integer": int, "boolean": lambda v: {"true": True, "false": False}[v],
             "number": lambda v: None if v == "" else float(v)}
@@ -53,9 +54,22 @@ def test_parquet_round_trip_equals_csv(name: str) -> None:
     expect = _csv_values(specs)
     got, _ = _parquet_rows(specs)
     assert len(got) == len(expect) == specs[0].points
-    assert got == expect  # exact: the CSV's text is the shortest round trip of the same float
+    assert got == expect  # exact: the --exact CSV's text is the shortest round trip of the same float
     assert any(r["s_cap_tokens"] is None for r in got)  # the weights alone exceed 80 GB on one device
     assert [r["devices"] for r in got[:: 27]] == [1, 2, 4]  # row order: devices outermost
+
+
+def test_default_csv_is_parquet_to_6_significant_digits() -> None:
+    """The default CSV's numbers are the Parquet file's float64s written by csvtext.number_text."""
+    specs = [_spec("chat")]
+    got, _ = _parquet_rows(specs)
+    text = "".join(t for _, t in sw.csv_text(specs))
+    rows = list(csv.reader(io.StringIO(text)))[1:]
+    kinds = [c.type for c in sw.columns(True)]
+    for row, cells in zip(got, rows):
+        for (key, value), cell, kind in zip(row.items(), cells, kinds):
+            if kind == "number":
+                assert cell == ("" if value is None else ct.number_text(value)), key
 
 
 def test_parquet_two_deployments_and_small_chunks() -> None:
