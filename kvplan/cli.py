@@ -366,6 +366,14 @@ def _sweep_output(fmt: str, output: str) -> IO[Any]:
         open(output, "wb") if binary else open(output, "w", encoding="utf-8", newline=""))
 
 
+def _csv_only(fmt: str, exact: bool, jobs: int) -> None:
+    """sweep's --exact and --jobs shape the CSV writer only: with another format they are an error, not ignored."""
+    if fmt != "csv" and (exact or jobs != 1):
+        raise KvplanError(f"{'--exact' if exact else '--jobs'} applies to --format csv only",
+                          help=f"--format {fmt} writes every number exactly, in one process: drop the option, or "
+                               "write --format csv")
+
+
 @main.command("sweep")
 @click.argument("spec_file", required=False, type=_FILE, metavar="[FILE.kvp]")
 @click.option("--model", "model_id", metavar="ID",
@@ -408,6 +416,7 @@ def sweep_cmd(spec_file: str | None, model_id: str | None, model_config: str | N
 
     for number in re.findall(r"(?<!\w)(?<!\d\.)(\d+(?:\.\d+)?)\s*K(?![A-Za-z])", context or ""):
         _warn_upper_k("--context", number)
+    _csv_only(fmt, exact, jobs)
     lists = {"devices": devices, "kv_dtypes": kv_dtypes, "batch": batch, "context": context}
     if spec_file is not None:
         if model_id or model_config or device_id:

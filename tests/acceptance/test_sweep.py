@@ -53,6 +53,22 @@ def test_cli_input_errors(args: tuple[str, ...], needle: str | None) -> None:
     assert needle in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.parametrize("fmt", ["json", "parquet"])
+@pytest.mark.parametrize("opt, needle", [(("--exact",), "--exact applies to --format csv only"),
+                                         (("--jobs", "2"), "--jobs applies to --format csv only")])
+def test_csv_only_options_with_another_format_are_refused(fmt: str, opt: tuple[str, ...], needle: str) -> None:
+    """--exact and --jobs shape the CSV writer only: with json or parquet they are an error, not ignored, and
+    the help says what to do (dropping the option runs)."""
+    base = ("sweep", "--model", "llama-3-70b", "--device", "b200", "--batch", "1", "--context", "1k",
+            "--kv-dtype", "bf16", "--format", fmt)
+    r = run(*base, *opt)
+    assert r.exit_code == 2 and r.stdout == ""
+    assert needle in r.stderr and "drop the option" in r.stderr and "Traceback" not in r.stderr
+    if fmt == "json":  # the suggestion works: without the option the same sweep runs
+        ok = run(*base)
+        assert ok.exit_code == 0 and json.loads(ok.stdout)
+
+
 # ------------------------------------------------------------------ rows
 
 GRID = dict(devices="1,2", kv_dtypes="bf16,int4,int2", batch="1..1024:x4", context="1k..1M:x4")
