@@ -59,7 +59,7 @@ def table(texts: Sequence[bytes]) -> npt.NDArray[np.bytes_]:
     return np.array(list(texts), dtype=f"S{max(1, max(len(t) for t in texts))}")
 
 
-def pick(texts: npt.NDArray[np.bytes_], index: npt.NDArray[np.integer]) -> U8:
+def pick(texts: npt.NDArray[np.bytes_], index: Union[npt.NDArray[np.int8], npt.NDArray[np.int64]]) -> U8:
     """The texts of a `table` picked by `index`, one per row, gathered whole rows at a time."""
     out: U8 = texts[index].view(np.uint8).reshape(len(index), texts.itemsize)
     return out
