@@ -123,6 +123,9 @@ class Engine:
     kv_requires: Mapping[str, KvRequires] = field(factory=dict)
     #: the page sizes its default attention backends take on NVIDIA Blackwell, where they differ (absent: the same)
     blackwell_pages: Optional[BlackwellPages] = None
+    #: the flag of its launch that sets the data-parallel size (replicas in one command), None where kvplan writes
+    #: none: the planner may serve a rate with replicas of a smaller layout only where it is set (docs/service.md)
+    data_parallel: Optional[str] = None
 
     @property
     def kv_dtypes(self) -> tuple[str, ...]:
@@ -221,7 +224,8 @@ ENGINES: dict[str, Engine] = {
                          "of the device's total memory (v1/worker/utils.py:716-726)",
                    # Assumed round figures: vLLM measures both at start-up and logs them ("PyTorch activation peak
                    # memory takes X GiB", "Estimated CUDA graph memory: X GiB"); measure yours and override.
-                   cudagraph=1 * GiB, activation_per_token=128 * KiB)),
+                   cudagraph=1 * GiB, activation_per_token=128 * KiB),
+               data_parallel="--data-parallel-size"),
         Engine("sglang", "SGLang", "0.5.23", "SGLang 0.5.23",
                # bf16 is written `bf16`: the trtllm_mla backend (DeepSeek on Blackwell) accepts the spellings
                # fp8_e4m3, bf16 and auto only (arg_groups/overrides.py:1203-1218), `bfloat16` is refused there.
@@ -253,7 +257,8 @@ ENGINES: dict[str, Engine] = {
                    (16, 32, 64, 128), (32, 64), 64,
                    "sglang/srt/arg_groups/overrides.py:1146-1199 (SGLang 0.5.23): on Blackwell the default MHA "
                    "backend trtllm_mha takes pages of 16, 32, 64 or 128 tokens and the MLA backends (trtllm_mla, "
-                   "FlashMLA, CuteDSL) 32 or 64; any other --page-size, the default 1 included, is changed to 64")),
+                   "FlashMLA, CuteDSL) 32 or 64; any other --page-size, the default 1 included, is changed to 64"),
+               data_parallel="--dp-size"),
         Engine("trtllm", "TensorRT-LLM", "main", "TensorRT-LLM (main, > 1.2.1)",
                {"bf16": "auto", "fp16": "auto", "fp8": "fp8", "int8": "auto", "fp4": "nvfp4"},
                False, 32, (8, 16, 32, 64, 128), True, True,

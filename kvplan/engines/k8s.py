@@ -40,8 +40,10 @@ from kvplan.base.evidence import Value
 from kvplan.base.records import record
 from kvplan.base.units import fmt_bytes
 from kvplan.catalog import Device
+from kvplan.catalog.engines import get_engine
 from kvplan.engines import common, lmcache, replan, sglang, trtllm, vllm
 from kvplan.engines.common import Backend, DeployOptions, EmitRequest, Emitted, EmittedFile, GiB, Launch
+from kvplan.model.scenario import Scenario
 from kvplan.planner.plan import Plan
 
 ID = "k8s"
@@ -412,14 +414,16 @@ def _metadata(name: str, namespace: Optional[str], labels: Mapping[str, str]) ->
     return meta
 
 
-def _workload(pod: Pod, lay: Layout, namespace: Optional[str]) -> tuple[dict[str, object], dict[str, str]]:
-    """The Deployment or LeaderWorkerSet, and the labels its Service selects."""
+def _workload(pod: Pod, lay: Layout, namespace: Optional[str], replicas: int = 1
+              ) -> tuple[dict[str, object], dict[str, str]]:
+    """The Deployment or LeaderWorkerSet, `replicas` copies of it (pin replicas: data-parallel replicas, one per
+    pod or pod group, which the Service balances requests over), and the labels its Service selects."""
     labels = {"app.kubernetes.io/name": pod.name, "app.kubernetes.io/managed-by": "kvplan"}
     serve = serve_args(pod.rt)
     if lay.nodes == 1:
         deployment: dict[str, object] = {
             "apiVersion": "apps/v1", "kind": "Deployment", "metadata": _metadata(pod.name, namespace, labels),
-            "spec": {"replicas": 1, "strategy": {"type": "Recreate"},
+            "spec": {"replicas": replicas, "strategy": {"type": "Recreate"},
                      "selector": {"matchLabels": {"app.kubernetes.io/name": pod.name}},
                      "template": {"metadata": {"labels": labels}, "spec": _pod_spec(pod, serve, True)}}}
         return deployment, {"app.kubernetes.io/name": pod.name}
@@ -427,7 +431,7 @@ def _workload(pod: Pod, lay: Layout, namespace: Optional[str]) -> tuple[dict[str
     work = node_args(pod.engine, lay.nodes, leader=False)
     lws: dict[str, object] = {
         "apiVersion": LWS_API, "kind": "LeaderWorkerSet", "metadata": _metadata(pod.name, namespace, labels),
-        "spec": {"replicas": 1, "leaderWorkerTemplate": {
+        "spec": {"replicas": replicas, "leaderWorkerTemplate": {
             "size": lay.nodes, "restartPolicy": "RecreateGroupOnPodRestart",
             "leaderTemplate": {"metadata": {"labels": {**labels, "role": "leader"}},
                                "spec": _pod_spec(pod, [*lead, *serve], True)},
@@ -513,13 +517,14 @@ def manifest(req: EmitRequest, engine: str) -> tuple[Optional[EmittedFile], Emit
                           help="plan it on one node (pass --gpus-per-node if your nodes hold more GPUs), or "
                                "set engine = vllm or sglang")
     image, notes = _image(rt, resource, opts, p)
-    cmd = container_command(out.launch)
+    k, launch = per_replica(out.launch, sc, engine)
+    cmd = container_command(launch)
     files, tier_out = _config_files(req, out, cmd.files)
     name = k8s_name(sc.name, engine)
     shm = opts.shm_bytes if opts.shm_bytes is not None else DEFAULT_SHM_BYTES
     pod = Pod(name, engine, image, resource, lay.gpus_per_pod, shm, opts.pvc or DEFAULT_PVC,
               f"{name}-config" if files else None, cmd, rt)
-    workload, selector = _workload(pod, lay, opts.namespace)
+    workload, selector = _workload(pod, lay, opts.namespace, k)
     docs: list[dict[str, object]] = []
     if files:
         docs.append({"apiVersion": "v1", "kind": "ConfigMap",
@@ -527,7 +532,7 @@ def manifest(req: EmitRequest, engine: str) -> tuple[Optional[EmittedFile], Emit
                                            {"app.kubernetes.io/name": name, "app.kubernetes.io/managed-by": "kvplan"}),
                      "data": {n: Literal(t) for n, t in files.items()}})
     docs += [workload, _service(pod, opts.namespace, selector)]
-    text = yaml_documents(_head(req, backend, out.launch, pod, lay, opts), docs)
+    text = yaml_documents(_head(req, backend, launch, pod, lay, opts, k), docs)
     # lmcache.yaml is in the ConfigMap: the launcher's "also emit --target lmcache" does not apply here
     bundled = {n for t in common.TIERS for n in common.lmcache_tier(t, False)[1]} if "lmcache.yaml" in files \
         else set()
@@ -538,10 +543,33 @@ def manifest(req: EmitRequest, engine: str) -> tuple[Optional[EmittedFile], Emit
     return EmittedFile(f"k8s-{engine}.yaml", text), out, warnings + notes, findings
 
 
-def _head(req: EmitRequest, backend: Backend, launch: Launch, pod: Pod, lay: Layout, opts: DeployOptions) -> list[str]:
+def per_replica(launch: Launch, sc: Scenario, engine: str) -> tuple[int, Launch]:
+    """(replicas, the command one pod runs): with pin replicas = k on an engine whose launch sets a data-parallel
+    size (catalog Engine.data_parallel), each pod (or pod group) is one replica, so its command is the engine
+    target's without that flag and the workload runs k copies; else (1, the launch as it is)."""
+    flag = get_engine(engine).data_parallel
+    k = sc.replicas
+    if flag is None or k == 1:
+        return 1, launch
+    if sc.attention_dp > 1:
+        raise KvplanError(f"scenario {sc.name}: pin replicas = {k} beside attention_dp = {sc.attention_dp}: both "
+                          f"are {flag}, and the k8s target cannot tell one replica's command from the other's",
+                          help="pin one of them")
+    drop = (flag, str(k))
+    if drop not in launch.flags:
+        raise KvplanError(f"the {engine} launch has no {flag} {k} for pin replicas = {k} (a kvplan bug)")
+    return k, attrs.evolve(launch, flags=tuple(f for f in launch.flags if f != drop))
+
+
+def _head(req: EmitRequest, backend: Backend, launch: Launch, pod: Pod, lay: Layout, opts: DeployOptions,
+          replicas: int = 1) -> list[str]:
     per_node = f"{lay.gpus_per_node} GPUs per node ({'given' if lay.node_size_given else 'assumed'}, --gpus-per-node)"
+    dp = ([f"# {replicas} data-parallel replicas (pin replicas): {replicas} copies of the workload below, each one "
+           f"replica's command without {get_engine(pod.engine).data_parallel}; the Service balances the requests "
+           "over them, each serving its share of the rate"] if replicas > 1 else [])
     if lay.nodes == 1:
-        where = f"# one node: a Deployment of 1 pod with {pod.gpus} {pod.resource}; {per_node}"
+        where = f"# one node: a Deployment of 1 pod with {pod.gpus} {pod.resource}; {per_node}" if replicas == 1 else (
+            f"# one node a replica: a Deployment of {replicas} pods with {pod.gpus} {pod.resource} each; {per_node}")
     else:
         where = (f"# {lay.nodes} nodes: a LeaderWorkerSet ({LWS_API}, {LWS_SOURCE}) of {lay.nodes} pods with "
                  f"{pod.gpus} {pod.resource} each; {per_node}\n"
@@ -554,6 +582,7 @@ def _head(req: EmitRequest, backend: Backend, launch: Launch, pod: Pod, lay: Lay
         common.header(req, f"{LABEL} ({backend.label})"),
         *launch.comments,
         *mounted,
+        *dp,
         where,
         f"# image {pod.image} ({'given' if opts.image else 'assumed'}, --image); /dev/shm {quantity(pod.shm)} = "
         f"{fmt_bytes(math.ceil(pod.shm))} in memory "

@@ -314,7 +314,8 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
     if p.pp > 1:
         flags.append((F.pp, str(p.pp)))
     flags += [(F.context, str(sc.context_bound)), (F.batch, str(sc.batch))]
-    flags += common.pinned_engine_flags(sc, (None, "--chunked-prefill-size", "--dp-size", "--enable-dp-attention"))
+    flags += common.pinned_engine_flags(sc, (None, "--chunked-prefill-size", ENGINE.data_parallel,
+                                             "--enable-dp-attention"))
     if not p.prefix_caching:
         flags.append(("--disable-radix-cache", None))
     memory = _memory_findings(mem, sz, sc.context)

@@ -388,7 +388,7 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh"
         flags.append((F.pp, str(p.pp)))
     flags += [(F.context, str(sc.context_bound)), (F.batch, str(sc.batch)),
               ("--max-num-batched-tokens", str(sh.batched)), got.flag]
-    flags += common.pinned_engine_flags(sc, (None, None, "--data-parallel-size", None))
+    flags += common.pinned_engine_flags(sc, (None, None, ENGINE.data_parallel, None))
     env: list[tuple[str, str]] = []
     tier_lines: list[str] = []
     tier_gpu = sz.tier_bytes_per_gpu()

@@ -191,7 +191,9 @@ def _devices(inp: _Inputs) -> Decision:
                  f"devices: {sc.devices.mode}" + (f" ≤ {sc.devices.n}" if sc.devices.mode == "max" else
                                                   f" = {sc.devices.n}" if sc.devices.mode == "fixed" else ""),
                  f"objective: {sc.objective}", *_layout_context(pins)),
-        decision=f"We will run on {n} device{'s' if n > 1 else ''}" + (
+        decision=(f"We will run on {n} device{'s' if n > 1 else ''}" if sc.replicas == 1 else
+                  f"We will run {sc.replicas} data-parallel replicas of {n} device{'s' if n > 1 else ''}, "
+                  f"{sc.replicas * n} in all") + (
             "." if p.feasible else ", the closest plan to the constraints; see what is unmet."),
         numbers=(("memory_needed", p.metrics.memory_needed), ("memory_usable", p.metrics.memory_usable),
                  ("device_need", p.metrics.device_need), ("headroom", p.metrics.headroom)),

@@ -238,6 +238,14 @@ def test_the_container_runs_the_engine_targets_command(spec: str, p: Plan) -> No
         # (tp 8 × pp 2), two nodes of 8, where the spec's plan is 8 GPUs on one
         own = written_from(p, engine)
         nodes = math.ceil(own.n_devices / 8)
+        k = own.scenario.replicas
+        if k > 1:  # pin replicas: k copies of one replica's pods, each the command without the data-parallel size
+            assert workload["spec"]["replicas"] == k
+            i = want.index({"vllm": "--data-parallel-size", "sglang": "--dp-size"}[engine])
+            assert want[i + 1] == str(k)
+            want = want[:i] + want[i + 2:]
+        else:
+            assert workload["spec"]["replicas"] == 1
         for i, t in enumerate(pod_templates(workload)):
             (c,) = t["spec"]["containers"]
             got = c["command"] + c["args"]

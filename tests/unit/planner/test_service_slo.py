@@ -87,9 +87,9 @@ def test_a_goodput_below_the_slo_rate_is_unmet() -> None:
     assert "saturation rate" in v.message and v.shortfall.value == pytest.approx(30 - q.load.saturation_rate.value)
 
 
-def test_auto_devices_take_the_fewest_on_which_the_rate_meets_the_slos() -> None:
-    auto = plan(_scenario(devices="auto"))
-    assert auto.feasible and not auto.unmet and auto.n_devices == 16
+def test_auto_devices_with_replicas_pinned_take_the_fewest_single_layout_that_meets_the_slos() -> None:
+    auto = plan(_scenario(devices="auto", pin="replicas = 1"))
+    assert auto.feasible and not auto.unmet and auto.n_devices == 16 and auto.scenario.replicas == 1
     assert auto.scenario.devices.mode == "auto"
     for n in (1, 2, 4, 8):  # fewer do not meet it: no steady state, or the ITL misses 9 ms
         assert plan(_scenario(devices=str(n))).unmet
@@ -100,6 +100,30 @@ def test_auto_devices_take_the_fewest_on_which_the_rate_meets_the_slos() -> None
     assert "ITL under load" in eight.reason.reason and dict(eight.numbers)["itl"].value > 0.009
     assert "steady state" in rejected["1"].reason.reason
     assert any("not on fewer" in c for c in dec.context)
+
+
+def test_auto_devices_take_the_fewest_in_all_data_parallel_replicas_included() -> None:
+    """`devices = auto` with no replicas pin: the least total devices over every (devices per replica c,
+    replicas r) with c·r ≤ 16 (one layout of 16 serves) that meets the SLOs, found here by planning each pair
+    with both pinned, is what auto chooses; among the pairs with that total, the lowest ITL."""
+    auto = plan(_scenario(devices="auto"))
+    assert auto.feasible and not auto.unmet and auto.scenario.replicas > 1
+    meets: dict[tuple[int, int], float] = {}
+    for c in (1, 2, 4, 8, 16):
+        for r in range(1, 16 // c + 1):
+            q = plan(_scenario(devices=str(c), pin=f"replicas = {r}"))
+            if q.feasible and not q.unmet and q.n_devices == c:
+                assert q.load is not None and q.load.itl is not None
+                meets[(c, r)] = q.load.itl.value
+    least = min(c * r for c, r in meets)
+    got = (auto.n_devices, auto.scenario.replicas)
+    assert got[0] * got[1] == least < 16
+    assert auto.load is not None and auto.load.itl is not None
+    assert auto.load.itl.value == pytest.approx(min(v for (c, r), v in meets.items() if c * r == least))
+    (dec,) = [d for d in auto.decisions if d.domain == "devices"]
+    assert f"{got[1]} data-parallel replicas of {got[0]} devices, {least} in all" in dec.decision
+    assert any("16 in one layout" in o.reason.reason for o in dec.options
+               if getattr(o.reason, "cause", None) == "slo")
 
 
 def test_a_devices_bound_below_the_count_that_meets_keeps_the_fewest_with_a_steady_state() -> None:
