@@ -15,7 +15,7 @@ from kvplan.model import expected as ex
 from kvplan.model import load
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import KvFactors, fragmentation
-from kvplan.model.scenario import Scenario
+from kvplan.model.scenario import Lengths, Scenario
 from kvplan.planner.plan import Change, LoadFigures, Plan, Unmet
 
 #: GiB, for the prefill chunk's device tiers.
@@ -51,9 +51,16 @@ def chunk(sc: Scenario) -> Value:
                    "max_batched_tokens to set it; docs/service.md)")
 
 
-def _inputs(sc: Scenario) -> tuple[float, int, int]:
-    assert sc.rate is not None and sc.input_tokens is not None and sc.output_tokens is not None
-    return sc.rate, sc.input_tokens, sc.output_tokens
+def _inputs(sc: Scenario) -> tuple[float, Lengths, Lengths]:
+    assert sc.rate is not None and sc.inputs is not None and sc.outputs is not None
+    return sc.rate, sc.inputs, sc.outputs
+
+
+def lengths_text(n_in: Lengths, n_out: Lengths) -> str:
+    """`n_in = 4,096, n_out = 512 tokens`, or with a uniform length `n_in uniform 2,000–6,000 (mean 4,000)`."""
+    def one(name: str, n: Lengths) -> str:
+        return f"{name} = {n.text()}" if n.fixed else f"{name} {n.text()}"
+    return f"{one('n_in', n_in)}, {one('n_out', n_out)} tokens"
 
 
 def solve(p: Plan, on: str = "expected") -> tuple[load.Load, float, float, Value]:
@@ -77,7 +84,8 @@ def _model_inputs(p: Plan, on: str) -> tuple[rf.Config, ex.Factors, Optional[flo
     limit = max(free, 0.0) / per_seq if per_seq > 0 else math.inf
     ch = chunk(sc)
     f = ex.deployment_factors(sc.device, p.kv_dtype.id, sc.engine, sc.calibration)
-    sv = load.Service(rate / sc.replicas, n_in, n_out, int(ch.value), batch_limit=limit, arrivals="poisson")
+    sv = load.Service(rate / sc.replicas, n_in.hi, n_out.hi, int(ch.value), batch_limit=limit, arrivals="poisson",
+                      in_lo=None if n_in.fixed else n_in.lo, out_lo=None if n_out.fixed else n_out.lo)
     return cfg, f.perfect() if on == "bound" else f, ex.link_bandwidth(sc.device), sv, per_seq, limit, ch
 
 
@@ -95,7 +103,7 @@ def figures(p: Plan, ld: load.Load, per_seq: float, limit: float, ch: Value) -> 
     sc = p.scenario
     rate, n_in, n_out = _inputs(sc)
     per = "" if sc.replicas == 1 else f" per replica ({sc.replicas} replicas share the rate)"
-    src = f"λ = {rate:g}/s{per}, n_in = {n_in:,}, n_out = {n_out:,} tokens, chunk {int(ch.value):,} tokens"
+    src = f"λ = {rate:g}/s{per}, {lengths_text(n_in, n_out)}, chunk {int(ch.value):,} tokens"
 
     def d(x: float, unit: str, what: str) -> Optional[Value]:
         return None if ld.saturated else derived(x, unit, f"{what} (docs/service.md): {src}")
@@ -167,7 +175,7 @@ def with_goodput(p: Plan, fig: LoadFigures) -> LoadFigures:
     bound = {"saturation": "both hold up to the saturation rate (the goodput is that supremum)",
              "ttft": "the TTFT SLO binds it", "itl": "the ITL SLO binds it"}[g.binding]
     src = (f"the largest λ below saturation at which {_slo_text(sc)} hold on the {sc.slo_on} step ({bound}; "
-           f"load model, docs/service.md): n_in = {sv.n_in:,}, n_out = {sv.n_out:,} tokens, chunk "
+           f"load model, docs/service.md): {lengths_text(sv.inputs, sv.outputs)}, chunk "
            f"{int(ch.value):,} tokens{per}")
     return attrs.evolve(fig, goodput=derived(g.rate * sc.replicas, "req/s", src), goodput_slo=g.binding)
 
