@@ -61,12 +61,7 @@ def simulate(cfg: rf.Config, f: ex.Factors, link: float | None, rate: float, arr
     request's lengths are drawn (seeded) uniformly from the integers of `inputs` and `outputs`, inclusive, as
     vLLM's random dataset draws them; fixed by default."""
     times, n_in, n_out = _requests(random.Random(seed), rate, arrivals, requests, inputs, outputs)
-    prefills: dict[int, float] = {}
-
-    def prefill(n: int) -> float:
-        if n not in prefills:
-            prefills[n] = float(ex.expected_ttft(cfg, float(n), f, link)["ttft"]) - f.t_fixed.value
-        return prefills[n]
+    prefill = {n: float(ex.expected_ttft(cfg, float(n), f, link)["ttft"]) - f.t_fixed.value for n in set(n_in)}
 
     cache: dict[tuple[int, int], float] = {}
 
@@ -96,7 +91,7 @@ def simulate(cfg: rf.Config, f: ex.Factors, link: float | None, rate: float, arr
         n = len(decoding)
         dt = step(n, sum(s[2] for s in decoding))
         if active is not None:
-            dt += c / n_in[active[0]] * prefill(n_in[active[0]])
+            dt += c / n_in[active[0]] * prefill[n_in[active[0]]]
         if t >= warm and nxt < requests:
             batch_area += n * dt
             span += dt
