@@ -108,24 +108,34 @@ def figures(p: Plan, ld: load.Load, per_seq: float, limit: float, ch: Value) -> 
     def d(x: float, unit: str, what: str) -> Optional[Value]:
         return None if ld.saturated else derived(x, unit, f"{what} (docs/service.md): {src}")
 
+    fixed = n_in.fixed and n_out.fixed  # fixed lengths keep the formulas as written before distributions
+    itl_f = "ITL = T_expected(N_d, n_in + n_out/2) / (1 − λ·P)" if fixed else "ITL = T_expected(N_d, s̄) / (1 − λ·E[P])"
+    ttft_f = ("TTFT = (1 − ρ)·T/2 + ρ·S/(2(1 − ρ)) + S, S = k·T + P (M/D/1 prefill queue)" if fixed else
+              "TTFT = (1 − ρ)·T/2 + λ·E[S²]/(2(1 − ρ)) + E[S], S = k(n_in)·T + P(n_in) (M/G/1 prefill queue)")
+
     return LoadFigures(
         rate=Value(rate, "req/s", Evidence.ASSUMED, "workload.rate as declared (an input)"),
         batch=derived(float(sc.batch), "sequences", "the plan's batch: ⌈N_d + ρ⌉, the running sequences"
                       + (", past saturation the most the steady state runs" if ld.saturated else "")
                       + f" (docs/service.md): {src}"),
-        concurrency=d(ld.concurrency, "requests", "N = λ·(TTFT + (n_out − 1)·ITL), Little's law"),
+        concurrency=d(ld.concurrency, "requests", "N = λ·(TTFT + (n_out − 1)·ITL), Little's law" if fixed else
+                      "N = λ·(TTFT + E[n_out − 1]·ITL), Little's law"),
         running=d(ld.running, "sequences", "N_d + ρ: generating + prefilling, the plan's batch rounded up"),
-        itl=d(ld.itl, "s", "ITL = T_expected(N_d, n_in + n_out/2) / (1 − λ·P)"),
-        ttft=d(ld.ttft, "s", "TTFT = (1 − ρ)·T/2 + ρ·S/(2(1 − ρ)) + S, S = k·T + P (M/D/1 prefill queue)"),
-        prefill_wait=d(ld.prefill_wait, "s", "ρ·S/(2(1 − ρ)), Poisson arrivals"),
-        prefill_utilization=d(ld.prefill_utilization, "%", "ρ = λ·S"),
+        itl=d(ld.itl, "s", itl_f),
+        ttft=d(ld.ttft, "s", ttft_f),
+        prefill_wait=d(ld.prefill_wait, "s", "ρ·S/(2(1 − ρ)), Poisson arrivals" if fixed else
+                       "λ·E[S²]/(2(1 − ρ)), Poisson arrivals (Pollaczek–Khinchine)"),
+        prefill_utilization=d(ld.prefill_utilization, "%", "ρ = λ·S" if fixed else "ρ = λ·E[S]"),
         saturation_rate=derived(ld.saturation_rate * sc.replicas, "req/s",
                                 f"the largest rate with a steady state, set by {_binding(ld.binding)} "
                                 f"(docs/service.md): {src}"),
         batch_limit=derived(limit, "sequences", "(memory usable − weights) / KV of one sequence at the mean "
                                                 "context"),
-        mean_context=derived(ld.mean_context, "tokens", "n_in + n_out/2: a generating sequence's mean"),
-        tail_context=derived(ld.tail_context, "tokens", "n_in + n_out: a sequence's last token"),
+        mean_context=derived(ld.mean_context, "tokens", "n_in + n_out/2: a generating sequence's mean" if fixed else
+                             "s̄ = E[n_in] + E[n_out·(n_out − 1)]/(2·E[n_out − 1]): a generating sequence's "
+                             f"token-weighted mean, {lengths_text(n_in, n_out)}"),
+        tail_context=derived(ld.tail_context, "tokens", "n_in + n_out: a sequence's last token" if fixed else
+                             "max n_in + max n_out: the longest sequence's last token"),
         kv_bytes_mean=d(ld.running * per_seq, "B", "running sequences × KV of one at the mean context"),
         kv_bytes_tail=d(ld.running * per_seq * ld.tail_context / ld.mean_context, "B",
                         "running sequences × KV of one at the tail context (all at their last token)"),
