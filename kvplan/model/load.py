@@ -25,6 +25,12 @@ Closed form (fluid in the decode stage, M/D/1 or D/D/1 for the prefill queue):
     TTFT = (1 − ρ)·T/2 + W + S;  concurrency (requests in the engine) N = λ · (TTFT + (n_out − 1) · ITL)
     running sequences (what --max-num-seqs must admit): N_d + ρ
 
+Distribution-shaped lengths (docs/service.md): with n_in and n_out independent and uniform over integer ranges,
+P, k and S are functions of n_in and the figures take their expectations: ITL = T(N_d, s̄)/(1 − λ·E[P]),
+N_d = λ·E[n_out − 1]·ITL, ρ = λ·E[S], and the M/G/1 wait W = λ·E[S²]/(2(1 − ρ)); s̄ is the token-weighted mean
+context (kvplan.model.scenario.mean_context) and the tail the longest input + the longest output. A fixed length is
+the degenerate distribution and gives the figures above, bit for bit.
+
 Saturation: no steady state exists once ρ reaches 1 (every iteration carries a chunk: N_d = (n_out − 1)/k), once
 the decode stage's fixed point has no root (λ·(n_out − 1)·T(N)/(1 − λP) > N for every N), or once the running
 sequences exceed the batch the memory holds at the mean context. Since N_d(λ) grows with λ, the largest stable rate
