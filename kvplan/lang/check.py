@@ -1345,15 +1345,18 @@ class _Checker:
     def _distribution(self, key: str, v: Call) -> Optional[list[_Element]]:
         """`uniform(lo, hi)`: request lengths uniform over the integers lo..hi inclusive (what vLLM's random
         dataset samples; docs/language.md), each bound a token count checked as a fixed length is, lo <= hi."""
-        example = {"input": "uniform(2k, 6k)", "output": "uniform(256, 768)"}[key]
-        if v.name != "uniform":
+        if v.name != "uniform":  # no fix: another family's arguments (a mean, a deviation) are no bounds
             self.report(codes.WRONG_KIND, f"unknown distribution `{v.name}` for {key}", v.name_span,
-                        help=f"kvplan knows `uniform(lo, hi)`: write `{key} = {example}`",
-                        fixes=[fx.replace(v.name_span, "uniform")])
+                        help="kvplan knows one distribution of lengths, uniform(lo, hi): the integers lo..hi, "
+                             "inclusive, equally likely (docs/language.md)")
             return None
         if len(v.args) != 2:
+            one = _source_text(v.args[0]) if len(v.args) == 1 else ""
             self.report(codes.WRONG_KIND, f"uniform takes two bounds (the shortest and the longest {key}, tokens), "
-                        f"got {len(v.args)}", v.span, help=f"write `{key} = {example}`")
+                        f"got {len(v.args)}", v.span,
+                        help=f"one length is a fixed length: write `{key} = {one}`" if one else
+                        "give the shortest and the longest: uniform(lo, hi) (docs/language.md)",
+                        fixes=[fx.replace(v.span, one, f"{key} = {one}")] if one else [])
             return None
         dim, _, integer, lo, hi = _WORKLOAD_FIELDS[key]
         bounds = [self._number(a, key, dim, None, integer=integer, lo=lo, hi=hi, why=_LIMIT) for a in v.args]
@@ -1361,9 +1364,10 @@ class _Checker:
             return None
         if bounds[0] > bounds[1]:
             a, b = v.args
+            swapped = f"uniform({_source_text(b)}, {_source_text(a)})"
             self.report(codes.OUT_OF_RANGE, f"uniform's lower bound {_source_text(a)} is above its upper bound "
-                        f"{_source_text(b)}", v.span, help=f"write the shorter first: `{key} = uniform("
-                        f"{_source_text(b)}, {_source_text(a)})`")
+                        f"{_source_text(b)}", v.span, help=f"write the shorter first: `{key} = {swapped}`",
+                        fixes=[fx.replace(v.span, swapped, f"{key} = {swapped}")])
             return None
         text = "uniform(" + ",".join(_source_text(a).replace(" ", "") for a in v.args) + ")"
         return [_Element(bounds[1], text, v.span, lo=bounds[0])]
