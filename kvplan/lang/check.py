@@ -35,6 +35,7 @@ from kvplan.lang.spec import (
     SECTIONS,
     Block,
     Bound,
+    Call,
     Declaration,
     DeploymentDecl,
     DeviceDecl,
@@ -49,7 +50,16 @@ from kvplan.lang.spec import (
     ValueNode,
 )
 from kvplan.model.profile import Profile, load_profile
-from kvplan.model.scenario import AUTO_DEVICE_LIMIT, DeviceCount, Expectation, Pin, Scenario, choice
+from kvplan.model.scenario import (
+    AUTO_DEVICE_LIMIT,
+    DeviceCount,
+    Expectation,
+    Lengths,
+    Pin,
+    Scenario,
+    choice,
+    mean_context,
+)
 
 #: Workload lists may expand into at most this many scenarios; a file into at most MAX_FILE_SCENARIOS.
 MAX_SCENARIOS = limits.MAX_SCENARIOS
@@ -145,6 +155,8 @@ class _Element:
     value: float
     text: str
     span: Span
+    #: The shortest length of a uniform distribution (`value` is then the longest); None: one value.
+    lo: Optional[float] = None
 
 
 #: One workload combination: (scenario name, values, spans).
@@ -354,8 +366,14 @@ class _Checker:
             return f"`{name}` is a setting: write `{name} = ...`"
         return "blocks go directly inside a deployment: workload, quality, slo, pin, expect"
 
-    def _assignment(self, e: Entry, where: str) -> Optional[ValueNode]:
-        """The value of a `key = value` entry, or None after reporting a comparison or bare key."""
+    def _assignment(self, e: Entry, where: str, calls: bool = False) -> Optional[ValueNode]:
+        """The value of a `key = value` entry, or None after reporting a comparison, a bare key or a distribution
+        (`uniform(lo, hi)`) where `calls` does not allow one."""
+        if e.op == "=" and isinstance(e.value, Call) and not calls:
+            self.report(codes.WRONG_KIND, f"`{e.key}` takes one value, not a distribution `{e.value.name}(...)`",
+                        e.value.span, help="only workload.input and workload.output take a distribution: "
+                                           "`input = uniform(2k, 6k)` (docs/language.md)")
+            return None
         if e.op == "=":
             assert e.value is not None
             return e.value
@@ -379,6 +397,7 @@ class _Checker:
             self.report(codes.WRONG_KIND, f"`{e.key}` takes a value, not a bound `{v.op} ...`", v.span,
                         help="only `devices` takes a bound: `devices = <= 8`")
             return None
+        assert not isinstance(v, Call)  # _assignment reported it
         return v
 
     def _number(self, node: Scalar, key: str, dim: Dim, table: Optional[Mapping[str, float]] = None,
@@ -738,6 +757,8 @@ class _Checker:
                 int(values["input"] + values["output"]) if "rate" in values else None,
                 rate=values.get("rate"), input_tokens=int(values["input"]) if "input" in values else None,
                 output_tokens=int(values["output"]) if "output" in values else None,
+                input_min=int(values["input_lo"]) if "input_lo" in values else None,
+                output_min=int(values["output_lo"]) if "output_lo" in values else None,
                 price=price if isinstance(price, float) else None,
             ))
         return out
@@ -944,6 +965,7 @@ class _Checker:
         if isinstance(v, Quantity):
             n = self._number(v, "devices", Dim.COUNT, _COUNT, integer=True, lo=1, hi=limits.MAX_DEVICES, why=_LIMIT)
             return None if n is None else DeviceCount("fixed", int(n))
+        assert not isinstance(v, Call)  # _assignment reported it
         word = self._word(v, "devices", ("auto",))
         return None if word is None else DeviceCount("auto", AUTO_DEVICE_LIMIT)
 
@@ -1290,7 +1312,9 @@ class _Checker:
 
     def _workload_values(self, key: str, e: Entry) -> Optional[list[_Element]]:
         """The values of one workload key (one, or a list's elements), each checked; None after reporting."""
-        v = self._assignment(e, "workload")
+        v = self._assignment(e, "workload", calls=key in ("input", "output"))
+        if isinstance(v, Call):
+            return self._distribution(key, v)
         if v is None or isinstance(v, Bound):
             if isinstance(v, Bound):
                 self.report(codes.WRONG_KIND, f"`{key}` takes a value, not a bound", v.span)
@@ -1317,6 +1341,36 @@ class _Checker:
             elems.append(_Element(value, node.text.replace(" ", "") if isinstance(node, Quantity) else "",
                                   node.span if isinstance(v, ListValue) else e.span))
         return elems if ok else None
+
+    def _distribution(self, key: str, v: Call) -> Optional[list[_Element]]:
+        """`uniform(lo, hi)`: request lengths uniform over the integers lo..hi inclusive (what vLLM's random
+        dataset samples; docs/language.md), each bound a token count checked as a fixed length is, lo <= hi."""
+        if v.name != "uniform":  # no fix: another family's arguments (a mean, a deviation) are no bounds
+            self.report(codes.WRONG_KIND, f"unknown distribution `{v.name}` for {key}", v.name_span,
+                        help="kvplan knows one distribution of lengths, uniform(lo, hi): the integers lo..hi, "
+                             "inclusive, equally likely (docs/language.md)")
+            return None
+        if len(v.args) != 2:
+            one = _source_text(v.args[0]) if len(v.args) == 1 else ""
+            self.report(codes.WRONG_KIND, f"uniform takes two bounds (the shortest and the longest {key}, tokens), "
+                        f"got {len(v.args)}", v.span,
+                        help=f"one length is a fixed length: write `{key} = {one}`" if one else
+                        "give the shortest and the longest: uniform(lo, hi) (docs/language.md)",
+                        fixes=[fx.replace(v.span, one, f"{key} = {one}")] if one else [])
+            return None
+        dim, _, integer, lo, hi = _WORKLOAD_FIELDS[key]
+        bounds = [self._number(a, key, dim, None, integer=integer, lo=lo, hi=hi, why=_LIMIT) for a in v.args]
+        if bounds[0] is None or bounds[1] is None:
+            return None
+        if bounds[0] > bounds[1]:
+            a, b = v.args
+            swapped = f"uniform({_source_text(b)}, {_source_text(a)})"
+            self.report(codes.OUT_OF_RANGE, f"uniform's lower bound {_source_text(a)} is above its upper bound "
+                        f"{_source_text(b)}", v.span, help=f"write the shorter first: `{key} = {swapped}`",
+                        fixes=[fx.replace(v.span, swapped, f"{key} = {swapped}")])
+            return None
+        text = "uniform(" + ",".join(_source_text(a).replace(" ", "") for a in v.args) + ")"
+        return [_Element(bounds[1], text, v.span, lo=bounds[0])]
 
     def _request_rate_unit(self, node: Scalar, op: str = "=") -> bool:
         """Whether a `rate` is written in requests per time (`20/s`); reports a bare number, a token rate or
@@ -1365,7 +1419,12 @@ class _Checker:
             if listed:
                 name += "[" + ",".join(f"{k}={chosen[k].text}" for k in listed) + "]"
             wspans = {f"workload.{k}": chosen[k].span for k in keys if k in entries}
-            combos.append((name, {k: chosen[k].value for k in keys}, wspans))
+            picked_values = {k: chosen[k].value for k in keys}
+            for k in keys:
+                lo = chosen[k].lo
+                if lo is not None:
+                    picked_values[f"{k}_lo"] = lo
+            combos.append((name, picked_values, wspans))
         return None if failed else combos
 
     def _consistent(self, c: Mapping[str, _Element], entries: Mapping[str, Entry], block: Block) -> bool:
@@ -1396,9 +1455,11 @@ class _Checker:
         """A request workload's checks: the shared prefix is part of the prompt, and a request's longest
         sequence (input + output) is one the engine admits."""
         ok = True
-        if c["prefix"].value > c["input"].value:
-            self.report(codes.PREFIX_EXCEEDS_CONTEXT, f"prefix {c['prefix'].text} is longer than the input "
-                        f"{c['input'].text}", c["prefix"].span, help="a shared prefix is part of each prompt")
+        shortest = c["input"].value if c["input"].lo is None else c["input"].lo
+        if c["prefix"].value > shortest:
+            self.report(codes.PREFIX_EXCEEDS_CONTEXT, f"prefix {c['prefix'].text} is longer than the "
+                        f"{'shortest ' if c['input'].lo is not None else ''}input {c['input'].text}",
+                        c["prefix"].span, help="a shared prefix is part of each prompt")
             ok = False
         longest = c["input"].value + c["output"].value
         if "max_context" in c and longest > c["max_context"].value:
@@ -1421,7 +1482,10 @@ def _context_of(values: Mapping[str, float]) -> int:
     input + output/2 rounded up (kvplan.model.load; the tail, input + output, is the scenario's max_context)."""
     if "rate" not in values:
         return int(values["context"])
-    return int(values["input"]) + math.ceil(values["output"] / 2)
+    if "input_lo" not in values and "output_lo" not in values:
+        return int(values["input"]) + math.ceil(values["output"] / 2)
+    lengths = [Lengths(int(values.get(f"{k}_lo", values[k])), int(values[k])) for k in ("input", "output")]
+    return math.ceil(mean_context(*lengths) - 1e-9)
 
 
 def _did_you_mean(span: Span, help: str) -> Optional[Fix]:

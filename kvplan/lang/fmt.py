@@ -27,6 +27,7 @@ from kvplan.base.errors import Span
 from kvplan.lang.spec import (
     Block,
     Bound,
+    Call,
     Comment,
     Declaration,
     Entry,
@@ -162,6 +163,8 @@ class _Printer:
             return "[" + ", ".join(self._value(x) for x in v.items) + "]"
         if isinstance(v, Bound):
             return f"{v.op} {quantity(v.limit)}"
+        if isinstance(v, Call):
+            return f"{v.name}(" + ", ".join(self._value(x) for x in v.args) + ")"
         raise TypeError(f"cannot print {v!r}")  # pragma: no cover - the tree has no other values
 
     # ---------------------------------------------------------------- render

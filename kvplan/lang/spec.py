@@ -71,7 +71,17 @@ class Bound:
     span: Span
 
 
-ValueNode = Union[Quantity, Ident, String, ListValue, Bound]
+@record
+class Call:
+    """A distribution as a value: `uniform(2k, 6k)` (the name and its arguments as written)."""
+
+    name: str
+    args: tuple[Scalar, ...]
+    span: Span
+    name_span: Span
+
+
+ValueNode = Union[Quantity, Ident, String, ListValue, Bound, Call]
 
 
 # ------------------------------------------------------------------- items

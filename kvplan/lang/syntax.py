@@ -29,6 +29,7 @@ from kvplan.lang.spec import (
     SECTIONS,
     Block,
     Bound,
+    Call,
     Comment,
     Declaration,
     DeploymentDecl,
@@ -404,6 +405,12 @@ class _ToSpec(Transformer_NonRecursive[Token, SpecFile]):
         op, limit = children
         return Bound(str(op), limit, self._span(meta))
 
+    def call(self, meta: Meta, children: Sequence[Union[Token, Scalar]]) -> Call:
+        name, *args = children
+        assert isinstance(name, Token)
+        return Call(str(name), tuple(a for a in args if not isinstance(a, Token)), self._span(meta),
+                    self._tspan(name))
+
 
 def _unquote(tok: Union[Token, str]) -> str:
     return _ESCAPE.sub(r"\1", str(tok)[1:-1])
@@ -415,7 +422,8 @@ def _unquote(tok: Union[Token, str]) -> str:
 TERMINALS: dict[str, str] = {
     "NAME": "a name", "NUMBER": "a number", "UNIT": "a unit", "STRING": "a quoted string",
     "OP": "a comparison (`<=`, `>=`, `==`, `<`, `>`)", "_NL": "end of line", "$END": "end of file",
-    "LBRACE": "`{`", "RBRACE": "`}`", "LSQB": "`[`", "RSQB": "`]`", "COMMA": "`,`", "EQUAL": "`=`",
+    "LBRACE": "`{`", "RBRACE": "`}`", "LSQB": "`[`", "RSQB": "`]`", "LPAR": "`(`", "RPAR": "`)`",
+    "COMMA": "`,`", "EQUAL": "`=`",
     "DEPLOYMENT": "`deployment`", "MODEL": "`model`", "DEVICE": "`device`", "KVPLAN": "`kvplan`",
     "COMMENT": "a comment", "WS": "a space",
 }

@@ -25,6 +25,12 @@ Closed form (fluid in the decode stage, M/D/1 or D/D/1 for the prefill queue):
     TTFT = (1 − ρ)·T/2 + W + S;  concurrency (requests in the engine) N = λ · (TTFT + (n_out − 1) · ITL)
     running sequences (what --max-num-seqs must admit): N_d + ρ
 
+Distribution-shaped lengths (docs/service.md): with n_in and n_out independent and uniform over integer ranges,
+P, k and S are functions of n_in and the figures take their expectations: ITL = T(N_d, s̄)/(1 − λ·E[P]),
+N_d = λ·E[n_out − 1]·ITL, ρ = λ·E[S], and the M/G/1 wait W = λ·E[S²]/(2(1 − ρ)); s̄ is the token-weighted mean
+context (kvplan.model.scenario.mean_context) and the tail the longest input + the longest output. A fixed length is
+the degenerate distribution and gives the figures above, bit for bit.
+
 Saturation: no steady state exists once ρ reaches 1 (every iteration carries a chunk: N_d = (n_out − 1)/k), once
 the decode stage's fixed point has no root (λ·(n_out − 1)·T(N)/(1 − λP) > N for every N), or once the running
 sequences exceed the batch the memory holds at the mean context. Since N_d(λ) grows with λ, the largest stable rate
@@ -43,6 +49,7 @@ from kvplan.base.errors import KvplanError
 from kvplan.base.records import record
 from kvplan.model.expected import Factors, expected_step, expected_ttft
 from kvplan.model.roofline import Config
+from kvplan.model.scenario import Lengths, mean_context
 
 if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
     import numpy.typing as npt
@@ -53,6 +60,21 @@ GRID_POINTS = 512
 BISECTION_STEPS = 60
 #: Arrival processes the queueing term knows.
 ARRIVALS = ("poisson", "deterministic")
+#: The most prompt lengths the prefill moments are summed over: a uniform range of at most this many integers is
+#: summed exactly, a wider one at this many equal strata (each at its middle integer): bounded work whatever the
+#: bounds (docs/service.md, Distribution-shaped lengths).
+SUPPORT_POINTS = 4096
+
+
+def support(n: Lengths) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """(lengths, weights) the expectations over a uniform length sum over: every integer of lo..hi, or
+    SUPPORT_POINTS equal strata's middle integers (bounded work whatever the bounds)."""
+    width = n.hi - n.lo + 1
+    if width <= SUPPORT_POINTS:
+        return np.arange(n.lo, n.hi + 1, dtype=np.float64), np.full(width, 1.0 / width)
+    edges = np.linspace(n.lo - 0.5, n.hi + 0.5, SUPPORT_POINTS + 1)
+    mids = np.clip(np.round(0.5 * (edges[:-1] + edges[1:])), n.lo, n.hi)
+    return mids, np.full(SUPPORT_POINTS, 1.0 / SUPPORT_POINTS)
 
 
 @record
@@ -67,6 +89,17 @@ class Service:
     chunk: int
     batch_limit: Optional[float] = None
     arrivals: str = "poisson"
+    #: The shortest prompt and output of a uniform length (n_in, n_out are then the longest); None: fixed.
+    in_lo: Optional[int] = None
+    out_lo: Optional[int] = None
+
+    @property
+    def inputs(self) -> Lengths:
+        return Lengths(self.n_in if self.in_lo is None else self.in_lo, self.n_in)
+
+    @property
+    def outputs(self) -> Lengths:
+        return Lengths(self.n_out if self.out_lo is None else self.out_lo, self.n_out)
 
 
 @record
@@ -100,16 +133,34 @@ class Model:
     def __init__(self, cfg: Config, f: Factors, link: Optional[float], sv: Service) -> None:
         if sv.arrivals not in ARRIVALS:
             raise KvplanError(f"unknown arrival process '{sv.arrivals}'", help=f"use one of {', '.join(ARRIVALS)}")
-        if not (math.isfinite(sv.rate) and sv.rate > 0) or sv.n_in < 1 or sv.n_out < 1 or sv.chunk < 1:
+        inputs, outputs = sv.inputs, sv.outputs
+        if not (math.isfinite(sv.rate) and sv.rate > 0) or min(inputs.lo, outputs.lo, sv.chunk) < 1 or (
+                inputs.lo > inputs.hi or outputs.lo > outputs.hi):
             raise KvplanError(f"the load model needs a positive rate and lengths, got rate {sv.rate:g}/s, input "
-                              f"{sv.n_in}, output {sv.n_out}, chunk {sv.chunk}",
+                              f"{inputs.text()}, output {outputs.text()}, chunk {sv.chunk}",
                               help="write `rate = 20/s  input = 4k  output = 512` (docs/service.md)")
         self.cfg, self.f, self.link, self.sv = cfg, f, link, sv
-        self.mean_context = sv.n_in + sv.n_out / 2.0
-        ttft = expected_ttft(cfg, float(sv.n_in), f, link)
-        # P: what the chunks add to the steps they ride on (the step already pays t_fixed and L · t_layer)
-        self.prefill = float(ttft["ttft"]) - f.t_fixed.value - float(ttft["layers"])
-        self.chunks = math.ceil(sv.n_in / sv.chunk)
+        self.mean_context = mean_context(inputs, outputs)
+        self.fixed = inputs.fixed
+        lengths, weights = support(inputs)
+        ttft = expected_ttft(cfg, lengths, f, link)
+        # P(n_in): what the chunks add to the steps they ride on (the step already pays t_fixed and L · t_layer)
+        p = ttft["ttft"] - f.t_fixed.value - ttft["layers"]
+        k = np.ceil(lengths / sv.chunk)
+        self.prefill = float(np.dot(weights, p))            # E[P]
+        self.chunks = math.ceil(sv.n_in / sv.chunk)          # k of the longest prompt
+        self.k_mean = float(np.dot(weights, k))             # E[k]
+        # E[S²] = E[k²]·T² + 2·E[kP]·T + E[P²], S = k·T + P (the step T is the same for every prompt)
+        self.k2, self.kp, self.p2 = (float(np.dot(weights, x)) for x in (k * k, k * p, p * p))
+        self.decode_tokens = outputs.mean - 1.0              # E[n_out − 1]
+
+    def service(self, step: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """(E[S], E[S²]/E[S]) at the decode step T: a prompt's mean prefill service and the factor the
+        Pollaczek–Khinchine wait takes, W = ρ·E[S²]/E[S] / (2(1 − ρ)); for a fixed length E[S²]/E[S] = S."""
+        mean = self.k_mean * step + self.prefill
+        if self.fixed:
+            return mean, mean
+        return mean, (self.k2 * step * step + 2.0 * self.kp * step + self.p2) / mean
 
     def step(self, n: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """T(N): the expected decode step at batch N (0 allowed: an iteration of the prefill alone) and s̄."""
@@ -120,7 +171,7 @@ class Model:
     def cap(self) -> float:
         """N_cap: the largest decode batch with a steady state (prefill slot below 1, memory below its limit)."""
         sv = self.sv
-        prefill_cap = (sv.n_out - 1) / self.chunks
+        prefill_cap = self.decode_tokens / self.k_mean
         mem_cap = math.inf if sv.batch_limit is None else max(sv.batch_limit - 1.0, 0.0)
         return min(prefill_cap, mem_cap)
 
@@ -128,12 +179,12 @@ class Model:
         """(λ_sat, binding): the largest stable rate and the limit that sets it (module docstring)."""
         sv = self.sv
         if sv.n_out == 1:  # no decode stage: the prefill slot alone
-            return 1.0 / (self.chunks * float(self.step(0.0)) + self.prefill), "prefill"
+            return 1.0 / (self.k_mean * float(self.step(0.0)) + self.prefill), "prefill"
         n_cap = self.cap()
         if n_cap <= 0:
             return 0.0, "memory"
         grid = np.geomspace(n_cap * 1e-6, n_cap, GRID_POINTS)
-        lam = grid / ((sv.n_out - 1) * self.step(grid) + grid * self.prefill)
+        lam = grid / (self.decode_tokens * self.step(grid) + grid * self.prefill)
         i = int(np.argmax(lam))
         if i < GRID_POINTS - 1:
             return float(lam[i]), "decode"
@@ -148,7 +199,7 @@ class Model:
         slack = 1.0 - rate * self.prefill
         if slack <= 0:
             return None
-        coef = rate * (sv.n_out - 1) / slack
+        coef = rate * self.decode_tokens / slack
         n_cap = self.cap()
         if n_cap <= 0:
             return None
@@ -177,7 +228,7 @@ def _steady(m: Model, sat: float, binding: str) -> Load:
     """The steady state of the model's service at its rate, given its saturation (λ_sat, binding)."""
     sv = m.sv
     n_d = m.decode_batch(sv.rate) if sv.rate < sat else None
-    tail = float(sv.n_in + sv.n_out)
+    tail = float(sv.n_in + sv.n_out)  # the longest prompt and the longest output
     most = (m.cap() if sv.n_out > 1 else 0.0) + 1.0
     if n_d is None:
         nan = math.nan
@@ -185,11 +236,12 @@ def _steady(m: Model, sat: float, binding: str) -> Load:
                     m.mean_context, tail, most)
     step = float(m.step(n_d))
     itl = step / (1.0 - sv.rate * m.prefill)
-    service = m.chunks * step + m.prefill
+    mean, second = (float(x) for x in m.service(np.array(step)))
+    service = mean
     rho = sv.rate * service
-    wait = rho * service / (2.0 * (1.0 - rho)) if sv.arrivals == "poisson" else 0.0
+    wait = rho * second / (2.0 * (1.0 - rho)) if sv.arrivals == "poisson" else 0.0
     ttft = (1.0 - rho) * step / 2.0 + wait + service
-    concurrency = sv.rate * (ttft + (sv.n_out - 1) * itl)
+    concurrency = sv.rate * (ttft + m.decode_tokens * itl)
     return Load(False, sat, binding, concurrency, n_d + rho, n_d, itl, ttft, wait, service, rho, step, m.prefill,
                 m.chunks, m.mean_context, tail, most)
 
@@ -217,9 +269,9 @@ def _latencies(m: Model, rate: npt.NDArray[np.float64], step: npt.NDArray[np.flo
                ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """(ITL, TTFT) of the steady states at `rate` whose decode step is `step` (solve's formulas, vectorized)."""
     itl = step / (1.0 - rate * m.prefill)
-    service = m.chunks * step + m.prefill
+    service, second = m.service(step)
     rho = rate * service
-    wait = rho * service / (2.0 * (1.0 - rho)) if m.sv.arrivals == "poisson" else np.zeros_like(rho)
+    wait = rho * second / (2.0 * (1.0 - rho)) if m.sv.arrivals == "poisson" else np.zeros_like(rho)
     return itl, (1.0 - rho) * step / 2.0 + wait + service
 
 
@@ -250,7 +302,7 @@ def goodput(cfg: Config, f: Factors, link: Optional[float], sv: Service, ttft: O
             lam, step = x, np.full(x.shape, float(m.step(0.0)))
         else:
             step = m.step(x)
-            lam = x / ((sv.n_out - 1) * step + x * m.prefill)
+            lam = x / (m.decode_tokens * step + x * m.prefill)
         return (lam, *_latencies(m, lam, step))
 
     def worst(i: npt.NDArray[np.float64], t: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64], ...]:
@@ -282,5 +334,5 @@ def goodput(cfg: Config, f: Factors, link: Optional[float], sv: Service, ttft: O
     return Goodput(float(state(np.array([lo]))[0][0]), why)
 
 
-__all__ = ["ARRIVALS", "BISECTION_STEPS", "GRID_POINTS", "Goodput", "Load", "Model",
-           "Service", "goodput", "misses", "solve"]
+__all__ = ["ARRIVALS", "BISECTION_STEPS", "GRID_POINTS", "SUPPORT_POINTS", "Goodput", "Lengths", "Load", "Model",
+           "Service", "goodput", "mean_context", "misses", "solve", "support"]

@@ -46,6 +46,46 @@ class Expectation:
 
 
 @record
+class Lengths:
+    """Request lengths, tokens: uniform over the integers lo..hi inclusive (`uniform(2k, 6k)`, what
+    `vllm bench serve --dataset-name random --random-range-ratio` samples); lo == hi is a fixed length."""
+
+    lo: int
+    hi: int
+
+    @property
+    def fixed(self) -> bool:
+        return self.lo == self.hi
+
+    @property
+    def mean(self) -> float:
+        return (self.lo + self.hi) / 2.0
+
+    @property
+    def second(self) -> float:
+        """E[n²] of the discrete uniform: Var + mean², Var = ((hi − lo + 1)² − 1)/12."""
+        width = self.hi - self.lo + 1
+        return (width * width - 1) / 12.0 + self.mean * self.mean
+
+    def text(self) -> str:
+        """`4,096` for a fixed length, `uniform 2,000–6,000 (mean 4,000)` for a range (tokens)."""
+        if self.fixed:
+            return f"{self.lo:,}"
+        return f"uniform {self.lo:,}–{self.hi:,} (mean {self.mean:,.6g})"
+
+
+def mean_context(n_in: Lengths, n_out: Lengths) -> float:
+    """s̄, the time-averaged context a generating sequence holds (tokens): a request of n_in, n_out generates
+    n_out − 1 tokens after the first at contexts n_in + 1 … n_in + n_out − 1, whose mean is n_in + n_out/2; weighted
+    by the tokens each request generates, s̄ = E[(n_out − 1)(n_in + n_out/2)] / E[n_out − 1], which for independent
+    lengths is E[n_in] + E[n_out(n_out − 1)]/(2·E[n_out − 1]). Fixed lengths: n_in + n_out/2. With one output token
+    everywhere (no decode stage) it is E[n_in] + E[n_out]/2."""
+    if n_out.fixed or n_out.hi == 1:
+        return n_in.mean + n_out.mean / 2.0
+    return n_in.mean + (n_out.second - n_out.mean) / (2.0 * (n_out.mean - 1.0))
+
+
+@record
 class Scenario:
     """One deployment (or one combination of its workload lists), resolved and in base units.
 
@@ -91,8 +131,8 @@ class Scenario:
     #: rate, `batch` is the planner's to derive (kvplan.model.load) and `context` is the mean context a running
     #: sequence holds, input + output/2; max_context is input + output unless the spec bounds it.
     rate: Optional[float] = None
-    #: workload.input and workload.output: the prompt's and the generation's tokens of each request (fixed
-    #: lengths); None for the batch form.
+    #: workload.input and workload.output: the prompt's and the generation's tokens of each request (a fixed
+    #: length, or the longest of a uniform one: input_min, output_min); None for the batch form.
     input_tokens: Optional[int] = None
     output_tokens: Optional[int] = None
     #: `price`: US dollars per device-hour as the spec writes it (an input, assumed), overriding the device's
@@ -103,6 +143,24 @@ class Scenario:
     slo_itl: Optional[float] = None
     #: slo.rate: the goodput the plan must reach, requests per second (a request workload only); None when not set.
     slo_rate: Optional[float] = None
+    #: `input = uniform(lo, hi)`, `output = uniform(lo, hi)`: the shortest lengths (input_tokens and output_tokens
+    #: are then the longest); None for a fixed length.
+    input_min: Optional[int] = None
+    output_min: Optional[int] = None
+
+    @property
+    def inputs(self) -> Optional[Lengths]:
+        """The prompt lengths of a request workload (lo == hi: fixed); None for the batch form."""
+        if self.input_tokens is None:
+            return None
+        return Lengths(self.input_tokens if self.input_min is None else self.input_min, self.input_tokens)
+
+    @property
+    def outputs(self) -> Optional[Lengths]:
+        """The output lengths of a request workload (lo == hi: fixed); None for the batch form."""
+        if self.output_tokens is None:
+            return None
+        return Lengths(self.output_tokens if self.output_min is None else self.output_min, self.output_tokens)
 
     @property
     def context_bound(self) -> int:

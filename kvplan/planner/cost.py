@@ -70,10 +70,11 @@ def at_rate(p: Plan, rate: float, what: str = "") -> Optional[CostFigures]:
     goodput, or any other below the saturation rate; None for the batch form or without a price. `what` names the
     rate in the sources ("the declared rate", "goodput")."""
     ld, sc, pr = p.load, p.scenario, price(p.scenario)
-    if ld is None or pr is None or sc.input_tokens is None or sc.output_tokens is None or not rate > 0:
+    if ld is None or pr is None or sc.inputs is None or sc.outputs is None or not rate > 0:
         return None
     devices, hourly = _base(p, pr)
-    n_in, n_out, at = sc.input_tokens, sc.output_tokens, what or f"{rate:g} req/s"
+    # tokens per request: the means of the lengths (a fixed length is its own mean)
+    n_in, n_out, at = sc.inputs.mean, sc.outputs.mean, what or f"{rate:g} req/s"
     share = rate / sc.replicas * ld.prefill_time
     past = "" if rate <= ld.saturation_rate.value and share < 1 else (
         f"past saturation ({ld.saturation_rate.human}): no steady state serves {at}")
@@ -81,10 +82,10 @@ def at_rate(p: Plan, rate: float, what: str = "") -> Optional[CostFigures]:
                                f"prefilling at {at} (docs/service.md)")
     per_in = derived(hourly.value * share / (rate * n_in * HOUR) * MILLION, PER_MILLION,
                      f"H · f / (λ · n_in · 3600) · 10^6, H = {hourly.value:g} USD/h, λ = {rate:g}/s ({at}), "
-                     f"n_in = {n_in:,}")
+                     f"n_in = {sc.inputs.text()}")
     per_out = derived(hourly.value * (1 - share) / (rate * n_out * HOUR) * MILLION, PER_MILLION,
                       f"H · (1 − f) / (λ · n_out · 3600) · 10^6, H = {hourly.value:g} USD/h, λ = {rate:g}/s ({at}), "
-                      f"n_out = {n_out:,}")
+                      f"n_out = {sc.outputs.text()}")
     if past:
         frac, per_in, per_out = (attrs.evolve(v, absent=past) for v in (frac, per_in, per_out))
     return CostFigures(price=pr, devices=devices, hourly=hourly,

@@ -15,7 +15,7 @@ from kvplan.model import expected as ex
 from kvplan.model import load
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import KvFactors, fragmentation
-from kvplan.model.scenario import Scenario
+from kvplan.model.scenario import Lengths, Scenario
 from kvplan.planner.plan import Change, LoadFigures, Plan, Unmet
 
 #: GiB, for the prefill chunk's device tiers.
@@ -51,9 +51,16 @@ def chunk(sc: Scenario) -> Value:
                    "max_batched_tokens to set it; docs/service.md)")
 
 
-def _inputs(sc: Scenario) -> tuple[float, int, int]:
-    assert sc.rate is not None and sc.input_tokens is not None and sc.output_tokens is not None
-    return sc.rate, sc.input_tokens, sc.output_tokens
+def _inputs(sc: Scenario) -> tuple[float, Lengths, Lengths]:
+    assert sc.rate is not None and sc.inputs is not None and sc.outputs is not None
+    return sc.rate, sc.inputs, sc.outputs
+
+
+def lengths_text(n_in: Lengths, n_out: Lengths) -> str:
+    """`n_in = 4,096, n_out = 512 tokens`, or with a uniform length `n_in uniform 2,000–6,000 (mean 4,000)`."""
+    def one(name: str, n: Lengths) -> str:
+        return f"{name} = {n.text()}" if n.fixed else f"{name} {n.text()}"
+    return f"{one('n_in', n_in)}, {one('n_out', n_out)} tokens"
 
 
 def solve(p: Plan, on: str = "expected") -> tuple[load.Load, float, float, Value]:
@@ -77,7 +84,8 @@ def _model_inputs(p: Plan, on: str) -> tuple[rf.Config, ex.Factors, Optional[flo
     limit = max(free, 0.0) / per_seq if per_seq > 0 else math.inf
     ch = chunk(sc)
     f = ex.deployment_factors(sc.device, p.kv_dtype.id, sc.engine, sc.calibration)
-    sv = load.Service(rate / sc.replicas, n_in, n_out, int(ch.value), batch_limit=limit, arrivals="poisson")
+    sv = load.Service(rate / sc.replicas, n_in.hi, n_out.hi, int(ch.value), batch_limit=limit, arrivals="poisson",
+                      in_lo=None if n_in.fixed else n_in.lo, out_lo=None if n_out.fixed else n_out.lo)
     return cfg, f.perfect() if on == "bound" else f, ex.link_bandwidth(sc.device), sv, per_seq, limit, ch
 
 
@@ -95,29 +103,39 @@ def figures(p: Plan, ld: load.Load, per_seq: float, limit: float, ch: Value) -> 
     sc = p.scenario
     rate, n_in, n_out = _inputs(sc)
     per = "" if sc.replicas == 1 else f" per replica ({sc.replicas} replicas share the rate)"
-    src = f"λ = {rate:g}/s{per}, n_in = {n_in:,}, n_out = {n_out:,} tokens, chunk {int(ch.value):,} tokens"
+    src = f"λ = {rate:g}/s{per}, {lengths_text(n_in, n_out)}, chunk {int(ch.value):,} tokens"
 
     def d(x: float, unit: str, what: str) -> Optional[Value]:
         return None if ld.saturated else derived(x, unit, f"{what} (docs/service.md): {src}")
+
+    fixed = n_in.fixed and n_out.fixed  # fixed lengths keep the formulas as written before distributions
+    itl_f = "ITL = T_expected(N_d, n_in + n_out/2) / (1 − λ·P)" if fixed else "ITL = T_expected(N_d, s̄) / (1 − λ·E[P])"
+    ttft_f = ("TTFT = (1 − ρ)·T/2 + ρ·S/(2(1 − ρ)) + S, S = k·T + P (M/D/1 prefill queue)" if fixed else
+              "TTFT = (1 − ρ)·T/2 + λ·E[S²]/(2(1 − ρ)) + E[S], S = k(n_in)·T + P(n_in) (M/G/1 prefill queue)")
 
     return LoadFigures(
         rate=Value(rate, "req/s", Evidence.ASSUMED, "workload.rate as declared (an input)"),
         batch=derived(float(sc.batch), "sequences", "the plan's batch: ⌈N_d + ρ⌉, the running sequences"
                       + (", past saturation the most the steady state runs" if ld.saturated else "")
                       + f" (docs/service.md): {src}"),
-        concurrency=d(ld.concurrency, "requests", "N = λ·(TTFT + (n_out − 1)·ITL), Little's law"),
+        concurrency=d(ld.concurrency, "requests", "N = λ·(TTFT + (n_out − 1)·ITL), Little's law" if fixed else
+                      "N = λ·(TTFT + E[n_out − 1]·ITL), Little's law"),
         running=d(ld.running, "sequences", "N_d + ρ: generating + prefilling, the plan's batch rounded up"),
-        itl=d(ld.itl, "s", "ITL = T_expected(N_d, n_in + n_out/2) / (1 − λ·P)"),
-        ttft=d(ld.ttft, "s", "TTFT = (1 − ρ)·T/2 + ρ·S/(2(1 − ρ)) + S, S = k·T + P (M/D/1 prefill queue)"),
-        prefill_wait=d(ld.prefill_wait, "s", "ρ·S/(2(1 − ρ)), Poisson arrivals"),
-        prefill_utilization=d(ld.prefill_utilization, "%", "ρ = λ·S"),
+        itl=d(ld.itl, "s", itl_f),
+        ttft=d(ld.ttft, "s", ttft_f),
+        prefill_wait=d(ld.prefill_wait, "s", "ρ·S/(2(1 − ρ)), Poisson arrivals" if fixed else
+                       "λ·E[S²]/(2(1 − ρ)), Poisson arrivals (Pollaczek–Khinchine)"),
+        prefill_utilization=d(ld.prefill_utilization, "%", "ρ = λ·S" if fixed else "ρ = λ·E[S]"),
         saturation_rate=derived(ld.saturation_rate * sc.replicas, "req/s",
                                 f"the largest rate with a steady state, set by {_binding(ld.binding)} "
                                 f"(docs/service.md): {src}"),
         batch_limit=derived(limit, "sequences", "(memory usable − weights) / KV of one sequence at the mean "
                                                 "context"),
-        mean_context=derived(ld.mean_context, "tokens", "n_in + n_out/2: a generating sequence's mean"),
-        tail_context=derived(ld.tail_context, "tokens", "n_in + n_out: a sequence's last token"),
+        mean_context=derived(ld.mean_context, "tokens", "n_in + n_out/2: a generating sequence's mean" if fixed else
+                             "s̄ = E[n_in] + E[n_out·(n_out − 1)]/(2·E[n_out − 1]): a generating sequence's "
+                             f"token-weighted mean, {lengths_text(n_in, n_out)}"),
+        tail_context=derived(ld.tail_context, "tokens", "n_in + n_out: a sequence's last token" if fixed else
+                             "max n_in + max n_out: the longest sequence's last token"),
         kv_bytes_mean=d(ld.running * per_seq, "B", "running sequences × KV of one at the mean context"),
         kv_bytes_tail=d(ld.running * per_seq * ld.tail_context / ld.mean_context, "B",
                         "running sequences × KV of one at the tail context (all at their last token)"),
@@ -167,7 +185,7 @@ def with_goodput(p: Plan, fig: LoadFigures) -> LoadFigures:
     bound = {"saturation": "both hold up to the saturation rate (the goodput is that supremum)",
              "ttft": "the TTFT SLO binds it", "itl": "the ITL SLO binds it"}[g.binding]
     src = (f"the largest λ below saturation at which {_slo_text(sc)} hold on the {sc.slo_on} step ({bound}; "
-           f"load model, docs/service.md): n_in = {sv.n_in:,}, n_out = {sv.n_out:,} tokens, chunk "
+           f"load model, docs/service.md): {lengths_text(sv.inputs, sv.outputs)}, chunk "
            f"{int(ch.value):,} tokens{per}")
     return attrs.evolve(fig, goodput=derived(g.rate * sc.replicas, "req/s", src), goodput_slo=g.binding)
 

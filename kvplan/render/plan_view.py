@@ -120,8 +120,9 @@ def _load_text(p: Plan) -> list[str]:
     if ld is None:
         return []
     sc = p.scenario
-    head = (f"service (load model, continuous batching): {ld.rate.human} of {sc.input_tokens:,} input and "
-            f"{sc.output_tokens:,} output tokens; the batch {sc.batch} is derived from it")
+    assert sc.inputs is not None and sc.outputs is not None
+    head = (f"service (load model, continuous batching): {ld.rate.human} of {sc.inputs.text()} input and "
+            f"{sc.outputs.text()} output tokens; the batch {sc.batch} is derived from it")
     out = [""] + _wrap(head, "")
     if ld.saturated:
         out.extend(_wrap(f"SATURATED: the rate {ld.rate.human} is past the saturation rate "

@@ -158,3 +158,43 @@ def test_slo_on_bound_checks_the_service_slos_on_the_bound_step(tmp_path: Path) 
     r = CliRunner().invoke(main, ["advise", str(path), "--slo-on", "bound"])
     assert r.exit_code == 0, r.output  # the bound step's ITL at 20/s on 8 H100s is far below 10 ms
     assert "goodput: the largest rate meeting the service SLOs on the bound step;" in r.stdout
+
+
+UNIFORM = ROOT / "examples" / "service-uniform.kvp"
+
+
+def test_uniform_lengths_through_advise_and_emit() -> None:
+    """`input = uniform(2k, 6k)`, `output = uniform(256, 768)`: advise names the distribution and its mean in
+    text and JSON, the tail context is the longest input + the longest output, and emit admits that sequence."""
+    text = CliRunner().invoke(main, ["advise", str(UNIFORM)])
+    assert text.exit_code == 0, text.output
+    assert ("5 req/s of uniform 2,000–6,000 (mean 4,000) input and\nuniform 256–768 (mean 512) output tokens"
+            in text.stdout)
+    r = CliRunner().invoke(main, ["advise", str(UNIFORM), "--format", "json"])
+    (p,) = json.loads(r.stdout)["plans"]
+    load = p["load"]
+    assert "n_in uniform 2,000–6,000 (mean 4,000), n_out uniform 256–768 (mean 512) tokens" in load["ttft"]["source"]
+    assert "M/G/1" in load["ttft"]["source"] and load["tail_context"]["value"] == 6000 + 768
+    # s̄ = 4,000 + E[n(n − 1)]/(2·E[n − 1]) over n uniform on 256..768, summed here
+    outs = range(256, 769)
+    s_bar = 4000 + sum(n * (n - 1) for n in outs) / (2 * sum(n - 1 for n in outs))
+    assert load["mean_context"]["value"] == pytest.approx(s_bar, rel=1e-12)
+    emit = CliRunner().invoke(main, ["emit", str(UNIFORM)])
+    assert emit.exit_code == 0, emit.output
+    assert re.search(r"--max-model-len 6768\b", emit.stdout)
+
+
+def test_uniform_lengths_wait_longer_than_their_means_fixed(tmp_path: Path) -> None:
+    """The same means as fixed lengths (service-rate.kvp's 4k and 512) at the same plan: the M/G/1 wait is longer."""
+    def wait(path: Path) -> float:
+        r = CliRunner().invoke(main, ["advise", str(path), "--format", "json"])
+        assert r.exit_code in (0, 1), r.output
+        return float(json.loads(r.stdout)["plans"][0]["load"]["prefill_wait"]["value"])
+
+    one = UNIFORM.read_text().replace("devices = auto  ", "devices = 1     ")
+    fixed = tmp_path / "fixed.kvp"
+    fixed.write_text(one.replace("uniform(2k, 6k)", "4k").replace("uniform(256, 768)", "512")
+                     .replace("rate   = 5/s", "rate   = 2/s"))
+    spread = tmp_path / "spread.kvp"
+    spread.write_text(one.replace("rate   = 5/s", "rate   = 2/s"))
+    assert wait(spread) > wait(fixed)

@@ -122,7 +122,8 @@ def spec_for_example(fragment: str) -> tuple[str, set[int]]:  # noqa: C901  one 
         emit("    " + ln, "deployment", i)
     given_wl = {(_SETTING.match(ln) or re.match("", "")).group(1) for ln in placed["workload"]}
     emit("    workload {")
-    service = any((_SETTING.match(ln) or re.match("", "")).group(1) in SERVICE_SLOS for ln in placed["slo"])
+    service = any((_SETTING.match(ln) or re.match("", "")).group(1) in SERVICE_SLOS for ln in placed["slo"]) or bool(
+        given_wl & {"rate", "input", "output"})  # a request workload's own key: the request form around it
     for k, v in (TEMPLATE_REQUESTS if service else TEMPLATE_WORKLOAD).items():  # itl, rate: SLOs on a service
         if k not in given_wl:
             emit(f"        {k} = {v}")

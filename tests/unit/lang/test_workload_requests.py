@@ -4,6 +4,8 @@ the two forms."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from kvplan.base import codes
@@ -100,3 +102,41 @@ def test_fmt_keeps_the_request_form() -> None:
     assert "rate   = 20/s\n" in out and "input  = 4k\n" in out and "output = 512\n" in out
     assert format_source(out, "t.kvp") == out
     assert check_source(out, "t.kvp").scenarios[0].rate == 20.0
+
+
+def test_uniform_lengths_lower_to_their_bounds_and_the_token_weighted_mean_context() -> None:
+    r = check_source(_spec("    rate = 5/s\n    input = uniform(2k, 6k)\n    output = uniform(256, 768)"), "t.kvp")
+    assert r.ok, r.diagnostics
+    (sc,) = r.scenarios
+    assert (sc.input_min, sc.input_tokens, sc.output_min, sc.output_tokens) == (2000, 6000, 256, 768)
+    assert sc.inputs is not None and sc.inputs.mean == 4000.0 and sc.outputs is not None and sc.outputs.mean == 512.0
+    assert sc.max_context == 6768  # the longest input + the longest output
+    outs = range(256, 769)
+    assert sc.context == math.ceil(4000 + sum(n * (n - 1) for n in outs) / (2 * sum(n - 1 for n in outs)))
+
+
+def test_a_fixed_length_has_no_minimum() -> None:
+    (sc,) = check_source(_spec("rate = 5/s\ninput = 4k\noutput = 512"), "t.kvp").scenarios
+    assert (sc.input_min, sc.output_min) == (None, None)
+
+
+def test_fmt_writes_a_uniform_length_canonically_and_round_trips() -> None:
+    src = _spec("    rate = 5/s\n    input = uniform( 2k,6k )\n    output = uniform(256 ,768)")
+    once = format_source(src, "t.kvp")
+    assert "input  = uniform(2k, 6k)" in once and "output = uniform(256, 768)" in once
+    assert format_source(once, "t.kvp") == once
+    (a,), (b,) = check_source(once, "t.kvp").scenarios, check_source(src, "t.kvp").scenarios
+    assert (a.input_min, a.input_tokens, a.output_min, a.output_tokens) == (b.input_min, b.input_tokens,
+                                                                            b.output_min, b.output_tokens)
+
+
+def test_a_prefix_longer_than_the_shortest_input_is_an_error() -> None:
+    got = _diags("rate = 5/s\ninput = uniform(1k, 6k)\noutput = 512\nprefix = 2k")
+    assert [(c, line) for c, line, _, _ in got] == [(codes.PREFIX_EXCEEDS_CONTEXT, 9)]
+    assert "longer than the shortest input uniform(1k,6k)" in got[0][3]
+
+
+def test_a_distribution_in_a_list_is_a_located_syntax_error() -> None:
+    r = check_source(_spec("rate = 5/s\ninput = [uniform(1k, 2k)]\noutput = 512"), "t.kvp")
+    (d,) = [d for d in r.diagnostics if d.severity.value == "error"]
+    assert (d.span.line, d.span.column) == (7, 17) and not r.scenarios

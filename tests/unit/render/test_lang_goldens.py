@@ -61,6 +61,8 @@ def _lowered(r: CheckResult) -> str:
             # the service SLOs, where set (issue 13 item 3: the files without them stay as they were)
             **{k: v for k, v in (("slo_ttft", s.slo_ttft), ("slo_itl", s.slo_itl), ("slo_rate", s.slo_rate))
                if v is not None and s.rate is not None},
+            # a uniform length's shortest (issue 13 item 1: fixed lengths stay as they were)
+            **{k: v for k, v in (("input_min", s.input_min), ("output_min", s.output_min)) if v is not None},
         }
 
     doc = {"path": r.path, "diagnostics": concise([r]).splitlines(),
