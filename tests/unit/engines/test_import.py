@@ -283,8 +283,13 @@ deployment "d" {
                  "--dp-size 2"):
         assert flag in sglang, flag
     assert "--enable-dp-attention" not in sglang                 # replicas, not attention groups
-    trtllm = "\n".join(f.text for f in emit(p, "trtllm").files)
+    trt = emit(p, "trtllm")
+    trtllm = "\n".join(f.text for f in trt.files)
     assert "max_seq_len: 32768" in trtllm
+    # the pins TensorRT-LLM's target does not write are each said, not dropped
+    assert any("pin replicas = 2 is not written" in w and "run 2 copies" in w for w in trt.warnings), trt.warnings
+    assert any("pin max_batched_tokens = 8192 is not written" in w for w in trt.warnings), trt.warnings
     groups = plan(check_source(text.replace("replicas = 2", "attention_dp = 2"), "d.kvp").scenarios[0])
     assert "--dp-size 2 \\\n    --enable-dp-attention" in emit(groups, "sglang").files[0].text
     assert any("attention_dp = 2" in w for w in emit(groups, "vllm").warnings)
+    assert any("pin attention_dp = 2" in w for w in emit(groups, "trtllm").warnings)
