@@ -224,6 +224,9 @@ def _plan_service(sc: Scenario, at: Callable[[Scenario], Plan], knobs: _Knobs, s
         rejected = [_rejected_count(*t) for t in tried[:pick] if t[0].n_devices != p.n_devices] + [
             _replica_option(tried[pick], p)] + list(spread[1])
     short = service.unmet(fig)
+    if short is not None and suggest:  # past saturation: what would give the rate a steady state, each planned
+        said = _service_suggestions(sc, knobs, p, fig, {"saturation"})
+        short = attrs.evolve(short, suggestions=tuple(t for t, _ in said), changes=tuple(c for _, c in said))
     slo_short = service.service_unmet(sc, fig, bound, ())
     if slo_short and suggest:
         sugg = _service_suggestions(sc, knobs, p, fig, {u.constraint for u in slo_short})
@@ -370,7 +373,13 @@ def _service_suggestions(sc: Scenario, knobs: _Knobs, p: Plan, fig: service.Load
             out.append((f"pin replicas = {r} (each replica serves 1/{r} of the rate on {p.n_devices} × "
                         f"{sc.device.id})", (Change("pin.replicas", "=", str(r)),)))
             break
-    if fig.goodput is not None and fig.goodput.value > 0 and missed & {"ttft", "itl"}:
+    if "saturation" in missed and (fig.goodput is None or fig.goodput.value <= 0):  # no latency SLO: below it
+        lower = _round_down(fig.saturation_rate.value * (1 - 1e-9))
+        ok = lower > 0 and _replan(attrs.evolve(sc, rate=lower), knobs, _Rescope()) is not None
+        if ok and (sc.slo_rate is None or lower >= sc.slo_rate):
+            out.append((f"workload rate = {lower:g}/s (below the saturation rate {fig.saturation_rate.human}, "
+                        "rounded down)", (Change("workload.rate", "=", f"{lower:g}/s"),)))
+    if fig.goodput is not None and fig.goodput.value > 0 and missed & {"ttft", "itl", "saturation"}:
         lower = _round_down(fig.goodput.value)
         ok = lower > 0 and _replan(attrs.evolve(sc, rate=lower), knobs, _Rescope()) is not None
         if ok and (sc.slo_rate is None or lower >= sc.slo_rate):

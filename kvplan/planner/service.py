@@ -159,7 +159,7 @@ def unmet(fig: LoadFigures) -> Optional[Unmet]:
                          "requests grows without bound and there is no steady ITL or TTFT; the plan is sized at the "
                          "most the steady state runs",
                  derived(over, "req/s", "rate − saturation rate"),
-                 ("lower the rate, or add devices or replicas (pin replicas)",))
+                 ("lower the rate, or add devices or replicas (pin replicas)",))  # the planner puts verified ones
 
 
 def has_slos(sc: Scenario) -> bool:

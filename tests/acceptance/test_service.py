@@ -198,3 +198,35 @@ def test_uniform_lengths_wait_longer_than_their_means_fixed(tmp_path: Path) -> N
     spread = tmp_path / "spread.kvp"
     spread.write_text(one.replace("rate   = 5/s", "rate   = 2/s"))
     assert wait(spread) > wait(fixed)
+
+
+@pytest.mark.parametrize("rate, least", [("50/s", 1), ("5/s", 3)])
+def test_past_saturation_each_suggestion_gives_a_steady_state_when_applied(tmp_path: Path, rate: str,
+                                                                          least: int) -> None:
+    """The saturated plan's suggestions are planned before they are printed: each of lint's fixes for the rate
+    past saturation (more devices, replicas, a rate below saturation), applied to the file, plans with nothing
+    unmet. At 5/s on one H100 (saturation about 3.7/s) two devices, two replicas and a lower rate each do."""
+    path = _saturated(tmp_path)
+    text = path.read_text().replace("rate   = 50/s", f"rate   = {rate}")
+    path.write_text(text)
+    r = CliRunner().invoke(main, ["advise", str(path), "--format", "json"])
+    (p,) = json.loads(r.stdout)["plans"]
+    (u,) = [u for u in p["unmet"] if u["constraint"] == "rate"]
+    assert u["suggestions"] and not any("lower the rate, or add" in x for x in u["suggestions"]), u
+    diags = json.loads(CliRunner().invoke(main, ["lint", str(path), "--output-format", "json"]).stdout)["diagnostics"]
+    fixes = [f for d in diags if d["code"] == "KV303" for f in d["fixes"]]
+    titles = {f["title"].split(" (")[0] for f in fixes}
+    assert any(t.startswith("workload rate = ") for t in titles) and len(fixes) == len(u["suggestions"]) >= least, \
+        titles
+    for i, fix in enumerate(fixes):
+        after = text
+        for e in sorted(fix["edits"], key=lambda e: (e["range"]["start"]["line"], e["range"]["start"]["column"]),
+                        reverse=True):
+            a, b = (offset(text, e["range"][k]["line"], e["range"][k]["column"]) for k in ("start", "end"))
+            after = after[:a] + e["text"] + after[b:]
+        fixed = tmp_path / f"steady{i}.kvp"
+        fixed.write_text(after)
+        again = CliRunner().invoke(main, ["advise", str(fixed), "--format", "json"])
+        assert again.exit_code == 0, (fix["title"], again.output)
+        (q,) = json.loads(again.stdout)["plans"]
+        assert q["unmet"] == [] and q["load"]["saturated"] is False, fix["title"]
