@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -107,6 +108,16 @@ def _line(text: str, needle: str) -> int:
     return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
 
 
+def _applied(text: str, fix: dict[str, Any]) -> str:
+    """`text` with one of lint's JSON fixes applied, its edits from the last to the first, as an editor would."""
+    after = text
+    for e in sorted(fix["edits"], key=lambda e: (e["range"]["start"]["line"], e["range"]["start"]["column"]),
+                    reverse=True):
+        a, b = (offset(text, e["range"][k]["line"], e["range"][k]["column"]) for k in ("start", "end"))
+        after = after[:a] + e["text"] + after[b:]
+    return after
+
+
 def _missed(tmp_path: Path) -> tuple[Path, str]:
     lines = SLO_EXAMPLE.read_text().replace("devices = auto", "devices = 8   ").splitlines(keepends=True)
     text = "".join(line for line in lines if not line.lstrip().startswith(("regime  ==", "devices ==")))
@@ -131,11 +142,7 @@ def test_a_missed_service_slo_is_unmet_and_each_suggestion_meets_it_when_applied
         "diagnostics"] if d["code"] in ("KV302", "KV303") for f in d["fixes"]]
     assert {f["title"].split(" (")[0] for f in fixes} >= {"devices = 16", "pin replicas = 2"}, fixes
     for i, fix in enumerate(fixes):  # each suggestion applied as lint's fix edits the file, then advised again
-        after = text
-        for e in sorted(fix["edits"], key=lambda e: (e["range"]["start"]["line"], e["range"]["start"]["column"]),
-                        reverse=True):
-            a, b = (offset(text, e["range"][k]["line"], e["range"][k]["column"]) for k in ("start", "end"))
-            after = after[:a] + e["text"] + after[b:]
+        after = _applied(text, fix)
         fixed = tmp_path / f"fixed{i}.kvp"
         fixed.write_text(after)
         again = CliRunner().invoke(main, ["advise", str(fixed), "--format", "json"])
@@ -219,11 +226,7 @@ def test_past_saturation_each_suggestion_gives_a_steady_state_when_applied(tmp_p
     assert any(t.startswith("workload rate = ") for t in titles) and len(fixes) == len(u["suggestions"]) >= least, \
         titles
     for i, fix in enumerate(fixes):
-        after = text
-        for e in sorted(fix["edits"], key=lambda e: (e["range"]["start"]["line"], e["range"]["start"]["column"]),
-                        reverse=True):
-            a, b = (offset(text, e["range"][k]["line"], e["range"][k]["column"]) for k in ("start", "end"))
-            after = after[:a] + e["text"] + after[b:]
+        after = _applied(text, fix)
         fixed = tmp_path / f"steady{i}.kvp"
         fixed.write_text(after)
         again = CliRunner().invoke(main, ["advise", str(fixed), "--format", "json"])
