@@ -102,3 +102,15 @@ def test_the_fix_lint_offers_for_the_name_lints_clean(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stdout
     emit = _kvplan(["emit", "chat.kvp", "--target", "k8s"], tmp_path)
     assert emit.returncode == 0 and "scenario chat---kind: Pod · plan" in emit.stdout
+
+
+def test_report_names_a_hostile_spec_path_on_one_line(tmp_path: Path) -> None:
+    name = "x\n# Injected\n`.kvp"
+    (tmp_path / name).write_text(SPEC, encoding="utf-8")
+    out = _kvplan(["report", name, "-o", "rep"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    (index,) = (tmp_path / "rep").rglob("index.md")
+    lines = index.read_text(encoding="utf-8").splitlines()
+    assert "# Injected" not in lines
+    (spec_line,) = [line for line in lines if line.startswith("Spec: ")]
+    assert spec_line == 'Spec: ``"x\\n# Injected\\n`.kvp"``.'  # a literal, in a code span of two backticks
