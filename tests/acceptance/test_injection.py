@@ -114,3 +114,16 @@ def test_report_names_a_hostile_spec_path_on_one_line(tmp_path: Path) -> None:
     assert "# Injected" not in lines
     (spec_line,) = [line for line in lines if line.startswith("Spec: ")]
     assert spec_line == 'Spec: ``"x\\n# Injected\\n`.kvp"``.'  # a literal, in a code span of two backticks
+
+
+def test_import_writes_a_config_path_with_a_quote_and_a_backslash_as_a_string_lint_reads_back(tmp_path: Path) -> None:
+    folder = tmp_path / 'we"ird\\dir'
+    folder.mkdir()
+    shutil.copy(ROOT / "tests" / "data" / "hf" / "Qwen--Qwen3-8B.json", folder / "config.json")
+    out = _kvplan(["import", "--from", "vllm", "vllm serve Qwen/Qwen3-8B --max-model-len 8192", "--device", "h100-sxm",
+                   "--model-config", 'we"ird\\dir/config.json', "-o", "spec.kvp"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    text = (tmp_path / "spec.kvp").read_text(encoding="utf-8")
+    assert '    config = "we\\"ird\\\\dir/config.json"\n' in text
+    lint = _kvplan(["lint", "spec.kvp"], tmp_path)
+    assert lint.returncode == 0, lint.stdout  # the config was found: the path read back is the one given
