@@ -25,7 +25,7 @@ from typing import Callable, Mapping, Optional, Sequence
 
 import attrs
 
-from kvplan.base import files, limits
+from kvplan.base import controls, files, limits
 from kvplan.base.errors import CatalogError
 from kvplan.base.records import record
 from kvplan.catalog import Model, aliases, by_repo_id, get_device, hub, models, suggest
@@ -453,7 +453,9 @@ def _largest(lo: int, hi: int, works: Callable[[int], bool]) -> int:
 # ------------------------------------------------------------------ render
 
 def _comment(text: str) -> str:
-    return " ".join(text.split())
+    """`text` on one comment line: runs of white space as one space, any other control or bidirectional-formatting
+    character escaped (the command line imported is untrusted: an override would reorder the spec's text)."""
+    return controls.escaped(" ".join(text.split()))
 
 
 @record

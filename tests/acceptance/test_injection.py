@@ -127,3 +127,13 @@ def test_import_writes_a_config_path_with_a_quote_and_a_backslash_as_a_string_li
     assert '    config = "we\\"ird\\\\dir/config.json"\n' in text
     lint = _kvplan(["lint", "spec.kvp"], tmp_path)
     assert lint.returncode == 0, lint.stdout  # the config was found: the path read back is the one given
+
+
+def test_import_writes_the_command_it_read_into_comments_without_control_or_bidi_characters(tmp_path: Path) -> None:
+    command = "vllm serve Qwen/Qwen3-8B --max-model-len 8192 --served-model-name a\u202eb\x1b[2Jc --api-key x\x0bk"
+    out = _kvplan(["import", "--from", "vllm", command, "--device", "h100-sxm", "-o", "spec.kvp"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    text = (tmp_path / "spec.kvp").read_text(encoding="utf-8")
+    assert not [ch for ch in text if ch != "\n" and (ch < " " or ch in "\x7f\u202e")]
+    assert "# source: vllm serve Qwen/Qwen3-8B --max-model-len 8192 --served-model-name a\\u202eb\\u001b[2Jc " in text
+    assert _kvplan(["lint", "spec.kvp"], tmp_path).returncode == 0
