@@ -160,7 +160,7 @@ def _summary(kc: KernelConfig) -> list[str]:
         f"# SMs {v(kc.sm_count)}; β_eff {v(kc.beta_eff)}",
         f"# KV read per rank per step {v(kc.kv_bytes)}; attention kernel time ≥ {v(kc.kernel_time)}",
     ]
-    lines += [f"# warning: {w}" for w in kc.warnings]
+    lines += [f"# warning: {controls.escaped(w)}" for w in kc.warnings]  # a warning may name the device
     return lines
 
 

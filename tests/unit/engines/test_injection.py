@@ -76,14 +76,16 @@ def _plan(spec: str, index: int) -> Plan:
 
 
 def _renamed(p: Plan, name: Optional[str] = None, model: Optional[str] = None) -> Plan:
-    """`p` (and the plans made for each engine) with another scenario name, or another model id and hub id."""
+    """`p` (and the plans made for each engine) with another scenario name, or another model id, hub id and
+    device id."""
 
     def one(q: Plan) -> Plan:
         sc = q.scenario
         if name is not None:
             sc = attrs.evolve(sc, name=name)
         if model is not None:
-            sc = attrs.evolve(sc, model=attrs.evolve(sc.model, id=f"org/m{model}", hf_id=f"org/m{model}"))
+            sc = attrs.evolve(sc, model=attrs.evolve(sc.model, id=f"org/m{model}", hf_id=f"org/m{model}"),
+                              device=attrs.evolve(sc.device, id=f"gpu{model}"))
         return attrs.evolve(q, scenario=sc)
 
     return attrs.evolve(one(p), engines=tuple(one(q) for q in p.engines))
@@ -205,8 +207,9 @@ def _strings(obj: object) -> list[str]:
 
 
 @pytest.mark.parametrize(("spec", "index", "target", "deploy"), CASES, ids=CASE_IDS)
-def test_a_hostile_model_id_is_quoted_in_every_format(spec: str, index: int, target: str,
-                                                      deploy: Optional[DeployOptions], tmp_path: Path) -> None:
+def test_a_hostile_model_and_device_id_are_quoted_in_every_format(spec: str, index: int, target: str,
+                                                                  deploy: Optional[DeployOptions],
+                                                                  tmp_path: Path) -> None:
     benign = {n: _DIGEST.sub("sha256:0", t)
               for n, t in _files(_renamed(_plan(spec, index), model=MARK), target, deploy, "s.kvp").items()}
     scripts: list[str] = []
@@ -218,18 +221,19 @@ def test_a_hostile_model_id_is_quoted_in_every_format(spec: str, index: int, tar
                 emit(p, target, spec="s.kvp", deploy=deploy)
             continue
 
-        def where(name: str, text: str, model: str = model) -> None:
+        def where(name: str, text: str, model: str = model, hostile: str = hostile) -> None:
             if name.endswith(".sh"):
                 assert model in _exec_words(text), name
             elif name.endswith(".py"):
-                assert _python_constants(text)["MODEL"] == model
+                constants = _python_constants(text)
+                assert (constants["MODEL"], constants["DEVICE"]) == (model, f"gpu{hostile}")
             elif name.startswith("k8s-"):
                 docs = yaml.load_all(text, Loader=_LOADER)
                 pods = [d for d in docs if d and d["kind"] in ("Deployment", "LeaderWorkerSet")]
                 # Kubernetes reads `$$` in a command's words as `$` (and `$(NAME)` as a variable): k8s.literal
                 assert pods and all(model in [w.replace("$$", "$") for w in _strings(d)] for d in pods), name
 
-        # the model is in the plan's digest (the catalog record it used)
+        # the model and the device are in the plan's digest (the catalog records it used)
         files = {n: _DIGEST.sub("sha256:0", t) for n, t in _files(p, target, deploy, "s.kvp").items()}
         scripts += _check(files, benign, where)
     _bash_n(scripts, tmp_path)
