@@ -57,7 +57,8 @@ TIERS = ("host", "peer", "ssd", "remote")
 
 #: A header line: "# kvplan 0.1.0 · spec x.kvp · scenario s · plan sha256:… · vLLM 0.33.0", with
 #: "· overrides runtime_reserve=2147483648 · " before the engine when the plan was made with overrides
-#: of the planner's assumed defaults (`lint --check-digest` plans again with the same ones).
+#: of the planner's assumed defaults (`lint --check-digest` plans again with the same ones). A spec path or scenario
+#: name that is not plain text stands as a JSON literal (`spec "x\ntouch PWNED\n#.kvp"`; `header_field` reads it).
 HEADER = re.compile(r"^(?:#|//)\s*kvplan (?P<version>\S+) · spec (?P<spec>.+?) · scenario (?P<scenario>.+?) · "
                     r"plan (?P<digest>sha256:[0-9a-f]+) · (?:overrides (?P<overrides>[a-z_]+=[0-9.e+]+"
                     r"(?:,[a-z_]+=[0-9.e+]+)*) · )?(?P<engine>.+?)\s*$")

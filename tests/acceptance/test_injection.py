@@ -137,3 +137,16 @@ def test_import_writes_the_command_it_read_into_comments_without_control_or_bidi
     assert not [ch for ch in text if ch != "\n" and (ch < " " or ch in "\x7f\u202e")]
     assert "# source: vllm serve Qwen/Qwen3-8B --max-model-len 8192 --served-model-name a\\u202eb\\u001b[2Jc " in text
     assert _kvplan(["lint", "spec.kvp"], tmp_path).returncode == 0
+
+
+def test_check_digest_reads_the_header_of_a_hostile_spec_path_back(tmp_path: Path) -> None:
+    name = "x\ntouch PWNED\n# · scenario y · .kvp"
+    (tmp_path / name).write_text(SPEC, encoding="utf-8")
+    stem = name.removesuffix(".kvp")
+    assert _kvplan(["emit", name, "--target", "vllm,trtllm", "-o", f"{stem}.kvplan"], tmp_path).returncode == 0
+    clean = _kvplan(["lint", "--check-digest", name], tmp_path)
+    assert "KV401" not in clean.stdout, clean.stdout
+    (tmp_path / name).write_text(SPEC.replace("batch   = 8", "batch   = 4"), encoding="utf-8")
+    stale = _kvplan(["lint", "--check-digest", name], tmp_path)
+    assert stale.returncode == 1
+    assert sum("KV401" in line and "was emitted from plan" in line for line in stale.stdout.splitlines()) == 3
