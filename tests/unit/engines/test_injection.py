@@ -33,11 +33,12 @@ import yaml
 
 from kvplan.base import controls
 from kvplan.base.errors import KvplanError
+from kvplan.catalog.engines import concrete
 from kvplan.engines import DeployOptions, emit
 from kvplan.engines.digest import read_header
 from kvplan.engines.k8s import k8s_name
 from kvplan.lang import check_file
-from kvplan.planner import plans_for
+from kvplan.planner import for_engine, plans_for
 from kvplan.planner.plan import Plan
 from tests.paths import ROOT
 
@@ -71,7 +72,9 @@ def _plan(spec: str, index: int) -> Plan:
     if spec not in _PLANS:
         result = check_file(str(ROOT / spec))
         assert result.ok, result.diagnostics
-        _PLANS[spec] = list(plans_for(result))
+        # each with the plans made for every engine, which a renamed plan keeps (emit plans none again)
+        _PLANS[spec] = [attrs.evolve(p, engines=tuple(for_engine(p, e) for e in concrete()))
+                        for p in plans_for(result)]
     return _PLANS[spec][index]
 
 
