@@ -88,9 +88,10 @@ def literal(text: str) -> str:
     return text if plain(text) else json.dumps(text, ensure_ascii=True)
 
 
-def dumps(obj: object, indent: Optional[int] = None, allow_nan: bool = True) -> str:
-    """json.dumps(obj, ensure_ascii=False, ...) with the characters it would leave in a string escaped (DEL, C1,
+def dumps(obj: object, indent: Optional[int] = None, allow_nan: bool = True, ascii: bool = False) -> str:
+    """json.dumps(obj, ensure_ascii=ascii, ...) with the characters it would leave in a string escaped (DEL, C1,
     the marks, separators and bidirectional formatting): JSON and Python read the result as the same value, and
-    no line of it is broken or reordered by what a string held."""
-    text = json.dumps(obj, ensure_ascii=False, indent=indent, allow_nan=allow_nan)
+    no line of it is broken or reordered by what a string held. A string alone is a TOML basic string too (TOML
+    refuses DEL in one, which json.dumps leaves as it is)."""
+    text = json.dumps(obj, ensure_ascii=ascii, indent=indent, allow_nan=allow_nan)
     return _BEYOND_JSON.sub(_u, text)

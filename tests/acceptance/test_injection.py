@@ -18,6 +18,11 @@ from pathlib import Path
 
 import pytest
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
 from tests.acceptance.test_service import _applied
 from tests.paths import ROOT
 from tests.unit.lang.test_security import CLEAN_ENV
@@ -150,3 +155,14 @@ def test_check_digest_reads_the_header_of_a_hostile_spec_path_back(tmp_path: Pat
     stale = _kvplan(["lint", "--check-digest", name], tmp_path)
     assert stale.returncode == 1
     assert sum("KV401" in line and "was emitted from plan" in line for line in stale.stdout.splitlines()) == 3
+
+
+def test_calibrate_names_a_hostile_input_file_in_the_profile_without_a_line_of_its_own(tmp_path: Path) -> None:
+    # the profile is TOML: a name would add a [[fit]] of its own, and TOML refuses DEL even in a comment
+    name = 'm\n[[fit]]\ndevice = "evil"\n#\x7f.csv'
+    shutil.copy(ROOT / "tests" / "data" / "calibrate" / "measurements.csv", tmp_path / name)
+    out = _kvplan(["calibrate", name, "-o", "p.toml"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    doc = tomllib.loads((tmp_path / "p.toml").read_text(encoding="utf-8"))
+    assert [f["device"] for f in doc["fit"]] == ["h100-sxm"]
+    assert doc["profile"]["inputs"] == [name]
