@@ -74,6 +74,8 @@ CODES: Mapping[str, Code] = {c.code: c for c in (
     Code("KV016", "bad-version", SYNTAX, E, "The `kvplan` version line is unsupported or misplaced."),
     Code("KV017", "empty-file", SYNTAX, E, "The file declares nothing: it is empty or holds only comments."),
     Code("KV018", "not-kvp", SYNTAX, E, "The file is JSON or YAML, not .kvp text."),
+    Code("KV019", "control-character", SYNTAX, E,
+         "A string holds a control, line-separator or bidirectional-formatting character."),
     # KV1xx: the text parses but means something kvplan cannot plan (kvplan.lang.check)
     Code("KV101", "unknown-key", MEANING, E, "A key this block does not know."),
     Code("KV102", "duplicate-key", MEANING, E, "A key or block given twice."),
@@ -160,6 +162,7 @@ FILE_TOO_LARGE = _known("KV015")
 BAD_VERSION = _known("KV016")
 EMPTY_FILE = _known("KV017")
 NOT_KVP = _known("KV018")
+CONTROL_CHARACTER = _known("KV019")
 UNKNOWN_KEY = _known("KV101")
 DUPLICATE_KEY = _known("KV102")
 DUPLICATE_NAME = _known("KV103")

@@ -23,6 +23,7 @@ communication buffers) is 1 GiB, the activation reserve 8% of the device (the sh
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import shlex
@@ -32,6 +33,8 @@ from typing import Callable, Literal, Mapping, Optional, Sequence
 import attrs
 
 from kvplan import __version__
+from kvplan.base import controls
+from kvplan.base.errors import KvplanError
 from kvplan.base.evidence import Value, derived, reported
 from kvplan.base.outputs import folder_name
 from kvplan.base.records import record
@@ -54,7 +57,8 @@ TIERS = ("host", "peer", "ssd", "remote")
 
 #: A header line: "# kvplan 0.1.0 · spec x.kvp · scenario s · plan sha256:… · vLLM 0.33.0", with
 #: "· overrides runtime_reserve=2147483648 · " before the engine when the plan was made with overrides
-#: of the planner's assumed defaults (`lint --check-digest` plans again with the same ones).
+#: of the planner's assumed defaults (`lint --check-digest` plans again with the same ones). A spec path or scenario
+#: name that is not plain text stands as a JSON literal (`spec "x\ntouch PWNED\n#.kvp"`; `header_field` reads it).
 HEADER = re.compile(r"^(?:#|//)\s*kvplan (?P<version>\S+) · spec (?P<spec>.+?) · scenario (?P<scenario>.+?) · "
                     r"plan (?P<digest>sha256:[0-9a-f]+) · (?:overrides (?P<overrides>[a-z_]+=[0-9.e+]+"
                     r"(?:,[a-z_]+=[0-9.e+]+)*) · )?(?P<engine>.+?)\s*$")
@@ -171,13 +175,25 @@ def header(req: EmitRequest, label: str, comment: str = "#") -> str:
     p = req.plan
     over = overrides(p)
     extra = f"overrides {','.join(f'{k}={v:.17g}' for k, v in over.items())} · " if over else ""
-    head = (f"{comment} kvplan {__version__} · spec {req.spec or '-'} · scenario {p.scenario.name} · "
-            f"plan {p.digest} · {extra}{label}")
+    # the path and the name as literals: a file named `x<LF>touch PWNED<LF>#.kvp` stays one comment line
+    head = (f"{comment} kvplan {__version__} · spec {controls.literal(req.spec or '-')} · scenario "
+            f"{controls.literal(p.scenario.name)} · plan {p.digest} · {extra}{label}")
     if p.spec_engine:  # written from the plan made for this target's engine (kvplan/engines/replan.py)
         head += (f"\n{comment} planned for {p.scenario.engine}: this file's plan is the one made under "
                  f"{p.scenario.engine}'s capabilities (the spec says engine = {p.spec_engine}); "
                  f"`kvplan advise` shows it beside the spec's")
     return head
+
+
+def header_field(text: str) -> str:
+    """A spec path or scenario name as the header wrote it (`controls.literal`): a JSON literal read back."""
+    if text.startswith('"'):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return text
+        return value if isinstance(value, str) else text
+    return text
 
 
 def overrides(plan: Plan) -> dict[str, float]:
@@ -650,14 +666,43 @@ def shell_script(head: Sequence[str], program: Sequence[str], flags: Sequence[Fl
     "$(dirname "$0")" to find a file written beside the script).
     """
 
-    lines = ["#!/bin/sh", *head]
-    lines += [f"export {k}={v}" for k, v in env]
-    lines.append("exec " + " ".join(shlex.quote(w) for w in program) + (" \\" if flags else ""))
+    lines = ["#!/bin/sh", *comment_lines(head)]
+    lines += [f"export {k}={shell_word(v)}" for k, v in env]
+    lines.append("exec " + " ".join(shlex.quote(shell_word(w)) for w in program) + (" \\" if flags else ""))
     for j, (flag, value) in enumerate(flags):
-        word = None if value is None else value if isinstance(value, Raw) else shlex.quote(value)
+        word = None if value is None else value if isinstance(value, Raw) else shlex.quote(shell_word(value))
         part = shlex.quote(flag) if word is None else f"{shlex.quote(flag)} {word}"
         lines.append(f"    {part}" + (" \\" if j < len(flags) - 1 else ""))
     return "\n".join(lines) + "\n"
+
+
+def comment_lines(head: Sequence[str], markers: tuple[str, ...] = ("#", "//")) -> list[str]:
+    """Comment lines as a file takes them: every control or bidirectional-formatting character escaped
+    (`controls.escaped`), a line feed too unless a comment line follows it, so that no text ends a comment.
+    What a user wrote goes in as `controls.literal` already; this holds for any text a writer did not think of."""
+    out: list[str] = []
+    for line in head:
+        first, *rest = line.split("\n")
+        lines = [first]
+        for part in rest:
+            if part.startswith(markers):
+                lines.append(part)
+            else:
+                lines[-1] += "\n" + part
+        out += [controls.escaped(text) for text in lines]
+    return out
+
+
+def shell_word(word: str) -> str:
+    """`word` when a launcher can hold it on one line: POSIX sh has no escape for a line feed or a carriage
+    return but the character itself, which would start a line of the script (the language refuses them in a
+    spec, KV019; this is for any other way in)."""
+    at = controls.first(word)
+    if at is not None:
+        raise KvplanError(f"cannot write {controls.literal(word)} into a launcher script: it holds "
+                          f"{controls.describe(word[at])}, which a shell word cannot hold on one line",
+                          help="remove it from the spec or the name that holds it")
+    return word
 
 
 def yaml_scalar(v: object) -> str:
@@ -670,21 +715,43 @@ def yaml_scalar(v: object) -> str:
     if isinstance(v, float):
         return repr(v)
     s = str(v)
-    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_./:-]*", s) and s.lower() not in ("true", "false", "null", "yes", "no",
-                                                                          "on", "off", "~"):
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_./:-]*", s) and not s.endswith(":") and s.lower() not in (
+            "true", "false", "null", "yes", "no", "on", "off", "~"):
         return s
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return yaml_quoted(s)
+
+
+#: What a YAML literal block (`|`) may hold: printable characters, tabs and newlines, none that YAML 1.1 reads
+#: as a line break (U+2028, U+2029, U+0085), no bidirectional formatting and no byte-order mark.
+YAML_BLOCK_SAFE = re.compile(r"[\t\n\x20-\x7e\xa0-\u061b\u061d-\u200d\u2010-\u2027\u202f-\u2065\u206a-\ud7ff"
+                             r"\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]*")
+
+
+def yaml_quoted(s: str) -> str:
+    """A YAML double-quoted scalar of `s`: printable characters as they are, the rest escaped."""
+    return '"' + "".join(_yaml_char(ch) for ch in s) + '"'
+
+
+def _yaml_char(ch: str) -> str:
+    """One character inside a YAML double-quoted scalar (\\x, \\u, \\U: YAML has no surrogate pairs, so a
+    character above U+FFFF is never two \\u escapes)."""
+    if ch in '"\\':
+        return "\\" + ch
+    if ch != "\t" and ch != "\n" and YAML_BLOCK_SAFE.fullmatch(ch):
+        return ch
+    n = ord(ch)
+    return f"\\x{n:02x}" if n <= 0xFF else f"\\u{n:04x}" if n <= 0xFFFF else f"\\U{n:08x}"
 
 
 def yaml_text(head: Sequence[str], body: Mapping[str, object], notes: Mapping[str, str] = {}) -> str:
     """A small YAML writer for mappings of scalars and nested mappings (no PyYAML at run time);
     `notes` puts a trailing comment on a key ("kv_cache_config.max_tokens")."""
-    lines = list(head)
+    lines = comment_lines(head)
 
     def walk(d: Mapping[str, object], indent: int, path: str) -> None:
         for k, v in d.items():
             key = f"{path}{k}"
-            note = f"  # {notes[key]}" if key in notes else ""
+            note = f"  # {controls.escaped(notes[key])}" if key in notes else ""
             if isinstance(v, Mapping):
                 lines.append(f"{' ' * indent}{k}:{note}")
                 walk(v, indent + 2, key + ".")

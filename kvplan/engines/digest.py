@@ -31,7 +31,7 @@ from kvplan.base.codes import STALE_CONFIG
 from kvplan.base.diagnostics import Diagnostic, make
 from kvplan.base.errors import Span
 from kvplan.catalog.engines import concrete
-from kvplan.engines.common import HEADER, HEADER_OVERRIDES
+from kvplan.engines.common import HEADER, HEADER_OVERRIDES, header_field
 from kvplan.lang import CheckResult
 from kvplan.model.scenario import Scenario
 from kvplan.planner import for_engine, plans_for
@@ -63,7 +63,8 @@ def read_header(path: Path) -> Optional[dict[str, str]]:
     for line in text.splitlines()[:HEADER_LINES]:
         m = HEADER.match(line)
         if m:
-            return m.groupdict()
+            fields = m.groupdict()
+            return {**fields, "spec": header_field(fields["spec"]), "scenario": header_field(fields["scenario"])}
     return None
 
 

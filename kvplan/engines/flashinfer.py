@@ -14,13 +14,23 @@ flashinfer/mla/_batch_mla/_wrapper.py BatchMLAPagedAttentionWrapper, whose plan(
 
 from __future__ import annotations
 
-import json
 from typing import Optional
 
+from kvplan.base import controls
 from kvplan.base.evidence import Value, to_jsonable
 from kvplan.base.units import fmt_bytes
 from kvplan.catalog import DTYPES
-from kvplan.engines.common import Backend, EmitRequest, Emitted, EmittedFile, Mapped, header, json_header, size
+from kvplan.engines.common import (
+    Backend,
+    EmitRequest,
+    Emitted,
+    EmittedFile,
+    Mapped,
+    comment_lines,
+    header,
+    json_header,
+    size,
+)
 from kvplan.model.kernels.flashinfer import (
     KV_TORCH,
     LABEL,
@@ -150,7 +160,7 @@ def _summary(kc: KernelConfig) -> list[str]:
         f"# SMs {v(kc.sm_count)}; β_eff {v(kc.beta_eff)}",
         f"# KV read per rank per step {v(kc.kv_bytes)}; attention kernel time ≥ {v(kc.kernel_time)}",
     ]
-    lines += [f"# warning: {w}" for w in kc.warnings]
+    lines += [f"# warning: {controls.escaped(w)}" for w in kc.warnings]  # a warning may name the device
     return lines
 
 
@@ -519,8 +529,9 @@ def _layers_on_rank(layers: int, pp: int) -> int:
 
 
 def _str(text: str) -> str:
-    """A Python string literal in double quotes (JSON's escapes are Python's)."""
-    return json.dumps(text, ensure_ascii=False)
+    """A Python string literal in double quotes (JSON's escapes are Python's), no control or bidirectional-formatting
+    character left as it is (kvplan.base.controls)."""
+    return controls.dumps(text)
 
 
 def _shape(req: EmitRequest, kc: KernelConfig) -> list[str]:
@@ -594,7 +605,7 @@ def _constants(req: EmitRequest, kc: KernelConfig) -> list[str]:
 def benchmark_script(req: EmitRequest, kc: KernelConfig) -> str:
     """flashinfer_decode.py: the header and settings as comments, the plan's constants, the pure page-table
     functions, the cache and decode step, plan_wrappers() (the plan's wrapper calls) and the timed main()."""
-    top = "\n".join(["#!/usr/bin/env python3", header(req, LABEL), *_summary(kc), _DOC])
+    top = "\n".join(["#!/usr/bin/env python3", *comment_lines([header(req, LABEL), *_summary(kc)]), _DOC])
     sections = [top, "\n".join(_constants(req, kc)), _TABLE, _MLA_STEP if kc.mla else _DECODE_STEP, plan_call(kc),
                 _MAIN]
     return "\n\n\n".join(part.strip("\n") for part in sections) + "\n"
@@ -628,7 +639,7 @@ def build(req: EmitRequest) -> Emitted:
     py = benchmark_script(req, kc)
     body = {"_kvplan": json_header(req, BACKEND), **kernel_payload(kc)}
 
-    js = json.dumps(to_jsonable(body), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    js = controls.dumps(to_jsonable(body), indent=2, allow_nan=False) + "\n"
     # A KV dtype the wrapper cannot take changes the plan: a finding (exit 1), like an engine target's.
     findings = tuple(f"{LABEL}: {w}" for w in kc.warnings if w.startswith("kv_dtype "))
     warns = tuple(f"{LABEL}: {w}" for w in kc.warnings if not w.startswith("kv_dtype "))

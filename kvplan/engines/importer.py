@@ -25,7 +25,7 @@ from typing import Callable, Mapping, Optional, Sequence
 
 import attrs
 
-from kvplan.base import files, limits
+from kvplan.base import controls, files, limits
 from kvplan.base.errors import CatalogError
 from kvplan.base.records import record
 from kvplan.catalog import Model, aliases, by_repo_id, get_device, hub, models, suggest
@@ -39,6 +39,7 @@ from kvplan.engines.trtllm import trtllm_tokens
 from kvplan.engines.vllm import vllm_tokens
 from kvplan.lang import check_source
 from kvplan.lang.fmt import format_source
+from kvplan.lang.spec import quote
 from kvplan.planner import plan
 from kvplan.planner.search import closest_tp, tp_options
 
@@ -452,7 +453,9 @@ def _largest(lo: int, hi: int, works: Callable[[int], bool]) -> int:
 # ------------------------------------------------------------------ render
 
 def _comment(text: str) -> str:
-    return " ".join(text.split())
+    """`text` on one comment line: runs of white space as one space, any other control or bidirectional-formatting
+    character escaped (the command line imported is untrusted: an override would reorder the spec's text)."""
+    return controls.escaped(" ".join(text.split()))
 
 
 @record
@@ -486,7 +489,7 @@ def _render(engine: str, opts: Options, r: Read, s: _Spec) -> str:
         out.append(f"    # note: {_comment(n)}")
     if r.ignored:
         out.append(f"    # ignored (no effect on the KV cache): {_comment(' '.join(r.ignored))}")
-    rows = [("model", f'"{s.model_id}"' if repo else s.model_id, s.model_why), ("device", s.device,
+    rows = [("model", quote(s.model_id) if repo else s.model_id, s.model_why), ("device", s.device,
                                                                                 f"--device {s.device}")]
     if r.weights is not None:
         rows.append(("weights", r.weights[0], r.weights[1]))
@@ -508,7 +511,7 @@ def _render(engine: str, opts: Options, r: Read, s: _Spec) -> str:
     out += _aligned(s.pins, "        ")
     out += ["    }", "}"]
     if s.model_block is not None:
-        out += ["", f'model "{s.model_block[0]}" {{', f'    config = "{s.model_block[1]}"', "}"]
+        out += ["", f"model {quote(s.model_block[0])} {{", f"    config = {quote(s.model_block[1])}", "}"]
 
     return format_source("\n".join(out) + "\n", f"{name}.kvp")  # `kvplan fmt`'s layout, aligned
 

@@ -283,11 +283,6 @@ class Literal(str):
 _PLAIN = re.compile(r"[A-Za-z/][A-Za-z0-9_./:-]*")
 #: Plain words YAML 1.1 (Kubernetes' parser) reads as something other than a string.
 _RESERVED = frozenset({"true", "false", "null", "yes", "no", "on", "off", "y", "n", "~"})
-#: What a literal block may hold: printable characters, tabs and newlines, none that YAML 1.1 reads as a line
-#: break (U+2028, U+2029, U+0085) and no byte-order mark.
-_BLOCK_SAFE = re.compile(r"[\t\n\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]*")
-
-
 def scalar(v: object) -> str:
     """A YAML scalar that reads back as the same value under YAML 1.1 and 1.2: plain only for words that
     cannot be taken for anything but a string, else double-quoted with YAML's escapes."""
@@ -298,23 +293,12 @@ def scalar(v: object) -> str:
     s = str(v)
     if _PLAIN.fullmatch(s) and s.lower() not in _RESERVED and not s.endswith(":"):
         return s
-    return '"' + "".join(_quoted(ch) for ch in s) + '"'
-
-
-def _quoted(ch: str) -> str:
-    """One character inside a YAML double-quoted scalar: printable ones as they are, the rest escaped (\\x,
-    \\u, \\U: YAML has no surrogate pairs, so a character above U+FFFF is never two \\u escapes)."""
-    if ch in '"\\':
-        return "\\" + ch
-    if ch != "\t" and ch != "\n" and _BLOCK_SAFE.fullmatch(ch):
-        return ch
-    n = ord(ch)
-    return f"\\x{n:02x}" if n <= 0xFF else f"\\u{n:04x}" if n <= 0xFFFF else f"\\U{n:08x}"
+    return common.yaml_quoted(s)
 
 
 def _block_ok(text: str) -> bool:
     return (text.endswith("\n") and not text.endswith("\n\n") and not text.startswith((" ", "\n"))
-            and bool(_BLOCK_SAFE.fullmatch(text)))
+            and bool(common.YAML_BLOCK_SAFE.fullmatch(text)))
 
 
 def _mapping(obj: Mapping[str, object], indent: int) -> list[str]:
@@ -350,7 +334,7 @@ def _sequence(items: Sequence[object], indent: int) -> list[str]:
 
 def yaml_documents(head: Sequence[str], docs: Sequence[Mapping[str, object]]) -> str:
     """Comment lines, then each document after a `---` line."""
-    lines = list(head)
+    lines = common.comment_lines(head)
     for doc in docs:
         lines += ["---", *_mapping(doc, 0)]
     return "\n".join(lines) + "\n"

@@ -41,6 +41,7 @@ import datetime
 import math
 import os
 import re
+import shlex
 from typing import Mapping, Protocol, Union
 
 from kvplan.base import files
@@ -220,7 +221,7 @@ def render(req: EmitRequest) -> Emitted:
             f"# sizing {req.sizing}: " + ("max_tokens = the plan's pool" if use_exact and req.sizing == "exact" else
                                           "the default fraction buys fewer than the plan's tokens: max_tokens = "
                                           "the plan's pool" if use_exact else "the default fraction"),
-            f"# serve: trtllm-serve {common.model_ref(p)} --config trtllm.yaml (trtllm.sh)"]
+            f"# serve: trtllm-serve {shlex.quote(common.model_ref(p))} --config trtllm.yaml (trtllm.sh)"]
     yaml = common.yaml_text(head, body, notes_by_key)
     launch = common.Launch(("trtllm-serve", common.model_ref(p)), (("--config", common.beside("trtllm.yaml")),),
                            comments=tuple(head[1:-1]))

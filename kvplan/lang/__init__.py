@@ -144,5 +144,5 @@ def check_file(path: str, allow_paths: Sequence[str] = (), found_in: Optional[st
 
 def _syntax_diagnostic(exc: KvpSyntaxError, path: str, text: str = "") -> Diagnostic:
     span = exc.span or Span(path, 1, 1, 1, 1)
-    fix = syntax_fix(exc.code, span, exc.help, text) if exc.help and text else None
+    fix = exc.fix or (syntax_fix(exc.code, span, exc.help, text) if exc.help and text else None)
     return make(exc.code, exc.message, span, exc.help, fixes=[fix])

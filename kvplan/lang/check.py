@@ -48,6 +48,7 @@ from kvplan.lang.spec import (
     SpecFile,
     String,
     ValueNode,
+    quote,
 )
 from kvplan.model.profile import Profile, load_profile
 from kvplan.model.scenario import (
@@ -536,7 +537,7 @@ class _Checker:
         lies in the spec's folder (or below it) or an allowed one (--allow-path, allow-paths); else None, reported.
         A folder stands for the file `in_folder` in it (a model's config.json)."""
         if not isinstance(node, String):
-            quoted = '"' + _source_text(node).replace('\\', '\\\\').replace('"', '\\"') + '"'
+            quoted = quote(_source_text(node))
             self.report(codes.WRONG_KIND, f"{key} takes a quoted path", node.span,
                         help=f"quote it: `{key} = {quoted}`", fixes=[fx.replace(node.span, quoted)])
             return None

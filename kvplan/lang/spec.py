@@ -51,6 +51,11 @@ class String:
     span: Span
 
 
+def quote(text: str) -> str:
+    """`text` as a .kvp string literal: in double quotes, `\\` and `"` escaped (the parser reads it back as `text`)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 Scalar = Union[Quantity, Ident, String]
 
 

@@ -21,7 +21,8 @@ from lark import Lark, Token, Transformer_NonRecursive, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
 from lark.tree import Meta
 
-from kvplan.base import codes
+from kvplan.base import codes, controls
+from kvplan.base.diagnostics import Edit, Fix
 from kvplan.base.errors import KvplanError, Span
 from kvplan.base.near import close_matches
 from kvplan.base.units import UNITS
@@ -54,9 +55,11 @@ DECLARATIONS = ("deployment", "model", "device")
 class KvpSyntaxError(KvplanError):
     """A .kvp file that does not parse; `code` is its KV0xx diagnostic code."""
 
-    def __init__(self, code: str, message: str, *, span: Span, help: Optional[str] = None) -> None:
+    def __init__(self, code: str, message: str, *, span: Span, help: Optional[str] = None,
+                 fix: Optional[Fix] = None) -> None:
         super().__init__(message, help=help, span=span)
         self.code = code
+        self.fix = fix  # the edit, where the explainer knows it exactly (else kvplan.lang.fixes reads the help)
 
 
 # ------------------------------------------------------------------ parser
@@ -349,7 +352,7 @@ class _ToSpec(Transformer_NonRecursive[Token, SpecFile]):
 
     def _declaration(self, cls: type[Declaration], meta: Meta, children: _Named) -> Declaration:
         name, items = children
-        return cls(_unquote(name), self._tspan(name), items, self._span(meta))
+        return cls(_unquote(_plain_string(self.path, name)), self._tspan(name), items, self._span(meta))
 
     def deployment(self, meta: Meta, children: _Named) -> Declaration:
         return self._declaration(DeploymentDecl, meta, children)
@@ -396,7 +399,7 @@ class _ToSpec(Transformer_NonRecursive[Token, SpecFile]):
         return Ident(str(children[0]), self._span(meta))
 
     def string(self, meta: Meta, children: list[Token]) -> String:
-        return String(_unquote(children[0]), self._span(meta))
+        return String(_unquote(_plain_string(self.path, children[0])), self._span(meta))
 
     def list(self, meta: Meta, children: Sequence[Scalar]) -> ListValue:
         return ListValue(tuple(children), self._span(meta))
@@ -414,6 +417,31 @@ class _ToSpec(Transformer_NonRecursive[Token, SpecFile]):
 
 def _unquote(tok: Union[Token, str]) -> str:
     return _ESCAPE.sub(r"\1", str(tok)[1:-1])
+
+
+#: A string token's parts: an escape (`\"`, `\\`, a backslash before any other character) or one character.
+_STRING_PART = re.compile(r"\\.|.", re.S)
+
+
+def _plain_string(path: str, tok: Token) -> Token:
+    """`tok`, a STRING token, when it holds no control or bidirectional-formatting character (kvplan.base.controls:
+    a name or a path ends up in emitted files, where a carriage return or a line feed starts a line of its own and
+    an override shows the text in another order); else KV019 at the first one, fixed by the string without them."""
+    raw = str(tok)
+    at = controls.first(raw)
+    if at is None:
+        return tok
+    # drop each offending character with the backslash that escapes it; keep the rest as written
+    kept = "".join(part for part in _STRING_PART.findall(raw) if controls.first(part) is None)
+    n = controls.count(raw)
+    more, them = (f" and {n - 1} more", "them") if n > 1 else ("", "it")
+    shown = kept if len(kept) <= 60 else f"{kept[:30]}…{kept[-29:]}"
+    line, col = tok.line or 1, (tok.column or 1) + at
+    help = f"remove {them}: write {shown}"
+    raise KvpSyntaxError(codes.CONTROL_CHARACTER, f"this string holds {controls.describe(raw[at])}{more}: names, "
+                         "ids and paths may hold no control, line-separator or bidirectional-formatting character",
+                         span=Span(path, line, col, line, col + 1), help=help,
+                         fix=Fix(help, (Edit(_token_span(path, tok, raw), kept),)))
 
 
 # ----------------------------------------------------------- syntax errors
@@ -710,7 +738,7 @@ def _describe(tok: Token) -> str:
     if tok.type == "NUMBER":
         return f"the number `{tok}`"
     if tok.type == "STRING":
-        return f"the string `{tok}`"
+        return f"the string `{controls.escaped(str(tok))}`"
     return f"`{tok}`"
 
 

@@ -8,9 +8,9 @@ written with 12 significant digits, so the same measurements always give the sam
 
 from __future__ import annotations
 
-import json
 from typing import Sequence
 
+from kvplan.base import controls
 from kvplan.base.evidence import Value
 from kvplan.base.files import name as file_name
 from kvplan.base.files import stem
@@ -28,32 +28,37 @@ def _num(x: float) -> str:
     return text if any(c in text for c in ".en") else text + ".0"
 
 
+def _str(text: str) -> str:
+    """A TOML basic string: JSON's escapes, DEL escaped too (kvplan.base.controls)."""
+    return controls.dumps(text, ascii=True)
+
+
 def _time(seconds: float, unit: str) -> str:
     scale = {"ms": 1e3, "us": 1e6}[unit]
-    return json.dumps(f"{format(seconds * scale, '.12g')} {unit}")
+    return _str(f"{format(seconds * scale, '.12g')} {unit}")
 
 
 def profile(fits: Sequence[Fit], inputs: Sequence[str], path: str) -> str:
     """The TOML text of the profile at `path` for the fits that determined anything, inputs named as given."""
     kept = [f for f in fits if f.written]
-    names = ", ".join(file_name(p) or p for p in inputs)
+    names = ", ".join(controls.literal(file_name(p) or p) for p in inputs)  # a file's name is no line of its own
     out = [f"# written by kvplan calibrate from {len(inputs)} file{'s' if len(inputs) != 1 else ''}: {names}",
            "# A parameter absent from a [[fit]] was not determined by the measurements: kvplan uses its default.",
            "# docs/calibrate.md describes the format and the fit.",
            "",
            "[profile]",
-           f"name = {json.dumps(stem(path) or 'profile')}",
-           "inputs = [" + ", ".join(json.dumps(p) for p in inputs) + "]"]
+           f"name = {_str(stem(path) or 'profile')}",
+           "inputs = [" + ", ".join(_str(p) for p in inputs) + "]"]
     for f in kept:
         got = dict(f.fitted)
-        out += ["", "[[fit]]", f"device = {json.dumps(f.device)}", f"engine = {json.dumps(f.engine)}"]
+        out += ["", "[[fit]]", f"device = {_str(f.device)}", f"engine = {_str(f.engine)}"]
         for key, unit in PROFILE_KEYS:
             if key in got:
                 v = got[key].value
                 out.append(f"{key} = {_time(v, unit) if unit else _num(v)}")
         out += [f"points = {f.points}", f"rms_error = {_time(f.rms.value, 'ms')}"]
         for name, why in f.left_out:
-            out.append(f"# {name}: {why}")
+            out.append(f"# {name}: {controls.escaped(why)}")
         if f.kv_efficiency:
             out += ["", "[fit.kv_efficiency]", *(f"{k} = {_num(v.value)}" for k, v in f.kv_efficiency)]
     return "\n".join(out) + "\n"

@@ -18,6 +18,7 @@ from typing import Callable, Iterator, Optional, Protocol, Sequence
 from urllib.parse import quote
 
 from kvplan import __version__
+from kvplan.base import controls
 from kvplan.base.codes import CODES, Code, Severity
 from kvplan.base.diagnostics import Diagnostic
 from kvplan.base.errors import Span
@@ -149,6 +150,7 @@ def full(files: Sequence[CheckedFile]) -> str:
         out = [f"{_where(it)}: {d.code} [{d.severity.value}] {d.message}"]
         text, s = it.line_text(), it.span
         if text is not None and s is not None:
+            text = controls.visible(text)  # a carriage return or an override in the line would rewrite it on screen
             gutter = " " * len(str(s.line))
             out += [f"{gutter} |", f"{s.line} | {text}".rstrip(" "), f"{gutter} | {_underline(text, s)}"]
             tail_prefix = f"{gutter} = "

@@ -6,10 +6,13 @@ regime-map picture is embedded when the plot extra is installed.
 
 from __future__ import annotations
 
+import re
+import shlex
 import tempfile
 from pathlib import Path
 from typing import Sequence
 
+from kvplan.base import controls
 from kvplan.base.outputs import OutputTree, file_name, folder_name, scenario_folders
 from kvplan.base.units import fmt_tokens
 from kvplan.catalog import DTYPES
@@ -39,9 +42,7 @@ def write(plans: Sequence[Plan], out_dir: str, spec_path: str) -> list[str]:
         if image is not None:
             tree.write((where, image[0]), image[1])
         index = plan_view.index_markdown(p)
-        spec_name = Path(spec_path).name
-        lines = [index.rstrip("\n"), "",
-                 f"Spec: `{spec_name}`. Regenerate with `kvplan report {spec_name} -o <dir>`.", ""]
+        lines = [index.rstrip("\n"), "", _spec_line(Path(spec_path).name), ""]
         if image:
             lines += ["## Regime map", "", f"![regime map]({image[0]})", ""]
         lines += ["## Decision records", ""]
@@ -53,6 +54,21 @@ def write(plans: Sequence[Plan], out_dir: str, spec_path: str) -> list[str]:
         written.append(tree.write((where, "index.md"), "\n".join(lines) + "\n"))
         written.extend(records)
     return written
+
+
+def _code(text: str) -> str:
+    """A Markdown code span of `text`: fenced by one backtick more than the longest run in it (CommonMark)."""
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _spec_line(name: str) -> str:
+    """The index's line naming the spec file and the command that regenerates the documents. The name is a
+    literal where it is not plain text (kvplan.base.controls), so a file named `x<LF># heading.kvp` adds no line."""
+    again = (f" Regenerate with {_code(f'kvplan report {shlex.quote(name)} -o <dir>')}."
+             if controls.first(name) is None else "")
+    return f"Spec: {_code(controls.literal(name))}.{again}"
 
 
 def _regime_map_image(p: Plan) -> tuple[str, bytes] | None:
