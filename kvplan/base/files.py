@@ -41,7 +41,8 @@ class InputFileError(KvplanError):
         self.reason = reason
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a file of `mode` (st_mode) is, for a message: "a named pipe (FIFO)", "a directory", ..."""
     if stat.S_ISDIR(mode):
         return "a directory"
     if stat.S_ISFIFO(mode):
@@ -75,7 +76,7 @@ def read_bytes(path: str, *, limit: int = MAX_INPUT_BYTES, what: str = "the file
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise InputFileError(f"{what} is {_kind(info.st_mode)}; kvplan reads only regular files",
+            raise InputFileError(f"{what} is {file_kind(info.st_mode)}; kvplan reads only regular files",
                                  reason="type", span=start(path), help="give the path of a regular file")
         if info.st_size > limit:
             raise _too_large(path, what, limit)
@@ -157,8 +158,8 @@ def within(path: str, roots: Sequence[str]) -> bool:
     return False
 
 
-__all__ = ["InputFileError", "MAX_INPUT_BYTES", "blank", "decode", "location", "read_bytes", "read_text",
-           "refuse_blank", "start", "within"]
+__all__ = ["InputFileError", "MAX_INPUT_BYTES", "blank", "decode", "file_kind", "location", "read_bytes",
+           "read_text", "refuse_blank", "start", "within"]
 
 
 # ------------------------------------------------------------------ path text without pathlib
