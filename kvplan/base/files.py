@@ -18,6 +18,7 @@ of their own (what the file should hold).
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from typing import Optional, Sequence
@@ -33,7 +34,8 @@ MAX_INPUT_BYTES = 1024 * 1024
 class InputFileError(KvplanError):
     """An input file that is not a readable regular UTF-8 file of bounded size, or holds nothing.
 
-    `reason` is "type" (not a regular file), "size", "utf8" or "blank".
+    `reason` is "type" (not a regular file), "link" (a symbolic link where none is followed), "size", "utf8" or
+    "blank".
     """
 
     def __init__(self, message: str, *, reason: str, span: Span, help: Optional[str] = None) -> None:
@@ -61,18 +63,27 @@ def start(path: str) -> Span:
     return Span(path, 1, 1, 1, 1)
 
 
-def read_bytes(path: str, *, limit: int = MAX_INPUT_BYTES, what: str = "the file") -> bytes:
+def read_bytes(path: str, *, limit: int = MAX_INPUT_BYTES, what: str = "the file", follow_links: bool = True) -> bytes:
     """The bytes of the regular file `path`, at most `limit` of them; InputFileError otherwise.
 
     `what` names the file in messages ("the model config"); the error's span names its path.
+    Without `follow_links`, a symbolic link is refused too (reason "link"), not read through.
     OSError (no such file, no permission) is left to the caller, which knows how to name it.
     """
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
+    if not follow_links:
+        if os.path.islink(path):  # also where O_NOFOLLOW is missing; the flag closes the race on the rest
+            raise _a_link(path, what)
+        flags |= getattr(os, "O_NOFOLLOW", 0)
     try:
         fd = os.open(path, flags)
     except IsADirectoryError:
         raise InputFileError(f"{what} is a directory; kvplan reads only regular files", reason="type",
                              span=start(path), help="give the path of a file in it") from None
+    except OSError as exc:
+        if not follow_links and exc.errno == errno.ELOOP:
+            raise _a_link(path, what) from None
+        raise
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -94,6 +105,11 @@ def read_bytes(path: str, *, limit: int = MAX_INPUT_BYTES, what: str = "the file
     if len(data) > limit:  # it grew while we read
         raise _too_large(path, what, limit)
     return data
+
+
+def _a_link(path: str, what: str) -> InputFileError:
+    return InputFileError(f"{what} is a symbolic link; kvplan does not read through links here", reason="link",
+                          span=start(path), help="put the file itself there")
 
 
 def _too_large(path: str, what: str, limit: int) -> InputFileError:
