@@ -5,6 +5,7 @@ Exit codes: 0 clean, 1 findings, 2 could not run.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import sys
@@ -350,20 +351,25 @@ def map_cmd(model_id: str | None, model_config: str | None, device_id: str, n_de
     click.echo(map_view.text(rm) if fmt == "text" else map_view.json_text(rm), nl=False)
 
 
-def _written(stream: Iterator[tuple[int, str]], out: IO[str]) -> Iterator[int]:
-    """Write a sweep's text pieces to `out`, yielding each piece's rows (for the progress bar)."""
+def _written(stream: Iterator[tuple[int, str]], out: IO[bytes]) -> Iterator[int]:
+    """Write a sweep's text pieces to `out` as UTF-8, yielding each piece's rows (for the progress bar)."""
     for n, text in stream:
-        out.write(text)
+        out.write(text.encode("utf-8"))
         yield n
 
 
-def _sweep_output(fmt: str, output: str) -> IO[Any]:
-    """The sweep's output file: binary for Parquet and CSV (made as UTF-8 bytes, whole columns at a time)."""
-    binary = fmt in ("parquet", "csv")
-    if binary and output == "-":
+@contextlib.contextmanager
+def _sweep_output(output: str) -> Iterator[IO[bytes]]:
+    """The sweep's output, binary in every format: stdout's buffer, or a file that replaces `output` once the
+    sweep is complete (kvplan.base.outputs: no link or device written through)."""
+    if output == "-":
         sys.stdout.flush()
-    return (sys.stdout.buffer if binary else sys.stdout) if output == "-" else (
-        open(output, "wb") if binary else open(output, "w", encoding="utf-8", newline=""))
+        yield sys.stdout.buffer
+        return
+    from kvplan.base.outputs import replaced_file
+
+    with replaced_file(output) as fh:
+        yield fh
 
 
 def _csv_only(fmt: str, exact: bool, jobs: int) -> None:
@@ -438,29 +444,26 @@ def sweep_cmd(spec_file: str | None, model_id: str | None, model_config: str | N
     total = sw.total_points(specs)
     if fmt == "parquet":
         sw.parquet_schema(False)  # without pyarrow: the one-line error, before the output file is made
-    out = _sweep_output(fmt, output)
     try:
-        if fmt == "parquet":
-            steps: Iterator[int] = sw.parquet_write(specs, out)  # a binary file: opened "wb" or stdout's buffer
-        elif fmt == "csv":
-            steps = sw.csv_write(specs, out, exact=exact, jobs=int(jobs))
-        else:
-            steps = _written(sw.json_text(specs), out)
-        if total > 100_000 and sys.stderr.isatty():
-            with click.progressbar(length=total, label="sweep", file=sys.stderr) as bar:
-                for n in steps:
-                    bar.update(n)
-        else:
-            for _ in steps:
-                pass
-        out.flush()
+        with _sweep_output(output) as out:
+            if fmt == "parquet":
+                steps: Iterator[int] = sw.parquet_write(specs, out)
+            elif fmt == "csv":
+                steps = sw.csv_write(specs, out, exact=exact, jobs=int(jobs))
+            else:
+                steps = _written(sw.json_text(specs), out)
+            if total > 100_000 and sys.stderr.isatty():
+                with click.progressbar(length=total, label="sweep", file=sys.stderr) as bar:
+                    for n in steps:
+                        bar.update(n)
+            else:
+                for _ in steps:
+                    pass
+            out.flush()
     except BrokenPipeError:  # the reader stopped early (| head): not an error of ours
         import os
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    finally:
-        if output != "-":
-            out.close()
 
 
 @main.command("tables")
@@ -595,6 +598,7 @@ def fmt_cmd(paths: tuple[str, ...], check: bool, diff: bool) -> None:
     """Rewrite .kvp files in the canonical layout (comments kept). Exit 2 on a syntax error."""
     import difflib
 
+    from kvplan.base.outputs import write_file
     from kvplan.lang import read_spec
     from kvplan.lang.fmt import format_source
     from kvplan.lang.lint import collect
@@ -620,8 +624,12 @@ def fmt_cmd(paths: tuple[str, ...], check: bool, diff: bool) -> None:
         elif check:
             click.echo(f"would reformat {path}")
         else:
-            with open(path, "w", encoding="utf-8", newline="") as fh:
-                fh.write(new)
+            try:  # a spec that is a link, a hard link or no regular file is refused, not written through
+                write_file(path, new, option="fmt")
+            except KvplanError as exc:
+                click.echo(f"kvplan: error: {exc}", err=True)
+                changed.pop()
+                broken += 1
     dry = check or diff
     n = len(changed)
     verb = "would be reformatted" if dry else "reformatted"
@@ -944,9 +952,9 @@ def import_cmd(source: str, engine: str, model_id: str | None, model_config: str
     if output == "-":
         click.echo(result.text, nl=False)
     else:
-        with open(output, "w", encoding="utf-8", newline="") as fh:
-            fh.write(result.text)
-        click.echo(f"wrote {output}", err=True)
+        from kvplan.base.outputs import write_file
+
+        click.echo(f"wrote {write_file(output, result.text)}", err=True)
 
 
 @main.command("calibrate")
@@ -997,9 +1005,9 @@ def calibrate_cmd(paths: tuple[str, ...], output: str, model_id: str | None, dev
     click.echo(calibrate_view.text(fits, ()), nl=False)
     if not any(f.written for f in fits):
         _fail("the measurements determine no parameter; no profile written (see above what each would need)")
-    with open(output, "w", encoding="utf-8", newline="") as fh:
-        fh.write(calibrate_view.profile(fits, paths, output))
-    click.echo(f"wrote {output}", err=True)
+    from kvplan.base.outputs import write_file
+
+    click.echo(f"wrote {write_file(output, calibrate_view.profile(fits, paths, output))}", err=True)
 
 
 @main.command("completion")

@@ -18,6 +18,7 @@ of their own (what the file should hold).
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from typing import Optional, Sequence
@@ -33,7 +34,8 @@ MAX_INPUT_BYTES = 1024 * 1024
 class InputFileError(KvplanError):
     """An input file that is not a readable regular UTF-8 file of bounded size, or holds nothing.
 
-    `reason` is "type" (not a regular file), "size", "utf8" or "blank".
+    `reason` is "type" (not a regular file), "link" (a symbolic link where none is followed), "size", "utf8" or
+    "blank".
     """
 
     def __init__(self, message: str, *, reason: str, span: Span, help: Optional[str] = None) -> None:
@@ -41,7 +43,8 @@ class InputFileError(KvplanError):
         self.reason = reason
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a file of `mode` (st_mode) is, for a message: "a named pipe (FIFO)", "a directory", ..."""
     if stat.S_ISDIR(mode):
         return "a directory"
     if stat.S_ISFIFO(mode):
@@ -60,22 +63,31 @@ def start(path: str) -> Span:
     return Span(path, 1, 1, 1, 1)
 
 
-def read_bytes(path: str, *, limit: int = MAX_INPUT_BYTES, what: str = "the file") -> bytes:
+def read_bytes(path: str, *, limit: int = MAX_INPUT_BYTES, what: str = "the file", follow_links: bool = True) -> bytes:
     """The bytes of the regular file `path`, at most `limit` of them; InputFileError otherwise.
 
     `what` names the file in messages ("the model config"); the error's span names its path.
+    Without `follow_links`, a symbolic link is refused too (reason "link"), not read through.
     OSError (no such file, no permission) is left to the caller, which knows how to name it.
     """
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
+    if not follow_links:
+        if os.path.islink(path):  # also where O_NOFOLLOW is missing; the flag closes the race on the rest
+            raise _a_link(path, what)
+        flags |= getattr(os, "O_NOFOLLOW", 0)
     try:
         fd = os.open(path, flags)
     except IsADirectoryError:
         raise InputFileError(f"{what} is a directory; kvplan reads only regular files", reason="type",
                              span=start(path), help="give the path of a file in it") from None
+    except OSError as exc:
+        if not follow_links and exc.errno == errno.ELOOP:
+            raise _a_link(path, what) from None
+        raise
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise InputFileError(f"{what} is {_kind(info.st_mode)}; kvplan reads only regular files",
+            raise InputFileError(f"{what} is {file_kind(info.st_mode)}; kvplan reads only regular files",
                                  reason="type", span=start(path), help="give the path of a regular file")
         if info.st_size > limit:
             raise _too_large(path, what, limit)
@@ -93,6 +105,11 @@ def read_bytes(path: str, *, limit: int = MAX_INPUT_BYTES, what: str = "the file
     if len(data) > limit:  # it grew while we read
         raise _too_large(path, what, limit)
     return data
+
+
+def _a_link(path: str, what: str) -> InputFileError:
+    return InputFileError(f"{what} is a symbolic link; kvplan does not read through links here", reason="link",
+                          span=start(path), help="put the file itself there")
 
 
 def _too_large(path: str, what: str, limit: int) -> InputFileError:
@@ -157,8 +174,8 @@ def within(path: str, roots: Sequence[str]) -> bool:
     return False
 
 
-__all__ = ["InputFileError", "MAX_INPUT_BYTES", "blank", "decode", "location", "read_bytes", "read_text",
-           "refuse_blank", "start", "within"]
+__all__ = ["InputFileError", "MAX_INPUT_BYTES", "blank", "decode", "file_kind", "location", "read_bytes",
+           "read_text", "refuse_blank", "start", "within"]
 
 
 # ------------------------------------------------------------------ path text without pathlib

@@ -1,5 +1,20 @@
-"""Writing `emit -o DIR` and `report -o DIR`: one folder per scenario, nothing written through a link.
+"""Every file kvplan writes: `emit -o DIR` and `report -o DIR` (one folder per scenario), and each single
+file (`sweep -o`, `calibrate -o`, `import -o`, `map --plot/--roofline`, `pareto --plot`, `fmt`). One rule:
 
+- Nothing is written through a link, a FIFO or a device. The file a write would replace may be
+  absent or a regular file with one name; a symbolic link, a hard link (a second name of a file
+  elsewhere), a FIFO, a device or a directory there is refused with one line (exit 2), and the
+  file it points at is left untouched. The one exception is the null device itself (`-o
+  /dev/null`, not a link to it), written as it is: it holds nothing a write could hijack. An
+  output directory and every folder under it are opened relative to their parent with
+  O_NOFOLLOW, so a link planted in the output tree (`out/chat -> /etc`) is refused too; the
+  folders above the output path are the user's own and may be links.
+- Every write is an atomic replace: the bytes go to a new temporary file beside the target
+  (O_CREAT | O_EXCL | O_NOFOLLOW, relative to the folder's descriptor where the platform has
+  dir_fd), which is renamed onto the name when it is complete. A reader sees the old file or the
+  new one, never half of one; a failed or interrupted write leaves the old file as it was; a
+  streamed write (`sweep -o`, 10^7 rows) streams into the temporary file. A replaced file keeps
+  its permission bits.
 - Folder names come from scenario names: NFKC-normalized, case-folded, every run of characters
   that is not a letter, digit or mark becomes one `-` (`Chat 70B` → `chat-70b`; letters of any
   script are kept, `Чат` → `чат`). Two scenarios whose names give the same folder (`Chat` and
@@ -9,31 +24,27 @@
   is shortened deterministically: its first characters, `-`, and 10 hex digits of the SHA-256 of
   the whole name, so the same name always gives the same folder and two long names that share a
   beginning stay apart.
-- Nothing is written through a symbolic link: the output directory and every folder and file under
-  it are opened relative to their parent with O_NOFOLLOW, so a link planted in the output tree
-  (`out/chat -> /etc`, `out/chat/vllm.sh -> ~/.bashrc`) is refused with one line instead of
-  followed. A file is written only over a regular file with a single link (not a FIFO, a device
-  or a hard link to a file elsewhere).
 - An empty output path is refused (`-o ""` would write into the working directory).
 """
-
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
+import shlex
 import stat
 import unicodedata
-from typing import Mapping, Optional, Protocol, Sequence
+from typing import BinaryIO, Iterator, Mapping, Optional, Protocol, Sequence
 
 from kvplan.base.errors import KvplanError, Span
+from kvplan.base.files import file_kind
 
 #: Longest folder or file name kvplan writes, in characters (file systems allow 255 bytes).
 MAX_NAME = 96
 _NAME_BYTES = 255
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
-_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _DIR_FD = os.open in os.supports_dir_fd and os.mkdir in os.supports_dir_fd and bool(_NOFOLLOW)
 
 
@@ -120,9 +131,12 @@ def check_out_dir(out_dir: str, option: str = "-o") -> None:
                           help=f"give a directory, e.g. `{option} out`, or `{option} .` for this one")
 
 
+_ELSEWHERE = "or write to another path"
+
+
 def _refuse_link(path: str) -> OutputError:
     return OutputError(f"{path} is a symbolic link; kvplan does not write through links",
-                       help="remove it, or give -o a directory without links in it")
+                       help=f"remove the link if it is yours, {_ELSEWHERE}")
 
 
 def _open_dir(path: str, parent: Optional[int], name: str) -> int:
@@ -138,23 +152,148 @@ def _open_dir(path: str, parent: Optional[int], name: str) -> int:
         if exc.errno in (errno.ELOOP, errno.EMLINK) or (exc.errno == errno.ENOTDIR and _is_link(name, parent)):
             raise _refuse_link(path) from None
         if exc.errno == errno.ENOTDIR:
-            raise OutputError(f"{path} is not a directory", help="remove it or give -o another directory") from None
+            raise OutputError(f"{path} is not a directory", help=f"remove it, {_ELSEWHERE}") from None
         raise
+
+
+def _lstat(name: str, parent: Optional[int]) -> Optional[os.stat_result]:
+    try:
+        return os.lstat(name, dir_fd=parent) if parent is not None else os.lstat(name)
+    except FileNotFoundError:
+        return None
 
 
 def _is_link(name: str, parent: Optional[int]) -> bool:
     try:
-        st = os.lstat(name, dir_fd=parent) if parent is not None else os.lstat(name)
+        st = _lstat(name, parent)
     except OSError:
         return False
-    return stat.S_ISLNK(st.st_mode)
+    return st is not None and stat.S_ISLNK(st.st_mode)
+
+
+def _writable(shown: str, name: str, parent: Optional[int]) -> Optional[os.stat_result]:
+    """The status of the file `name` in `parent` that a write will replace (None: there is none yet); refused when
+    it is a link, a hard link, or not a regular file (a FIFO, a device, a directory)."""
+    st = _lstat(name, parent)
+    if st is None:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        raise _refuse_link(shown)
+    if not stat.S_ISREG(st.st_mode):
+        device = stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+        raise OutputError(f"{shown} is {file_kind(st.st_mode)}, not a regular file; kvplan writes only regular "
+                          "files", help="give the path of a regular file" if device else f"remove it, {_ELSEWHERE}")
+    if st.st_nlink > 1:
+        raise OutputError(f"{shown} is a hard link to another file ({st.st_nlink} names); kvplan does not write "
+                          "through links", help=f"remove this name of it, {_ELSEWHERE}")
+    return st
+
+
+#: How many fresh names the temporary file may try before giving up (each is 64 random bits).
+_TEMP_TRIES = 16
+
+
+@contextlib.contextmanager
+def _replacing(shown: str, name: str, parent: Optional[int], *, executable: bool = False) -> Iterator[BinaryIO]:
+    """A new binary file that becomes `name` in `parent` (a dir fd; None: `name` is a path) when the block ends
+    without an error, in one rename; on an error it is removed and `name` is left as it was.
+
+    The file is made beside `name` (a rename does not cross file systems) with O_CREAT | O_EXCL | O_NOFOLLOW, so
+    it is always a new regular file of kvplan's; the rename replaces the directory entry `name`, so even a link
+    put there after the check is replaced, never written through."""
+    old = _writable(shown, name, parent)
+    kw = {} if parent is None else {"dir_fd": parent}
+    folder, base = os.path.split(name) if parent is None else ("", name)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_BINARY", 0)
+    for _ in range(_TEMP_TRIES):
+        temp = os.path.join(folder, f".{base[:32]}.{os.urandom(8).hex()}.kvplan-tmp")
+        try:
+            fd = os.open(temp, flags, 0o777 if executable else 0o666, **kw)
+            break
+        except FileExistsError:
+            continue
+        except PermissionError:  # the file may be writable, but a write makes a new one beside it
+            raise OutputError(f"cannot write {shown}: its folder is not writable (kvplan writes a new file beside "
+                              "it and renames it onto the name)", help=f"make the folder writable, {_ELSEWHERE}") \
+                from None
+    else:  # pragma: no cover - 16 collisions of 64 random bits
+        raise OutputError(f"cannot make a temporary file beside {shown}", help="remove the *.kvplan-tmp files there")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            yield fh
+            mode = 0o755 if executable else None if old is None else stat.S_IMODE(old.st_mode)
+            if mode is not None and hasattr(os, "fchmod"):  # a replaced file keeps its permissions
+                os.fchmod(fh.fileno(), mode)
+        if parent is None:
+            os.replace(temp, name)
+        else:
+            os.replace(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
+    except BaseException:
+        try:
+            os.unlink(temp, **kw)
+        except OSError:
+            pass
+        raise
+
+
+@contextlib.contextmanager
+def replaced_file(path: str, *, option: str = "-o", executable: bool = False) -> Iterator[BinaryIO]:
+    """The one way kvplan writes a single file (`sweep -o`, `calibrate -o`, `map --plot`, `fmt`, ...): a binary file
+    whose contents replace `path` when the block ends without an error (see `_replacing`).
+
+    `path` must name a file in an existing folder; that folder may be reached through links (it is the user's own
+    path), the file itself may not be one, nor a hard link, a FIFO, a device or a directory. `option` names the
+    option the path came from in the messages about the path itself."""
+    if not path.strip():
+        raise OutputError(f"{option} names no file", help=f"give a file name, e.g. `{option} out.csv`")
+    folder, name = os.path.split(path)
+    if not name or name in (".", ".."):
+        raise OutputError(f"{option} {path} names a directory, not a file", help=f"give {option} a file name in it")
+    if _is_null_device(path):  # `-o /dev/null`: nothing to replace, and no file anywhere is written
+        with open(path, "wb") as fh:
+            yield fh
+        return
+    if not _DIR_FD:  # pragma: no cover - platforms without dir_fd / O_NOFOLLOW: checks by path
+        with _replacing(path, path, None, executable=executable) as fh:
+            yield fh
+        return
+    try:
+        dfd = os.open(folder or ".", os.O_RDONLY | _DIRECTORY)
+    except FileNotFoundError:
+        raise OutputError(f"{folder} does not exist, so {path} cannot be written",
+                          help=f"make the folder first (mkdir -p {shlex.quote(folder)}), {_ELSEWHERE}") from None
+    except NotADirectoryError:
+        raise OutputError(f"{folder} is not a directory, so {path} cannot be written",
+                          help=f"remove it, {_ELSEWHERE}") from None
+    try:
+        with _replacing(path, name, dfd, executable=executable) as fh:
+            yield fh
+    finally:
+        os.close(dfd)
+
+
+def _is_null_device(path: str) -> bool:
+    """Whether `path` is the null device itself (os.devnull, not a link to it): the one device kvplan writes to,
+    since writing there hijacks nothing (a benchmark's `-o /dev/null`)."""
+    try:
+        st = os.lstat(path)
+        return stat.S_ISCHR(st.st_mode) and st.st_rdev == os.stat(os.devnull).st_rdev
+    except (OSError, AttributeError):  # no such path; or no st_rdev (Windows, where os.devnull is `nul`)
+        return False
+
+
+def write_file(path: str, data: str | bytes, *, option: str = "-o", executable: bool = False) -> str:
+    """Write `data` (text as UTF-8, newlines as given) to `path` through `replaced_file`; return `path`."""
+    with replaced_file(path, option=option, executable=executable) as fh:
+        fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+    return path
 
 
 class OutputTree:
     """The files of one `-o DIR`: `write(("chat", "vllm.sh"), text)` writes DIR/chat/vllm.sh.
 
     Each write opens DIR and the folders below it one at a time, each relative to the one above
-    and without following a link, and closes them again."""
+    and without following a link, and replaces the file as `replaced_file` does."""
 
     def __init__(self, out_dir: str, option: str = "-o") -> None:
         check_out_dir(out_dir, option)
@@ -188,45 +327,22 @@ class OutputTree:
             if not p or p in (".", "..") or "/" in p or os.sep in p:
                 raise OutputError(f"{p!r} is not a file or folder name kvplan writes")  # a kvplan bug
         shown = self.path(*parts)
+        blob = data.encode("utf-8") if isinstance(data, str) else data
         if not _DIR_FD:  # no dir_fd / O_NOFOLLOW on this platform: check each component, then write
-            return self._write_checked(shown, tuple(dirs), name, data, executable)
+            self._check_dirs(tuple(dirs))
+            with _replacing(shown, shown, None, executable=executable) as fh:
+                fh.write(blob)
+            return shown
         fds = self._open_dirs(dirs)
         try:
-            fd = self._open_file(shown, name, fds[-1], 0o777 if executable else 0o666)
+            with _replacing(shown, name, fds[-1], executable=executable) as fh:
+                fh.write(blob)
         finally:
             for dfd in fds:
                 os.close(dfd)
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise OutputError(f"{shown} exists and is not a regular file", help="remove it")
-            if st.st_nlink > 1:
-                raise OutputError(f"{shown} is a hard link to another file; kvplan does not write through links",
-                                  help="remove it")
-            os.ftruncate(fd, 0)
-            blob = data.encode("utf-8") if isinstance(data, str) else data
-            view = memoryview(blob)
-            while view:
-                view = view[os.write(fd, view):]
-            if executable and hasattr(os, "fchmod"):
-                os.fchmod(fd, 0o755)
-        finally:
-            os.close(fd)
         return shown
 
-    @staticmethod
-    def _open_file(shown: str, name: str, dfd: int, mode: int) -> int:
-        try:
-            return os.open(name, os.O_WRONLY | os.O_CREAT | _NOFOLLOW | _NONBLOCK, mode, dir_fd=dfd)
-        except OSError as exc:
-            if exc.errno in (errno.ELOOP, errno.EMLINK) or _is_link(name, dfd):
-                raise _refuse_link(shown) from None
-            if exc.errno in (errno.ENXIO, errno.EISDIR):
-                raise OutputError(f"{shown} exists and is not a regular file", help="remove it") from None
-            raise
-
-    def _write_checked(self, shown: str, dirs: tuple[str, ...], name: str, data: str | bytes,
-                       executable: bool) -> str:  # pragma: no cover - platforms without O_NOFOLLOW
+    def _check_dirs(self, dirs: tuple[str, ...]) -> None:  # pragma: no cover - platforms without O_NOFOLLOW
         path = os.path.normpath(self.root)
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         for part in ("", *dirs):
@@ -234,17 +350,7 @@ class OutputTree:
             if os.path.islink(path):
                 raise _refuse_link(path)
             os.makedirs(path, exist_ok=True)
-        target = os.path.join(path, name)
-        if os.path.islink(target):
-            raise _refuse_link(target)
-        if os.path.exists(target) and not os.path.isfile(target):
-            raise OutputError(f"{shown} exists and is not a regular file", help="remove it")
-        with open(target, "wb") as fh:
-            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
-        if executable:
-            os.chmod(target, 0o755)
-        return shown
 
 
 __all__ = ["MAX_NAME", "OutputError", "OutputTree", "check_out_dir", "file_name", "folder_name", "folder_names",
-           "scenario_folders"]
+           "replaced_file", "scenario_folders", "write_file"]

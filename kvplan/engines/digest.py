@@ -16,7 +16,9 @@ not — pinning the plan's own choices — does not. A header that names overrid
 (`· overrides runtime_reserve=… ·`, from `kvplan emit --runtime-reserve`) is
 checked against the plan made with the same overrides. The check is opt-in, so a stale config is an
 error: whoever asks for it wants CI to fail when the configs lag the spec. Files without a header are not kvplan's and
-are left alone; a directory that does not exist means nothing was emitted.
+are left alone; a directory that does not exist means nothing was emitted. The folder is read as any input is
+(kvplan.base.files): a link (to a file or a folder, or the folder itself), a FIFO, a device or a file larger than
+MAX_BYTES is not followed nor read, and is reported (KV401: kvplan emits none, so its plan cannot be checked).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Optional
 from kvplan.base.codes import STALE_CONFIG
 from kvplan.base.diagnostics import Diagnostic, make
 from kvplan.base.errors import Span
+from kvplan.base.files import InputFileError, read_bytes
 from kvplan.catalog.engines import concrete
 from kvplan.engines.common import HEADER, HEADER_OVERRIDES, header_field
 from kvplan.lang import CheckResult
@@ -49,23 +52,25 @@ def emitted_dir(spec_path: str) -> Path:
     return p.with_name(p.stem + ".kvplan")
 
 
-def read_header(path: Path) -> Optional[dict[str, str]]:
-    """The fields of a file's kvplan header, or None when it has none."""
-
+def read_header(path: Path) -> tuple[Optional[dict[str, str]], Optional[str]]:
+    """The fields of a file's kvplan header (None when it has none), and why the file cannot be an emitted config
+    (None when it can): it is a link, a FIFO, a device or larger than MAX_BYTES. Read without following a link,
+    without blocking and at most MAX_BYTES (kvplan.base.files)."""
     try:
-        if path.stat().st_size > MAX_BYTES:
-            return None
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
+        data = read_bytes(str(path), limit=MAX_BYTES, what=os.path.normpath(str(path)), follow_links=False)
+    except InputFileError as exc:
+        return None, exc.message
+    except OSError:  # gone since the walk, or not readable: not a file kvplan can check
+        return None, None
+    text = data.decode("utf-8", errors="replace")
     if text.lstrip().startswith("{"):
-        return _json_header(text)
+        return _json_header(text), None
     for line in text.splitlines()[:HEADER_LINES]:
         m = HEADER.match(line)
         if m:
             fields = m.groupdict()
-            return {**fields, "spec": header_field(fields["spec"]), "scenario": header_field(fields["scenario"])}
-    return None
+            return {**fields, "spec": header_field(fields["spec"]), "scenario": header_field(fields["scenario"])}, None
+    return None, None
 
 
 def _json_header(text: str) -> Optional[dict[str, str]]:
@@ -104,12 +109,21 @@ def parse_overrides(text: Optional[str]) -> Optional[dict[str, float]]:
     return out
 
 
-def _files(root: Path) -> list[Path]:
-    out = []
+def _files(root: Path) -> tuple[list[Path], list[Path]]:
+    """The files under `root` in a stable order, and the folder links among them (listed, never followed)."""
+    out, links = [], []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
+        links += [Path(dirpath) / d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
         out += [Path(dirpath) / f for f in sorted(filenames)]
-    return out
+    return out, links
+
+
+def _not_emitted(result: CheckResult, root: Path, why: str) -> Diagnostic:
+    """KV401 for a path in the emitted folder that no `kvplan emit` wrote: its plan cannot be checked."""
+    return make(STALE_CONFIG, f"{why} (no `kvplan emit` writes one), so its plan digest is not checked",
+                _span(result, None),
+                help=f"remove it, then rerun `kvplan emit {result.path} -o {os.path.normpath(str(root))}`")
 
 
 def _span(result: CheckResult, sc: Optional[Scenario]) -> Span:
@@ -133,11 +147,21 @@ def _memo(seen: dict[int, set[str]], p: Plan) -> set[str]:
 def check_digests(result: CheckResult) -> list[Diagnostic]:
     """KV401 for each emitted file whose plan digest differs from the spec's plan now."""
     root = emitted_dir(str(result.path))
+    if root.is_symlink():
+        return [_not_emitted(result, root, f"{os.path.normpath(str(root))} is a symbolic link")]
     if not root.is_dir():
         return []
-    found = [(f, h) for f in _files(root) if (h := read_header(f)) is not None]
+    paths, links = _files(root)
+    out = [_not_emitted(result, root, f"{os.path.normpath(str(d))} is a symbolic link to a folder") for d in links]
+    found = []
+    for f in paths:
+        h, why = read_header(f)
+        if why is not None:
+            out.append(_not_emitted(result, root, why))
+        elif h is not None:
+            found.append((f, h))
     if not found:
-        return []
+        return out
 
     by_overrides: dict[str, dict[str, Plan]] = {}
 
@@ -150,7 +174,6 @@ def check_digests(result: CheckResult) -> list[Diagnostic]:
             by_overrides[key] = {p.scenario.name: p for p in plans_for(result, None, **over)}
         return by_overrides[key]
 
-    out: list[Diagnostic] = []
     engine_digests: dict[int, set[str]] = {}
     for path, h in found:
         shown = os.path.normpath(str(path))

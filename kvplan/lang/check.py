@@ -403,16 +403,18 @@ class _Checker:
 
     def _number(self, node: Scalar, key: str, dim: Dim, table: Optional[Mapping[str, float]] = None,
                 *, integer: bool = False, lo: Optional[float] = None, hi: Optional[float] = None,
-                lo_open: bool = False, what: Optional[str] = None, why: str = "", op: str = "=") -> Optional[float]:
+                lo_open: bool = False, what: Optional[str] = None, why: str = "", op: str = "=",
+                example: Optional[str] = None) -> Optional[float]:
         """A quantity in base units, dimension-, integer- and range-checked; None after reporting.
-        `op` is how the key is written (`step_time <= ...` in slo), so that examples are valid."""
+        `op` is how the key is written (`step_time <= ...` in slo), so that examples are valid; a value out of
+        range gets `example` as its fix where one is given."""
         what = what or key
         if not isinstance(node, Quantity):
             self._not_a_quantity(node, key, dim, what, op)
             return None
         value = self._in_base_units(node, key, dim, table if table is not None else UNITS[dim], what, op)
         if value is None or not self._in_range(node, value, key, dim, integer=integer, lo=lo, hi=hi,
-                                               lo_open=lo_open, what=what, why=why, op=op):
+                                               lo_open=lo_open, what=what, why=why, op=op, example=example):
             return None
         if dim is Dim.TOKENS and node.unit == "K":
             self._ambiguous_k(node, what)
@@ -470,7 +472,8 @@ class _Checker:
                         help=hint, fixes=[_did_you_mean(node.unit_span, hint)])
 
     def _in_range(self, node: Quantity, value: float, key: str, dim: Dim, *, integer: bool, lo: Optional[float],
-                  hi: Optional[float], lo_open: bool, what: str, why: str, op: str) -> bool:
+                  hi: Optional[float], lo_open: bool, what: str, why: str, op: str,
+                  example: Optional[str] = None) -> bool:
         """Whether `value` is finite, whole where `integer`, and within the bounds; reports when not."""
         written = _shown(node.text)
         bounds = f"{what} must be {_range_words(lo, hi, lo_open, dim, node.unit)}" + (f" ({why})" if why else "")
@@ -486,7 +489,9 @@ class _Checker:
         low_bad = lo is not None and (value <= lo if lo_open else value < lo)
         high_bad = hi is not None and value > hi
         if low_bad or high_bad:
-            self.report(codes.OUT_OF_RANGE, f"{what} = {written} is out of range", node.span, help=bounds)
+            self.report(codes.OUT_OF_RANGE, f"{what} = {written} is out of range", node.span,
+                        help=bounds if example is None else f"{bounds}, e.g. `{key} {op} {example}`",
+                        fixes=[] if example is None else [fx.replace(node.span, example, f"{key} {op} {example}")])
             return False
         return True
 
@@ -1335,7 +1340,8 @@ class _Checker:
             if key == "rate":
                 table = REQUEST_RATE_UNITS
             value = self._number(node, key, dim, table, integer=integer, lo=lo, hi=hi,
-                                 why=_LIMIT if key != "reuse" else "")
+                                 lo_open=key == "rate",  # no requests: the load model has no steady state to plan
+                                 why=_LIMIT if key != "reuse" else "", example="20/s" if key == "rate" else None)
             if value is None:
                 ok = False
                 continue
@@ -1634,6 +1640,8 @@ def _range_words(lo: Optional[float], hi: Optional[float], lo_open: bool, dim: D
     def show(x: float) -> str:
         if unit == "%":
             return f"{x * 100:g}%"
+        if dim is Dim.RATE and unit in REQUEST_RATE_UNITS:  # requests, not tokens, per second
+            return f"{x:g}".replace("e+0", "e").replace("e+", "e") + "/s"
         if dim is Dim.COUNT and x >= 1e12:
             return fmt_unit(x, "1")                      # parameters: `1000T`
         if dim in (Dim.COUNT, Dim.TOKENS, Dim.NUMBER, Dim.FRACTION):

@@ -790,15 +790,15 @@ class _KeepOpen(io.RawIOBase):
         super().close()
 
 
-def parquet_write(specs: Sequence[SweepSpec], sink: "str | IO[bytes]", chunk: int = CHUNK) -> Iterator[int]:
-    """Write the sweep to `sink` (a path, or a binary file left open) as Parquet, one row group per
-    evaluated chunk, so memory stays flat; yields the rows of each row group as it is written. The
-    values are the floats the model computed, the same the CSV's round-trip text reads back to."""
+def parquet_write(specs: Sequence[SweepSpec], sink: IO[bytes], chunk: int = CHUNK) -> Iterator[int]:
+    """Write the sweep to `sink` (a binary file, left open: stdout, or the file kvplan.base.outputs replaces, never
+    a path pyarrow would open itself) as Parquet, one row group per evaluated chunk, so memory stays flat; yields
+    the rows of each row group as it is written. The values are the floats the model computed, the same the
+    CSV's round-trip text reads back to."""
     pa, pq = _pyarrow()
     named = any(s.name for s in specs)
     schema = parquet_schema(named)
-    with pq.ParquetWriter(sink if isinstance(sink, str) else _KeepOpen(sink), schema,
-                          compression="snappy") as writer:
+    with pq.ParquetWriter(_KeepOpen(sink), schema, compression="snappy") as writer:
         for spec in specs:
             for block in evaluate(spec, chunk):
                 writer.write_table(pa.Table.from_arrays(_block_arrays(pa, block, named), schema=schema))

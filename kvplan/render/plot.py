@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kvplan.base.errors import KvplanError
+from kvplan.base.outputs import replaced_file
 from kvplan.base.records import record
 from kvplan.base.units import fmt_bytes, fmt_tokens
 from kvplan.catalog import DTYPES
@@ -135,7 +136,8 @@ def _save(fig: Figure, ax: Axes, path: PathLike, colors: Sequence[tuple[str, str
         fig.canvas.draw()
         box = ax.get_window_extent()
         metadata = {"Date": None} if fmt == "svg" else {"Software": None}
-        fig.savefig(os.fspath(path), format=fmt, dpi=_DPI, metadata=metadata)
+        with replaced_file(os.fspath(path)) as fh:  # kvplan.base.outputs: no link or device written through
+            fig.savefig(fh, format=fmt, dpi=_DPI, metadata=metadata)
     width, height = (int(round(v)) for v in fig.canvas.get_width_height())
     (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
     legend = ax.get_legend()

@@ -7,7 +7,13 @@ sees more than the plan reports stale configs that are not.
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import resource
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -110,3 +116,63 @@ def test_emit_overrides_are_in_the_header_and_checked_with_the_same_overrides(tm
     assert plain.digest not in script.read_text()  # the reserve is an input of the plan
     spec.write_text(PREFIX_SPEC.replace("batch   = 32", "batch   = 16"))
     assert "KV401" in check_digest(spec).stdout
+
+
+# ------------------------------------------------------------------ the emitted folder is read as any input is
+
+def _lint_digest_child(spec: Path) -> subprocess.CompletedProcess[str]:
+    """`kvplan lint --check-digest` in a child process with a timeout and 4 GiB of address space: on main a link
+    to /dev/zero in the folder was read until memory ran out (7.6 GB) and a FIFO blocked the read forever."""
+
+    def cap() -> None:  # pragma: no cover - runs in the child
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    return subprocess.run([sys.executable, "-m", "kvplan", "lint", "--check-digest", "--output-format", "json",
+                           spec.name], cwd=spec.parent, capture_output=True, text=True, timeout=120,
+                          preexec_fn=cap, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo") or not os.path.exists("/dev/zero"), reason="POSIX FIFOs and devices")
+def test_links_fifos_devices_and_huge_files_in_the_emitted_folder_are_findings_not_reads(tmp_path: Path) -> None:
+    spec = emit_then(tmp_path, PREFIX_SPEC)
+    folder = tmp_path / "s.kvplan"
+    assert sorted(p.name for p in folder.iterdir()) == ["chat"]
+    (folder / "chat" / "zero.sh").symlink_to("/dev/zero")
+    os.mkfifo(folder / "chat" / "pipe.sh")
+    (folder / "huge.yaml").write_bytes(b"# kvplan 0.1.0\n" + b" " * (2 << 20))
+    (folder / "outside").symlink_to(tmp_path, target_is_directory=True)
+    try:
+        res = _lint_digest_child(spec)
+    except subprocess.TimeoutExpired:
+        pytest.fail("lint --check-digest blocked on a FIFO in the emitted folder")
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+    found = {d["message"].split(" ", 1)[0]: d for d in json.loads(res.stdout)["diagnostics"] if d["code"] == "KV401"}
+    assert set(found) == {"s.kvplan/chat/zero.sh", "s.kvplan/chat/pipe.sh", "s.kvplan/huge.yaml", "s.kvplan/outside"}
+    assert all(d["path"] == "s.kvp" and d["range"]["start"] == {"line": 1, "column": 1} for d in found.values())
+    assert "is a symbolic link" in found["s.kvplan/chat/zero.sh"]["message"]
+    assert "named pipe (FIFO)" in found["s.kvplan/chat/pipe.sh"]["message"]
+    assert "more than 1,048,576 bytes" in found["s.kvplan/huge.yaml"]["message"]
+    assert "symbolic link to a folder" in found["s.kvplan/outside"]["message"]
+    # the configs emit wrote are still checked: the spec changed, so vllm.sh is stale too
+    spec.write_text(PREFIX_SPEC.replace("fanout  = 8", "fanout  = 8\n        prefix  = 96k"))
+    stale = check_digest(spec)
+    assert "s.kvplan/chat/vllm.sh" in stale.stdout and "was emitted from plan" in stale.stdout
+
+
+def test_the_fix_for_a_link_in_the_emitted_folder_works(tmp_path: Path) -> None:
+    spec = emit_then(tmp_path, (ROOT / "examples" / "w1-batch1.kvp").read_text(encoding="utf-8"))
+    assert check_digest(spec).exit_code == 0
+    vllm = tmp_path / "s.kvplan" / "w1-batch1" / "vllm.sh"
+    elsewhere = tmp_path / "old-vllm.sh"
+    vllm.rename(elsewhere)
+    vllm.symlink_to(elsewhere)  # a link to a copy of the script: what runs is not what the folder holds
+    r = CliRunner().invoke(main, ["lint", "--check-digest", "--output-format", "json", str(spec)])
+    assert r.exit_code == 1, r.output
+    (d,) = json.loads(r.stdout)["diagnostics"]
+    assert d["code"] == "KV401" and d["message"].startswith(f"{vllm} is a symbolic link"), d
+    fix = re.fullmatch(r"remove it, then rerun `(kvplan emit [^`]+)`", d["help"])
+    assert fix is not None, d["help"]
+    vllm.unlink()
+    again = CliRunner().invoke(main, shlex.split(fix.group(1))[1:])
+    assert again.exit_code == 0, again.output
+    assert check_digest(spec).exit_code == 0 and not vllm.is_symlink() and elsewhere.exists()

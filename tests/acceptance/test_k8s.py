@@ -488,7 +488,7 @@ def test_lint_check_digest_sees_a_stale_manifest(tmp_path: Path, monkeypatch: py
     assert r.exit_code == 0, r.stderr
     written = r.stdout.split()
     assert written == ["nodes.kvplan/two-nodes/k8s-vllm.yaml", "nodes.kvplan/two-nodes-sglang/k8s-sglang.yaml"]
-    head = read_header(tmp_path / written[0])
+    head, _ = read_header(tmp_path / written[0])
     assert head is not None and head["engine"] == "Kubernetes (vLLM 0.33.0)" and head["scenario"] == "two-nodes"
     assert check_digests(check_file(str(spec))) == []
     spec.write_text(spec.read_text().replace("batch   = 16", "batch   = 8", 1))

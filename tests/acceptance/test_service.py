@@ -233,3 +233,64 @@ def test_past_saturation_each_suggestion_gives_a_steady_state_when_applied(tmp_p
         assert again.exit_code == 0, (fix["title"], again.output)
         (q,) = json.loads(again.stdout)["plans"]
         assert q["unmet"] == [] and q["load"]["saturated"] is False, fix["title"]
+
+
+# ------------------------------------------------------------------ values the grammar admits (issue 19, item 4)
+
+def test_a_zero_rate_is_a_located_finding_and_every_other_file_is_still_linted(tmp_path: Path) -> None:
+    """On main `rate = 0/s` reached the load model, which raised: lint exited 2 with no file or line, and the
+    other file's findings were lost from every format, SARIF included."""
+    zero = tmp_path / "zero.kvp"
+    zero.write_text(EXAMPLE.read_text().replace("rate   = 5/s", "rate   = 0/s"))
+    other = tmp_path / "other.kvp"  # a file with a finding of its own: a fanout that shares no prefix (KV124)
+    other.write_text((ROOT / "examples" / "w1-batch1.kvp").read_text().replace("batch   = 1", "batch   = 2\n"
+                                                                               "        fanout  = 2"))
+    at = (_line(zero.read_text(), "rate   = 0/s"), zero.read_text().splitlines()[
+        _line(zero.read_text(), "rate   = 0/s") - 1].index("0/s") + 1)
+    res = CliRunner().invoke(main, ["lint", str(zero), str(other), "--output-format", "json"])
+    assert res.exit_code == 1, res.output
+    diags = json.loads(res.stdout)["diagnostics"]
+    (bad,) = [d for d in diags if d["path"] == str(zero)]
+    assert (bad["code"], bad["message"]) == ("KV108", "rate = 0/s is out of range")
+    assert (bad["range"]["start"]["line"], bad["range"]["start"]["column"]) == at
+    assert "rate must be above 0/s" in bad["help"]
+    assert [d["code"] for d in diags if d["path"] == str(other)] == ["KV124"]
+    sarif = json.loads(CliRunner().invoke(main, ["lint", str(zero), str(other), "--output-format", "sarif"]).stdout)
+    uris = sorted((r["ruleId"], r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"])
+                  for r in sarif["runs"][0]["results"])
+    assert [u[0] for u in uris] == ["KV108", "KV124"] and uris[0][1].endswith("zero.kvp") and \
+        uris[1][1].endswith("other.kvp"), uris
+    (fix,) = bad["fixes"]  # lint's fix, applied as an editor would, lints clean and plans
+    zero.write_text(_applied(zero.read_text(), fix))
+    assert "rate   = 20/s" in zero.read_text()
+    again = CliRunner().invoke(main, ["lint", str(zero)])
+    assert again.exit_code == 0, again.output
+    assert CliRunner().invoke(main, ["advise", str(zero)]).exit_code == 0
+
+
+@pytest.mark.parametrize("command", ["advise", "emit", "sweep", "pareto"])
+def test_a_zero_rate_is_the_same_located_error_for_every_command(tmp_path: Path, command: str) -> None:
+    zero = tmp_path / "zero.kvp"
+    zero.write_text(EXAMPLE.read_text().replace("rate   = 5/s", "rate   = 0/s"))
+    res = CliRunner().invoke(main, [command, str(zero)])
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert re.search(r"zero\.kvp:\d+:\d+: KV108 rate = 0/s is out of range", res.stderr), res.stderr
+
+
+_NUMBER = re.compile(r"(?:=|<=|>=|==|<|>)\s*(\d+(?:\.\d+)?)")
+
+
+@pytest.mark.parametrize("example", ["service-rate.kvp", "service-slo.kvp", "service-uniform.kvp",
+                                     "language-reference.kvp"])
+def test_every_number_of_an_example_set_to_zero_lints_to_located_findings(tmp_path: Path, example: str) -> None:
+    """The grammar admits 0 for every number: each is a located finding or a plan, never an exit 2 without a
+    file and line (on main `rate = 0/s` was, and every other file's results were lost)."""
+    src = (ROOT / "examples" / example).read_text()
+    for m in _NUMBER.finditer(src):
+        text = src[:m.start(1)] + "0" + src[m.end(1):]
+        path = tmp_path / example
+        path.write_text(text)
+        res = CliRunner().invoke(main, ["lint", str(path), "--output-format", "json"])
+        where = f"{example}: {src[:m.start(1)].splitlines()[-1].strip()}0"
+        assert res.exit_code in (0, 1), (where, res.output)
+        assert all(d["range"]["start"]["line"] >= 1 for d in json.loads(res.stdout)["diagnostics"]), where

@@ -164,7 +164,7 @@ def _read_back(tmp: Path, spec: str, scenario: str) -> Callable[[str, str], None
             head = json.loads(text)["_kvplan"]
         else:
             (tmp / name).write_text(text, encoding="utf-8")
-            head = read_header(tmp / name)
+            head, _ = read_header(tmp / name)
         assert head is not None and (head["spec"], head["scenario"]) == (spec, scenario), name
 
     return where
