@@ -44,6 +44,10 @@ MAX_SPEEDUP = 1e6
 #: into at most MAX_FILE_SCENARIOS (lint plans each: about half a millisecond apiece).
 MAX_SCENARIOS = 1000
 MAX_FILE_SCENARIOS = 10_000
+#: Blocks nested in one another, a declaration's own braces included: the language uses two
+#: (`deployment "x" { workload { ... } }`). `kvplan fmt` indents each level, so its output grows
+#: with depth × lines; under this cap it stays linear in the file (a spec-sized file formats in a few MB).
+MAX_NESTING = 16
 #: Points of one `kvplan sweep` (the product of its lists, summed over a file's deployments): ten
 #: times the 10^7-point sweeps it is built for (docs/cli-sweep.md measures
 #: 12 s and 1.7 GB of CSV per 10^7 points: the limit is about 2 minutes and 17 GB).
