@@ -70,7 +70,6 @@ SUGGESTION_MAX_DEVICES = 1024
 REPLANS_PER_FILE = 1_000
 
 
-@attrs.define
 class Replans:
     """What is left of a budget of plans made to verify suggestions, shared by the plans of one file.
 
@@ -79,8 +78,11 @@ class Replans:
     10,000 scenarios). Each batch plan made to verify a suggestion takes one; a scenario whose search
     needs one more than is left gets no suggestions and says so (plan() below), never a partial search."""
 
-    size: int = REPLANS_PER_FILE
-    used: int = 0
+    __slots__ = ("size", "used")
+
+    def __init__(self, size: int = REPLANS_PER_FILE) -> None:
+        self.size = size
+        self.used = 0
 
     def take(self) -> None:
         if self.used >= self.size:
