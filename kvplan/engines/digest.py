@@ -27,6 +27,7 @@ import os
 from pathlib import Path
 from typing import Optional
 
+from kvplan.base import limits
 from kvplan.base.codes import STALE_CONFIG
 from kvplan.base.diagnostics import Diagnostic, make
 from kvplan.base.errors import Span
@@ -70,6 +71,8 @@ def read_header(path: Path) -> Optional[dict[str, str]]:
 def _json_header(text: str) -> Optional[dict[str, str]]:
     """A JSON artifact's `_kvplan` key (common.json_header) in the header's field names."""
 
+    if limits.json_too_deep(text) is not None:  # json recurses once per level: not a file kvplan wrote
+        return None
     try:
         head = json.loads(text).get("_kvplan")
     except (ValueError, AttributeError):
