@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
-import tomllib
+import sys
 from typing import Union
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvplan.base import limits
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
 
 Tree = Union[str, list["Tree"], dict[str, "Tree"]]
 
