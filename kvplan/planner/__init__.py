@@ -475,11 +475,12 @@ def _plan_batch(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: flo
     kept = _apply_rules(sc, ev, found.space, found.why, rules, found.layout_gap)  # rules
     best = _choose(sc, ev, kept, min_gain)                             # choose
     knobs = _Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, setup.reserved, replans=replans)
-    try:
-        spent = suggest and replans is not None and replans.used >= replans.size
-        p = _outcome(sc, setup, map0, ev, best, found, kept, knobs, suggest and not spent)  # tier, maps, unmet
-    except _ReplansSpent:
-        spent = True
+    spent = suggest and replans is not None and replans.used >= replans.size
+    if not spent:
+        try:
+            p = _outcome(sc, setup, map0, ev, best, found, kept, knobs, suggest)  # tier, maps, unmet
+        except _ReplansSpent:
+            spent = True
     if spent:
         p = _outcome(sc, setup, map0, ev, best, found, kept, knobs, False)
         p = attrs.evolve(p, unmet=tuple(unsearched(sc, u, cast(Replans, replans)) for u in p.unmet))

@@ -406,3 +406,21 @@ def test_lint_verifies_at_most_the_files_budget_of_plans_and_says_where_it_stopp
         sc = next(s for s in check_source(text, "unfit.kvp").scenarios if s.name == _tag(d))
         assert planner.plan(sc).unmet[0].changes[0]
     assert not check_all_suggestions(text, "unfit.kvp")    # what was printed still works when applied
+
+
+def test_a_scenario_past_the_budget_is_laid_out_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the budget, a scenario costs its own plan and nothing more: one layout of its chosen candidate."""
+    spent = planner.Replans(0)
+    outcomes: list[bool] = []
+    real = planner._outcome
+
+    def counted(*args: Any) -> Plan:
+        outcomes.append(args[-1])  # whether it searched suggestions
+        return real(*args)
+
+    monkeypatch.setattr(planner, "_outcome", counted)
+    scenarios = check_source(_unfit_list(2, 2), "unfit.kvp").scenarios
+    for sc in scenarios:
+        p = planner.plan(sc, replans=spent)
+        assert p.unmet and all(u.suggestions[0].startswith("no suggestion searched") for u in p.unmet)
+    assert outcomes == [False] * len(scenarios) and spent.used == 0
