@@ -557,11 +557,12 @@ def slos(sc: Scenario) -> Slos:
     return Slos(sc.slo_step_time, sc.slo_throughput, sc.slo_ttft if sc.rate is None else None, sc.slo_on)
 
 
-def for_engine(p: Plan, engine: str) -> Plan:
+def for_engine(p: Plan, engine: str, suggest: bool = True) -> Plan:
     """The plan of `p`'s scenario made under `engine`'s capabilities on its device for its model (the engine's
     record: KV dtypes and their conditions, pages, eviction, pipeline stages), with the options `p` was made
-    with: `p` itself when it was made for that engine, else one of `p.engines`, else planned now. What an
-    emit target other than the plan's engine is written from (docs/cli-emit.md)."""
+    with: `p` itself when it was made for that engine, else one of `p.engines`, else planned now (with its
+    suggestions searched unless not `suggest`). What an emit target other than the plan's engine is written
+    from (docs/cli-emit.md)."""
     sc = p.scenario
     if sc.engine == engine:
         return p
@@ -571,7 +572,7 @@ def for_engine(p: Plan, engine: str) -> Plan:
     get_engine(engine)  # an unknown engine is a catalog error, not a plan
     # The scenario's assumptions stay the spec's (`engine = any` by default): a plan the engine's record leaves
     # as it was has the spec plan's digest, and `spec_engine` says for which engine it was made.
-    own = plan(attrs.evolve(sc, engine=engine), **cast(Overrides, dict(p.options)))
+    own = plan(attrs.evolve(sc, engine=engine), suggest=suggest, **cast(Overrides, dict(p.options)))
     return attrs.evolve(own, spec_engine=p.spec_engine or sc.engine)
 
 

@@ -110,3 +110,29 @@ def test_emit_overrides_are_in_the_header_and_checked_with_the_same_overrides(tm
     assert plain.digest not in script.read_text()  # the reserve is an input of the plan
     spec.write_text(PREFIX_SPEC.replace("batch   = 32", "batch   = 16"))
     assert "KV401" in check_digest(spec).stdout
+
+
+def test_check_digest_plans_without_searching_suggestions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A digest covers what is unmet, not the changes that would meet it: lint --check-digest planned every
+    scenario (and each engine's plan of a stale one) with its full suggestion search, outside lint's budget."""
+    import kvplan.planner as planner
+    from kvplan.engines.digest import check_digests
+    from tests.unit.planner.test_suggestions import _unfit_list
+
+    spec = tmp_path / "unfit.kvp"
+    spec.write_text(_unfit_list(3, 4))
+    result = check_source(spec.read_text(), str(spec))
+    first = result.scenarios[0].name
+    (tmp_path / "unfit.kvplan").mkdir()
+    (tmp_path / "unfit.kvplan" / "vllm.sh").write_text(
+        f"# kvplan 0.1 · spec unfit.kvp · scenario {first} · plan sha256:0123456789abcdef · vllm\n")
+    searched: list[str] = []
+    real = planner._replan  # what plans a changed scenario to verify a suggestion
+
+    def counted(sc: Any, *args: Any) -> Any:
+        searched.append(sc.name)
+        return real(sc, *args)
+
+    monkeypatch.setattr(planner, "_replan", counted)
+    (stale,) = check_digests(result)
+    assert stale.code == "KV401" and not searched
