@@ -10,6 +10,14 @@ directory; each command runs as a fresh process, timed from spawn to exit, and
 exits 0 or 1 (findings are expected: the examples carry infos). Targets (issue 3):
 1 file < 0.3 s, 200 files < 2 s. A second part times the stages inside one process
 (imports, parser construction, checking, planning) to show what start-up costs.
+
+A third part (`--cap` runs only it) lints files at the scenario cap in which no scenario fits, so that
+every scenario's suggestion search runs: one deployment of 1,000 scenarios (MAX_SCENARIOS) in three
+shapes (a batch × context list; the same under an SLO, which searches twice; a request-rate list,
+whose plans settle a batch), and a file of 10 such deployments (MAX_FILE_SCENARIOS). It prints the
+wall time and the child's CPU time (user + sys, os.wait4) of one run each. Target (issue 19): a file
+of 1,000 unfit scenarios < 10 s on one core, suggestions included; the suggestion search of a file is
+bounded by kvplan.planner.REPLANS_PER_FILE verifying plans.
 """
 
 from __future__ import annotations
@@ -61,6 +69,54 @@ def timed(cmd: list[str]) -> tuple[float, str]:
     return wall, proc.stdout
 
 
+def cpu_timed(cmd: list[str]) -> tuple[float, float]:
+    """Wall seconds and the child's CPU seconds (user + sys) of one process that must exit 0 or 1."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) not in (0, 1):
+        raise SystemExit(f"exit {os.waitstatus_to_exitcode(status)}: {shlex.join(cmd)}")
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+def unfit(name: str, shape: str) -> str:
+    """A deployment of 1,000 scenarios (40 × 25 list elements) on one H100, none of which fits."""
+    firsts = ", ".join(f"{64 + i}" for i in range(40))
+    seconds = ", ".join(f"{28 + 4 * i}k" for i in range(25))
+    work = {"list": f"batch   = [{firsts}]\n        context = [{seconds}]",
+            "slo": f"batch   = [{firsts}]\n        context = [{seconds}]",
+            "rate": f"rate   = [{', '.join(f'{100 + i}/s' for i in range(40))}]\n        input  = [{seconds}]\n"
+                    "        output = 512"}[shape]
+    slo = "\n    slo {\n        step_time <= 1 ms\n    }\n" if shape == "slo" else ""
+    return (f'deployment "{name}" {{\n    model   = llama-3-70b\n    device  = h100\n    devices = 1\n\n'
+            f"    workload {{\n        {work}\n    }}\n{slo}}}\n")
+
+
+def at_the_cap(into: Path) -> list[tuple[str, Path]]:
+    """The spec files of the third part."""
+    into.mkdir()
+    files = []
+    for shape, label in (("list", "1,000 unfit (batch x context)"), ("slo", "1,000 unfit, with an SLO"),
+                         ("rate", "1,000 unfit (request rates)")):
+        path = into / f"{shape}.kvp"
+        path.write_text("kvplan 1\n\n" + unfit(shape, shape), encoding="utf-8")
+        files.append((label, path))
+    path = into / "file-cap.kvp"
+    path.write_text("kvplan 1\n\n" + "\n".join(unfit(f"d{i}", "list") for i in range(10)), encoding="utf-8")
+    files.append(("10,000 unfit (10 deployments)", path))
+    return files
+
+
+def cap_part(tmp: str) -> None:
+    print(f"{'lint, no scenario fits':<36} {'wall s':>7} {'cpu s':>7}  target")
+    files = at_the_cap(Path(tmp) / "cap")
+    for label, path in files:
+        wall, cpu = cpu_timed([*KVPLAN, "lint", str(path)])
+        print(f"{label:<36} {wall:>7.2f} {cpu:>7.2f}  {'< 10 s' if '1,000' in label else ''}")
+    print(f"command: {shlex.join([*KVPLAN, 'lint', 'TMP/cap/list.kvp'])} (and rate.kvp, slo.kvp, file-cap.kvp)")
+
+
 def spread(examples: list[Path], models: Path, into: Path, n: int) -> list[Path]:
     """n copies of the examples, round robin, with the models folder they refer to."""
     into.mkdir()
@@ -77,7 +133,13 @@ def spread(examples: list[Path], models: Path, into: Path, n: int) -> list[Path]
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=10, help="runs of each command (default 10)")
+    ap.add_argument("--cap", action="store_true", help="only the third part: files at the scenario cap")
     args = ap.parse_args()
+    if args.cap:
+        with tempfile.TemporaryDirectory() as tmp:
+            cap_part(tmp)
+            print(f"cores: {os.cpu_count()}  python: {sys.version.split()[0]}")
+        return
     examples = sorted((ROOT / "examples").glob("*.kvp"))
     if not examples:
         raise SystemExit("no examples/*.kvp to copy")
@@ -105,6 +167,8 @@ def main() -> None:
             best = [min(r[i] for r in runs) for i in range(len(names))]
             print(f"  {label}: " + ", ".join(f"{n} {b:.3f}" for n, b in zip(names, best)))
 
+        print()
+        cap_part(tmp)
         print(f"\ncores: {os.cpu_count()}  python: {sys.version.split()[0]}")
         print("commands (TMP is a temporary directory of copies of examples/):")
         for label, cmd, _ in cases[:2]:

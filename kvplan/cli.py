@@ -563,17 +563,21 @@ def _digest_check(result: CheckResult) -> list[Diagnostic]:
               help="Read [tool.kvplan] from this file instead of the nearest pyproject.toml.")
 @click.option("--check-digest", is_flag=True,
               help="Also report configs emitted into <spec>.kvplan/ whose plan digest is stale (KV401).")
+@click.option("--online", is_flag=True,
+              help="Fetch a repo id's config.json from the Hugging Face hub when the local cache lacks it "
+                   "(default: the cache only, so findings do not depend on the network; docs/hub.md).")
 @_planner_options
 @_allow_path_option
 @handles_errors
 def lint_cmd(paths: tuple[str, ...], output_format: str, select: tuple[str, ...], ignore: tuple[str, ...],
-             fail_on: str | None, config: str | None, check_digest: bool, reserve: float | None,
+             fail_on: str | None, config: str | None, check_digest: bool, online: bool, reserve: float | None,
              min_gain: float | None, prefill_efficiency: float | None, activation_reserve: float | None,
              runtime_reserve: float | None, slo_on: str, calibration: str | None, allow_paths: tuple[str, ...]) -> None:
     """Check .kvp files and directories: diagnostics on stdout, a summary on stderr.
 
     Exit 0 when nothing reaches --fail-on, 1 when something does, 2 when lint could not run.
     """
+    from kvplan.catalog.hub import network
     from kvplan.lang import lint
     from kvplan.render import diagnostics as diag_view
 
@@ -583,7 +587,8 @@ def lint_cmd(paths: tuple[str, ...], output_format: str, select: tuple[str, ...]
     overrides = _overrides(reserve, min_gain, prefill_efficiency, activation_reserve, runtime_reserve)
     _load_calibration(calibration)  # a bad profile is one located error before any file is linted
     checks = _lint_checks(overrides, calibration, slo_on) + ((_digest_check,) if check_digest else ())
-    report = lint.lint_paths(paths, settings, checks=checks)
+    with network(online):
+        report = lint.lint_paths(paths, settings, checks=checks)
     click.echo(diag_view.render(output_format, report.files), nl=False)
     click.echo(report.summary(), err=True)
     sys.exit(report.exit_code())

@@ -44,6 +44,10 @@ MAX_SPEEDUP = 1e6
 #: into at most MAX_FILE_SCENARIOS (lint plans each: about half a millisecond apiece).
 MAX_SCENARIOS = 1000
 MAX_FILE_SCENARIOS = 10_000
+#: Blocks nested in one another, a declaration's own braces included: the language uses two
+#: (`deployment "x" { workload { ... } }`). `kvplan fmt` indents each level, so its output grows
+#: with depth × lines; under this cap it stays linear in the file (a spec-sized file formats in a few MB).
+MAX_NESTING = 16
 #: Points of one `kvplan sweep` (the product of its lists, summed over a file's deployments): ten
 #: times the 10^7-point sweeps it is built for (docs/cli-sweep.md measures
 #: 12 s and 1.7 GB of CSV per 10^7 points: the limit is about 2 minutes and 17 GB).
@@ -55,7 +59,8 @@ MAX_LAYERS = 1024
 MAX_HEADS = 2**16
 MAX_WIDTH = 2**24                 # 16,777,216
 MAX_EXPERTS = 2**16
-#: A config.json, or a JSON flag value, nests objects and arrays at most this deep.
+#: A config.json, a JSON flag value or any other JSON or TOML input (a calibration profile, pyproject.toml,
+#: a safetensors index) nests objects, tables and arrays at most this deep.
 MAX_JSON_DEPTH = 64
 #: Digits of an integer read from JSON, YAML or a flag: more cannot be in any range above.
 MAX_DIGITS = 30
@@ -77,8 +82,12 @@ def digits_of(text: str) -> int:
     return len(text.lstrip("+-").lstrip("0")) or 1
 
 
-#: Compiled on first use (re caches it), not at import: only a JSON file read from the user needs it.
+#: Compiled on first use (re caches it), not at import: only a JSON or TOML file read from the user needs them.
 _JSON_TOKEN = r'"(?:[^"\\]|\\.)*"|[\[\]{}]'
+#: A TOML string of each of the four kinds (a multi-line one that never closes runs to the end: one scan),
+#: a comment, or a bracket; a table header's `[` or `[[` closes on its line.
+_TOML_TOKEN = (r'"""(?:[^"\\]|\\[\s\S]|"(?!""))*"""|"""[\s\S]*' + r"|'''(?:[^']|'(?!''))*'''|'''[\s\S]*"
+               + r'''|"(?:[^"\\\n]|\\.)*"|'[^'\n]*'|#[^\n]*|[\[\]{}]''')
 
 
 def json_too_deep(text: str, limit: int = MAX_JSON_DEPTH) -> Optional[int]:
@@ -87,14 +96,23 @@ def json_too_deep(text: str, limit: int = MAX_JSON_DEPTH) -> Optional[int]:
     Python's json module recurses once per level and raises RecursionError near
     a thousand; this scan (strings skipped) finds the place first.
     """
+    return _too_deep(text, _JSON_TOKEN, limit)
+
+
+def toml_too_deep(text: str, limit: int = MAX_JSON_DEPTH) -> Optional[int]:
+    """As json_too_deep, for TOML: tomllib recurses once per nested array or inline table."""
+    return _too_deep(text, _TOML_TOKEN, limit)
+
+
+def _too_deep(text: str, tokens: str, limit: int) -> Optional[int]:
     depth = 0
-    for m in re.finditer(_JSON_TOKEN, text):
+    for m in re.finditer(tokens, text):
         ch = m.group(0)
-        if ch in "[{":
+        if ch in ("[", "{"):
             depth += 1
             if depth > limit:
                 return m.start()
-        elif ch in "]}":
+        elif ch in ("]", "}"):
             depth = max(depth - 1, 0)
     return None
 

@@ -27,8 +27,9 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Optional, cast
 
+from kvplan.base import limits
 from kvplan.base.codes import STALE_CONFIG
 from kvplan.base.diagnostics import Diagnostic, make
 from kvplan.base.errors import Span
@@ -37,7 +38,7 @@ from kvplan.catalog.engines import concrete
 from kvplan.engines.common import HEADER, HEADER_OVERRIDES, header_field
 from kvplan.lang import CheckResult
 from kvplan.model.scenario import Scenario
-from kvplan.planner import for_engine, plans_for
+from kvplan.planner import Overrides, for_engine, plan, scenarios_for
 from kvplan.planner.plan import Plan
 
 #: How far into a file the header may sit (a shell script has its shebang first).
@@ -76,6 +77,8 @@ def read_header(path: Path) -> tuple[Optional[dict[str, str]], Optional[str]]:
 def _json_header(text: str) -> Optional[dict[str, str]]:
     """A JSON artifact's `_kvplan` key (common.json_header) in the header's field names."""
 
+    if limits.json_too_deep(text) is not None:  # json recurses once per level: not a file kvplan wrote
+        return None
     try:
         head = json.loads(text).get("_kvplan")
     except (ValueError, AttributeError):
@@ -135,7 +138,7 @@ def _span(result: CheckResult, sc: Optional[Scenario]) -> Span:
 def _engine_digests(p: Plan) -> set[str]:
     """The digests of the plans made for each engine (an engine target other than the spec's engine is written
     from its own plan, kvplan/engines/replan.py)."""
-    return {for_engine(p, e).digest for e in concrete()}
+    return {for_engine(p, e, suggest=False).digest for e in concrete()}
 
 
 def _memo(seen: dict[int, set[str]], p: Plan) -> set[str]:
@@ -171,7 +174,9 @@ def check_digests(result: CheckResult) -> list[Diagnostic]:
             return None
         key = ",".join(f"{k}={v!r}" for k, v in sorted(over.items()))
         if key not in by_overrides:
-            by_overrides[key] = {p.scenario.name: p for p in plans_for(result, None, **over)}
+            # a digest covers what is unmet, not the suggestions: they are not searched (lint bounds that search)
+            made = (plan(sc, suggest=False, **cast(Overrides, over)) for sc in scenarios_for(result))
+            by_overrides[key] = {p.scenario.name: p for p in made}
         return by_overrides[key]
 
     engine_digests: dict[int, set[str]] = {}

@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 import attrs
 
 from kvplan.base import codes, files
-from kvplan.base.errors import ConfigError, KvplanError
+from kvplan.base.errors import CatalogError, ConfigError, KvplanError
 from kvplan.base.evidence import Value, assumed, derived, reported
 from kvplan.base.records import record
 from kvplan.base.units import fmt_bytes
@@ -62,11 +62,23 @@ def resolve_model(name: str) -> Model:
     try:
         model = get_model(name)
     except KvplanError:
-        if not hub.is_repo_id(name):  # a spec names files only through `model` blocks and `checkpoint`
+        if hub.looks_like_path(name):  # a spec names files only through `model` blocks and `checkpoint`
+            raise _a_path(name) from None
+        if not hub.is_repo_id(name):
             raise
         model = hub.resolve_repo(name).model
     named = next((r for r in model.hf_ids if r.lower() == name.strip().lower()), None)
     return model if named is None or named == model.hf_id else attrs.evolve(model, hf_id=named)
+
+
+def _a_path(name: str) -> CatalogError:
+    """`model = "dir/config.json"`: a path where the deployment names a model; the block that reads it."""
+    block = hub.block_name(name)
+    return CatalogError(f"`{name[:100]}` is a path: a deployment's `model` names a catalog model, a `model` block "
+                        "of this file or a Hugging Face repo id",
+                        help=f'read the config in a model block and name the block: `model "{block}" '
+                             f'{{ config = "{name[:100]}" }}` before the deployment and `model = {block}` '
+                             "(docs/language.md#model)")
 
 
 def problem_of(exc: KvplanError, name: str) -> Problem:

@@ -14,7 +14,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 import attrs
 
-from kvplan.base import files
+from kvplan.base import files, limits
 from kvplan.base.codes import CODES, Severity
 from kvplan.base.errors import ConfigError, Span
 from kvplan.base.near import close_matches
@@ -111,6 +111,12 @@ def _load_toml(path: str, *, explicit: bool = False) -> dict[str, Any]:
     if explicit:
         files.refuse_blank(text, path, what="the lint config",
                            holds='a [tool.kvplan] table, e.g. `select = ["KV2"]` under it (docs/cli-lint.md)')
+    deep = limits.toml_too_deep(text)
+    if deep is not None:  # tomllib recurses once per level: RecursionError past about a thousand
+        line, col = limits.line_col(text, deep)
+        raise ConfigError(f"nests arrays and tables more than {limits.MAX_JSON_DEPTH} levels deep",
+                          span=Span(path, line, col, line, col + 1),
+                          help="[tool.kvplan] takes lists of codes and paths, one level deep (docs/cli-lint.md)")
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -21,7 +21,7 @@ from lark import Lark, Token, Transformer_NonRecursive, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
 from lark.tree import Meta
 
-from kvplan.base import codes, controls
+from kvplan.base import codes, controls, limits
 from kvplan.base.diagnostics import Edit, Fix
 from kvplan.base.errors import KvplanError, Span
 from kvplan.base.near import close_matches
@@ -262,7 +262,23 @@ def parse(text: str, path: str) -> SpecFile:
         spec: SpecFile = _ToSpec(path, text, comments).transform(tree)
     except VisitError as exc:  # never let lark's wrapper escape: the cause is the error
         raise exc.orig_exc from None
+    _check_nesting(spec)
     return spec
+
+
+def _check_nesting(spec: SpecFile) -> None:
+    """Refuse the first block (in the file's order) that opens level MAX_NESTING + 1 (kvplan.base.limits)."""
+    stack: list[tuple[int, Sequence[Item]]] = [(1, d.items) for d in reversed(spec.declarations)]
+    while stack:
+        depth, items = stack.pop()
+        blocks = [i for i in items if isinstance(i, Block)]
+        if blocks and depth >= limits.MAX_NESTING:
+            raise KvpSyntaxError(
+                codes.SYNTAX_ERROR, f"block `{blocks[0].name}` opens level {depth + 1} of nested blocks; "
+                f"blocks nest at most {limits.MAX_NESTING} deep (kvplan's limit, docs/language.md)",
+                span=blocks[0].name_span,
+                help="a deployment holds its sections (`workload { ... }`, `pin { ... }`) one level down")
+        stack.extend((depth + 1, b.items) for b in reversed(blocks))
 
 
 def parse_all(text: str, path: str, limit: int = 10) -> tuple[Optional[SpecFile], list[KvpSyntaxError]]:

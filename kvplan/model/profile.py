@@ -20,7 +20,7 @@ from typing import Mapping, Optional, Sequence
 import attrs
 
 from kvplan import catalog
-from kvplan.base import files
+from kvplan.base import files, limits
 from kvplan.base.errors import KvplanError, Span
 from kvplan.base.evidence import Evidence, Value
 from kvplan.base.json_types import ConfigValue
@@ -137,6 +137,12 @@ def _fail(message: str, span: Span, help: str) -> ProfileError:
 
 
 def _toml(text: str, path: str) -> dict[str, ConfigValue]:
+    deep = limits.toml_too_deep(text)
+    if deep is not None:  # tomllib recurses once per level: RecursionError past about a thousand
+        line, col = limits.line_col(text, deep)
+        raise _fail(f"the calibration profile nests arrays and tables more than {limits.MAX_JSON_DEPTH} levels "
+                    "deep", Span(path, line, col, line, col + 1),
+                    "a profile is what `kvplan calibrate` writes, two levels deep (docs/expected.md)")
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

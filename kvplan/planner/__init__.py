@@ -13,6 +13,7 @@ evidence and the options turned down.
 from __future__ import annotations
 
 import math
+import shlex
 from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence, TypedDict, cast
 
 import attrs
@@ -61,6 +62,36 @@ DEFAULT_RESERVE = memory.DEFAULT_RESERVE
 DEFAULT_MIN_GAIN = 1.10
 #: The largest device count a suggestion searches when nothing allowed fits.
 SUGGESTION_MAX_DEVICES = 1024
+
+
+#: The batch plans `kvplan lint` makes to verify the suggestions of one file (Replans): a scenario's search
+#: costs about ten to a few tens; at 1.5 to 2.5 ms apiece the budget is 1.5 to 2.5 s of one core
+#: (bench/bench_lint.py), beside the scenarios' own plans.
+REPLANS_PER_FILE = 1_000
+
+
+class Replans:
+    """What is left of a budget of plans made to verify suggestions, shared by the plans of one file.
+
+    Mutable on purpose: `kvplan lint` hands one to every scenario of a file in the file's order, so the
+    suggestion search of the whole file is bounded (a scenario costs tens of them; a file holds up to
+    10,000 scenarios). Each batch plan made to verify a suggestion takes one; a scenario whose search
+    needs one more than is left gets no suggestions and says so (plan() below), never a partial search."""
+
+    __slots__ = ("size", "used")
+
+    def __init__(self, size: int = REPLANS_PER_FILE) -> None:
+        self.size = size
+        self.used = 0
+
+    def take(self) -> None:
+        if self.used >= self.size:
+            raise _ReplansSpent
+        self.used += 1
+
+
+class _ReplansSpent(Exception):
+    """Raised out of a suggestion search when its file's Replans are spent; plan() catches it."""
 
 
 def _f(x: npt.ArrayLike) -> float:
@@ -182,17 +213,22 @@ class Overrides(TypedDict, total=False):
 def plan(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT_MIN_GAIN,
          eta: float = DEFAULT_PREFILL_EFFICIENCY, activation_reserve: Optional[float] = None,
          runtime_reserve: Optional[float] = None, suggest: bool = True,
-         rules: Mapping[str, Rule] = RULES) -> Plan:
+         rules: Mapping[str, Rule] = RULES, replans: Optional[Replans] = None) -> Plan:
     """Plan one scenario: the batch form as it is written; a request workload (`rate = 20/s`) at the batch the
     load model derives from the rate on the plan's own layout, planned again until that batch settles (at most
-    service.MAX_ROUNDS plans), with its service figures (docs/service.md)."""
+    service.MAX_ROUNDS plans), with its service figures (docs/service.md).
+
+    With `replans`, the plans that verify suggestions come out of that budget (one per batch plan); when it
+    runs out during this scenario's search, every unmet constraint of the scenario carries one note instead
+    (`unsearched`) and no suggestion: what was found before is dropped with the rest, since a search cut
+    short can name a change that is not the smallest."""
     def at(s: Scenario) -> Plan:
         return _plan_batch(s, reserve=reserve, min_gain=min_gain, eta=eta, activation_reserve=activation_reserve,
-                           runtime_reserve=runtime_reserve, suggest=suggest, rules=rules)
+                           runtime_reserve=runtime_reserve, suggest=suggest, rules=rules, replans=replans)
 
     if sc.rate is None:
         return cost.priced(at(sc))
-    knobs = _Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, 0.0)
+    knobs = _Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, 0.0, replans=replans)
     return _plan_service(sc, at, knobs, suggest)
 
 
@@ -224,13 +260,18 @@ def _plan_service(sc: Scenario, at: Callable[[Scenario], Plan], knobs: _Knobs, s
         rejected = [_rejected_count(*t) for t in tried[:pick] if t[0].n_devices != p.n_devices] + [
             _replica_option(tried[pick], p)] + list(spread[1])
     short = service.unmet(fig)
-    if short is not None and suggest:  # past saturation: what would give the rate a steady state, each planned
-        said = _service_suggestions(sc, knobs, p, fig, {"saturation"})
-        short = attrs.evolve(short, suggestions=tuple(t for t, _ in said), changes=tuple(c for _, c in said))
     slo_short = service.service_unmet(sc, fig, bound, ())
-    if slo_short and suggest:
-        sugg = _service_suggestions(sc, knobs, p, fig, {u.constraint for u in slo_short})
-        slo_short = service.service_unmet(sc, fig, bound, sugg)
+    try:
+        if short is not None and suggest:  # past saturation: what would give the rate a steady state, each planned
+            said = _service_suggestions(sc, knobs, p, fig, {"saturation"})
+            short = attrs.evolve(short, suggestions=tuple(t for t, _ in said), changes=tuple(c for _, c in said))
+        if slo_short and suggest:
+            sugg = _service_suggestions(sc, knobs, p, fig, {u.constraint for u in slo_short})
+            slo_short = service.service_unmet(sc, fig, bound, sugg)
+    except _ReplansSpent:
+        spent = cast(Replans, knobs.replans)  # only a search with a budget runs out of it
+        short = unsearched(sc, short, spent) if short is not None else None
+        slo_short = tuple(unsearched(sc, u, spent) for u in service.service_unmet(sc, fig, bound, ()))
     assumptions = p.assumptions + ((fig.chunk,) if fig.chunk.evidence.value == "assumed" else ())
     unmet = p.unmet + ((short,) if short else ()) + slo_short
     meets = " and meets the service SLOs" if served is not None and service.has_slos(sc) else ""
@@ -415,12 +456,15 @@ def _settle(sc: Scenario, at: Callable[[Scenario], Plan]) -> tuple[Plan, service
 def _plan_batch(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT_MIN_GAIN,
                 eta: float = DEFAULT_PREFILL_EFFICIENCY, activation_reserve: Optional[float] = None,
                 runtime_reserve: Optional[float] = None, suggest: bool = True,
-                rules: Mapping[str, Rule] = RULES) -> Plan:
+                rules: Mapping[str, Rule] = RULES, replans: Optional[Replans] = None) -> Plan:
     """Plan one scenario at its batch. Never raises for a deployment that does not fit: the plan says so.
     The reserves (kvplan.model.memory.Reserves) are the ones every backend's accounting uses for this plan.
     With `suggest`, each unmet constraint carries changes that would meet it, each verified by
     planning the changed scenario (which is planned with suggest=False). `rules` is the registry
-    the search filters by (kvplan.planner.rules.with_rules adds to it)."""
+    the search filters by (kvplan.planner.rules.with_rules adds to it). A plan made with `replans` and
+    without `suggest` verifies a suggestion: it takes one of them (plan() above)."""
+    if replans is not None and not suggest:
+        replans.take()
     rf.check_batch_context(sc.batch, sc.context)
     reserve = _reserve_for(sc, reserve)
     reserves = memory.Reserves(activation=activation_reserve, runtime=runtime_reserve, fraction=reserve)
@@ -430,8 +474,16 @@ def _plan_batch(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: flo
     ev = _evaluate(sc, setup, found)                                   # evaluate
     kept = _apply_rules(sc, ev, found.space, found.why, rules, found.layout_gap)  # rules
     best = _choose(sc, ev, kept, min_gain)                             # choose
-    knobs = _Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, setup.reserved)
-    p = _outcome(sc, setup, map0, ev, best, found, kept, knobs, suggest)  # tier, maps, unmet
+    knobs = _Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, setup.reserved, replans=replans)
+    spent = suggest and replans is not None and replans.used >= replans.size
+    if not spent:
+        try:
+            p = _outcome(sc, setup, map0, ev, best, found, kept, knobs, suggest)  # tier, maps, unmet
+        except _ReplansSpent:
+            spent = True
+    if spent:
+        p = _outcome(sc, setup, map0, ev, best, found, kept, knobs, False)
+        p = attrs.evolve(p, unmet=tuple(unsearched(sc, u, cast(Replans, replans)) for u in p.unmet))
     baseline_step = p.baseline.step_time.value
     given: dict[str, Optional[float]] = {"reserve": reserve, "min_gain": min_gain, "eta": eta,
                                          "activation_reserve": activation_reserve, "runtime_reserve": runtime_reserve}
@@ -505,11 +557,12 @@ def slos(sc: Scenario) -> Slos:
     return Slos(sc.slo_step_time, sc.slo_throughput, sc.slo_ttft if sc.rate is None else None, sc.slo_on)
 
 
-def for_engine(p: Plan, engine: str) -> Plan:
+def for_engine(p: Plan, engine: str, suggest: bool = True) -> Plan:
     """The plan of `p`'s scenario made under `engine`'s capabilities on its device for its model (the engine's
     record: KV dtypes and their conditions, pages, eviction, pipeline stages), with the options `p` was made
-    with: `p` itself when it was made for that engine, else one of `p.engines`, else planned now. What an
-    emit target other than the plan's engine is written from (docs/cli-emit.md)."""
+    with: `p` itself when it was made for that engine, else one of `p.engines`, else planned now (with its
+    suggestions searched unless not `suggest`). What an emit target other than the plan's engine is written
+    from (docs/cli-emit.md)."""
     sc = p.scenario
     if sc.engine == engine:
         return p
@@ -519,7 +572,7 @@ def for_engine(p: Plan, engine: str) -> Plan:
     get_engine(engine)  # an unknown engine is a catalog error, not a plan
     # The scenario's assumptions stay the spec's (`engine = any` by default): a plan the engine's record leaves
     # as it was has the spec plan's digest, and `spec_engine` says for which engine it was made.
-    own = plan(attrs.evolve(sc, engine=engine), **cast(Overrides, dict(p.options)))
+    own = plan(attrs.evolve(sc, engine=engine), suggest=suggest, **cast(Overrides, dict(p.options)))
     return attrs.evolve(own, spec_engine=p.spec_engine or sc.engine)
 
 
@@ -988,6 +1041,7 @@ class _Knobs:
     runtime_reserve: Optional[float]
     reserved: float                       # their bytes per device, resolved
     fit_only: bool = False   # accept a change that fits even if an SLO is still missed
+    replans: Optional[Replans] = None     # the file's budget of verifying plans (plan())
 
 
 @record(kw_only=True)
@@ -1018,12 +1072,20 @@ def _replan(sc: Scenario, knobs: _Knobs, changes: _Rescope) -> Optional[Plan]:
     try:
         p = plan(changes.apply(sc), reserve=knobs.reserve, min_gain=knobs.min_gain, eta=knobs.eta,
                  activation_reserve=knobs.activation_reserve, runtime_reserve=knobs.runtime_reserve,
-                 suggest=False)
+                 suggest=False, replans=knobs.replans)
     except (KvplanError, ValueError, ArithmeticError):
         return None
     if knobs.fit_only:
         return None if any(u.constraint in ("fits", "engine", "layout") for u in p.unmet) else p
     return None if p.unmet else p
+
+
+def unsearched(sc: Scenario, u: Unmet, replans: Replans) -> Unmet:
+    """`u` without suggestions, saying why and where to get them: its file's budget of verifying plans is spent."""
+    note = (f"no suggestion searched: lint verifies at most {replans.size:,} changed plans per file and the "
+            f"scenarios before this one used them; `kvplan advise --scenario {shlex.quote(sc.name)}` on this "
+            "file searches this one's")
+    return attrs.evolve(u, suggestions=(note,), changes=((),))
 
 
 def _with_pin(sc: Scenario, key: str, value: Optional[PinValue]) -> dict[str, Pin]:

@@ -16,7 +16,7 @@ from kvplan.catalog.quality import admissible
 from kvplan.lang import CheckResult
 from kvplan.lang import fixes as fx
 from kvplan.model.scenario import PinValue, Scenario
-from kvplan.planner import Overrides, plan
+from kvplan.planner import Overrides, Replans, plan
 from kvplan.planner.plan import Plan, PlanResult, Unmet
 from kvplan.planner.rules import RULES, PinView, Rule
 from kvplan.planner.rules.rule import Context, fix_for, pinned_kv, span_of
@@ -164,22 +164,27 @@ def _layout_findings(sc: Scenario, plan: Plan) -> list[Diagnostic]:
                  help=f"pin one the model takes (tensor × pipeline): {takes}" if takes else None)]
 
 
-def plan_with_findings(sc: Scenario, ctx: Optional[Context] = None, **overrides: Unpack[Overrides]) -> PlanResult:
-    """Plan one scenario (with the planner options given, as `kvplan advise` takes them) and lint it."""
-    p = plan(sc, **overrides)
+def plan_with_findings(sc: Scenario, ctx: Optional[Context] = None, replans: Optional[Replans] = None,
+                       **overrides: Unpack[Overrides]) -> PlanResult:
+    """Plan one scenario (with the planner options given, as `kvplan advise` takes them) and lint it; its
+    suggestions are verified out of `replans` when given (kvplan.planner.plan)."""
+    p = plan(sc, replans=replans, **overrides)
     return PlanResult(p, tuple(findings(sc, p, ctx)))
 
 
 def check(result: CheckResult, **overrides: Unpack[Overrides]) -> list[Diagnostic]:
     """The lint runner's hook: plan every scenario of a checked file (with the planner options given)
-    and report its findings. Files with errors from earlier stages are skipped (their scenarios are incomplete)."""
+    and report its findings. Files with errors from earlier stages are skipped (their scenarios are incomplete).
+    The suggestions of the whole file are verified out of one budget (kvplan.planner.Replans), spent in the
+    file's order, so a file at the scenario cap is linted in bounded time, suggestions included."""
     if any(dg.severity is Severity.ERROR for dg in result.diagnostics):
         return []
+    replans = Replans()
     found: dict[tuple[str, str, int, int], tuple[Diagnostic, list[str]]] = {}
     helps: dict[tuple[str, str, int, int], set[Optional[str]]] = {}
     for sc in result.scenarios:
         ctx = Context(result.source, fx.deployment(result.file, sc.deployment))
-        for dg in plan_with_findings(sc, ctx, **overrides).findings:
+        for dg in plan_with_findings(sc, ctx, replans, **overrides).findings:
             key = (dg.code, dg.message, dg.span.line if dg.span else 0, dg.span.column if dg.span else 0)
             found.setdefault(key, (dg, []))[1].append(sc.name)
             helps.setdefault(key, set()).add(dg.help)

@@ -211,7 +211,15 @@ def test_huge_numbers_are_located_range_errors_in_every_command(tmp_path: Path, 
 
 
 def test_fmt_check_on_1000_nested_blocks(tmp_path: Path) -> None:
+    # Blocks nest at most limits.MAX_NESTING deep (issue 19: fmt's indented output grew with depth x lines,
+    # 4.75 GB for 20,000): 1,000 is one located KV003 at the block that opens the next level, no RecursionError.
     n = 1000
+    path = write(tmp_path, 'deployment "d" {\n' + "a {\n" * n + "}\n" * (n + 1))
+    r = run(["fmt", "--check", path])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    level = limits.MAX_NESTING + 1
+    assert r.stderr.startswith(f"{path}:{level}:1: KV003 block `a` opens level {level}"), r.stderr
+    n = limits.MAX_NESTING - 1  # at the limit it formats, once and for all
     path = write(tmp_path, 'deployment "d" {\n' + "a {\n" * n + "}\n" * (n + 1))
     r = run(["fmt", "--check", path])
     assert r.exit_code == 1 and r.stdout == f"would reformat {path}\n"

@@ -321,3 +321,195 @@ def test_a_rope_scaling_factor_out_of_range_names_the_key() -> None:
     bad = dict(json.loads(config("Qwen--Qwen2.5-7B-Instruct")), rope_scaling={"type": "linear", "factor": -2})
     with pytest.raises(ConfigError, match="'rope_scaling' factor must be a positive number"):
         model_from_config(bad, id="q")
+
+
+# ------------------------------------------------------------------ bounded: the network only when asked, once
+
+def _five_unknown() -> str:
+    return "kvplan 1\n" + "".join(
+        f'deployment "d{i}" {{\n    model  = "nobody/no-such-model-{i}"\n    device = h100\n'
+        "    workload {\n        batch   = 1\n        context = 1k\n    }\n}\n" for i in range(1, 6))
+
+
+def _where(text: str, needle: str) -> tuple[int, int]:
+    """1-based line and column of `needle` in `text` (computed from the text, not from kvplan)."""
+    before = text[:text.index(needle)]
+    return before.count("\n") + 1, len(before) - (before.rfind("\n") + 1) + 1
+
+
+def _findings(args: list[str]) -> list[dict[str, Any]]:
+    r = CliRunner().invoke(main, ["lint", "--output-format", "json", *args])
+    assert r.exit_code == 1, r.output
+    found: list[dict[str, Any]] = json.loads(r.stdout)["diagnostics"]
+    return found
+
+
+@pytest.fixture
+def attempts(cache: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
+    """Every connection kvplan tries, refused (the cache fixture's sockets, recorded instead of raising)."""
+    tried: list[tuple[Any, ...]] = []
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        tried.append(args)
+        raise ConnectionRefusedError(111, "refused by the test")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    return tried
+
+
+def test_five_unknown_repo_ids_are_five_located_findings_with_and_without_hf_hub_offline(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, attempts: list[tuple[Any, ...]]) -> None:
+    text = _five_unknown()
+    spec = tmp_path / "five.kvp"
+    spec.write_text(text)
+    want = [_where(text, f'"nobody/no-such-model-{i}"') for i in range(1, 6)]
+    offline = _findings([str(spec)])  # HF_HUB_OFFLINE=1 (the cache fixture)
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    online_env = _findings([str(spec)])  # no HF_HUB_OFFLINE: lint still reads only the cache
+    assert not attempts
+    for found in (offline, online_env):
+        assert [(d["code"], d["range"]["start"]["line"], d["range"]["start"]["column"]) for d in found] == [
+            ("KV111", line, col) for line, col in want]
+    assert all("HF_HUB_OFFLINE is set" in d["message"] for d in offline)
+    # the same findings, each saying why the hub was not asked and how to ask it
+    for d in online_env:
+        assert "--online" in d["message"] and "--online" in d["help"]
+        assert "HF_HUB_OFFLINE" not in d["message"] + d["help"]  # it is not set: nothing to unset
+
+
+def test_online_lint_tries_the_hub_once_per_run_and_no_more_once_it_cannot_be_reached(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, attempts: list[tuple[Any, ...]]) -> None:
+    import huggingface_hub
+
+    asked: list[tuple[str, Any]] = []
+
+    def unreachable(url: str, **kwargs: Any) -> None:  # the one request an attempt makes, refused
+        asked.append((url, kwargs.get("timeout")))
+        raise ConnectionRefusedError(111, "refused by the test")
+
+    monkeypatch.setattr(huggingface_hub, "get_hf_file_metadata", unreachable)
+    spec = tmp_path / "five.kvp"
+    spec.write_text(_five_unknown())
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    found = _findings(["--online", str(spec)])
+    assert len(found) == 5 and {d["code"] for d in found} == {"KV111"}
+    assert f"could not be reached in {hub.ATTEMPT_SECONDS:g} s" in found[0]["message"]
+    assert all("could not be reached earlier in this run" in d["message"] for d in found[1:])
+    assert len(asked) == 1 and "no-such-model-1" in asked[0][0] and asked[0][1] == hub.ATTEMPT_SECONDS
+    # the next run tries again, once
+    _findings(["--online", str(spec)])
+    assert len(asked) == 2 and not attempts
+
+
+def test_online_lint_with_no_network_at_all(tmp_path: Path) -> None:
+    """The hub's endpoint is a closed loopback port: no network, and no HF_HUB_OFFLINE to say so."""
+    import os
+    import subprocess
+    import sys
+
+    spec = tmp_path / "five.kvp"
+    spec.write_text(_five_unknown())
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
+    env.update(HF_ENDPOINT="http://127.0.0.1:9", HF_HUB_CACHE=str(tmp_path / "hub"))
+    for extra in ([], ["--online"]):
+        r = subprocess.run([sys.executable, "-m", "kvplan", "lint", "--output-format", "json", *extra, str(spec)],
+                           capture_output=True, text=True, env=env, timeout=120)
+        assert r.returncode == 1, r.stderr
+        found = json.loads(r.stdout)["diagnostics"]
+        assert [d["code"] for d in found] == ["KV111"] * 5
+        assert ("could not be reached" in found[0]["message"]) == bool(extra), found[0]["message"]
+
+
+def test_a_cached_repo_without_the_optional_index_never_goes_online(
+        monkeypatch: pytest.MonkeyPatch, cache: Path, attempts: list[tuple[Any, ...]]) -> None:
+    put(cache, "Qwen/Qwen3-4B", {"config.json": config("Qwen--Qwen3-4B")})
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    with hub.network(True):
+        r = hub.resolve_repo("Qwen/Qwen3-4B")
+    assert [f.filename for f in r.files] == ["config.json"] and not attempts
+
+
+@pytest.mark.parametrize("ref", ["../", "..", "../../etc", "main", "0123", "not a hash\n"])
+def test_a_cache_ref_that_is_not_a_commit_hash_is_a_clear_error(
+        ref: str, monkeypatch: pytest.MonkeyPatch, cache: Path, attempts: list[tuple[Any, ...]]) -> None:
+    put(cache, "org/broken", {"config.json": config("Qwen--Qwen3-4B")})
+    (cache / "models--org--broken" / "refs" / "main").write_text(ref)
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    err = _one_line_exit_2(["map", "--model", "org/broken", "--device", "h100-sxm", "--batch", "1",
+                            "--context", "1k"], "refs/main", "commit hash", "org/broken")
+    assert "internal error" not in err and "not a hash" not in err and "../../etc" not in err  # not echoed
+    assert not attempts
+    spec = ('kvplan 1\ndeployment "b" {\n    model = "org/broken"\n    device = h100-sxm\n'
+            "    workload {\n        batch = 1\n        context = 1k\n    }\n}\n")
+    (d,) = check_source(spec, "b.kvp").diagnostics
+    assert d.code == "KV119" and "commit hash" in d.message and d.span is not None and d.span.line == 3
+
+
+# ------------------------------------------------------------------ the advice works
+
+def _installed_download() -> str:
+    """The download command of the installed huggingface_hub, from its version (hf arrived in 0.34)."""
+    from importlib.metadata import version
+
+    major, minor = (int(x) for x in version("huggingface_hub").split(".")[:2])
+    return "hf download" if (major, minor) >= (0, 34) else "huggingface-cli download"
+
+
+def test_the_download_command_in_the_advice_is_the_installed_one(cache: Path) -> None:
+    import os
+    import sys
+
+    err = _one_line_exit_2(["map", "--model", "nobody/no-such-model", "--device", "h100-sxm", "--batch", "1",
+                            "--context", "1k"])
+    command = _installed_download()
+    assert f"`{command} nobody/no-such-model config.json" in err, err
+    # the command is one this environment has (a console script beside the interpreter)
+    assert os.path.exists(os.path.join(os.path.dirname(sys.executable), command.split()[0]))
+
+
+def test_the_model_block_the_advice_shows_lints_when_applied(tmp_path: Path, cache: Path) -> None:
+    (d,) = check_source(_spec("", model='"nobody/tiny-model"'), str(tmp_path / "x.kvp")).diagnostics
+    assert d.code == "KV111" and d.help is not None
+    block, named = re.findall(r"`(model [^`]*)`", d.help)
+    folder = tmp_path / "models" / "tiny"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(config("Qwen--Qwen3-4B"))
+    fixed = _spec("", model=named.split(" = ")[1]).replace(
+        "kvplan 1\n", "kvplan 1\n" + block.replace("path/config.json", "models/tiny/config.json") + "\n")
+    res = check_source(fixed, str(tmp_path / "x.kvp"))
+    assert res.ok and not res.diagnostics, (fixed, res.diagnostics)
+
+
+def test_a_config_path_in_model_is_a_path_not_a_repo_id(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, attempts: list[tuple[Any, ...]]) -> None:
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    folder = tmp_path / "models" / "my-7b"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(config("Qwen--Qwen3-4B"))
+    for path in ("models/my-7b/config.json", "./models/my-7b", "dir/config.json"):
+        text = _spec("", model=f'"{path}"')
+        with hub.network(True):
+            (d,) = check_source(text, str(tmp_path / "p.kvp")).diagnostics
+        assert d.code == "KV111" and "is a path" in d.message and d.span is not None
+        assert (d.span.line, d.span.column) == _where(text, f'"{path}"')
+        assert d.help is not None
+        block, named = re.findall(r"`(model [^`]*)`", d.help)
+        if path != "dir/config.json":  # the advice applied lints clean where the config exists
+            fixed = text.replace(f'model = "{path}"', named).replace("kvplan 1\n", f"kvplan 1\n{block}\n")
+            res = check_source(fixed, str(tmp_path / "p.kvp"))
+            assert res.ok and not res.diagnostics, (fixed, res.diagnostics)
+    assert not attempts
+
+
+def test_a_safetensors_index_nested_2000_deep_is_located(cache: Path) -> None:
+    index = '{"metadata": {"total_size": 1}, "weight_map": ' + "[" * 2000 + "]" * 2000 + "}"
+    snap = put(cache, "org/deep", {"config.json": config("Qwen--Qwen3-4B"), "model.safetensors.index.json": index})
+    spec = ('kvplan 1\ndeployment "d" {\n    model = "org/deep"\n    device = h100-sxm\n'
+            "    workload {\n        batch = 1\n        context = 1k\n    }\n}\n")
+    (d,) = check_source(spec, "d.kvp").diagnostics
+    assert d.code == "KV119" and "64 levels deep" in d.message and d.span is not None and d.span.line == 3
+    err = _one_line_exit_2(["map", "--model", "org/deep", "--device", "h100-sxm", "--batch", "1", "--context", "1k"],
+                           "64 levels deep")
+    col = index.index("[") + 63 + 1  # the object is level 1: its 64th `[` opens level 65 (line 1)
+    assert f"{snap / 'model.safetensors.index.json'}:1:{col}" in err, err

@@ -392,3 +392,60 @@ def test_a_walked_directory_follows_no_link_out_of_it(tmp_path: Path) -> None:
     assert SECRET not in fmt_out.stdout + fmt_out.stderr
     named = _kvplan(["lint", "specs/evil.kvp"], tmp_path / "repo")  # named on the command line: the user's choice
     assert named.returncode == 1 and "symbolic link" not in named.stdout and "specs/evil.kvp:1:" in named.stdout
+
+
+# --- nesting: every JSON and TOML reader refuses 2,000 levels at the place, not with RecursionError ---------------
+
+DEEP_TOML = "[fit]\nx = " + "[" * 2000 + "]" * 2000 + "\n"
+
+
+def _deep_at(text: str) -> str:
+    """`line:column` of the bracket that opens level 65 (MAX_JSON_DEPTH + 1), counted here from the text."""
+    from kvplan.base.limits import MAX_JSON_DEPTH
+
+    at = text.index("[" * (MAX_JSON_DEPTH + 1)) + MAX_JSON_DEPTH
+    before = text[:at]
+    return f"{before.count(chr(10)) + 1}:{at - (before.rfind(chr(10)) + 1) + 1}"
+
+
+def _lint(args: list[str]) -> tuple[int, str, str]:
+    from click.testing import CliRunner
+
+    from kvplan.cli import main
+
+    r = CliRunner().invoke(main, ["lint", *args])
+    assert "RecursionError" not in r.output and "internal error" not in r.output, r.output
+    return r.exit_code, r.stdout, r.stderr
+
+
+def test_a_calibration_profile_nested_2000_deep_is_located(tmp_path: Path) -> None:
+    profile = tmp_path / "deep.toml"
+    profile.write_text(DEEP_TOML)
+    spec = tmp_path / "w2.kvp"
+    spec.write_text(EXAMPLE.read_text())
+    rc, _, err = _lint(["--calibration", str(profile), str(spec)])
+    assert rc == 2 and f"deep.toml:{_deep_at(DEEP_TOML)}: " in err and "64 levels deep" in err, err
+    # named by the spec: KV119 at the `calibration` value, with the profile's own line and column
+    spec.write_text(EXAMPLE.read_text().replace('deployment "w2-batch32" {',
+                                                'deployment "w2-batch32" {\n    calibration = "deep.toml"'))
+    rc, out, _ = _lint([str(spec)])
+    line, col = _deep_at(DEEP_TOML).split(":")
+    assert rc == 1 and "KV119" in out and f"(line {line}, column {col})" in out, out
+
+
+def test_a_pyproject_nested_2000_deep_is_located(tmp_path: Path) -> None:
+    text = "[tool.kvplan]\nselect = " + "[" * 2000 + "]" * 2000 + "\n"
+    (tmp_path / "pyproject.toml").write_text(text)
+    spec = tmp_path / "w2.kvp"
+    spec.write_text(EXAMPLE.read_text())
+    rc, _, err = _lint(["--config", str(tmp_path / "pyproject.toml"), str(spec)])
+    assert rc == 2 and f"pyproject.toml:{_deep_at(text)}: " in err and "64 levels deep" in err, err
+
+
+def test_an_emitted_file_nested_2000_deep_is_not_a_header_and_no_crash(tmp_path: Path) -> None:
+    spec = tmp_path / "w2.kvp"
+    spec.write_text(EXAMPLE.read_text())
+    (tmp_path / "w2.kvplan").mkdir()
+    (tmp_path / "w2.kvplan" / "x.json").write_text('{"_kvplan": ' + "[" * 2000 + "]" * 2000 + "}")
+    rc, out, _ = _lint(["--check-digest", str(spec)])
+    assert rc in (0, 1) and "KV401" not in out, out

@@ -6,9 +6,12 @@ tests/unit/planner/test_suggestions.py; tests/unit/planner/test_suggestions.py s
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from tests.unit.planner.test_suggestions import WL, _dep, _helps
+import pytest
+
+from tests.unit.planner.test_suggestions import WL, _dep, _helps, _unfit_list, _verifying_plans
 
 
 def test_a_dtype_suggestion_keeps_the_bit_width(tmp_path: Path) -> None:
@@ -32,3 +35,30 @@ def test_a_dtype_suggestion_keeps_the_bit_width(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------ examples in help texts and docs
 
+
+
+def test_lint_of_many_unfit_scenarios_stays_within_its_budget_and_its_note_works(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On main lint verified every scenario's suggestions: 1,355 plans for these 150 (a file at the
+    scenario cap of 1,000 took 88 s); now at most REPLANS_PER_FILE, and the rest say how to get them."""
+    import json
+    import shlex
+
+    from click.testing import CliRunner
+
+    from kvplan.cli import main
+    from kvplan.planner import REPLANS_PER_FILE
+
+    spec = tmp_path / "unfit.kvp"
+    spec.write_text(_unfit_list(6, 25), encoding="utf-8")
+    made = _verifying_plans(monkeypatch)
+    r = CliRunner().invoke(main, ["lint", "--output-format", "json", str(spec)])
+    assert r.exit_code == 1, r.output
+    assert 0 < len(made) <= REPLANS_PER_FILE
+    helps = [d["help"] for d in json.loads(r.stdout)["diagnostics"] if d["code"] == "KV301"]
+    notes = [h for h in helps if h.startswith("no suggestion searched")]
+    assert notes and len(notes) < len(helps)
+    command = re.search(r"`(kvplan advise [^`]*)`", notes[-1])
+    assert command is not None, notes[-1]
+    out = CliRunner().invoke(main, [*shlex.split(command.group(1))[1:], str(spec)])
+    assert out.exit_code == 1 and "devices = " in out.stdout, out.output

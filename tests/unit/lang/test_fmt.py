@@ -11,8 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kvplan.base import limits
 from kvplan.lang import check_source
-from kvplan.lang.fmt import format_source
+from kvplan.lang.fmt import INDENT, format_source
 from kvplan.lang.syntax import KvpSyntaxError, parse
 from tests.paths import ROOT
 
@@ -243,3 +244,31 @@ def test_syntax_error_raises_with_a_span() -> None:
     with pytest.raises(KvpSyntaxError) as info:
         format_source('deployment "x" {\n    batch 32\n}\n', "bad.kvp")
     assert info.value.span is not None and info.value.span.line == 2
+
+
+def nested(depth: int, flags: int = 1) -> str:
+    """A deployment whose blocks nest `depth` deep (its own braces included), `flags` bare keys at the bottom."""
+    return ('deployment "x" {\n' + "a {\n" * (depth - 1) + "f\n" * flags + "}\n" * depth)
+
+
+def test_blocks_nest_at_most_the_limit_and_the_next_level_is_refused_where_it_opens() -> None:
+    at_cap = format_source(nested(limits.MAX_NESTING), "deep.kvp")
+    assert at_cap.splitlines()[limits.MAX_NESTING] == INDENT * limits.MAX_NESTING + "f"
+    with pytest.raises(KvpSyntaxError) as info:
+        format_source(nested(limits.MAX_NESTING + 1) + "\n" + nested(40), "deep.kvp")
+    err = info.value
+    # line 1 opens level 1; the block on line MAX_NESTING + 1 opens level MAX_NESTING + 1
+    assert err.code == "KV003" and err.span is not None
+    assert (err.span.line, err.span.column) == (limits.MAX_NESTING + 1, 1)
+    assert f"at most {limits.MAX_NESTING} deep" in err.message
+
+
+def test_formatted_text_stays_linear_in_the_input_at_the_nesting_limit() -> None:
+    # The layout indents four spaces a level: under the cap an output line is at most 4 × MAX_NESTING
+    # characters longer than its source line, and every source line here is two characters.
+    text = nested(limits.MAX_NESTING, flags=20_000)
+    out = format_source(text, "deep.kvp")
+    assert len(out) <= len(text) * (1 + 2 * limits.MAX_NESTING)
+    # past the cap nothing is laid out: a file nested 5,000 deep is refused, not printed
+    with pytest.raises(KvpSyntaxError):
+        format_source(nested(5_000), "deep.kvp")

@@ -13,15 +13,18 @@ from __future__ import annotations
 import collections
 import re
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import pytest
 
+import kvplan.planner as planner
 from kvplan.base.codes import Severity
 from kvplan.base.diagnostics import Diagnostic, Fix
 from kvplan.lang import check_source
 from kvplan.lang import fixes as fx
+from kvplan.model.scenario import Scenario
 from kvplan.planner import lint as planner_lint
+from kvplan.planner.plan import Plan
 from tests.paths import DATA, ROOT
 from tests.unit.lang.test_suggestions import _SETTING, example_errors
 
@@ -348,3 +351,76 @@ def test_every_setting_a_help_shows_lints_clean(tmp_path: Path) -> None:
     assert len(examples) >= 15  # the corpus does exercise the helps
     failures = {ex: example_errors(ex, str(tmp_path / "t.kvp")) for ex in examples}
     assert not {k: v for k, v in failures.items() if v}
+
+
+# ------------------------------------------------------------------ the file's budget of verifying plans
+
+def _unfit_list(batches: int, contexts: int) -> str:
+    """One deployment whose workload lists expand into batches × contexts scenarios, none of which fits."""
+    b = ", ".join(str(64 + i) for i in range(batches))
+    c = ", ".join(f"{28 + 4 * i}k" for i in range(contexts))
+    return "kvplan 1\n\n" + _dep(f"devices = 1\nworkload {{\n    batch   = [{b}]\n    context = [{c}]\n}}")
+
+
+def _verifying_plans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The scenario of every batch plan made to verify a suggestion (a plan without `suggest`), in order;
+    not the one refused when the budget is spent (it raises before any work)."""
+    made: list[str] = []
+    real = planner._plan_batch
+
+    def counted(sc: Scenario, **kw: Any) -> Plan:
+        verifying = kw.get("suggest") is False
+        try:
+            return real(sc, **kw)
+        except planner._ReplansSpent:
+            verifying = False
+            raise
+        finally:
+            if verifying:
+                made.append(sc.name)
+
+    monkeypatch.setattr(planner, "_plan_batch", counted)
+    return made
+
+
+def test_lint_verifies_at_most_the_files_budget_of_plans_and_says_where_it_stopped(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    size = 40
+    monkeypatch.setattr(planner_lint, "Replans", lambda: planner.Replans(size))
+    made = _verifying_plans(monkeypatch)
+    text = _unfit_list(3, 4)  # 12 scenarios; each search takes about ten plans
+    diags = [d for d in lint_text(text, "unfit.kvp") if d.code == "KV301"]
+    assert len(made) <= size
+    assert len(diags) == 12
+    noted = [d for d in diags if (d.help or "").startswith("no suggestion searched")]
+    searched = [d for d in diags if d not in noted]
+    assert noted and searched                             # the budget ran out part way through the file
+    # every scenario searched carries what it found, verified: no "nothing can be verified" for want of budget
+    assert all(d.fixes and "no single change" not in (d.help or "") for d in searched)
+    # the scenarios left unsearched are the file's last, in its order
+    order = [sc.name for sc in check_source(text, "unfit.kvp").scenarios]
+    assert sorted(order.index(_tag(d)) for d in noted) == list(range(len(searched), 12))
+    # each note names the scenario whose search `kvplan advise --scenario` makes, and that search finds changes
+    for d in noted:
+        assert f"--scenario '{_tag(d)}'" in (d.help or "") and not d.fixes
+        sc = next(s for s in check_source(text, "unfit.kvp").scenarios if s.name == _tag(d))
+        assert planner.plan(sc).unmet[0].changes[0]
+    assert not check_all_suggestions(text, "unfit.kvp")    # what was printed still works when applied
+
+
+def test_a_scenario_past_the_budget_is_laid_out_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the budget, a scenario costs its own plan and nothing more: one layout of its chosen candidate."""
+    spent = planner.Replans(0)
+    outcomes: list[bool] = []
+    real = planner._outcome
+
+    def counted(*args: Any) -> Plan:
+        outcomes.append(args[-1])  # whether it searched suggestions
+        return real(*args)
+
+    monkeypatch.setattr(planner, "_outcome", counted)
+    scenarios = check_source(_unfit_list(2, 2), "unfit.kvp").scenarios
+    for sc in scenarios:
+        p = planner.plan(sc, replans=spent)
+        assert p.unmet and all(u.suggestions[0].startswith("no suggestion searched") for u in p.unmet)
+    assert outcomes == [False] * len(scenarios) and spent.used == 0
