@@ -75,8 +75,9 @@ class Replans:
 
     Mutable on purpose: `kvplan lint` hands one to every scenario of a file in the file's order, so the
     suggestion search of the whole file is bounded (a scenario costs tens of them; a file holds up to
-    10,000 scenarios). Each batch plan made to verify a suggestion takes one; a scenario whose search
-    needs one more than is left gets no suggestions and says so (plan() below), never a partial search."""
+    kvplan.base.limits.MAX_FILE_SCENARIOS). Each batch plan made to verify a suggestion takes one; a
+    scenario whose search needs one more than is left gets no suggestions and says so (plan() below),
+    never a partial search."""
 
     __slots__ = ("size", "used")
 

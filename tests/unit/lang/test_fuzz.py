@@ -37,19 +37,19 @@ def _many_scenarios(deployments: int) -> str:
     return "kvplan 1\n" + "".join(dep.format(i=i, t=tens) for i in range(deployments))
 
 
-def test_a_file_expands_into_at_most_10000_scenarios() -> None:
+def test_a_file_expands_into_at_most_2000_scenarios() -> None:
     # 300 deployments × 1,000 scenarios in 50 KB: the cap was per deployment only
     text = _many_scenarios(300)
     assert len(text) < 50 * 1024
     result = check_source(text, "many.kvp")
-    assert len(result.scenarios) == limits.MAX_FILE_SCENARIOS == 10_000
+    assert len(result.scenarios) == limits.MAX_FILE_SCENARIOS == 2_000
     over = [d for d in result.diagnostics if d.code == "KV118"]
     assert len(over) == 1
-    assert (over[0].span.line, over[0].span.column) == (1 + 10 * 9 + 4, 1)  # the 11th deployment's workload
-    assert "more than 10,000 scenarios (10,000 before it, 1,000 here)" in over[0].message
+    assert (over[0].span.line, over[0].span.column) == (1 + 2 * 9 + 4, 1)  # the 3rd deployment's workload
+    assert "more than 2,000 scenarios (2,000 before it, 1,000 here)" in over[0].message
     # exactly at the cap is fine
-    ok = check_source(_many_scenarios(10), "ten.kvp")
-    assert ok.ok and len(ok.scenarios) == 10_000
+    ok = check_source(_many_scenarios(2), "two.kvp")
+    assert ok.ok and len(ok.scenarios) == 2_000
 
 
 @pytest.mark.parametrize("where, entry, words", [
