@@ -85,15 +85,19 @@ def eviction_admissible(sc: Scenario) -> bool:
     return admissible(sc.budget, sc.eviction_allowed).eviction and get_engine(sc.engine).eviction
 
 
+def _runnable_dtypes(sc: Scenario) -> tuple[str, ...]:
+    """The KV dtypes the budget admits that the engine stores on this device for this model (FP4 only with FP4
+    hardware; the record's conditions), before a kv_dtype pin."""
+    runs = kv_dtypes_for(get_engine(sc.engine), sc.device, sc.model)
+    return tuple(x for x in admissible_dtypes(sc.budget, sc.engine) if x in runs)
+
+
 def _space(sc: Scenario) -> tuple[Space, dict[str, str]]:
     """Candidate axes after pins, budget and engine; `why` says what removed an option.
     R3 is applied per candidate afterwards: whether a layout is below s* depends on its
     tensor-parallel replication."""
     why: dict[str, str] = {}
-    dtypes = admissible_dtypes(sc.budget, sc.engine)
-    # what the engine stores on this device for this model (FP4 only with FP4 hardware; the record's conditions)
-    runs = kv_dtypes_for(get_engine(sc.engine), sc.device, sc.model)
-    dtypes = tuple(x for x in dtypes if x in runs)
+    dtypes = _runnable_dtypes(sc)
     pin_dt = _pin(sc, "kv_dtype")
     if pin_dt is not None:
         dtypes = (DTYPES[str(pin_dt)].id if str(pin_dt) in DTYPES else str(pin_dt),)
@@ -587,6 +591,11 @@ def _search_space(sc: Scenario) -> _Found:
         space = attrs.evolve(space, counts=laid)
     else:
         layout_gap, engine_gap = space.counts, None
+    # a searched count no layout of which keeps a pinned tp or pp is no plan either (pipeline_parallel = 1 pinned
+    # does not make 64 ranks of 32 query heads a candidate); when no count keeps it, the pin is evaluated as given
+    kept = tuple(c for c in space.counts if space.pinned_splits(sc.model, c, pipeline))
+    if kept and (space.tp is not None or space.pp is not None):
+        space = attrs.evolve(space, counts=kept)
     return _Found(space, why, pipeline, engine_gap, layout_gap)
 
 
@@ -596,16 +605,35 @@ def _apply_rules(sc: Scenario, ev: Evaluated, space: Space, why: dict[str, str],
     takes precedence as the reason given, then the SLOs; with a layout gap every candidate is
     rejected for it. When nothing is left, a rule that yields to capacity readmits what it removed
     that fits and keeps every token. Records each rejection in `ev.reject` and each rule's note in `why`."""
-    narrowest = min((DTYPES[x].width for x in space.dtypes), default=2.0)
+    # the narrowest the budget admits, pinned or not: a pin of the plan's own dtype leaves R4 as it was
+    narrowest = min((DTYPES[x].width for x in (*_runnable_dtypes(sc), *space.dtypes)), default=2.0)
     view = SearchView(sc, ev, _f(rf.weight_bytes_read(sc.model, sc.batch, sc.weights.width)), narrowest)
     filters = [r for r in rules.values() if r.reject is not None]
     for r in rules.values():
         said = r.note(view) if r.note is not None else None
         if said is not None:
             why[r.id] = said
-    ok = np.ones(len(ev), dtype=bool)
-    bound: set[int] = set()  # removed by a rule that binds when nothing fits: never the closest plan
     binding = {r.id for r in rules.values() if r.yields is None}
+    ok, bound = _rejections(sc, ev, view, filters, binding, layout_gap)
+    overruled = [r for r in filters if any(k in sc.pins for k in r.overruled_by)]
+    if not ok.any() and overruled:  # the pins leave nothing the rule admits: they decide (lint reports them)
+        ok, bound = _rejections(sc, ev, view, [r for r in filters if r not in overruled], binding, layout_gap)
+    yielded = _yield_to_capacity(ev, ok, rules, why) if not ok.any() else frozenset()
+    want = slos(sc)
+    meets = np.array([search.slo_violation(ev, i, want) <= 1.0 + 1e-12 for i in range(len(ev))])
+    for i in range(len(ev)):
+        if ok[i] and not meets[i]:
+            ev.reject[i] = Rejection(None, _slo_reason(ev, i, want), cause="slo")
+    return _Filtered([i for i in range(len(ev)) if ok[i] and meets[i]], [i for i in range(len(ev)) if ok[i]],
+                     yielded, frozenset(bound))
+
+
+def _rejections(sc: Scenario, ev: Evaluated, view: SearchView, filters: list[Rule], binding: set[str],
+                layout_gap: Optional[tuple[int, ...]]) -> tuple[npt.NDArray[np.bool_], set[int]]:
+    """Which candidates the rules `filters` and fit leave, each other one's rejection recorded in `ev.reject`, and
+    those a binding rule removed (whatever else: never the closest plan)."""
+    ok = np.ones(len(ev), dtype=bool)
+    bound: set[int] = set()
     for i in range(len(ev)):
         if layout_gap is not None:  # no split of the model takes the count: no rule or fit is asked
             ev.reject[i], ok[i] = Rejection(None, _no_layout(sc.model, int(ev.n[i])), cause="layout"), False
@@ -615,16 +643,9 @@ def _apply_rules(sc: Scenario, ev: Evaluated, space: Space, why: dict[str, str],
             bound.add(i)
         if not ev.fits[i]:  # not fitting decides it before any design rule: the reason given is that one
             rejection = Rejection(None, _no_fit(sc.model, ev, i), cause="fit")
-        if rejection is not None:
-            ev.reject[i], ok[i] = rejection, False
-    yielded = _yield_to_capacity(ev, ok, rules, why) if not ok.any() else frozenset()
-    want = slos(sc)
-    meets = np.array([search.slo_violation(ev, i, want) <= 1.0 + 1e-12 for i in range(len(ev))])
-    for i in range(len(ev)):
-        if ok[i] and not meets[i]:
-            ev.reject[i] = Rejection(None, _slo_reason(ev, i, want), cause="slo")
-    return _Filtered([i for i in range(len(ev)) if ok[i] and meets[i]], [i for i in range(len(ev)) if ok[i]],
-                     yielded, frozenset(bound))
+        ev.reject[i] = rejection
+        ok[i] = rejection is None
+    return ok, bound
 
 
 def _first_rejection(view: SearchView, filters: list[Rule], i: int) -> Optional[Rejection]:
