@@ -971,6 +971,12 @@ def import_cmd(source: str, engine: str, model_id: str | None, model_config: str
     if output == "-":
         click.echo(result.text, nl=False)
     else:
+        if result.copies:  # first, so that the spec never names a file not yet written
+            from kvplan.base.outputs import OutputTree
+
+            tree = OutputTree(os.path.dirname(output) or ".")
+            for rel, text in result.copies:
+                click.echo(f"wrote {tree.write(rel.split('/'), text)}", err=True)
         with open(output, "w", encoding="utf-8", newline="") as fh:
             fh.write(result.text)
         click.echo(f"wrote {output}", err=True)
