@@ -432,7 +432,8 @@ def _plan_batch(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: flo
     map0 = _regime_map(sc)                                             # R1
     found = _search_space(sc)                                          # space
     ev = _evaluate(sc, setup, found)                                   # evaluate
-    kept = _apply_rules(sc, ev, found.space, found.why, rules, found.layout_gap)  # rules
+    overruled = _overruled(sc, setup, rules, min_gain)
+    kept = _apply_rules(sc, ev, found.space, found.why, rules, found.layout_gap, overruled)  # rules
     best = _choose(sc, ev, kept, min_gain)                             # choose
     knobs = _Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, setup.reserved)
     p = _outcome(sc, setup, map0, ev, best, found, kept, knobs, suggest)  # tier, maps, unmet
@@ -476,17 +477,19 @@ class Candidates:
 
 
 def candidates(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, activation_reserve: Optional[float] = None,
-               runtime_reserve: Optional[float] = None, rules: Mapping[str, Rule] = RULES) -> Candidates:
+               runtime_reserve: Optional[float] = None, rules: Mapping[str, Rule] = RULES,
+               min_gain: float = DEFAULT_MIN_GAIN) -> Candidates:
     """The candidates of a batch-form scenario and those that pass every filter plan() applies (the same
     space, evaluation, rules, fit and SLO checks: docs/planner.md steps 3-5), with the reserves plan() would
-    use. The choosing step (objective, minimum gain) is not applied: every feasible candidate is returned."""
+    use. The choosing step (objective, minimum gain) is not applied: every feasible candidate is returned
+    (`min_gain` only says, as in plan(), whether a kv_dtype or retention pin confirms the choice, _overruled)."""
     rf.check_batch_context(sc.batch, sc.context)
     reserves = memory.Reserves(activation=activation_reserve, runtime=runtime_reserve,
                                fraction=_reserve_for(sc, reserve))
     setup = _setup(sc, reserves)
     found = _search_space(sc)
     ev = _evaluate(sc, setup, found)
-    kept = _apply_rules(sc, ev, found.space, found.why, rules, found.layout_gap)
+    kept = _apply_rules(sc, ev, found.space, found.why, rules, found.layout_gap, _overruled(sc, setup, rules, min_gain))
     gap = ""
     if found.layout_gap is not None:
         gap = _no_layout(sc.model, max(found.layout_gap))
@@ -599,25 +602,43 @@ def _search_space(sc: Scenario) -> _Found:
     return _Found(space, why, pipeline, engine_gap, layout_gap)
 
 
+def _overruled(sc: Scenario, setup: _Setup, rules: Mapping[str, Rule], min_gain: float) -> frozenset[str]:
+    """The rules whose filters the pins overrule (Rule.overruled_by): none for a pin that confirms what the planner
+    chooses without it (the same kv_dtype or retention), so that pinning the plan's own choices gives the same plan;
+    for a pin that changes the choice, each rule it overrules (the operator decided: the rule's lint reports it)."""
+    keys = {k for r in rules.values() for k in r.overruled_by if k in sc.pins}
+    if not keys:
+        return frozenset()
+    free = attrs.evolve(sc, pins={k: v for k, v in sc.pins.items() if k not in keys})
+    found = _search_space(free)
+    ev = _evaluate(free, setup, found)
+    best = _choose(free, ev, _apply_rules(free, ev, found.space, dict(found.why), rules, found.layout_gap),
+                   min_gain)
+    pin_dt = str(sc.pins["kv_dtype"].value) if "kv_dtype" in sc.pins else ""
+    chosen = {"kv_dtype": DTYPES[pin_dt].id == str(ev.dtype[best]) if pin_dt in DTYPES else False,
+              "retention": "retention" in sc.pins and math.isclose(float(sc.pins["retention"].value),
+                                                                    float(ev.retention[best]))}
+    changed = {k for k in keys if not chosen.get(k, False)}
+    return frozenset(r.id for r in rules.values() if changed & set(r.overruled_by))
+
+
 def _apply_rules(sc: Scenario, ev: Evaluated, space: Space, why: dict[str, str], rules: Mapping[str, Rule],
-                 layout_gap: Optional[tuple[int, ...]]) -> _Filtered:
+                 layout_gap: Optional[tuple[int, ...]], overruled: frozenset[str] = frozenset()) -> _Filtered:
     """Ask each rule's filter about each candidate (the first rejection names it), then fit, which
     takes precedence as the reason given, then the SLOs; with a layout gap every candidate is
     rejected for it. When nothing is left, a rule that yields to capacity readmits what it removed
-    that fits and keeps every token. Records each rejection in `ev.reject` and each rule's note in `why`."""
+    that fits and keeps every token. The `overruled` rules' filters are not asked (_overruled). Records each
+    rejection in `ev.reject` and each rule's note in `why`."""
     # the narrowest the budget admits, pinned or not: a pin of the plan's own dtype leaves R4 as it was
     narrowest = min((DTYPES[x].width for x in (*_runnable_dtypes(sc), *space.dtypes)), default=2.0)
     view = SearchView(sc, ev, _f(rf.weight_bytes_read(sc.model, sc.batch, sc.weights.width)), narrowest)
-    filters = [r for r in rules.values() if r.reject is not None]
+    filters = [r for r in rules.values() if r.reject is not None and r.id not in overruled]
     for r in rules.values():
         said = r.note(view) if r.note is not None else None
         if said is not None:
             why[r.id] = said
     binding = {r.id for r in rules.values() if r.yields is None}
     ok, bound = _rejections(sc, ev, view, filters, binding, layout_gap)
-    overruled = [r for r in filters if any(k in sc.pins for k in r.overruled_by)]
-    if not ok.any() and overruled:  # the pins leave nothing the rule admits: they decide (lint reports them)
-        ok, bound = _rejections(sc, ev, view, [r for r in filters if r not in overruled], binding, layout_gap)
     yielded = _yield_to_capacity(ev, ok, rules, why) if not ok.any() else frozenset()
     want = slos(sc)
     meets = np.array([search.slo_violation(ev, i, want) <= 1.0 + 1e-12 for i in range(len(ev))])

@@ -79,9 +79,9 @@ class Rule:
     pinned choices; `note` says why the rule shaped the space (shown on options never evaluated);
     `yields`, when set, is why the rule gives way when nothing else fits (the candidates it removed
     that fit and keep every token come back), and a rule without it still binds then. `overruled_by` names the
-    pins that overrule the filter when, with it, nothing is left: the operator decided, and the rule's lint
-    reports it; while something is left the filter applies as it does unpinned, so that pinning the plan's own
-    choices gives the same plan."""
+    pins that overrule the filter when they change what the planner would choose without them (the operator
+    decided, and the rule's lint reports it); a pin that confirms the choice leaves the filter as it is unpinned,
+    so that pinning the plan's own choices gives the same plan (kvplan.planner._overruled)."""
 
     id: str
     code: str = field(validator=_rule_code)

@@ -92,6 +92,34 @@ def test_a_pinned_compression_the_rules_refuse_everywhere_is_still_planned() -> 
     assert p.kv_dtype.id == "fp8" and p.n_devices == 1 and not p.unmet
 
 
+AGENTS = """kvplan 1
+deployment "agents" {
+    model  = llama-3-70b
+    device = b200
+    workload {
+        batch   = 4
+        context = 128k
+    }
+    quality {
+        budget = aggressive
+    }
+    pin {
+        kv_dtype  = int2
+        retention = 0.5
+    }
+}
+"""
+
+
+def test_a_pin_that_changes_the_choice_overrules_the_rules_it_breaks() -> None:
+    # docs/rules/KV208.md's example: int2 and r = 0.5 are the operator's, not the planner's, choice; R8 (below s* at
+    # int2, eviction buys little) gives way to the pins, as R3 and R4 do, rather than moving the plan to the one
+    # layout where it would not apply (64 ranks, the KV replicated 8 times)
+    (sc,) = check_source(AGENTS, "agents.kvp").scenarios
+    p = plan(sc, suggest=False)
+    assert (p.kv_dtype.id, p.retention, p.n_devices) == ("int2", 0.5, 1)
+
+
 SPECS = sorted(p for p in (*ROOT.glob("examples/*.kvp"), *DATA.glob("**/*.kvp"))
                if "invalid" not in p.parts and "golden" not in p.parts)
 
