@@ -164,7 +164,7 @@ def _from_files(name: Optional[str], cfg: HubFile, index: Optional[HubFile], hub
     config = hf_config.load_config_data(cfg.path)
     wb = checkpoint_bytes(config, model, cfg, index)
     read = (cfg, *([index] if index is not None else []))
-    source = "; ".join(f.cited for f in read)
+    source = "; ".join(f.path if f.revision == "local" else f.cited for f in read)  # a local file by its path
     name = model.id if name is None else name
     model = attrs.evolve(model, id=name, name=name, hf_id=hub_id, hf_ids=(hub_id,) if hub_id else (),
                          source=source, weight_bytes=wb)
@@ -182,8 +182,8 @@ def resolve_path(path: str) -> Resolved:
     folder = p if is_dir else files.parent(p)
     cfg_path = files.pure_path(os.path.join(p, CONFIG)) if is_dir else p
     if not os.path.lexists(cfg_path):  # anything else there is load_config's to refuse (a FIFO, a device)
-        raise ConfigError(f"config file '{cfg_path}' does not exist",
-                          help="give a checkpoint folder holding config.json, or a hub repo id")
+        raise ConfigError(f"config file '{cfg_path}' does not exist",  # as load_config says it
+                          help="give the path of a Hugging Face config.json")
     cfg = HubFile(repo=folder, filename=files.name(cfg_path), revision="local", path=cfg_path)
     idx_path = files.pure_path(os.path.join(folder, INDEX))
     index = (HubFile(repo=folder, filename=INDEX, revision="local", path=idx_path)
