@@ -20,12 +20,15 @@ from kvplan.base.errors import KvplanError
 from kvplan.base.units import MAX_EXACT, UNITS, Dim, parse_quantity, split_quantity
 
 if TYPE_CHECKING:  # the commands import these when they run (start-up stays small); here they are types only
+    from typing import Sequence
+
     from kvplan.base.diagnostics import Diagnostic
     from kvplan.engines import DeployOptions
     from kvplan.engines.common import Emitted
     from kvplan.lang import CheckResult
     from kvplan.lang.lint import Check
     from kvplan.model.profile import Profile
+    from kvplan.planner.plan import Plan
 
 F = TypeVar("F", bound=Callable[..., Any])
 P = ParamSpec("P")
@@ -658,11 +661,34 @@ def _checked(path: str, allow_paths: tuple[str, ...] = ()) -> CheckResult:
         d = errors[0]
         _fail(f"{d.span or path}: {d.code} {d.message}" + (f" ({d.help})" if d.help else ""))
     if errors:
-        for d in sorted(errors, key=lambda d: d.sort_key()):
-            where = f"{d.span.file}:{d.span.line}:{d.span.column}: " if d.span else f"{path}: "
-            click.echo(f"{where}{d.code} {d.message}", err=True)
-        _fail(f"{path} has {len(errors)} error{'s' if len(errors) > 1 else ''}; run `kvplan lint {path}` for details")
+        _say_findings(path, result, allow_paths, errors)
+        _fail(f"{path} has {len(errors)} error{'s' if len(errors) > 1 else ''}; `kvplan lint {path}` shows each "
+              "in its line")
     return result
+
+
+def _say_findings(path: str, result: CheckResult, allow_paths: tuple[str, ...], errors: Sequence[Diagnostic] = (),
+                  plans: Optional[Sequence[Plan]] = None) -> None:
+    """What `kvplan lint` reports on the spec at warning or above, on stderr, each with its help inline: the
+    checker's diagnostics and, given the plans advise or emit made, their findings (KV2xx, KV3xx). The settings'
+    select and ignore and the file's suppressions apply as in lint; an error that stops the command is said even
+    when ignored."""
+    from kvplan.base.codes import Severity
+
+    raw = list(result.diagnostics)
+    if plans is not None:
+        from kvplan.planner.lint import check_plans
+
+        raw += check_plans(result, plans)
+    if not any(d.severity.rank >= Severity.WARNING.rank for d in raw) and "kvplan:" not in result.source:
+        return  # nothing for lint to print at warning, no suppression to judge: the linter stays unloaded
+    from kvplan.lang import lint
+    from kvplan.render import diagnostics as diag_view
+
+    settings = lint.load_settings(".").with_overrides(allow_paths=allow_paths)
+    report = lint.report(path, result, raw, settings, planned=plans is not None)
+    shown = report.diagnostics + tuple(e for e in errors if e not in report.diagnostics)
+    click.echo(diag_view.inline([attrs.evolve(report, diagnostics=shown)]), err=True, nl=False)
 
 
 @main.command("advise")
@@ -690,6 +716,7 @@ def advise_cmd(spec_file: str, fmt: str, scenario: str | None, reserve: float | 
                                                                                activation_reserve, runtime_reserve))]
     render = {"text": plan_view.text, "json": plan_view.json_text, "markdown": plan_view.markdown}[fmt]
     click.echo(render(plans), nl=False)
+    _say_findings(spec_file, checked, allow_paths, plans=plans)
     if any(p.unmet or not p.feasible for p in plans):
         sys.exit(EXIT_FINDINGS)
 
@@ -849,9 +876,8 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
         check_out_dir(out_dir)
     # one memory model: the plan is made under the reserves its configs are sized with
     given = {"activation_reserve": reserves.activation, "runtime_reserve": reserves.runtime}
-    plans = [with_engines(p) for p in
-             plans_for(_with_expected(_checked(spec_file, allow_paths), calibration, slo_on), scenario,
-                       **{k: v for k, v in given.items() if v is not None})]
+    checked = _with_expected(_checked(spec_file, allow_paths), calibration, slo_on)
+    plans = [with_engines(p) for p in plans_for(checked, scenario, **{k: v for k, v in given.items() if v is not None})]
     for p in plans:  # a count the model cannot split has no configuration to write
         gap = next((u for u in p.unmet if u.constraint == "layout"), None)
         if gap is not None:
@@ -883,6 +909,7 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
                 click.echo(f"kvplan: {where}/{target}: {line}", err=True)
     if chunks:
         click.echo("\n".join(chunks), nl=False)
+    _say_findings(spec_file, checked, allow_paths, plans=plans)  # last: an error that stops emit stays one line
     if findings:
         sys.exit(EXIT_FINDINGS)
 
@@ -957,8 +984,12 @@ def import_cmd(source: str, engine: str, model_id: str | None, model_config: str
     if output == "-":
         click.echo(result.text, nl=False)
     else:
-        from kvplan.base.outputs import write_file
+        from kvplan.base.outputs import OutputTree, write_file
 
+        if result.copies:  # first, so that the spec never names a file not yet written
+            tree = OutputTree(os.path.dirname(output) or ".")
+            for rel, text in result.copies:
+                click.echo(f"wrote {tree.write(rel.split('/'), text)}", err=True)
         click.echo(f"wrote {write_file(output, result.text)}", err=True)
 
 

@@ -284,31 +284,37 @@ def checkpoint_bytes(config: Mapping[str, hf_config.HFConfigValue], model: Model
     return derived
 
 
-def _from_files(name: str, cfg: HubFile, index: Optional[HubFile], hub_id: str) -> Resolved:
+def _from_files(name: Optional[str], cfg: HubFile, index: Optional[HubFile], hub_id: str) -> Resolved:
+    """The model the files give, with the checkpoint's weight bytes; `name` None keeps load_config's id."""
     model = hf_config.load_config(cfg.path)
     config = hf_config.load_config_data(cfg.path)
     wb = checkpoint_bytes(config, model, cfg, index)
     read = (cfg, *([index] if index is not None else []))
-    source = "; ".join(f.cited for f in read)
+    source = "; ".join(f.path if f.revision == "local" else f.cited for f in read)  # a local file by its path
+    name = model.id if name is None else name
     model = attrs.evolve(model, id=name, name=name, hf_id=hub_id, hf_ids=(hub_id,) if hub_id else (),
                          source=source, weight_bytes=wb)
     return Resolved(model, read)
 
 
 def resolve_path(path: str) -> Resolved:
-    """A local checkpoint: a directory holding config.json (and maybe the index), or a config.json path."""
+    """A local checkpoint: a directory holding config.json (and maybe the index), or a config.json path.
+
+    Every local config (`--model-config`, a spec's `model { config = ... }`, `checkpoint = "dir"`) comes
+    through here, so that it is planned at the same weight bytes as the same files through the hub. The id is
+    load_config's: the file's stem, or the folder's name for a config.json."""
     p = files.pure_path(path)  # paths as text, as pathlib writes them (kvplan.base.files: no pathlib at start-up)
     is_dir = os.path.isdir(p)
     folder = p if is_dir else files.parent(p)
     cfg_path = files.pure_path(os.path.join(p, CONFIG)) if is_dir else p
-    if not os.path.isfile(cfg_path):
-        raise ConfigError(f"config file '{cfg_path}' does not exist",
-                          help="give a checkpoint folder holding config.json, or a hub repo id")
+    if not os.path.lexists(cfg_path):  # anything else there is load_config's to refuse (a FIFO, a device)
+        raise ConfigError(f"config file '{cfg_path}' does not exist",  # as load_config says it
+                          help="give the path of a Hugging Face config.json")
     cfg = HubFile(repo=folder, filename=files.name(cfg_path), revision="local", path=cfg_path)
     idx_path = files.pure_path(os.path.join(folder, INDEX))
     index = (HubFile(repo=folder, filename=INDEX, revision="local", path=idx_path)
              if os.path.isfile(idx_path) else None)
-    return _from_files(files.name(folder) or folder, cfg, index, "")
+    return _from_files(None, cfg, index, "")
 
 
 def resolve_repo(repo: str, revision: Optional[str] = None) -> Resolved:
@@ -340,6 +346,8 @@ def resolve(name: str) -> Resolved:
 
 def resolve_model(name: Optional[str], config_path: Optional[str]) -> Model:
     """`--model NAME` (catalog, local checkpoint or repo id) or `--model-config PATH`: exactly one of the two."""
+    if config_path is not None and name is None:
+        return resolve_path(config_path).model
     try:
         return hf_config.resolve_model(name, config_path)
     except CatalogError:

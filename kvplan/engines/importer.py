@@ -30,7 +30,6 @@ from kvplan.base.errors import CatalogError
 from kvplan.base.records import record
 from kvplan.catalog import Model, aliases, by_repo_id, get_device, hub, models, suggest
 from kvplan.catalog.engines import get_engine
-from kvplan.catalog.hf_config import load_config
 from kvplan.catalog.quality import BUDGETS, admissible
 from kvplan.engines import TARGETS, emit
 from kvplan.engines.flagparse import LIMIT_HELP, MAX_TOKENS, DeploymentReadError, Read, in_range, split_command
@@ -53,6 +52,9 @@ class Imported:
     model: str
     device: str
     pins: tuple[tuple[str, str], ...]
+    #: Files to write beside the spec, (path relative to the spec's folder, text): a --model-config from outside
+    #: that folder, copied so that the spec reads it where it lies (a spec reads only its own tree).
+    copies: tuple[tuple[str, str], ...] = ()
 
 
 def human_int(value: str, flag: str) -> int:
@@ -136,6 +138,8 @@ class _ModelChoice:
     id: str
     why: str
     block: Optional[tuple[str, str]] = None   # (block name, config.json path relative to the spec)
+    copies: tuple[tuple[str, str], ...] = ()  # the files `block` names, copied beside the spec (Imported.copies)
+    source: Optional[str] = None              # the config path the copies come from, for checking before writing
 
 
 def _model(engine: str, r: Read, opts: Options) -> _ModelChoice:
@@ -149,18 +153,12 @@ def _model(engine: str, r: Read, opts: Options) -> _ModelChoice:
             why += f" (the engine serves {r.model_ref})"
         return _ModelChoice(m, m.id, why)
     if opts.model_config:
-        m = load_config(opts.model_config)   # fails here, not at lint time, if the config is unreadable
-        path = opts.model_config
-        if opts.out_dir is not None:
-            path = os.path.relpath(os.path.abspath(path), os.path.abspath(opts.out_dir))
-            if not files.within(opts.model_config, (opts.out_dir,)):
-                folder = os.path.dirname(os.path.abspath(opts.model_config))
-                r.warn(f"--model-config {opts.model_config} is outside the spec's folder: kvplan reads it from the "
-                       f"spec only when allowed (`kvplan lint --allow-path {folder}`, docs/cli-lint.md)")
+        # fails here, not at lint time, if the config is unreadable; the checkpoint's weight bytes as lint reads them
+        m = hub.resolve_path(opts.model_config).model
         model_id = _ident(r.model_ref.rstrip("/").rsplit("/", 1)[-1] if r.model_ref else m.id)
         why = (f"--model-config {opts.model_config}"
                + (f" (the engine serves {r.model_ref})" if r.model_ref else ""))
-        return _ModelChoice(m, model_id, why, (model_id, path.replace(os.sep, "/")))
+        return _config_block(r, opts, opts.model_config, m, model_id, why)
     if not r.model_ref:
         raise DeploymentReadError(f"the {get_engine(engine).described} configuration names no model",
                            help="pass --model ID (kvplan models) or --model-config PATH")
@@ -175,6 +173,47 @@ def _model(engine: str, r: Read, opts: Options) -> _ModelChoice:
     m, why = found
     # a repo id the catalog lists is written as the engine named it: the spec serves that repo
     return _ModelChoice(m, ref if ref.lower() in by_repo_id() else m.id, why)
+
+
+#: Where a --model-config from outside the spec's folder is copied, relative to that folder (examples/ does the same).
+COPIED = "models/{id}/"
+
+
+def _config_block(r: Read, opts: Options, given: str, m: Model, model_id: str, why: str) -> _ModelChoice:
+    """The `model` block of a --model-config: its path relative to the spec's folder (the folder of -o, else the
+    working directory) when the config lies in it; else, with -o, a copy beside the spec (the config.json and the
+    safetensors index beside it, which give the weight bytes), so that lint reads it without --allow-path; else
+    (stdout) the path as given, and a warning."""
+    spec_dir = opts.out_dir or "."
+    cfg = os.path.join(given, hub.CONFIG) if os.path.isdir(given) else given
+    if files.within(cfg, (spec_dir,)):
+        path = os.path.relpath(os.path.abspath(given), os.path.abspath(spec_dir))
+        return _ModelChoice(m, model_id, why, (model_id, path.replace(os.sep, "/")))
+    if opts.out_dir is None:
+        folder = os.path.dirname(os.path.abspath(cfg))
+        r.warn(f"--model-config {given} is outside the working directory, where the spec on stdout is taken to lie: "
+               f"a spec reads it only when allowed (`kvplan lint --allow-path {folder}`, docs/cli-lint.md); pass "
+               "-o FILE.kvp to have it copied beside the spec")
+        return _ModelChoice(m, model_id, why, (model_id, given))
+    into = COPIED.format(id=model_id)
+    index = os.path.join(os.path.dirname(cfg), hub.INDEX)
+    copies = [(into + hub.CONFIG, files.read_text(cfg, what="the model config"))]
+    if os.path.isfile(index):
+        copies.append((into + hub.INDEX, files.read_text(index, what="the safetensors index")))
+    for rel, text in copies:
+        _refuse_another(os.path.join(opts.out_dir, rel), text, given)
+    r.note(f"--model-config {given} is outside the spec's folder, which is all a spec reads: copied to "
+           f"{into}{hub.CONFIG}" + (f" (with its {hub.INDEX})" if len(copies) > 1 else ""))
+    return _ModelChoice(m, model_id, why, (model_id, into + hub.CONFIG), tuple(copies), os.path.abspath(cfg))
+
+
+def _refuse_another(dest: str, text: str, given: str) -> None:
+    """A copy may replace only the same text: another file there is the user's."""
+    if not os.path.lexists(dest):
+        return
+    if not os.path.isfile(dest) or os.path.islink(dest) or files.read_text(dest, what="a copied config") != text:
+        raise DeploymentReadError(f"{dest} exists and is not a copy of --model-config {given}",
+                                  help="move it, or write the spec elsewhere with -o")
 
 
 def _from_hub(ref: str) -> tuple[Model, str]:
@@ -324,14 +363,16 @@ def import_deployment(engine: str, text: str, opts: Options = Options(), base_di
     pins = _pins(engine, r, devices, dev_why)
     budget = _least_budget(r.kv_dtype[0] if r.kv_dtype is not None else None)
 
-    def spec(batch: tuple[int, str], context: tuple[int, str]) -> str:
-        return _render(engine, opts, r, _Spec(model.id, model.why, model.block, dev.id, batch, context, wl.bound,
+    def spec(batch: tuple[int, str], context: tuple[int, str], block: Optional[tuple[str, str]] = model.block) -> str:
+        return _render(engine, opts, r, _Spec(model.id, model.why, block, dev.id, batch, context, wl.bound,
                                               budget, pins))
 
-    batch, context = _derive(engine, wl, spec, opts)
+    # the copies are written after the spec is made: until then it is checked on the config they copy
+    before = model.block if model.source is None else (model.id, model.source)
+    batch, context = _derive(engine, wl, lambda b, c: spec(b, c, before), opts)
     warnings = tuple(r.warnings)
     return Imported(text=spec(batch, context), warnings=warnings, model=model.id, device=dev.id,
-                    pins=tuple((k, v) for k, v, _ in pins))
+                    pins=tuple((k, v) for k, v, _ in pins), copies=model.copies)
 
 
 # --------------------------------------------------------------- checkpoint

@@ -27,7 +27,7 @@ from kvplan.base.near import close_matches
 from kvplan.base.outputs import folder_name
 from kvplan.base.records import record
 from kvplan.base.units import UNITS, Dim, convert, dims_of_unit, fmt_unit, suggest_unit
-from kvplan.catalog import Device, Dtype, Model, hf_config, weight_bytes
+from kvplan.catalog import Device, Dtype, Model, hub, weight_bytes
 from kvplan.catalog import engines as engine_catalog
 from kvplan.lang import checkpoint as ck
 from kvplan.lang import fixes as fx
@@ -599,7 +599,8 @@ class _Checker:
         if path is None or not isinstance(node, String):
             return None
         try:
-            model: Model = hf_config.load_config(path)
+            # the checkpoint's weight bytes too, as through --model-config or a hub id (docs/weights.md)
+            model: Model = hub.resolve_path(path).model
         except ImportError:
             self.report(codes.CONFIG_ERROR, f"cannot read `{node.value}`: this kvplan has no config reader",
                         node.span)
@@ -624,7 +625,7 @@ class _Checker:
                                  model.params_active)
         if active is not None:
             model = attrs.evolve(model, params_active=active)
-        return _Model(model)
+        return _Model(model, ck.weight_notes(model))
 
     def _count(self, e: Optional[Entry], key: str, where: str) -> Optional[float]:
         if e is None:

@@ -271,6 +271,15 @@ def lint_file(path: str, settings: LintSettings, checks: Sequence[Check] = (),
     if planned:
         for check in checks:
             raw.extend(check(result))
+    return report(path, result, raw, settings, planned)
+
+
+def report(path: str, result: CheckResult, raw: Sequence[Diagnostic], settings: LintSettings,
+           planned: bool) -> FileReport:
+    """What lint reports on a checked file: `raw` (its diagnostics and the checks' findings) after the file's
+    suppressions and the settings' select and ignore. `planned`: whether the planner's checks ran (advise and
+    emit report on their own plans through here, so they print what lint prints)."""
+    parsed = result.file is not None and not any(d.code.startswith("KV0") for d in raw)
     suppressed = 0
     if parsed:
         # Without the checks, only the front end's own codes (KV1xx) can be judged unused.

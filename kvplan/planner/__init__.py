@@ -117,15 +117,19 @@ def eviction_admissible(sc: Scenario) -> bool:
     return admissible(sc.budget, sc.eviction_allowed).eviction and get_engine(sc.engine).eviction
 
 
+def _runnable_dtypes(sc: Scenario) -> tuple[str, ...]:
+    """The KV dtypes the budget admits that the engine stores on this device for this model (FP4 only with FP4
+    hardware; the record's conditions), before a kv_dtype pin."""
+    runs = kv_dtypes_for(get_engine(sc.engine), sc.device, sc.model)
+    return tuple(x for x in admissible_dtypes(sc.budget, sc.engine) if x in runs)
+
+
 def _space(sc: Scenario) -> tuple[Space, dict[str, str]]:
     """Candidate axes after pins, budget and engine; `why` says what removed an option.
     R3 is applied per candidate afterwards: whether a layout is below s* depends on its
     tensor-parallel replication."""
     why: dict[str, str] = {}
-    dtypes = admissible_dtypes(sc.budget, sc.engine)
-    # what the engine stores on this device for this model (FP4 only with FP4 hardware; the record's conditions)
-    runs = kv_dtypes_for(get_engine(sc.engine), sc.device, sc.model)
-    dtypes = tuple(x for x in dtypes if x in runs)
+    dtypes = _runnable_dtypes(sc)
     pin_dt = _pin(sc, "kv_dtype")
     if pin_dt is not None:
         dtypes = (DTYPES[str(pin_dt)].id if str(pin_dt) in DTYPES else str(pin_dt),)
@@ -473,7 +477,8 @@ def _plan_batch(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: flo
     map0 = _regime_map(sc)                                             # R1
     found = _search_space(sc)                                          # space
     ev = _evaluate(sc, setup, found)                                   # evaluate
-    kept = _apply_rules(sc, ev, found.space, found.why, rules, found.layout_gap)  # rules
+    overruled = _overruled(sc, setup, rules, min_gain)
+    kept = _apply_rules(sc, ev, found.space, found.why, rules, found.layout_gap, overruled)  # rules
     best = _choose(sc, ev, kept, min_gain)                             # choose
     knobs = _Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, setup.reserved, replans=replans)
     spent = suggest and replans is not None and replans.used >= replans.size
@@ -525,17 +530,19 @@ class Candidates:
 
 
 def candidates(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, activation_reserve: Optional[float] = None,
-               runtime_reserve: Optional[float] = None, rules: Mapping[str, Rule] = RULES) -> Candidates:
+               runtime_reserve: Optional[float] = None, rules: Mapping[str, Rule] = RULES,
+               min_gain: float = DEFAULT_MIN_GAIN) -> Candidates:
     """The candidates of a batch-form scenario and those that pass every filter plan() applies (the same
     space, evaluation, rules, fit and SLO checks: docs/planner.md steps 3-5), with the reserves plan() would
-    use. The choosing step (objective, minimum gain) is not applied: every feasible candidate is returned."""
+    use. The choosing step (objective, minimum gain) is not applied: every feasible candidate is returned
+    (`min_gain` only says, as in plan(), whether a kv_dtype or retention pin confirms the choice, _overruled)."""
     rf.check_batch_context(sc.batch, sc.context)
     reserves = memory.Reserves(activation=activation_reserve, runtime=runtime_reserve,
                                fraction=_reserve_for(sc, reserve))
     setup = _setup(sc, reserves)
     found = _search_space(sc)
     ev = _evaluate(sc, setup, found)
-    kept = _apply_rules(sc, ev, found.space, found.why, rules, found.layout_gap)
+    kept = _apply_rules(sc, ev, found.space, found.why, rules, found.layout_gap, _overruled(sc, setup, rules, min_gain))
     gap = ""
     if found.layout_gap is not None:
         gap = _no_layout(sc.model, max(found.layout_gap))
@@ -641,25 +648,67 @@ def _search_space(sc: Scenario) -> _Found:
         space = attrs.evolve(space, counts=laid)
     else:
         layout_gap, engine_gap = space.counts, None
+    # a searched count no layout of which keeps a pinned tp or pp is no plan either (pipeline_parallel = 1 pinned
+    # does not make 64 ranks of 32 query heads a candidate); when no count keeps it, the pin is evaluated as given
+    kept = tuple(c for c in space.counts if space.pinned_splits(sc.model, c, pipeline))
+    if kept and (space.tp is not None or space.pp is not None):
+        space = attrs.evolve(space, counts=kept)
     return _Found(space, why, pipeline, engine_gap, layout_gap)
 
 
+def _overruled(sc: Scenario, setup: _Setup, rules: Mapping[str, Rule], min_gain: float) -> frozenset[str]:
+    """The rules whose filters the pins overrule (Rule.overruled_by): none for a pin that confirms what the planner
+    chooses without it (the same kv_dtype or retention), so that pinning the plan's own choices gives the same plan;
+    for a pin that changes the choice, each rule it overrules (the operator decided: the rule's lint reports it)."""
+    keys = {k for r in rules.values() for k in r.overruled_by if k in sc.pins}
+    if not keys:
+        return frozenset()
+    free = attrs.evolve(sc, pins={k: v for k, v in sc.pins.items() if k not in keys})
+    found = _search_space(free)
+    ev = _evaluate(free, setup, found)
+    best = _choose(free, ev, _apply_rules(free, ev, found.space, dict(found.why), rules, found.layout_gap),
+                   min_gain)
+    pin_dt = str(sc.pins["kv_dtype"].value) if "kv_dtype" in sc.pins else ""
+    chosen = {"kv_dtype": DTYPES[pin_dt].id == str(ev.dtype[best]) if pin_dt in DTYPES else False,
+              "retention": "retention" in sc.pins and math.isclose(float(sc.pins["retention"].value),
+                                                                    float(ev.retention[best]))}
+    changed = {k for k in keys if not chosen.get(k, False)}
+    return frozenset(r.id for r in rules.values() if changed & set(r.overruled_by))
+
+
 def _apply_rules(sc: Scenario, ev: Evaluated, space: Space, why: dict[str, str], rules: Mapping[str, Rule],
-                 layout_gap: Optional[tuple[int, ...]]) -> _Filtered:
+                 layout_gap: Optional[tuple[int, ...]], overruled: frozenset[str] = frozenset()) -> _Filtered:
     """Ask each rule's filter about each candidate (the first rejection names it), then fit, which
     takes precedence as the reason given, then the SLOs; with a layout gap every candidate is
     rejected for it. When nothing is left, a rule that yields to capacity readmits what it removed
-    that fits and keeps every token. Records each rejection in `ev.reject` and each rule's note in `why`."""
-    narrowest = min((DTYPES[x].width for x in space.dtypes), default=2.0)
+    that fits and keeps every token. The `overruled` rules' filters are not asked (_overruled). Records each
+    rejection in `ev.reject` and each rule's note in `why`."""
+    # the narrowest the budget admits, pinned or not: a pin of the plan's own dtype leaves R4 as it was
+    narrowest = min((DTYPES[x].width for x in (*_runnable_dtypes(sc), *space.dtypes)), default=2.0)
     view = SearchView(sc, ev, _f(rf.weight_bytes_read(sc.model, sc.batch, sc.weights.width)), narrowest)
-    filters = [r for r in rules.values() if r.reject is not None]
+    filters = [r for r in rules.values() if r.reject is not None and r.id not in overruled]
     for r in rules.values():
         said = r.note(view) if r.note is not None else None
         if said is not None:
             why[r.id] = said
-    ok = np.ones(len(ev), dtype=bool)
-    bound: set[int] = set()  # removed by a rule that binds when nothing fits: never the closest plan
     binding = {r.id for r in rules.values() if r.yields is None}
+    ok, bound = _rejections(sc, ev, view, filters, binding, layout_gap)
+    yielded = _yield_to_capacity(ev, ok, rules, why) if not ok.any() else frozenset()
+    want = slos(sc)
+    meets = np.array([search.slo_violation(ev, i, want) <= 1.0 + 1e-12 for i in range(len(ev))])
+    for i in range(len(ev)):
+        if ok[i] and not meets[i]:
+            ev.reject[i] = Rejection(None, _slo_reason(ev, i, want), cause="slo")
+    return _Filtered([i for i in range(len(ev)) if ok[i] and meets[i]], [i for i in range(len(ev)) if ok[i]],
+                     yielded, frozenset(bound))
+
+
+def _rejections(sc: Scenario, ev: Evaluated, view: SearchView, filters: list[Rule], binding: set[str],
+                layout_gap: Optional[tuple[int, ...]]) -> tuple[npt.NDArray[np.bool_], set[int]]:
+    """Which candidates the rules `filters` and fit leave, each other one's rejection recorded in `ev.reject`, and
+    those a binding rule removed (whatever else: never the closest plan)."""
+    ok = np.ones(len(ev), dtype=bool)
+    bound: set[int] = set()
     for i in range(len(ev)):
         if layout_gap is not None:  # no split of the model takes the count: no rule or fit is asked
             ev.reject[i], ok[i] = Rejection(None, _no_layout(sc.model, int(ev.n[i])), cause="layout"), False
@@ -669,16 +718,9 @@ def _apply_rules(sc: Scenario, ev: Evaluated, space: Space, why: dict[str, str],
             bound.add(i)
         if not ev.fits[i]:  # not fitting decides it before any design rule: the reason given is that one
             rejection = Rejection(None, _no_fit(sc.model, ev, i), cause="fit")
-        if rejection is not None:
-            ev.reject[i], ok[i] = rejection, False
-    yielded = _yield_to_capacity(ev, ok, rules, why) if not ok.any() else frozenset()
-    want = slos(sc)
-    meets = np.array([search.slo_violation(ev, i, want) <= 1.0 + 1e-12 for i in range(len(ev))])
-    for i in range(len(ev)):
-        if ok[i] and not meets[i]:
-            ev.reject[i] = Rejection(None, _slo_reason(ev, i, want), cause="slo")
-    return _Filtered([i for i in range(len(ev)) if ok[i] and meets[i]], [i for i in range(len(ev)) if ok[i]],
-                     yielded, frozenset(bound))
+        ev.reject[i] = rejection
+        ok[i] = rejection is None
+    return ok, bound
 
 
 def _first_rejection(view: SearchView, filters: list[Rule], i: int) -> Optional[Rejection]:

@@ -4,7 +4,7 @@ constraints or expectations the plan does not meet (KV3xx), each at its own line
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
 
 import attrs
 
@@ -177,14 +177,30 @@ def check(result: CheckResult, **overrides: Unpack[Overrides]) -> list[Diagnosti
     and report its findings. Files with errors from earlier stages are skipped (their scenarios are incomplete).
     The suggestions of the whole file are verified out of one budget (kvplan.planner.Replans), spent in the
     file's order, so a file at the scenario cap is linted in bounded time, suggestions included."""
+    replans = Replans()
+    return _gathered(result, result.scenarios,
+                     lambda sc, ctx: plan_with_findings(sc, ctx, replans, **overrides).findings)
+
+
+def check_plans(result: CheckResult, plans: Sequence[Plan]) -> list[Diagnostic]:
+    """`check` on the plans advise or emit made already (of some or all of the file's scenarios): the findings
+    lint reports on the same plans."""
+    made = {p.scenario.name: p for p in plans}
+    return _gathered(result, [sc for sc in result.scenarios if sc.name in made],
+                     lambda sc, ctx: findings(made[sc.name].scenario, made[sc.name], ctx))
+
+
+def _gathered(result: CheckResult, scenarios: Sequence[Scenario],
+              found_for: Callable[[Scenario, Context], Sequence[Diagnostic]]) -> list[Diagnostic]:
+    """Each scenario's findings, one per place: a finding every scenario shares is the deployment's, one that some
+    share names them."""
     if any(dg.severity is Severity.ERROR for dg in result.diagnostics):
         return []
-    replans = Replans()
     found: dict[tuple[str, str, int, int], tuple[Diagnostic, list[str]]] = {}
     helps: dict[tuple[str, str, int, int], set[Optional[str]]] = {}
-    for sc in result.scenarios:
+    for sc in scenarios:
         ctx = Context(result.source, fx.deployment(result.file, sc.deployment))
-        for dg in plan_with_findings(sc, ctx, replans, **overrides).findings:
+        for dg in found_for(sc, ctx):
             key = (dg.code, dg.message, dg.span.line if dg.span else 0, dg.span.column if dg.span else 0)
             found.setdefault(key, (dg, []))[1].append(sc.name)
             helps.setdefault(key, set()).add(dg.help)
@@ -197,8 +213,7 @@ def check(result: CheckResult, **overrides: Unpack[Overrides]) -> list[Diagnosti
                          "for all of them; split the workload lists into deployments of one regime",
                 fixes=()), names)
     for dg, names in found.values():
-        # a finding every scenario shares is the deployment's; one that some share names them
-        out.append(dg if len(names) == len(result.scenarios) else _tag(dg, ", ".join(names)))
+        out.append(dg if len(names) == len(scenarios) else _tag(dg, ", ".join(names)))
     return out
 
 

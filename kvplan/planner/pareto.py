@@ -23,7 +23,7 @@ from kvplan.base.errors import KvplanError
 from kvplan.base.evidence import Value, derived
 from kvplan.base.records import record
 from kvplan.model.scenario import Scenario
-from kvplan.planner import DEFAULT_RESERVE, Candidates, Overrides, candidates, cost, plan
+from kvplan.planner import DEFAULT_MIN_GAIN, DEFAULT_RESERVE, Candidates, Overrides, candidates, cost, plan
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -190,7 +190,8 @@ def front(sc: Scenario, **overrides: Unpack[Overrides]) -> Front:
     _refuse_rate(sc)
     cands = candidates(sc, reserve=overrides.get("reserve", DEFAULT_RESERVE),
                        activation_reserve=overrides.get("activation_reserve"),
-                       runtime_reserve=overrides.get("runtime_reserve"))
+                       runtime_reserve=overrides.get("runtime_reserve"),
+                       min_gain=overrides.get("min_gain", DEFAULT_MIN_GAIN))
     pts = [_point(sc, cands, i) for i in cands.feasible]
     on = non_dominated([p.per_user.value for p in pts], [p.per_device.value for p in pts])
     pts = [attrs.evolve(p, front=f) for p, f in zip(pts, on)]

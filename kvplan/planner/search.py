@@ -94,8 +94,13 @@ class Space:
         opts = opts if pipeline else tuple(t for t in opts if t == n)
         if self.tp is None and self.pp is None:
             return opts
-        kept = tuple(t for t in opts if self.tp in (None, t) and self.pp in (None, n // t))
-        return kept or (self.tp if self.tp is not None else max(1, n // (self.pp or 1)),)
+        return self.pinned_splits(model, n, pipeline) or (
+            self.tp if self.tp is not None else max(1, n // (self.pp or 1)),)
+
+    def pinned_splits(self, model: Model, n: int, pipeline: bool) -> tuple[int, ...]:
+        """The tensor-parallel sizes of the model's layouts on n devices that keep the pinned tp and pp."""
+        opts = tuple(t for t in tp_options(model, n) if pipeline or t == n)
+        return tuple(t for t in opts if self.tp in (None, t) and self.pp in (None, n // t))
 
 
 @record

@@ -140,6 +140,14 @@ def concise(files: Sequence[CheckedFile]) -> str:
     return "".join(f"{_where(it)}: {it.diag.code} {_one_line(it.diag.message)}\n" for it in _items(files))
 
 
+def inline(files: Sequence[CheckedFile], floor: Severity = Severity.WARNING) -> str:
+    """`path:line:col: CODE message (help: ...)`, one per line, for the diagnostics at `floor` or above: the concise
+    format with the fix lint's full format says, for what advise and emit print on stderr beside their output."""
+    return "".join(f"{_where(it)}: {it.diag.code} {_one_line(it.diag.message)}"
+                   + (f" (help: {_one_line(it.diag.help)})" if it.diag.help else "") + "\n"
+                   for it in _items(files) if it.diag.severity.rank >= floor.rank)
+
+
 # --------------------------------------------------------------------------- full
 
 def full(files: Sequence[CheckedFile]) -> str:

@@ -7,6 +7,7 @@ flags must be warnings on stderr and comments in the spec.
 
 from __future__ import annotations
 
+import json
 import shlex
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from kvplan.base.codes import Severity
 from kvplan.cli import main
 from kvplan.engines import importer
 from kvplan.lang import check_source
+from kvplan.planner import plan
 from tests.paths import ROOT
 from tests.unit.engines.test_import import ROUND_TRIP, checked, pins, vllm_fill_tokens
 
@@ -131,23 +133,60 @@ def test_trtllm_yaml(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------ models, devices, errors
 
-def test_model_config_for_a_model_beside_the_catalog(tmp_path: Path) -> None:
+def test_model_config_for_a_model_beside_the_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cmd = "vllm serve Qwen/Qwen3-4B --max-num-seqs 8 --max-model-len 8k"
     r = run("import", "--from", "vllm", cmd, "--device", "h100-sxm")
     assert r.exit_code == 2 and "--model-config" in r.stderr
-    spec = tmp_path / "specs" / "qwen.kvp"
-    spec.parent.mkdir()
+    # in the spec's folder: named relative to it, nothing copied
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "config.json").write_text((HF / "Qwen--Qwen3-4B.json").read_text())
+    spec = tmp_path / "qwen.kvp"
     r = run("import", "--from", "vllm", cmd, "--device", "h100-sxm", "--model-config",
-            str(HF / "Qwen--Qwen3-4B.json"), "-o", str(spec))
+            str(tmp_path / "cfg" / "config.json"), "-o", str(spec))
     assert r.exit_code == 0, r.output
-    text = spec.read_text()
-    assert 'model "Qwen3-4B"' in text and "../" in text                  # relative to the spec's directory
-    assert "outside the spec's folder" in r.stderr and "--allow-path" in r.stderr
-    outside = check_source(text, str(spec))                              # a spec reads only its own folder ...
-    assert [d.code for d in outside.diagnostics if d.severity is Severity.ERROR] == ["KV119"]
-    result = check_source(text, str(spec), allow_paths=[str(HF)])        # ... unless the folder is allowed
+    assert 'config = "cfg/config.json"' in spec.read_text() and not (tmp_path / "models").exists()
+    result = check_source(spec.read_text(), str(spec))
     assert not [d for d in result.diagnostics if d.severity is Severity.ERROR]
     assert result.scenarios[0].model.n_layers == 36
+    # on stdout, outside the working directory (the spec's folder then): the path as given, and what lint needs
+    monkeypatch.chdir(tmp_path)
+    r = run("import", "--from", "vllm", cmd, "--device", "h100-sxm", "--model-config", str(HF / "Qwen--Qwen3-4B.json"))
+    assert r.exit_code == 0 and f'config = "{HF / "Qwen--Qwen3-4B.json"}"' in r.stdout
+    assert "--allow-path" in r.stderr and "-o FILE.kvp" in r.stderr
+
+
+@pytest.mark.parametrize("name", ["Qwen--Qwen3-4B", "openai--gpt-oss-120b"])
+def test_an_absolute_model_config_from_elsewhere_is_copied_and_the_spec_lints_clean(
+        name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 19 item 5: the spec named the absolute path, and lint refused it (KV119, outside the spec's folder)
+    monkeypatch.chdir(tmp_path)  # lint's default settings: no pyproject.toml above
+    config = (HF / f"{name}.json").resolve()
+    spec = tmp_path / "specs" / "imported.kvp"
+    spec.parent.mkdir()
+    cmd = f"vllm serve {name.replace('--', '/')} --max-model-len 16k --tensor-parallel-size 2"
+    r = run("import", "--from", "vllm", cmd, "--device", "h100-sxm", "--model-config", str(config), "-o", str(spec))
+    assert r.exit_code == 0, r.output
+    text = spec.read_text()
+    block = next(ln.split('"')[1] for ln in text.splitlines() if ln.strip().startswith("config ="))
+    assert not block.startswith(("/", "..")) and (spec.parent / block).read_text() == config.read_text()
+    lint = run("lint", str(spec))
+    assert lint.exit_code == 0, lint.output
+    assert "KV119" not in lint.output and " error" not in lint.stderr and " warning" not in lint.stderr
+    # advise plans what import derived: the batch its pool holds, at the context, on the copied config's numbers
+    written = check_source(text, str(spec)).scenarios[0]
+    at_source = check_source(text.replace(f'"{block}"', f'"{config}"'), str(spec), [str(config.parent)]).scenarios[0]
+    assert (written.batch, written.context) == (at_source.batch, at_source.context)
+    advise = run("advise", "--format", "json", str(spec))
+    assert advise.exit_code == 0, advise.output
+    assert json.loads(advise.stdout)["plans"][0]["digest"] == plan(at_source).digest
+    # again into the same folder: the same copy is fine; another file there is not replaced
+    assert run("import", "--from", "vllm", cmd, "--device", "h100-sxm", "--model-config", str(config), "-o",
+               str(spec)).exit_code == 0
+    (spec.parent / block).write_text("{}")
+    again = run("import", "--from", "vllm", cmd, "--device", "h100-sxm", "--model-config", str(config), "-o",
+                str(spec))
+    assert again.exit_code == 2 and "is not a copy of --model-config" in again.stderr
+    assert (spec.parent / block).read_text() == "{}"
 
 
 @pytest.mark.parametrize("args,message", [

@@ -31,6 +31,8 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 #: Each is listed so that a new transcript is checked unless it is added here, with its reason.
 ILLUSTRATIVE = {
     ("cli-lint.md", "kvplan lint specs/"): "the reader's own specs/ folder",
+    ("cli.md", "kvplan advise e.kvp"):
+        "a spec with a misspelt device, checked by tests/acceptance/test_inline_findings.py",
     ("cli-sweep.md", "kvplan sweep chat.kvp --devices 2 | head -3"): "a chat.kvp the page describes",
     ("config-json.md", "kvplan map --model-config config.json --device h100-sxm"):
         "a config.json with num_hidden_layers = 10^9, described in the text",

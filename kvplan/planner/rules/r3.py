@@ -27,7 +27,7 @@ def _pinned_lossy(v: SearchView) -> bool:
 def reject(v: SearchView, i: int) -> Optional[Rejection]:
     ev = v.ev
     lossy = ev.width[i] < 2.0 or ev.retention[i] < 1.0
-    if not lossy or _pinned_lossy(v):
+    if not lossy:
         return None
     k = _kv_read_16bit(v, i)
     if not k < v.weights_read:
@@ -69,4 +69,5 @@ def lint(v: PinView) -> list[Diagnostic]:
 
 
 RULE = Rule("R3", "KV203", "Below s*, do not compress the cache.", reject=reject, lint=lint, note=note,
-            yields="R3 yields to capacity: below s* but nothing uncompressed fits on the allowed devices")
+            yields="R3 yields to capacity: below s* but nothing uncompressed fits on the allowed devices",
+            overruled_by=("kv_dtype", "retention"))

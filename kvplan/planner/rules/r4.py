@@ -17,7 +17,7 @@ def reject(v: SearchView, i: int) -> Optional[Rejection]:
     # the dtype's own width, as `narrowest` is: quantizing is about bits a value, not the engine's scale bytes
     # (ev.width, which holds them, would put int4 at 0.53 B above fp4's bare 0.5 B and evict nothing at int4)
     width = DTYPES[str(ev.dtype[i])].width
-    if not (ev.retention[i] < 1.0 and width > v.narrowest) or v.pinned("kv_dtype") or v.pinned("retention"):
+    if not (ev.retention[i] < 1.0 and width > v.narrowest):
         return None
     return RULE.rejection("quantize to the narrowest admissible width before evicting",
                           (("kv_width", derived(width, "B", "bytes per KV element")),
@@ -35,4 +35,5 @@ def lint(v: PinView) -> list[Diagnostic]:
 
 
 RULE = Rule("R4", "KV204", "Above s*, quantize first: 4-bit is nearly free; 2-bit needs a structure-aware "
-            "layout (per-channel keys, per-token values).", reject=reject, lint=lint)
+            "layout (per-channel keys, per-token values).", reject=reject, lint=lint,
+            overruled_by=("kv_dtype", "retention"))

@@ -18,7 +18,7 @@ from kvplan.planner.rules.rule import PinView, Rule, SearchView, pinned_kv
 
 def reject(v: SearchView, i: int) -> Optional[Rejection]:
     ev = v.ev
-    if not ev.retention[i] < 1.0 or v.pinned("retention"):
+    if not ev.retention[i] < 1.0:
         return None
     k = float(ev.kv_read[i] / ev.retention[i])  # this width, no eviction
     if not k < v.weights_read:
@@ -48,4 +48,5 @@ def lint(v: PinView) -> list[Diagnostic]:
                  fixes=[fx.remove_setting(v.source, v.dep, "pin.retention")])]
 
 
-RULE = Rule("R8", "KV208", "Re-evaluate the map after every change.", reject=reject, lint=lint)
+RULE = Rule("R8", "KV208", "Re-evaluate the map after every change.", reject=reject, lint=lint,
+            overruled_by=("retention",))

@@ -78,7 +78,10 @@ class Rule:
     """One design rule (SPEC §8). `reject` removes candidates from the search; `lint` reports on
     pinned choices; `note` says why the rule shaped the space (shown on options never evaluated);
     `yields`, when set, is why the rule gives way when nothing else fits (the candidates it removed
-    that fit and keep every token come back), and a rule without it still binds then."""
+    that fit and keep every token come back), and a rule without it still binds then. `overruled_by` names the
+    pins that overrule the filter when they change what the planner would choose without them (the operator
+    decided, and the rule's lint reports it); a pin that confirms the choice leaves the filter as it is unpinned,
+    so that pinning the plan's own choices gives the same plan (kvplan.planner._overruled)."""
 
     id: str
     code: str = field(validator=_rule_code)
@@ -87,6 +90,7 @@ class Rule:
     lint: Optional[Lint] = None
     note: Optional[Callable[[SearchView], Optional[str]]] = None
     yields: Optional[str] = None
+    overruled_by: tuple[str, ...] = ()
 
     @property
     def doc(self) -> str:
