@@ -412,15 +412,7 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
     p = req.plan
     sc = p.scenario
     mapped = common.map_choices(p, attrs.evolve(common.runnable(BACKEND, ENGINE, p), block_sizes=page_sizes(p)))
-    sz = common.size(p, mapped, req.reserves)
-    hybrid = pool_shape(p, mapped.dtype.id, sz.block).hybrid
-    if hybrid:
-        sz = full_layer_sizing(p, sz)
-    notes = common.model_notes(p, BACKEND, slots=not hybrid)
-    if hybrid:
-        notes.append(f"SGLang sizes {sc.model.architecture} with its hybrid sliding-window pool "
-                     "(HybridSWAPoolConfigurator): token figures are the full-attention layers' tokens, and the "
-                     "sliding-window layers keep a pool of their own (the SWA pool, stated per GPU)")
+    sz, notes = _sizing(req, mapped)
     findings: list[str] = []
     if mapped.dtype_name == "auto" and sc.weights.id != mapped.dtype.id:
         notes.append(f"KV dtype {mapped.dtype.id} is written `auto` (SGLang has no explicit name for it); auto "
@@ -472,6 +464,21 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
     rows = _rows(common.capacity(sz, total, how), mem, sz)
     return common.finish(BACKEND, mapped, None, [EmittedFile(name, text)], rows, notes, findings, launch=launch,
                          unfit=unfit)
+
+
+def _sizing(req: EmitRequest, mapped: common.Mapped) -> tuple[common.Sizing, list[str]]:
+    """The GPU's sizing and the model's notes; under SGLang's hybrid sliding-window pool both count the
+    full-attention layers' tokens."""
+    p = req.plan
+    sz = common.size(p, mapped, req.reserves)
+    hybrid = pool_shape(p, mapped.dtype.id, sz.block).hybrid
+    notes = common.model_notes(p, BACKEND, slots=not hybrid)
+    if not hybrid:
+        return sz, notes
+    notes.append(f"SGLang sizes {p.scenario.model.architecture} with its hybrid sliding-window pool "
+                 "(HybridSWAPoolConfigurator): token figures are the full-attention layers' tokens, and the "
+                 "sliding-window layers keep a pool of their own (the SWA pool, stated per GPU)")
+    return full_layer_sizing(p, sz), notes
 
 
 def _head(req: EmitRequest, label: str, sz: common.Sizing, mem: SglangMemory, total: int,

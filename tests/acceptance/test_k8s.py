@@ -37,8 +37,7 @@ from kvplan.engines.replan import written_from
 from kvplan.lang import check_file
 from kvplan.planner import plans_for
 from kvplan.planner.plan import Plan
-from tests.engines import require
-from tests.paths import DATA, ROOT
+from tests.paths import DATA, ROOT, require_engine
 from tests.unit.engines.test_backends import shell
 
 GOLDEN = DATA / "golden" / "emit"
@@ -578,7 +577,7 @@ def test_vllm_0_33_parses_the_pod_arguments() -> None:
     """vLLM's own `vllm serve` parser on the leader's and the worker's words (LWS variables filled in). Fill sizing
     (emit's default) writes vLLM's --gpu-memory-utilization, not --kv-cache-memory-bytes: the same fraction as the
     plain vLLM launcher."""
-    require("vllm")
+    require_engine("vllm")
     (p, _) = plans("tests/data/k8s/two-nodes.kvp")
     (f,) = emit(p, "k8s").files
     words = []

@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.engines import require
-from tests.paths import ROOT, load_tool
+from tests.paths import ROOT, load_tool, require_engine
 
 ec = load_tool("engine_check")
 W2 = str(ROOT / "examples" / "w2-batch32.kvp")
@@ -36,7 +35,7 @@ def _emits(spec: str, device: str, tmp_path: Path, name: str, scenario: int = 0,
 
 def _checked(engine: str, spec: str, device: str, tmp_path: Path, sizing: str = "fill") -> tuple[Any, Any]:
     """The emitted file of `engine` for the spec's first scenario on `device`, and the checker's row for it."""
-    require(engine)
+    require_engine(engine)
     e = _emits(spec, device, tmp_path, f"{engine}.sh", sizing=sizing)
     return e, ec.check(e, tmp_path, {})
 
@@ -139,10 +138,10 @@ def test_required_engines_fail_instead_of_skipping(monkeypatch: pytest.MonkeyPat
     it the engines-marked tests skip."""
     monkeypatch.setenv("KVPLAN_REQUIRE_ENGINES", "1")
     with pytest.raises(ModuleNotFoundError):
-        require("kvplan_no_such_engine")
+        require_engine("kvplan_no_such_engine")
     monkeypatch.delenv("KVPLAN_REQUIRE_ENGINES")
     with pytest.raises(pytest.skip.Exception):
-        require("kvplan_no_such_engine")
+        require_engine("kvplan_no_such_engine")
 
 
 def test_sglang_comment_states_one_gpu_and_the_swa_pool() -> None:
@@ -276,7 +275,7 @@ def test_dp_attention_compares_one_rank_with_one_rank(tmp_path: Path) -> None:
 def test_hub_models_are_checked_offline(scenario: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Qwen3-32B and Llama-3.1-405B under HF_HUB_OFFLINE: vLLM builds its engine config from the config.json in
     tests/data/hf and sizes the pool; nothing is looked up on the hub."""
-    require("vllm")
+    require_engine("vllm")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     e = _emits(HUB, "h200", tmp_path, "vllm.sh", scenario)
     assert e.model_config is not None
@@ -289,7 +288,7 @@ def test_hub_models_are_checked_offline(scenario: int, tmp_path: Path, monkeypat
 def test_a_model_without_a_local_config_is_parsed_not_rejected(tmp_path: Path) -> None:
     """Without a config.json the vLLM command goes through vLLM's own parser only: EngineArgs would look the hub
     id up, which offline is a refusal of the machine, not of the file."""
-    require("vllm")
+    require_engine("vllm")
     e = _emits(HUB, "h200", tmp_path, "vllm.sh")
     e.model_config = None
     row = ec.check(e, tmp_path, {})
@@ -300,8 +299,8 @@ def test_a_model_without_a_local_config_is_parsed_not_rejected(tmp_path: Path) -
 @pytest.mark.engines
 def test_lmcache_sizes_are_gib(tmp_path: Path) -> None:
     """LMCache reads max_local_cpu_size as GiB (x 1024^3): a file that states GB bytes gets 7.4% more."""
-    require("lmcache")
-    require("vllm")
+    require_engine("lmcache")
+    require_engine("vllm")
     assert ec.lmcache_absent() is None
     got, why = ec.plans(HOST, None)
     assert why is None, why

@@ -222,11 +222,12 @@ def test_ci_md_shows_the_shipped_workflow_and_hooks() -> None:
     blocks = [yaml.safe_load(b) for b in
               re.findall(r"```yaml\n(.*?)```", (ROOT / "docs" / "ci.md").read_text(encoding="utf-8"), re.DOTALL)]
     ours = _workflow(ROOT / ".github" / "workflows" / "kvplan.yml")
-    whole, wheel_job, test_job, remote, local = blocks
+    whole, wheel_job, test_job, engines_job, remote, local = blocks
     whole["on"] = whole.pop(True, whole.get("on"))
     assert whole["on"] == ours["on"] and whole["jobs"]["lint-specs"] == ours["jobs"]["lint-specs"]
     assert wheel_job["wheel"] == ours["jobs"]["wheel"]
     assert test_job["test"] == ours["jobs"]["test"]
+    assert engines_job["engines"] == ours["jobs"]["engines"]
     hooks = _hooks()
     assert [h["id"] for h in remote["repos"][0]["hooks"]] == list(hooks)
     for h in local["repos"][0]["hooks"]:
