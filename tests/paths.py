@@ -1,12 +1,17 @@
-"""Where the tests find the repository: one place, so a test file can sit at any depth under tests/; and the
-repository's tools/ scripts, loaded as modules."""
+"""Where the tests find the repository: one place, so a test file can sit at any depth under tests/; the
+repository's tools/ scripts, loaded as modules; and the engines-marked tests' rule for an engine that does not
+import (`require_engine`)."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
+
+import pytest
 
 #: The repository root (pyproject.toml, kvplan/, docs/, examples/).
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,3 +27,12 @@ def load_tool(name: str) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def require_engine(engine: str) -> None:
+    """Skip where `engine` (vllm, sglang, lmcache) does not import, unless KVPLAN_REQUIRE_ENGINES=1: then its
+    ImportError fails the test. CI's engines job sets it (docs/ci.md), so a skip there cannot hide a failure."""
+    if os.environ.get("KVPLAN_REQUIRE_ENGINES") == "1":
+        importlib.import_module(engine)
+    else:
+        pytest.importorskip(engine)

@@ -4,26 +4,33 @@
     python tools/engine_check.py examples/w2-batch32.kvp --device h200 --engine vllm,sglang
     python tools/engine_check.py --keep DIR             # also write the emitted files there
 
-For each spec (default: examples/*.kvp and tests/data/emit/*.kvp), on the spec's own device and on every device in
-the catalog (the spec's `device = ...` lines rewritten; a spec that does not check or plan there is skipped), every
-target (vllm, sglang, trtllm, lmcache) is emitted and each file an installed engine reads is handed to it:
+For each spec (default: examples/*.kvp, tests/data/emit/*.kvp, tests/data/engine-check/*.kvp), on the spec's own
+device and on every device in the catalog (the spec's `device = ...` lines rewritten; a spec that does not check or
+plan there is skipped), every target (vllm, sglang, trtllm, lmcache) is emitted and each file an installed engine
+reads is handed to it:
 
 - vLLM 0.33.0 (`vllm.sh`, `lmcache-vllm.sh`): the `vllm serve` argument parser (`make_arg_parser` on a
   `FlexibleArgumentParser`), `AsyncEngineArgs.from_cli_args`, `create_engine_config()` on vLLM's CPU platform
-  with the model's config.json from tests/data/hf (never downloaded). The KV capacity is recomputed with vLLM's
+  with the model's config.json from tests/data/hf (never downloaded; without one, the parser only: EngineArgs
+  would look the hub id up). The KV capacity is recomputed with vLLM's
   own code: the attention backend the CUDA platform would pick on the device's compute capability
   (`_get_backend_priorities` of vllm/platforms/cuda.py, read from the installed file, then each backend's
   `validate_configuration`), that backend's `customize_spec` (scale bytes), and `get_kv_cache_configs` on
   `--kv-cache-memory-bytes`. Usable tokens = (num_blocks - 1) x block_size: the BlockPool keeps one null block.
 - SGLang 0.5.23 (`sglang.sh`, `lmcache-sglang.sh`): `prepare_server_args` and `ServerArgs.resolve_once()` (its
   whole validation pipeline) under `override_platform(...)` set to the device's architecture, with `--device cuda`
-  added (the CUDA default). The pool is recomputed as SGLang's `_profile_available_bytes` and
-  `DefaultPoolConfigurator` do: (pre_model_load x mem_fraction_static - weights) // cell size, whole pages, where
-  pre_model_load (free memory after CUDA/NCCL start-up) is the device memory less kvplan's runtime reserve
-  (assumed: SGLang measures it on the GPU) and the weights are kvplan's per-GPU weights.
+  added (the CUDA default) and its GPU-memory probe answered with the device's memory. The KV budget is
+  `_profile_available_bytes` modelled: (pre_model_load x mem_fraction_static - weights), where pre_model_load (free
+  memory after CUDA/NCCL start-up) is the device memory less kvplan's runtime reserve (assumed: SGLang measures it
+  on the GPU) and the weights are kvplan's per-GPU weights. The pool is SGLang's own: its server args published
+  (`set_server_args`), a `KVCacheConfigurator` built as `ModelRunner` builds it for each pipeline stage, and
+  `create_memory_pool_configurator(...).calculate_pool_sizes` (DefaultPoolConfigurator, HybridSWAPoolConfigurator
+  for SWA_SINK_ARCHS such as gpt-oss, SWARequestCapPoolConfigurator, ...). Compared with the per-GPU pool the file
+  states (one DP-attention rank's), and its SWA pool with the file's.
 - LMCache 0.5.6 (`lmcache.yaml`): `LMCacheEngineConfig.from_file`; the tier bytes LMCache allocates are
   int(max_local_cpu_size x 1024^3) (cache_engine.py) or int(max_local_disk_size x 1024^3) (local_disk_backend.py),
-  and the tokens are whole LMCache chunks of its kv_shape (integration/vllm/utils.py) for the vLLM loader.
+  and the tokens are whole LMCache chunks of the kv_shape LMCache's own `create_lmcache_metadata`
+  (integration/vllm/utils.py) gives for the vLLM loader's config.
 - TensorRT-LLM does not install from PyPI here: its files are listed as not checked (docs/engine-memory.md gives
   the KvCacheConfig fields from its source).
 
@@ -58,7 +65,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 HF_DIR = ROOT / "tests" / "data" / "hf"
-DEFAULT_SPECS = ("examples/*.kvp", "tests/data/emit/*.kvp")
+DEFAULT_SPECS = ("examples/*.kvp", "tests/data/emit/*.kvp", "tests/data/engine-check/*.kvp")
 TARGETS = ("vllm", "sglang", "trtllm", "lmcache")
 ENGINES = ("vllm", "sglang", "lmcache", "trtllm")
 GiB = 1 << 30
@@ -94,11 +101,14 @@ SYNTHETIC: dict[str, tuple[str, dict[str, Any]]] = {
 class Stated:
     """What an emitted file's comments say the engine's KV pool (or tier) holds."""
 
-    tokens: int
+    tokens: int                         # the capacity: every GPU's pool together (all DP-attention ranks)
     blocks: Optional[int] = None
     block: Optional[int] = None
     block_bytes: Optional[int] = None
     tier_bytes: Optional[int] = None
+    rank_tokens: Optional[int] = None   # one GPU's pool, where the file states it in tokens (SGLang)
+    cell: Optional[int] = None          # B per token of that pool (SGLang)
+    swa_tokens: Optional[int] = None    # the sliding-window pool beside it (SGLang's hybrid pool)
 
 
 @dataclass
@@ -113,6 +123,7 @@ class Row:
     recomputed: Optional[int] = None  # tokens the engine's code gives
     status: str = "-"                 # ok | MISMATCH | -
     notes: list[str] = field(default_factory=list)
+    mismatches: list[str] = field(default_factory=list)  # further stated figures the engine's code contradicts
 
     def finding(self) -> bool:
         return self.verdict == "rejected" or self.status == "MISMATCH"
@@ -137,6 +148,8 @@ def compare(stated: Optional[int], recomputed: Optional[int], unit: str = "token
 
 _CAPACITY = re.compile(r"KV capacity \(derived\): ([\d,]+) tokens \(([\d,.]+) blocks of (\d+) tokens\)")
 _POOL = re.compile(r"per GPU: KV pool ([\d,]+) blocks × ([\d,]+) B")
+_RANK_POOL = re.compile(r"per GPU: KV pool ([\d,]+) tokens × ([\d,]+) B per token")
+_SWA_POOL = re.compile(r"SWA pool ([\d,]+) tokens × ([\d,]+) B per token")
 _TIER = re.compile(r"tier: ([\d,]+) B per engine worker \(one per GPU\) = ([\d,]+) tokens")
 
 
@@ -150,8 +163,10 @@ def parse_stated(text: str) -> Optional[Stated]:
     if cap:
         pool = _POOL.search(text)
         blocks = float(cap.group(2).replace(",", ""))
+        rank, swa = _RANK_POOL.search(text), _SWA_POOL.search(text)
         return Stated(_int(cap.group(1)), int(blocks) if blocks.is_integer() else None, int(cap.group(3)),
-                      _int(pool.group(2)) if pool else None)
+                      _int(pool.group(2)) if pool else None, rank_tokens=_int(rank.group(1)) if rank else None,
+                      cell=_int(rank.group(2)) if rank else None, swa_tokens=_int(swa.group(1)) if swa else None)
     tier = _TIER.search(text)
     if tier:
         return Stated(_int(tier.group(2)), tier_bytes=_int(tier.group(1)))
@@ -446,6 +461,8 @@ def vllm_parse(words: Sequence[str], model_dir: Optional[Path]) -> Any:
         raise ValueError(lines[-1] if lines else "argument parser refused the command") from None
     args.model = args.model_tag
     validate_parsed_serve_args(args)
+    if model_dir is None:  # EngineArgs would look the hub id up (offline: refused); the parser has spoken
+        return None
     return AsyncEngineArgs.from_cli_args(args)
 
 
@@ -524,18 +541,26 @@ def sglang_platform(device: str) -> dict[str, Any]:
                 device_sm=major * 10 + minor, device_capability=(major, minor))
 
 
-def sglang_args(words: Sequence[str], model_dir: Optional[Path], device: str) -> Any:
+def sglang_args(words: Sequence[str], model_dir: Optional[Path], device: str, memory: Optional[float] = None) -> Any:
     """`python -m sglang.launch_server ...` through prepare_server_args and resolve_once (the validation pipeline,
-    sglang/srt/arg_groups/pipeline.py) on `device`'s platform."""
+    sglang/srt/arg_groups/pipeline.py) on `device`'s platform; `memory` (bytes) is the GPU memory SGLang's
+    defaults read (arg_groups/memory_hook.py get_device_memory_capacity, which probes the GPU: chunked prefill,
+    CUDA-graph batch, default fraction)."""
+    from unittest import mock
+
     from sglang.srt.runtime_context import override_platform
     from sglang.srt.server_args import prepare_server_args
+
+    _sglang_gpu_mxfp4()
 
     argv = list(words[3:])
     if model_dir is not None and "--model-path" in argv:
         argv[argv.index("--model-path") + 1] = str(model_dir)
     argv += ["--device", "cuda"]  # the default on a GPU machine; on this one SGLang would probe for it
     buf = io.StringIO()
-    with override_platform(**sglang_platform(device)):
+    gpu_mib = None if memory is None else memory / 2**20
+    with override_platform(**sglang_platform(device)), \
+            mock.patch("sglang.srt.arg_groups.memory_hook.get_device_memory_capacity", lambda *a, **k: gpu_mib):
         try:
             with contextlib.redirect_stderr(buf):
                 sa = prepare_server_args(argv)
@@ -592,10 +617,10 @@ def sglang_cell(sa: Any) -> tuple[int, str]:
     return n * (mc.head_dim + mc.v_head_dim) * layers * kv_size, f"{n} KV heads per rank"
 
 
-def sglang_pool(sa: Any, cell: int, capacity: dict[str, float]) -> int:
-    """KV tokens per GPU: KVCacheConfigurator._profile_available_bytes (sglang/srt/mem_cache/
-    kv_cache_configurator.py) with free memory after the weights = pre_model_load - weights, then
-    DefaultPoolConfigurator.calculate_pool_sizes (bytes // cell, whole pages)."""
+def sglang_available(sa: Any, capacity: dict[str, float]) -> int:
+    """The KV budget in bytes: KVCacheConfigurator._profile_available_bytes (sglang/srt/mem_cache/
+    kv_cache_configurator.py) with free memory after the weights = pre_model_load - weights (both modelled: SGLang
+    measures them on the GPU); its refusal in its words when nothing is left."""
     cfg = resolved(sa)
     pre = (capacity["device_memory"] - capacity["runtime_reserve"]) / GiB   # GiB, as get_available_gpu_memory
     available = pre - capacity["weights_per_gpu"] / GiB
@@ -604,8 +629,89 @@ def sglang_pool(sa: Any, cell: int, capacity: dict[str, float]) -> int:
         minimum = math.ceil((1 - available / pre) * 1000) / 1000
         raise ValueError(f"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static="
                          f"{cfg.mem_fraction_static}. Raise --mem-fraction-static above {minimum:.3f}")
-    page = cfg.page_size or 1
-    return int(rest * GiB) // cell // page * page
+    return int(rest * GiB)
+
+
+@dataclass(frozen=True)
+class SglangPools:
+    """What SGLang's own pool configurator made of the budget, on the pipeline stage with the fewest tokens."""
+
+    configurator: str
+    tokens: int                   # max_total_num_tokens (the full-attention pool's, for a hybrid pool)
+    swa_tokens: Optional[int]     # the sliding-window pool's, for a hybrid pool
+
+
+def _sglang_gpu_mxfp4() -> None:
+    """SGLang registers the mxfp4 checkpoint format only where it finds CUDA, ROCm gfx95 or a CPU platform at import
+    (sglang/srt/layers/quantization/__init__.py:95-104); on the GPU the check stands for, gpt-oss's config names it."""
+    import sglang.srt.layers.quantization as quant
+
+    quant.QUANTIZATION_METHODS.setdefault("mxfp4", quant.Mxfp4Config)
+
+
+def sglang_pools(sa: Any, available: int, device: str) -> SglangPools:
+    """SGLang's pool sizes for `available` KV bytes, from its own code: the server args published into its runtime
+    context (set_server_args), ModelConfig.from_server_args, the KV dtype from configure_kv_cache_dtype, each
+    pipeline stage's layers from resolve_layer_indices (its layers as get_pp_indices deals them), a
+    KVCacheConfigurator as ModelRunner builds it (model_executor/model_runner.py:656-689) and
+    create_memory_pool_configurator(...).calculate_pool_sizes (DefaultPoolConfigurator, HybridSWAPoolConfigurator,
+    SWARequestCapPoolConfigurator, ...). Stages sync to the fewest tokens (_apply_token_constraints, a MIN
+    all-reduce). Run under override_platform. SGLang's FP4 cell asks torch whether CUDA is available
+    (utils/common.py is_float4_e2m1fn_x2); it is answered for `device`, as on the GPU."""
+    import types
+    from unittest import mock
+
+    import sglang.srt.model_executor.pool_configurator as pool_module
+    import torch
+    from sglang.srt.configs.model_config import AttentionArch, ModelConfig
+    from sglang.srt.distributed.utils import get_pp_indices
+    from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
+    from sglang.srt.mem_cache.kv_cache_dtype import configure_kv_cache_dtype
+    from sglang.srt.model_executor.model_runner_components.layer_setup import resolve_layer_indices
+    from sglang.srt.model_executor.model_runner_components.load_model_utils import resolve_sliding_window_size
+    from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import SpecAuxHiddenStateConfig
+    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
+    from sglang.srt.models.registry import ModelRegistry
+    from sglang.srt.runtime_context import get_context, get_model, get_parallel, get_schedule, get_spec
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    get_context().set_server_args(sa)
+    mc = ModelConfig.from_server_args(sa)
+    kv_str, kv_dtype = configure_kv_cache_dtype(
+        server_args_kv_cache_dtype=get_model().kv_cache_dtype, model=None, model_dtype=mc.dtype,
+        is_draft_worker=False, is_dflash=False, speculative_draft_attention_backend=None)
+    # the model class's own sliding window (gpt-oss reports sliding_window - 1), without loading weights
+    cls, _ = ModelRegistry.resolve_model_cls(mc.hf_config.architectures)
+    window_of = getattr(cls, "get_attention_sliding_window_size", None)
+    pp = get_parallel().pp_size
+    found: list[tuple[int, Any, str]] = []
+    cuda = CAPABILITY[device][0] == "cuda"
+    fp4 = mock.patch.object(pool_module, "is_float4_e2m1fn_x2",
+                            lambda dtype: cuda and dtype == getattr(torch, "float4_e2m1fn_x2", None))
+    for rank in range(pp):
+        start, end = get_pp_indices(mc.num_hidden_layers, rank, pp)
+        model = types.SimpleNamespace(start_layer=start, end_layer=end, config=mc.hf_config)
+        if window_of is not None:
+            model.get_attention_sliding_window_size = functools.partial(window_of, model)
+        kvc = KVCacheConfigurator(  # device: where an FP4 recipe's probe tensors go (this machine has no GPU)
+            device="cpu", gpu_id=0, attn_dp_size=get_parallel().attn_dp_size, pp_size=pp, pp_group=None,
+            model=model, model_config=mc, server_args=sa, kv_cache_dtype=kv_dtype,
+            kv_cache_dtype_str=kv_str if kv_str is not None else get_model().kv_cache_dtype, model_dtype=mc.dtype,
+            page_size=get_schedule().page_size, sliding_window_size=resolve_sliding_window_size(model, mc),
+            spec_algorithm=SpeculativeAlgorithm.from_string(get_spec().speculative_algorithm),
+            is_draft_worker=False, post_capture_kv_active=False, spec_aux_config=SpecAuxHiddenStateConfig(),
+            is_hybrid_swa=mc.is_hybrid_swa, is_hybrid_swa_compress=mc.is_hybrid_swa_compress,
+            use_mla_backend=mc.attention_arch == AttentionArch.MLA,
+            layer_info=resolve_layer_indices(model=model, model_config=mc, is_draft_worker=False),
+            forward_stream=None, req_to_token_pool=None, token_to_kv_pool_allocator=None, memory_pool_config=None)
+        with fp4:
+            configurator = create_memory_pool_configurator(kvc)
+            config = configurator.calculate_pool_sizes(available, get_schedule().page_size)
+        found.append((config.max_total_num_tokens, (configurator, config), type(configurator).__name__))
+    fewest = min(t for t, _, _ in found)
+    tokens, (configurator, config), name = next(f for f in found if f[0] == fewest)
+    return SglangPools(name, config.max_total_num_tokens, config.swa_max_total_num_tokens if mc.is_hybrid_swa
+                       else None)
 
 
 def sglang_host(sa: Any, cell: int, device_tokens: int) -> Optional[str]:
@@ -635,7 +741,7 @@ def sglang_check(e: Emit, row: Row) -> None:
         return
     try:
         with quiet():
-            sa = sglang_args(words, e.model_config, e.device)
+            sa = sglang_args(words, e.model_config, e.device, e.capacity.get("device_memory"))
     except Exception as exc:  # noqa: BLE001
         row.verdict, row.message = "rejected", one_line(exc)
         return
@@ -648,15 +754,26 @@ def sglang_check(e: Emit, row: Row) -> None:
 
         with quiet(), override_platform(**sglang_platform(e.device)):
             cell, what = sglang_cell(sa)
+            available = sglang_available(sa, e.capacity)
+            pools = sglang_pools(sa, available, e.device)
+    except ValueError as exc:  # SGLang refusing the budget or the pools it gives (its words)
+        row.verdict, row.message = "rejected", "at start-up: " + one_line(exc)
+        return
     except Exception as exc:  # noqa: BLE001
         row.message = "capacity not recomputed: " + one_line(exc)
         return
-    try:
-        row.recomputed = sglang_pool(sa, cell, e.capacity)
-    except ValueError as exc:
-        row.verdict, row.message = "rejected", "at start-up (modelled): " + one_line(exc)
-        return
-    row.notes.append(f"cell {cell:,} B/token ({what}); pre_model_load = memory - runtime reserve (assumed)")
+    row.recomputed = pools.tokens
+    row.notes.append(f"{pools.configurator} on {available:,} B (pre_model_load = memory - runtime reserve, "
+                     f"assumed); cell {cell:,} B/token over all layers ({what})")
+    if pools.swa_tokens is not None:
+        row.notes.append(f"hybrid SWA: full-attention pool {pools.tokens:,} tokens, SWA pool {pools.swa_tokens:,} "
+                         "tokens")
+        stated = parse_stated(e.text)
+        status, diff = compare(stated.swa_tokens if stated else None, pools.swa_tokens)
+        if status == "MISMATCH":
+            row.mismatches.append(f"SWA pool: {diff}")
+        elif stated is None or stated.swa_tokens is None:
+            row.mismatches.append("SWA pool: SGLang builds one, the file states none")
     host = sglang_host(sa, cell, row.recomputed)
     if host:
         row.notes.append(host)
@@ -676,16 +793,19 @@ def lmcache_absent() -> Optional[str]:
     return None if v == "0.5.6" else f"LMCache {v} installed; kvplan writes for 0.5.6"
 
 
-def lmcache_chunk_bytes(cfg: Any, chunk: int) -> int:
-    """One chunk's bytes: LMCache's kv_shape (num_layer, 1 if MLA else 2, chunk, num_kv_head, head_size) in
-    vLLM's KV torch dtype (lmcache/integration/vllm/utils.py)."""
-    import torch
-    from vllm.utils.torch_utils import get_kv_cache_torch_dtype
+def lmcache_chunk_bytes(vcfg: Any, cfg: Any) -> tuple[int, tuple[int, ...]]:
+    """One chunk's bytes and LMCache's kv_shape for the vLLM loader, from LMCache's own create_lmcache_metadata
+    (lmcache/integration/vllm/utils.py: kv_shape (num_layer, 1 if MLA else 2, chunk, num_kv_head, head_size) in
+    vLLM's KV torch dtype), handed the config read from this file instead of its LMCACHE_CONFIG_FILE singleton."""
+    from unittest import mock
 
-    mc, pc = cfg.model_config, cfg.parallel_config
-    dtype = get_kv_cache_torch_dtype(cfg.cache_config.cache_dtype, mc.dtype)
-    shape = (mc.get_num_layers(pc), 1 if mc.use_mla else 2, chunk, mc.get_num_kv_heads(pc), mc.get_head_size())
-    return math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+    import lmcache.integration.vllm.utils as lmcache_vllm
+    import torch
+
+    with mock.patch.object(lmcache_vllm, "lmcache_get_or_create_config", lambda: cfg):
+        metadata, _ = lmcache_vllm.create_lmcache_metadata(vllm_config=vcfg)
+    shape = tuple(int(x) for x in metadata.kv_shape)
+    return math.prod(shape) * torch.empty((), dtype=metadata.kv_dtype).element_size(), shape
 
 
 def lmcache_check(e: Emit, row: Row, tmp: Path) -> None:
@@ -713,10 +833,11 @@ def lmcache_check(e: Emit, row: Row, tmp: Path) -> None:
     if vcfg is None:
         row.message = "tokens not recomputed: no vLLM config from the lmcache-vllm.sh loader"
         return
-    chunk_bytes = lmcache_chunk_bytes(vcfg, cfg.chunk_size)
+    with quiet():
+        chunk_bytes, shape = lmcache_chunk_bytes(vcfg, cfg)
     row.recomputed = tier_bytes // chunk_bytes * cfg.chunk_size
     row.notes.append(f"{tier_bytes // chunk_bytes:,} chunks of {cfg.chunk_size} tokens x {chunk_bytes:,} B "
-                     "(LMCache kv_shape, vLLM loader)")
+                     f"(LMCache's kv_shape {shape}, create_lmcache_metadata on the vLLM loader's config)")
 
 
 # ----------------------------------------------------------------------------------------------- driver
@@ -816,7 +937,8 @@ def check(e: Emit, tmp: Path, absent: dict[str, Optional[str]]) -> Row:
     eng = engine_of(e.name)
     row = Row(e.label, eng)
     stated = parse_stated(e.text)
-    row.stated = stated.tokens if stated else None
+    # like with like: an SGLang file states one GPU's pool beside the capacity of all its DP-attention ranks
+    row.stated = None if stated is None else stated.rank_tokens if stated.rank_tokens is not None else stated.tokens
     if eng == "trtllm":
         row.message = TRTLLM_ABSENT
         return row
@@ -831,8 +953,9 @@ def check(e: Emit, tmp: Path, absent: dict[str, Optional[str]]) -> Row:
         lmcache_check(e, row, tmp)
     if row.verdict == "accepted":
         row.status, diff = compare(row.stated, row.recomputed, per_block=stated.block if stated else None)
-        if diff:
-            row.notes.insert(0, diff)
+        if row.mismatches:
+            row.status = "MISMATCH"
+        row.notes[:0] = [d for d in (diff, *row.mismatches) if d]
     return row
 
 
@@ -906,7 +1029,8 @@ def default_specs() -> list[str]:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="tools/engine_check.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("specs", nargs="*", help="specs to emit (default: examples/*.kvp and tests/data/emit/*.kvp)")
+    ap.add_argument("specs", nargs="*", help="specs to emit (default: examples/*.kvp, tests/data/emit/*.kvp, "
+                    "tests/data/engine-check/*.kvp)")
     ap.add_argument("--device", action="append", help="a catalog device (repeatable; default: all of them)")
     ap.add_argument("--engine", default=",".join(ENGINES), help="engines to check, comma-separated")
     ap.add_argument("--keep", type=Path, help="also write every emitted file under this folder")

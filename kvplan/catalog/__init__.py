@@ -133,6 +133,9 @@ class Model:
     note: str = ""
     hf_ids: tuple[str, ...] = ()                 # every Hugging Face repo id this entry stands for, hf_id first
     weight_bytes: Optional[WeightBytes] = None   # exact bytes of the checkpoint, when known
+    #: the checkpoint's class (config.json `architectures[0]`, e.g. GptOssForCausalLM), when known: engines pick
+    #: their pool layout by it (SGLang's hybrid sliding-window pool, kvplan.engines.sglang)
+    architecture: str = ""
 
     @property
     def g(self) -> float:
@@ -425,6 +428,7 @@ def model_from_entry(mid: str, e: CatalogEntry) -> Model:
         hf_ids=tuple(dict.fromkeys([*([_text(e, "hf_id", mid)] if e.get("hf_id") else []),
                                     *_texts(e, "hf_ids", mid)])),
         weight_bytes=_weight_bytes(mid, e),
+        architecture=_text(e, "architecture", mid, ""),
     )
 
 

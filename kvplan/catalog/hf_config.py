@@ -521,8 +521,15 @@ def _build(c: _Config, mid: str, source: str, params: Optional[float]) -> Model:
         n_experts=n_exp, experts_per_token=k, params_routed=routed,
         soft_cap=c.number("attn_logit_softcapping"),
         max_context=_context_limit(c),
-        source=source, confidence="V", note="; ".join(notes),
+        source=source, confidence="V", note="; ".join(notes), architecture=_architecture(c),
     )
+
+
+def _architecture(c: _Config) -> str:
+    """The checkpoint's class, `architectures[0]` (engines pick pool layouts by it); "" when not stated."""
+    archs = c.data.get("architectures")
+    first = archs[0] if isinstance(archs, list) and archs else None
+    return first if isinstance(first, str) and re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,99}", first) else ""
 
 
 def _context_limit(c: _Config) -> Optional[int]:

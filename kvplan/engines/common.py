@@ -225,13 +225,14 @@ def model_ref(plan: Plan) -> str:
     return m.hf_id or m.id
 
 
-def model_notes(plan: Plan, backend: Backend) -> list[str]:
-    """Warnings about the model that hold for every target."""
+def model_notes(plan: Plan, backend: Backend, slots: bool = True) -> list[str]:
+    """Warnings about the model that hold for every target; `slots` False: the target counts a windowed model's
+    tokens per full-attention layer (SGLang's hybrid pool), not as slots in every layer."""
     m = plan.scenario.model
     notes = []
     if not m.hf_id:
         notes.append(f"model {m.id} has no Hugging Face id: replace '{m.id}' with the checkpoint's id or path")
-    if not m.all_full:
+    if not m.all_full and slots:
         notes.append(f"{m.id} has sliding-window layers: token figures count slots in every layer (the pool holds "
                      "the plan's windowed bytes); docs/engines.md gives no per-window page formula")
     return notes
@@ -391,6 +392,11 @@ def replication(plan: Plan) -> float:
     sc = plan.scenario
     cfg = Config(sc.model, sc.device, n_devices=plan.n_devices, tp=plan.tp, attention_dp=sc.attention_dp)
     return cfg.kv_replication
+
+
+def round_whole(x: float) -> float:
+    """`_whole` for the engine modules."""
+    return _whole(x)
 
 
 def _whole(x: float) -> float:

@@ -71,6 +71,7 @@ from kvplan.engines.flagparse import (
     tokens_in_range,
     weights_dtype,
 )
+from kvplan.model.footprint import kappa, tokens_for_bytes
 from kvplan.model.memory import GiB
 from kvplan.planner.plan import Plan
 
@@ -112,6 +113,108 @@ def cell_bytes(model: Model, dtype_id: str, tp: int, pp: int) -> int:
     return heads * (d + dv) * layers * int(DTYPES[dtype_id].width)
 
 
+#: configs/model_config.py SWA_SINK_ARCHS: the architectures SGLang gives its hybrid sliding-window pool
+#: (is_hybrid_swa_model), their layers split into full and sliding-window ones by the config's layer_types
+#: (get_hybrid_layer_ids), which are kvplan's Model.windows.
+SWA_SINK_ARCHS = frozenset({"GptOssForCausalLM", "GraniteSWAForCausalLM", "GraniteMoeSWAForCausalLM",
+                            "IQuestQ1ForCausalLM"})
+#: arg_groups/fields/schedule.py:150-162: --swa-full-tokens-ratio's fallback, SWA-pool tokens per full-pool token.
+SWA_FULL_TOKENS_RATIO = 0.8
+#: environ.py SGLANG_SWA_EVICTION_INTERVAL's default: the SWA tokens a request keeps beyond its window.
+SWA_EVICTION_INTERVAL = 128
+
+
+@attrs.frozen(slots=True)
+class PoolShape:
+    """How SGLang's pool configurator (model_executor/pool_configurator.py) turns one GPU's KV bytes into tokens.
+
+    One pool (DefaultPoolConfigurator, 637-647): tokens = bytes // cell, whole pages. The hybrid sliding-window
+    pool (HybridSWAPoolConfigurator, 656-922) keeps the full-attention layers' tokens and the sliding-window
+    layers' tokens in two pools: full = int(bytes // (full cell + ratio × SWA cell)), whole pages, and
+    SWA = int(full × ratio), whole pages. With --max-running-requests and the radix cache off,
+    SWARequestCapPoolConfigurator (971-1046) sizes the SWA pool from the requests instead (`swa_fixed`) and
+    gives the full pool the rest."""
+
+    full_cell: int                 # B per token of the (full-attention) pool
+    swa_cell: int = 0              # B per token of the SWA pool, all its layers; 0: one pool
+    full_layers: int = 0
+    swa_layers: int = 0
+    ratio: float = SWA_FULL_TOKENS_RATIO
+    swa_fixed: int = 0             # SWA tokens sized from the request cap; 0: ratio × full
+    window: int = 0                # the sliding window SGLang's model class reports
+
+    @property
+    def hybrid(self) -> bool:
+        return self.swa_cell > 0
+
+    @property
+    def cell(self) -> float:
+        """Bytes per full-pool token: the cell, or full + ratio × SWA (the SWA share rides on each full token)."""
+        if not self.hybrid or self.swa_fixed:
+            return float(self.full_cell)
+        return self.full_cell + self.ratio * self.swa_cell
+
+    def tokens(self, available: int, page: int) -> int:
+        """The full pool's tokens (max_total_num_tokens) for `available` bytes."""
+        if not self.hybrid:
+            return available // self.full_cell // page * page
+        if self.swa_fixed:
+            return int((available - self.swa_fixed * self.swa_cell) // self.full_cell) // page * page
+        return int(available // self.cell) // page * page
+
+    def swa_tokens(self, full: int, page: int) -> int:
+        if self.swa_fixed:
+            return self.swa_fixed
+        return int(full * self.ratio) // page * page if self.hybrid else 0
+
+    def bytes(self, full: int, page: int) -> float:
+        """What pools of `full` tokens take: the full pool and the SWA pool beside it."""
+        return float(full * self.full_cell + self.swa_tokens(full, page) * self.swa_cell)
+
+
+def _stage_layers(n_layers: int, pp: int) -> range:
+    """The layers of SGLang's most loaded pipeline stage, the last (distributed/utils.py get_pp_indices: the last
+    L mod pp stages hold one layer more)."""
+    pp = max(1, pp)
+    return range(n_layers - math.ceil(n_layers / pp), n_layers)
+
+
+def pool_shape(p: Plan, dtype_id: str, page: int) -> PoolShape:
+    """The pool SGLang builds for the plan's model: the hybrid sliding-window pool for SWA_SINK_ARCHS models with
+    windowed layers (full and SWA cells: KV heads per rank × (d + d_v) × layers × the dtype's element size,
+    pool_configurator.py:702-716; an FP4 element is torch.float4_e2m1fn_x2's one byte), else one pool."""
+    sc = p.scenario
+    m = sc.model
+    full = cell_bytes(m, dtype_id, p.tp, p.pp)
+    if m.architecture not in SWA_SINK_ARCHS or m.all_full or m.kv_kind == "mla":
+        return PoolShape(full)
+    stage = [m.windows[i] for i in _stage_layers(m.n_layers, p.pp)]
+    n_full = sum(1 for w in stage if w is None)
+    n_swa = len(stage) - n_full
+    per_layer = max(1, m.n_kv // p.tp) * (m.head_dim + (m.v_head_dim or m.head_dim)) * (
+        1 if dtype_id == "fp4" else int(DTYPES[dtype_id].width))
+    # models/gpt_oss.py:131: the gpt-oss class reports sliding_window − 1 (load_model_utils.py:144-157)
+    window = max(w for w in stage if w is not None) - (1 if m.architecture == "GptOssForCausalLM" else 0)
+    fixed = 0
+    chunk = _prefill_chunk(p)
+    if not p.prefix_caching and chunk > 0:
+        # compute_swa_request_cap (pool_configurator.py:924-968) without speculative decoding: per request the
+        # window + the eviction interval + a page of padding + a page of decode, over the requests per
+        # attention-DP rank, + two prefill chunks in flight (overlap scheduling) + a page; whole pages
+        per_request = window + SWA_EVICTION_INTERVAL + page + page
+        cap = per_request * max(1, sc.batch // max(1, sc.attention_dp)) + 2 * chunk + page
+        fixed = common.ceil_div(cap, page) * page
+    return PoolShape(per_layer * n_full, per_layer * n_swa, n_full, n_swa, SWA_FULL_TOKENS_RATIO, fixed, window)
+
+
+def _prefill_chunk(p: Plan) -> int:
+    """--chunked-prefill-size as SGLang runs it: the pinned per-step token limit, else its GPU default."""
+    batched = p.scenario.pins.get("max_batched_tokens")
+    if batched is not None:
+        return int(float(batched.value))
+    return _gpu_defaults(p.scenario.device.memory / MiB, p.tp)[0]
+
+
 def page_sizes(p: Plan) -> tuple[int, ...]:
     """The --page-size values SGLang's default attention backend keeps on the plan's GPU: on Blackwell, trtllm_mha
     takes 16, 32, 64 or 128 and the MLA backends 32 or 64; any other value is changed to 64
@@ -142,13 +245,17 @@ def pool_bytes(fraction: float, pre: float, weights: float) -> float:
     return available - pre * (1 - fraction)
 
 
-def pool_tokens(fraction: float, pre: float, weights: float, cell: int, page: int) -> int:
-    """max_total_num_tokens: int(pool × 2^30) // cell, rounded down to whole pages (pool_configurator.py:637-647);
-    0 where SGLang refuses to start."""
+def pool_tokens(fraction: float, pre: float, weights: float, cell: int | PoolShape, page: int) -> int:
+    """max_total_num_tokens: the pool configurator's tokens for int(pool × 2^30) bytes, whole pages (a PoolShape,
+    or one pool of `cell` B per token); 0 where SGLang refuses to start."""
     rest = pool_bytes(fraction, pre, weights)
     if rest <= 0:
         return 0
-    return int(rest * GiB) // cell // page * page
+    return max(0, _shape(cell).tokens(int(rest * GiB), page))
+
+
+def _shape(cell: int | PoolShape) -> PoolShape:
+    return cell if isinstance(cell, PoolShape) else PoolShape(cell)
 
 
 def refusal(fraction: float, pre: float, weights: float) -> str:
@@ -186,18 +293,20 @@ def default_fraction(total: float, tp: int, pp: int, batch: int) -> tuple[float,
     return round((gpu_mib - reserved) / gpu_mib, 3), reserved * MiB
 
 
-def exact_fraction(tokens: int, pre: float, weights: float, cell: int, page: int, scale: float) -> tuple[str, float]:
+def exact_fraction(tokens: int, pre: float, weights: float, cell: int | PoolShape, page: int, scale: float
+                   ) -> tuple[str, float]:
     """The shortest decimal fraction (its last digit worth at most one page of pre_model_load) whose pool,
     after SGLang's `scale` (aiter's 0.85, else 1), holds `tokens`: (text, the value SGLang applies)."""
     if pre <= 0:  # the runtime reserve takes the whole device: no fraction gives a pool
         return "1", scale
-    page_gib = cell * page / GiB
+    shape = _shape(cell)
+    page_gib = shape.cell * page / GiB
     digits = min(9, max(3, math.ceil(math.log10(pre / page_gib)))) if page_gib > 0 else 6
     unit = 10**digits
-    want = (tokens * cell / GiB + weights / GiB) / pre / scale
+    want = (shape.bytes(tokens, page) / GiB + weights / GiB) / pre / scale
     units = math.ceil(want * unit)
     for _ in range(64):  # float rounding in SGLang's GiB arithmetic: a digit or two more at most
-        if pool_tokens(units / unit * scale, pre, weights, cell, page) >= tokens:
+        if pool_tokens(units / unit * scale, pre, weights, shape, page) >= tokens:
             break
         units += 1
     text = f"{units / unit:.{digits}f}".rstrip("0")
@@ -211,17 +320,24 @@ class SglangMemory:
     fraction_text: str       # what --mem-fraction-static says
     applied: float           # the fraction SGLang applies (× 0.85 on aiter)
     pre: float               # pre_model_load_memory, GiB
-    cell: int                # B per token
+    cell: int                # B per token of the (full-attention) pool
     page: int
-    tokens: int              # max_total_num_tokens
+    tokens: int              # max_total_num_tokens: the (full-attention) pool's tokens
     aiter: bool
     how: str                 # why this fraction
     exact_text: str          # the fraction that gives exactly the plan's pool
     reserved: Optional[float] = None  # SGLang's reserved memory under its default rule, B
+    shape: Optional[PoolShape] = None  # the pool configurator's; None: one pool of `cell`
+
+    @property
+    def swa_tokens(self) -> int:
+        """The sliding-window pool's tokens beside the full pool (0: one pool)."""
+        return self.shape.swa_tokens(self.tokens, self.page) if self.shape is not None else 0
 
     @property
     def pool(self) -> float:
-        return float(self.tokens * self.cell)
+        """Bytes of every pool on the GPU: the full-attention pool and the SWA pool beside it."""
+        return self.shape.bytes(self.tokens, self.page) if self.shape is not None else float(self.tokens * self.cell)
 
     @property
     def fits(self) -> bool:
@@ -239,12 +355,12 @@ def sglang_memory(req: EmitRequest, sz: common.Sizing, dtype_id: str) -> SglangM
     least the engine must get); where even that exceeds 1 the default is written and the findings say so."""
     p = req.plan
     sc = p.scenario
-    cell = cell_bytes(sc.model, dtype_id, p.tp, p.pp)
+    shape = pool_shape(p, dtype_id, sz.block)
     pre = pre_model_load(sz.total, float(sz.runtime.value))
     aiter = uses_aiter(sc.model, sc.device.name, p.tp) and sc.context > AITER_CONTEXT
     scale = AITER_SCALE if aiter else 1.0
     plan_tokens = sz.blocks * sz.block
-    exact_text, exact_applied = exact_fraction(plan_tokens, pre, sz.weights, cell, sz.block, scale)
+    exact_text, exact_applied = exact_fraction(plan_tokens, pre, sz.weights, shape, sz.block, scale)
     given = (req.reserves or p.reserves).activation
     if given is None:
         default, reserved = default_fraction(sz.total, p.tp, p.pp, sc.batch)
@@ -254,7 +370,7 @@ def sglang_memory(req: EmitRequest, sz: common.Sizing, dtype_id: str) -> SglangM
         reserved = float(given)
         default = math.floor((sz.total - reserved) / sz.total * 1000) / 1000
         why = f"(memory − --activation-reserve {fmt_bytes(reserved)}) / memory"
-    default_tokens = pool_tokens(float(_text(default)) * scale, pre, sz.weights, cell, sz.block)
+    default_tokens = pool_tokens(float(_text(default)) * scale, pre, sz.weights, shape, sz.block)
     fits = float(exact_text) <= 1
     if sc.memory_fraction is not None and req.sizing == "fill":  # the deployment's own fraction (kvplan import)
         text = _text(sc.memory_fraction)
@@ -269,9 +385,9 @@ def sglang_memory(req: EmitRequest, sz: common.Sizing, dtype_id: str) -> SglangM
         text = _text(default)
         applied = float(text) * scale
         how = why
-    tokens = pool_tokens(applied, pre, sz.weights, cell, sz.block)
-    return SglangMemory(text, applied, pre, cell, sz.block, tokens, aiter, how, exact_text,
-                        reserved if given is None else None)
+    tokens = pool_tokens(applied, pre, sz.weights, shape, sz.block)
+    return SglangMemory(text, applied, pre, shape.full_cell, sz.block, tokens, aiter, how, exact_text,
+                        reserved if given is None else None, shape if shape.hybrid else None)
 
 
 def _refused_note(p: Plan, mapped: common.Mapped) -> list[str]:
@@ -296,8 +412,7 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
     p = req.plan
     sc = p.scenario
     mapped = common.map_choices(p, attrs.evolve(common.runnable(BACKEND, ENGINE, p), block_sizes=page_sizes(p)))
-    sz = common.size(p, mapped, req.reserves)
-    notes = common.model_notes(p, BACKEND)
+    sz, notes = _sizing(req, mapped)
     findings: list[str] = []
     if mapped.dtype_name == "auto" and sc.weights.id != mapped.dtype.id:
         notes.append(f"KV dtype {mapped.dtype.id} is written `auto` (SGLang has no explicit name for it); auto "
@@ -344,11 +459,26 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
     head = _head(req, label, sz, mem, total, tier_lines)
     launch = common.Launch(("python", "-m", "sglang.launch_server"), tuple(flags), (), tuple(head[1:]))
     text = common.shell_script(head, launch.program, launch.flags)
-    how = (f"(pre_model_load {mem.pre:.6g} GiB × {mem.applied:.6g} − weights) // {common.fmt_int(mem.cell)} B "
+    how = (f"(pre_model_load {mem.pre:.6g} GiB × {mem.applied:.6g} − weights) // {_cell_text(mem)} B "
            f"per token, whole pages of {sz.block} (SGLang 0.5.23 kv_cache_configurator.py, pool_configurator.py)")
     rows = _rows(common.capacity(sz, total, how), mem, sz)
     return common.finish(BACKEND, mapped, None, [EmittedFile(name, text)], rows, notes, findings, launch=launch,
                          unfit=unfit)
+
+
+def _sizing(req: EmitRequest, mapped: common.Mapped) -> tuple[common.Sizing, list[str]]:
+    """The GPU's sizing and the model's notes; under SGLang's hybrid sliding-window pool both count the
+    full-attention layers' tokens."""
+    p = req.plan
+    sz = common.size(p, mapped, req.reserves)
+    hybrid = pool_shape(p, mapped.dtype.id, sz.block).hybrid
+    notes = common.model_notes(p, BACKEND, slots=not hybrid)
+    if not hybrid:
+        return sz, notes
+    notes.append(f"SGLang sizes {p.scenario.model.architecture} with its hybrid sliding-window pool "
+                 "(HybridSWAPoolConfigurator): token figures are the full-attention layers' tokens, and the "
+                 "sliding-window layers keep a pool of their own (the SWA pool, stated per GPU)")
+    return full_layer_sizing(p, sz), notes
 
 
 def _head(req: EmitRequest, label: str, sz: common.Sizing, mem: SglangMemory, total: int,
@@ -359,13 +489,59 @@ def _head(req: EmitRequest, label: str, sz: common.Sizing, mem: SglangMemory, to
     return [common.header(req, label or BACKEND.label),
             f"# KV capacity (derived): {common.capacity_text(sz, total)}; the plan stores "
             f"{common.fmt_int(math.ceil(sz.plan_tokens))} tokens for its batch of {sz.batch}",
-            f"# per GPU: KV pool {common.fmt_int(mem.tokens)} tokens × {common.fmt_int(mem.cell)} B per token = "
-            f"{fmt_bytes(mem.pool)} (derived), weights {fmt_bytes(sz.weights)} (derived), pre_model_load "
-            f"{fmt_bytes(mem.pre * GiB)} = device {fmt_bytes(sz.total)} − runtime reserve "
+            f"# per GPU: KV pool {common.fmt_int(mem.tokens)} tokens × {common.fmt_int(mem.cell)} B per token"
+            f"{_swa_text(mem)} = {fmt_bytes(mem.pool)} (derived), weights {fmt_bytes(sz.weights)} (derived), "
+            f"pre_model_load {fmt_bytes(mem.pre * GiB)} = device {fmt_bytes(sz.total)} − runtime reserve "
             f"{fmt_bytes(sz.runtime.value)} (assumed)",
             f"# --mem-fraction-static {mem.fraction_text} ({req.sizing}): {mem.how}{aiter_line}; pool = "
             "pre_model_load × fraction − weights",
             *tier_lines]
+
+
+def full_layer_sizing(p: Plan, sz: common.Sizing) -> common.Sizing:
+    """`sz` in SGLang's hybrid pool's terms: the plan's tokens in one full-attention layer (each sequence's own
+    context, kvplan.model.footprint.tokens_for_bytes of its bytes), where the shared figures count a token slot
+    in every layer, the windowed ones included."""
+    m = p.scenario.model
+
+    def full(tokens: float) -> float:
+        per_seq = tokens / max(1, sz.batch)
+        return float(tokens_for_bytes(m, per_seq * kappa(m, 1.0), 1.0)) * sz.batch
+
+    tokens = common.round_whole(full(sz.tokens))
+    blocks = common.ceil_div(tokens / p.scenario.attention_dp, sz.block)
+    return attrs.evolve(sz, tokens=tokens, plan_tokens=common.round_whole(full(sz.plan_tokens)), blocks=blocks)
+
+
+def _pool_bytes(mem: SglangMemory, tokens: int) -> float:
+    return mem.shape.bytes(tokens, mem.page) if mem.shape is not None else float(tokens * mem.cell)
+
+
+def _cell_text(mem: SglangMemory) -> str:
+    """The bytes each full-pool token costs, as the configurator divides by them."""
+    if mem.shape is None:
+        return common.fmt_int(mem.cell)
+    if mem.shape.swa_fixed:
+        return f"{common.fmt_int(mem.cell)} (after the SWA pool's {mem.shape.swa_fixed:,} tokens)"
+    return f"({common.fmt_int(mem.cell)} + {mem.shape.ratio:g} × {common.fmt_int(mem.shape.swa_cell)})"
+
+
+def _swa_how(shape: PoolShape) -> str:
+    if shape.swa_fixed:
+        return ("SGLang's SWARequestCapPoolConfigurator (--max-running-requests with the radix cache off): "
+                "the requests' windows + eviction interval + pages, two prefill chunks and a page")
+    return (f"SGLang's HybridSWAPoolConfigurator: --swa-full-tokens-ratio {shape.ratio:g} (its default) × the "
+            "full-attention pool, whole pages")
+
+
+def _swa_text(mem: SglangMemory) -> str:
+    """The SWA pool beside the full-attention pool, for the per-GPU comment."""
+    if mem.shape is None:
+        return ""
+    sh = mem.shape
+    return (f" in the {sh.full_layers} full-attention layers + SWA pool {common.fmt_int(mem.swa_tokens)} tokens × "
+            f"{common.fmt_int(sh.swa_cell)} B per token in the {sh.swa_layers} sliding-window layers "
+            f"({_swa_how(sh)})")
 
 
 def _contexts(tokens: int, context: int) -> str:
@@ -383,6 +559,12 @@ def _memory_findings(mem: SglangMemory, sz: common.Sizing, context: int) -> list
                 f"weights {fmt_bytes(sz.weights)} per GPU, pre_model_load {fmt_bytes(mem.pre * GiB)}){aiter_fix}; "
                 "more GPUs (--tp-size, --pp-size) fix it where no fraction below 1 does"]
     out = []
+    floor = mem.shape.window + mem.page if mem.shape is not None else 0
+    if mem.shape is not None and floor >= mem.swa_tokens:
+        out.append(f"SGLang would refuse to start: \"SWA pool ({mem.swa_tokens} tokens) cannot hold even one "
+                   f"request: the prefill admission floor is sliding_window_size ({mem.shape.window}) + page_size "
+                   f"({mem.page}). Increase --swa-full-tokens-ratio or the total KV budget.\" "
+                   "(model_executor/pool_configurator.py:198-216)")
     if not mem.fits:
         out.append(f"{_unfit(mem, sz)}; written {mem.fraction_text}, which holds {mem.tokens:,} of the plan's "
                    f"{plan_tokens:,} tokens")
@@ -395,7 +577,7 @@ def _memory_findings(mem: SglangMemory, sz: common.Sizing, context: int) -> list
 def _unfit(mem: SglangMemory, sz: common.Sizing) -> str:
     """SGLang's pool short of the plan's: the fraction that would hold it, above 1."""
     return (f"the plan's pool does not fit under SGLang: it needs --mem-fraction-static {mem.exact_text} > 1 "
-            f"(weights {fmt_bytes(sz.weights)} + KV {fmt_bytes(sz.blocks * sz.block * mem.cell)} of "
+            f"(weights {fmt_bytes(sz.weights)} + KV {fmt_bytes(_pool_bytes(mem, sz.blocks * sz.block))} of "
             f"{fmt_bytes(mem.pre * GiB)} free after start-up)")
 
 
@@ -406,7 +588,8 @@ def _rows(rows: tuple[tuple[str, Value], ...], mem: SglangMemory,
     leaves the activation reserve free (what it leaves is its own row)."""
     left = mem.pre * GiB * (1 - mem.applied) if mem.tokens > 0 else 0.0
     own = {
-        "kv_pool_per_gpu": derived(mem.pool, "B", f"{mem.tokens:,} tokens × {mem.cell:,} B per token (SGLang's cell)"),
+        "kv_pool_per_gpu": derived(mem.pool, "B", f"{mem.tokens:,} tokens × {mem.cell:,} B per token (SGLang's cell)"
+                                                  f"{_swa_text(mem)}"),
         "memory_needed_per_gpu": derived(sz.weights + mem.pool + sz.reserves, "B", "weights + KV pool + reserves"),
     }
     out = tuple((k, own.get(k, v)) for k, v in rows)
@@ -419,6 +602,8 @@ def _rows(rows: tuple[tuple[str, Value], ...], mem: SglangMemory,
                                                        "runtime reserve (--runtime-reserve)")),
         ("mem_fraction_static", derived(float(mem.fraction_text), "1", mem.how)),
     ]
+    if mem.shape is not None:
+        extra.append(("swa_pool_tokens", derived(mem.swa_tokens, "tokens", _swa_how(mem.shape))))
     if mem.reserved is not None:
         extra.append(("sglang_reserved_memory", assumed(mem.reserved, "B", "SGLang's reserved memory under its "
                                                                           "default rule; --activation-reserve")))

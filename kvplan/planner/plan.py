@@ -367,8 +367,9 @@ _PROSE = frozenset({"name", "source", "note", "confidence", "aliases", "hf_ids"}
 #: A device's price (kvplan.planner.cost): an input of the cost figures, which are not in the digest, never of the
 #: engine configuration the digest guards; an objective it changes (`cheapest`) changes `choices`, which are.
 _PRICE = frozenset({"price_per_hour", "price_source", "price_date"})
-#: Catalog fields that are inputs only when set (a model's exact weight bytes): absent, the record is as before.
-_WHEN_SET = frozenset({"weight_bytes"})
+#: Catalog fields that are inputs only when set (a model's exact weight bytes, its architecture): absent, the
+#: record is as before.
+_WHEN_SET = frozenset({"weight_bytes", "architecture"})
 
 
 def _auto_default(v: Value) -> bool:
@@ -399,7 +400,7 @@ def _record(obj: Union[Model, Device, Dtype, Link, None]) -> Optional[dict[str, 
         return None
     out: dict[str, Any] = {}
     for k, v in attrs.asdict(obj, recurse=False).items():
-        if k in _PROSE or k in _PRICE or (k in _WHEN_SET and v is None):
+        if k in _PROSE or k in _PRICE or (k in _WHEN_SET and v in (None, "")):
             continue
         out[k] = (list(v) if isinstance(v, tuple) else _record(v) if attrs.has(type(v)) else _num(v))
     return out

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import importlib.util
 import json
 import math
 import os
@@ -38,7 +37,8 @@ from kvplan.engines.replan import written_from
 from kvplan.lang import check_file
 from kvplan.planner import plans_for
 from kvplan.planner.plan import Plan
-from tests.paths import DATA, ROOT
+from tests.paths import DATA, ROOT, require_engine
+from tests.unit.engines.test_backends import shell
 
 GOLDEN = DATA / "golden" / "emit"
 #: The Kubernetes release whose OpenAPI schemas the manifests are checked against: the newest that the
@@ -568,13 +568,16 @@ from vllm.utils.argparse_utils import FlexibleArgumentParser
 for words in json.loads(sys.stdin.read()):
     ns = make_arg_parser(FlexibleArgumentParser()).parse_args(words)
     print(json.dumps([ns.tensor_parallel_size, ns.nnodes, ns.node_rank, ns.master_addr, ns.headless, ns.host,
-                      ns.port, ns.kv_cache_memory_bytes]))
+                      ns.port, ns.kv_cache_memory_bytes, ns.gpu_memory_utilization]))
 """
 
 
-@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed")
+@pytest.mark.engines
 def test_vllm_0_33_parses_the_pod_arguments() -> None:
-    """vLLM's own `vllm serve` parser on the leader's and the worker's words (LWS variables filled in)."""
+    """vLLM's own `vllm serve` parser on the leader's and the worker's words (LWS variables filled in). Fill sizing
+    (emit's default) writes vLLM's --gpu-memory-utilization, not --kv-cache-memory-bytes: the same fraction as the
+    plain vLLM launcher."""
+    require_engine("vllm")
     (p, _) = plans("tests/data/k8s/two-nodes.kvp")
     (f,) = emit(p, "k8s").files
     words = []
@@ -586,6 +589,7 @@ def test_vllm_0_33_parses_the_pod_arguments() -> None:
                        env={**os.environ, "VLLM_TARGET_DEVICE": "cpu"}, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("[")]
-    pool = math.ceil(dict(emit(p, "vllm").capacity)["kv_pool_per_gpu"].value)
-    assert rows == [[16, 2, 0, "10.0.0.1", False, "0.0.0.0", 8000, pool],
-                    [16, 2, 1, "10.0.0.1", True, None, 8000, pool]]
+    _, argv = shell(emit(p, "vllm").files[0].text)
+    fraction = float(argv[argv.index("--gpu-memory-utilization") + 1])
+    assert rows == [[16, 2, 0, "10.0.0.1", False, "0.0.0.0", 8000, None, fraction],
+                    [16, 2, 1, "10.0.0.1", True, None, 8000, None, fraction]]

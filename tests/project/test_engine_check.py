@@ -1,7 +1,9 @@
 """tools/engine_check.py: the checker's own logic (no engine needed), and, marked `engines`, its per-engine checks
-run against vLLM 0.33.0, SGLang 0.5.23 and LMCache 0.5.6 where those packages import (skipped otherwise).
+run against vLLM 0.33.0, SGLang 0.5.23 and LMCache 0.5.6 where those packages import (skipped otherwise; with
+KVPLAN_REQUIRE_ENGINES=1, as the CI engines job sets it, an engine that does not import fails instead).
 
-    python -m pytest tests/project/test_engine_check.py -m engines   # where the engines are (docs/engine-memory.md)
+    bash tools/engines-venv.sh /tmp/engines && . /tmp/engines/bin/activate   # docs/engine-memory.md
+    KVPLAN_REQUIRE_ENGINES=1 python -m pytest -m engines
 """
 
 from __future__ import annotations
@@ -12,13 +14,16 @@ from typing import Any
 
 import pytest
 
-from tests.paths import ROOT, load_tool
+from tests.paths import ROOT, load_tool, require_engine
 
 ec = load_tool("engine_check")
 W2 = str(ROOT / "examples" / "w2-batch32.kvp")
 DS = str(ROOT / "examples" / "deepseek-v3-mi300x.kvp")
 W3 = str(ROOT / "examples" / "w3-shared-prefix.kvp")
 HOST = str(ROOT / "tests" / "data" / "emit" / "host-tier.kvp")
+CHECKED = ROOT / "tests" / "data" / "engine-check"
+GPT_OSS, GPT_OSS_NO_RADIX = str(CHECKED / "gpt-oss.kvp"), str(CHECKED / "gpt-oss-no-radix.kvp")
+DP, HUB = str(CHECKED / "dp-attention.kvp"), str(CHECKED / "qwen3-32b.kvp")
 
 
 def _emits(spec: str, device: str, tmp_path: Path, name: str, scenario: int = 0, sizing: str = "fill") -> Any:
@@ -28,13 +33,11 @@ def _emits(spec: str, device: str, tmp_path: Path, name: str, scenario: int = 0,
     return next(e for e in ec.emits(spec, device, got[scenario], dirs, sizing) if e.name == name)
 
 
-def _checked(engine: str, spec: str, device: str, tmp_path: Path) -> tuple[Any, Any]:
-    """The emitted file of `engine` for the spec's first scenario on `device`, and the engine's row for it."""
-    pytest.importorskip(engine)
-    e = _emits(spec, device, tmp_path, f"{engine}.sh")
-    row = ec.Row(e.label, engine)
-    {"vllm": ec.vllm_check, "sglang": ec.sglang_check}[engine](e, row)
-    return e, row
+def _checked(engine: str, spec: str, device: str, tmp_path: Path, sizing: str = "fill") -> tuple[Any, Any]:
+    """The emitted file of `engine` for the spec's first scenario on `device`, and the checker's row for it."""
+    require_engine(engine)
+    e = _emits(spec, device, tmp_path, f"{engine}.sh", sizing=sizing)
+    return e, ec.check(e, tmp_path, {})
 
 
 # ------------------------------------------------------------------------------------------- no engine needed
@@ -130,6 +133,27 @@ def test_absent_engine_is_named_not_counted(monkeypatch: pytest.MonkeyPatch, cap
     assert "not checked: vLLM not importable (fake)" in out
 
 
+def test_required_engines_fail_instead_of_skipping(monkeypatch: pytest.MonkeyPatch) -> None:
+    """KVPLAN_REQUIRE_ENGINES=1 (the CI engines job) turns an engine that does not import into a failure; without
+    it the engines-marked tests skip."""
+    monkeypatch.setenv("KVPLAN_REQUIRE_ENGINES", "1")
+    with pytest.raises(ModuleNotFoundError):
+        require_engine("kvplan_no_such_engine")
+    monkeypatch.delenv("KVPLAN_REQUIRE_ENGINES")
+    with pytest.raises(pytest.skip.Exception):
+        require_engine("kvplan_no_such_engine")
+
+
+def test_sglang_comment_states_one_gpu_and_the_swa_pool() -> None:
+    """The SGLang comment lines the checker reads: one GPU's pool (in tokens, with its cell) and the SWA pool."""
+    text = ("# KV capacity (derived): 1,600 tokens (1,600 blocks of 1 tokens); the plan stores 800 tokens\n"
+            "# per GPU: KV pool 200 tokens × 36,864 B per token in the 18 full-attention layers + SWA pool 160 "
+            "tokens × 36,864 B per token in the 18 sliding-window layers (...) = 13.3 MB (derived)\n")
+    stated = ec.parse_stated(text)
+    assert stated is not None
+    assert (stated.tokens, stated.rank_tokens, stated.cell, stated.swa_tokens) == (1600, 200, 36_864, 160)
+
+
 def test_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert ec.main(["no-such.kvp"]) == 2
     assert "no-such.kvp: no such spec file" in capsys.readouterr().err
@@ -141,33 +165,48 @@ def test_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.engines
 def test_vllm_int4_page_holds_fp32_scales(tmp_path: Path) -> None:
-    """vLLM's own sizing of W2 (Llama-3.1-70B, TP 4, int4_per_token_head, block 16): TRITON_ATTN packs one fp32
-    scale per token-head for K and for V, so a page per layer is 2 heads x 16 x (64 + 4 + 64 + 4) B; the pool is
-    --kv-cache-memory-bytes // (80 layers x page), less the null block."""
-    _, row = _checked("vllm", W2, "b200", tmp_path)
+    """vLLM's own sizing of W2 (Llama-3.1-70B, TP 4, int4_per_token_head, block 16) under --sizing exact: TRITON_ATTN
+    packs one fp32 scale per token-head for K and for V, so a page per layer is 2 heads x 16 x (64 + 4 + 64 + 4) B;
+    the pool is the file's --kv-cache-memory-bytes // (80 layers x page), less the null block: the plan's own
+    32 x 128,000 tokens."""
+    e, row = _checked("vllm", W2, "b200", tmp_path, sizing="exact")
     assert ec.vllm_absent() is None
     assert row.verdict == "accepted", row.message
+    words, _ = ec.command_words(e.text)
+    memory = int(words[words.index("--kv-cache-memory-bytes") + 1])
     page = 2 * 16 * (64 + 4 + 64 + 4)
-    blocks = 83_886_080_000 // (80 * page)
-    assert row.recomputed == (blocks - 1) * 16
+    blocks = memory // (80 * page)
+    assert row.recomputed == (blocks - 1) * 16 == 32 * 128_000
+    assert row.recomputed == row.stated
     assert any("TRITON_ATTN" in n and f"{page:,} B page" in n for n in row.notes)
 
 
 @pytest.mark.engines
 def test_vllm_refuses_a_pool_without_room_for_the_null_block(tmp_path: Path) -> None:
-    """A pool of exactly one max-model-len request (DeepSeek-V3 batch 1) is refused at start-up in vLLM's words:
-    one block is the null block."""
-    _, row = _checked("vllm", DS, "h200", tmp_path)
-    assert row.verdict == "rejected"
-    assert "To serve at least one request with the model's max seq len (64000)" in row.message
+    """DeepSeek-V3 batch 1 (exact): the file's pool holds the one max-model-len request and vLLM's null block, and
+    vLLM accepts it; one block less and vLLM refuses at start-up in its own words."""
+    e, row = _checked("vllm", DS, "h200", tmp_path, sizing="exact")
+    assert row.verdict == "accepted", row.message
+    assert row.recomputed == row.stated and row.recomputed is not None and row.recomputed >= 64_000
+    cfg = e.shared["vllm_config"]
+    stated = ec.parse_stated(e.text)
+    cfg.cache_config.kv_cache_memory_bytes -= stated.block_bytes
+    with pytest.raises(ValueError, match=r"To serve at least one request with the model's max seq len \(64000\)"):
+        ec.vllm_capacity(cfg, "h200")
 
 
 @pytest.mark.engines
 def test_sglang_refuses_nvfp4_on_hopper(tmp_path: Path) -> None:
-    _, row = _checked("sglang", W2, "h200", tmp_path)
+    """W2's plan stores int4 KV; on H200 kvplan writes the nearest dtype SGLang runs there (fp8), which SGLang
+    accepts. The same command with nvfp4 is refused in SGLang's words."""
+    e, row = _checked("sglang", W2, "h200", tmp_path)
     assert ec.sglang_absent() is None
-    assert row.verdict == "rejected"
-    assert "--kv-cache-dtype=nvfp4 requires Blackwell SM100 or SM120" in row.message
+    assert row.verdict == "accepted", row.message
+    words, _ = ec.command_words(e.text)
+    assert words[words.index("--kv-cache-dtype") + 1] == "fp8_e4m3"
+    words[words.index("--kv-cache-dtype") + 1] = "nvfp4"
+    with pytest.raises(Exception, match=r"--kv-cache-dtype=nvfp4 requires Blackwell SM100 or SM120"):
+        ec.sglang_args(words, e.model_config, "h200", e.capacity["device_memory"])
 
 
 @pytest.mark.engines
@@ -175,28 +214,93 @@ def test_sglang_refuses_nvfp4_on_hopper(tmp_path: Path) -> None:
 def test_sglang_pool_from_the_free_memory_after_start_up(spec: str, device: str, factor: float, tmp_path: Path
                                                          ) -> None:
     """The pool is (pre_model_load x mem_fraction_static - weights) // cell, whole pages, with pre_model_load =
-    memory - runtime reserve; the cell is the stated bytes per block / block (BF16 and FP8 cells agree:
-    DeepSeek-V3 61 x (512 + 64) x 2 B). On AMD (aiter, context > 8,192) SGLang scales the given fraction by 0.85."""
+    memory - runtime reserve; the cell is the one the file states (DeepSeek-V3: 61 x (512 + 64) x 2 B). On AMD
+    (aiter, context > 8,192) SGLang scales the given fraction by 0.85."""
     e, row = _checked("sglang", spec, device, tmp_path)
     assert row.verdict == "accepted", row.message
     words, _ = ec.command_words(e.text)
     frac = float(words[words.index("--mem-fraction-static") + 1]) * factor
     stated = ec.parse_stated(e.text)
-    cell = stated.block_bytes // stated.block
     c = e.capacity
     pre = (c["device_memory"] - c["runtime_reserve"]) / 2**30
     rest = pre - c["weights_per_gpu"] / 2**30 - pre * (1 - frac)
-    assert row.recomputed == int(rest * 2**30) // cell // stated.block * stated.block
-    assert row.recomputed < c["kv_tokens"]  # SGLang's fraction applies to less than the whole device
+    assert row.recomputed == int(rest * 2**30) // stated.cell // stated.block * stated.block
+    assert row.recomputed == row.stated
+    assert any("DefaultPoolConfigurator" in n for n in row.notes)
     if spec == DS:
-        assert cell == 61 * 576 * 2
+        assert stated.cell == 61 * 576 * 2
+
+
+@pytest.mark.engines
+def test_sglang_sizes_gpt_oss_with_its_hybrid_swa_pool(tmp_path: Path) -> None:
+    """gpt-oss-120b (GptOssForCausalLM, in SGLang's SWA_SINK_ARCHS): SGLang's own HybridSWAPoolConfigurator gives
+    the full-attention layers (full cell + 0.8 x SWA cell) per token and an SWA pool of 0.8 x that; the file states
+    both, and kvplan's pre-hybrid figure (one pool over all 36 layers) is 1 / 1.111 of it."""
+    e, row = _checked("sglang", GPT_OSS, "h200", tmp_path)
+    assert row.verdict == "accepted", row.message
+    assert row.status == "ok" and row.recomputed == row.stated
+    assert any("HybridSWAPoolConfigurator" in n for n in row.notes)
+    stated = ec.parse_stated(e.text)
+    available = ec.sglang_available(ec.sglang_args(ec.command_words(e.text)[0], e.model_config, "h200"), e.capacity)
+    per_layer = 8 * (64 + 64) * 2
+    assert row.recomputed == int(available // (18 * per_layer + 0.8 * 18 * per_layer))
+    assert stated.swa_tokens == int(row.recomputed * 0.8)
+    assert row.recomputed / (available // (36 * per_layer)) == pytest.approx(36 / 32.4, rel=1e-4)
+
+
+@pytest.mark.engines
+def test_sglang_sizes_the_swa_pool_from_the_requests_without_the_radix_cache(tmp_path: Path) -> None:
+    """--max-running-requests with --disable-radix-cache: SGLang's SWARequestCapPoolConfigurator sizes the SWA pool
+    from the requests ((127-token window + 128 eviction interval + 2 pages) x 16 + 2 x 8,192 chunked prefill + a
+    page, gpt-oss's class reporting window 128 - 1) and gives the full pool the rest; the file states both."""
+    e, row = _checked("sglang", GPT_OSS_NO_RADIX, "h200", tmp_path)
+    assert row.verdict == "accepted", row.message
+    assert row.status == "ok" and row.recomputed == row.stated
+    assert ec.parse_stated(e.text).swa_tokens == (127 + 128 + 1 + 1) * 16 + 2 * 8192 + 1
+
+
+@pytest.mark.engines
+def test_dp_attention_compares_one_rank_with_one_rank(tmp_path: Path) -> None:
+    """SGLang with --enable-dp-attention --dp 8: the capacity the file states is 8 ranks' pools; the engine's
+    figure is one rank's, so the check compares it with the per-GPU pool the file states."""
+    e, row = _checked("sglang", DP, "h200", tmp_path)
+    assert row.verdict == "accepted", row.message
+    stated = ec.parse_stated(e.text)
+    assert stated.tokens == 8 * stated.rank_tokens
+    assert row.stated == stated.rank_tokens == row.recomputed and row.status == "ok"
+
+
+@pytest.mark.engines
+@pytest.mark.parametrize("scenario", [0, 1])
+def test_hub_models_are_checked_offline(scenario: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Qwen3-32B and Llama-3.1-405B under HF_HUB_OFFLINE: vLLM builds its engine config from the config.json in
+    tests/data/hf and sizes the pool; nothing is looked up on the hub."""
+    require_engine("vllm")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    e = _emits(HUB, "h200", tmp_path, "vllm.sh", scenario)
+    assert e.model_config is not None
+    row = ec.check(e, tmp_path, {})
+    assert row.verdict == "accepted", row.message
+    assert row.status == "ok"
+
+
+@pytest.mark.engines
+def test_a_model_without_a_local_config_is_parsed_not_rejected(tmp_path: Path) -> None:
+    """Without a config.json the vLLM command goes through vLLM's own parser only: EngineArgs would look the hub
+    id up, which offline is a refusal of the machine, not of the file."""
+    require_engine("vllm")
+    e = _emits(HUB, "h200", tmp_path, "vllm.sh")
+    e.model_config = None
+    row = ec.check(e, tmp_path, {})
+    assert row.verdict == "accepted", row.message
+    assert "no local config.json" in row.message
 
 
 @pytest.mark.engines
 def test_lmcache_sizes_are_gib(tmp_path: Path) -> None:
     """LMCache reads max_local_cpu_size as GiB (x 1024^3): a file that states GB bytes gets 7.4% more."""
-    pytest.importorskip("lmcache")
-    pytest.importorskip("vllm")
+    require_engine("lmcache")
+    require_engine("vllm")
     assert ec.lmcache_absent() is None
     got, why = ec.plans(HOST, None)
     assert why is None, why

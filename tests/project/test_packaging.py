@@ -222,11 +222,12 @@ def test_ci_md_shows_the_shipped_workflow_and_hooks() -> None:
     blocks = [yaml.safe_load(b) for b in
               re.findall(r"```yaml\n(.*?)```", (ROOT / "docs" / "ci.md").read_text(encoding="utf-8"), re.DOTALL)]
     ours = _workflow(ROOT / ".github" / "workflows" / "kvplan.yml")
-    whole, wheel_job, test_job, remote, local = blocks
+    whole, wheel_job, test_job, engines_job, remote, local = blocks
     whole["on"] = whole.pop(True, whole.get("on"))
     assert whole["on"] == ours["on"] and whole["jobs"]["lint-specs"] == ours["jobs"]["lint-specs"]
     assert wheel_job["wheel"] == ours["jobs"]["wheel"]
     assert test_job["test"] == ours["jobs"]["test"]
+    assert engines_job["engines"] == ours["jobs"]["engines"]
     hooks = _hooks()
     assert [h["id"] for h in remote["repos"][0]["hooks"]] == list(hooks)
     for h in local["repos"][0]["hooks"]:
@@ -474,7 +475,20 @@ def test_workflow_test_job_runs_min_and_newest_on_each_python() -> None:
     (setup,) = [s for s in job["steps"] if s.get("uses", "").startswith("actions/setup-python@")]
     assert setup["with"]["python-version"] == "${{ matrix.python-version }}"
     assert _commands({"jobs": {"test": job}}) == ["PYTHON=python bash tools/test-deps.sh ${{ matrix.deps }}"]
-    assert set(doc["jobs"]) == {"lint-specs", "wheel", "test"}
+    assert set(doc["jobs"]) == {"lint-specs", "wheel", "test", "engines"}
+
+
+def test_workflow_engines_job_installs_the_engines_and_requires_them() -> None:
+    """The engines job runs tools/test-engines.sh, which installs the pinned engines and runs `pytest -m engines`
+    with KVPLAN_REQUIRE_ENGINES=1, so a skip cannot hide a failure; .ci/run installs none of them."""
+    job = _workflow(ROOT / ".github" / "workflows" / "kvplan.yml")["jobs"]["engines"]
+    assert _commands({"jobs": {"engines": job}}) == ["PYTHON=python bash tools/test-engines.sh"]
+    script = (ROOT / "tools" / "test-engines.sh").read_text(encoding="utf-8")
+    for pin in ("vllm==0.33.0", "--no-deps sglang==0.5.23 lmcache==0.5.6",
+                "KVPLAN_REQUIRE_ENGINES=1 python -m pytest -m engines"):
+        assert pin in script
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "vllm" not in ci and "test-engines" not in ci
 
 
 # --- the distribution name ---------------------------------------------------------------------------------------

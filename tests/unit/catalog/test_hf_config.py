@@ -64,6 +64,10 @@ KV_CASES: list[tuple[str, int, list[Optional[int]]]] = [
     ("microsoft--Phi-3-mini-128k-instruct", 2 * 32 * 32 * 96 * BF16, [None] * 32),
     # num_key_value_heads missing: MHA, 40 KV heads
     ("synthetic--llama-2-13b-no-kv-heads", 2 * 40 * 40 * 128 * BF16, [None] * 40),
+    # explicit head_dim 128 although hidden_size/heads = 5120/64 = 80; L=64, n_kv=8
+    ("Qwen--Qwen3-32B", 2 * 64 * 8 * 128 * BF16, [None] * 64),
+    # L=126, n_kv=8, d_h=16384/128=128
+    ("meta-llama--Meta-Llama-3.1-405B", 2 * 126 * 8 * 128 * BF16, [None] * 126),
 ]
 
 
