@@ -436,7 +436,8 @@ def _unquote(tok: Union[Token, str]) -> str:
 
 
 #: A string token's parts: an escape (`\"`, `\\`, a backslash before any other character) or one character.
-_STRING_PART = re.compile(r"\\.|.", re.S)
+#: Compiled on first use (re caches it): only a string that holds a control character needs it.
+_STRING_PART = r"\\.|."
 
 
 def _plain_string(path: str, tok: Token) -> Token:
@@ -448,7 +449,7 @@ def _plain_string(path: str, tok: Token) -> Token:
     if at is None:
         return tok
     # drop each offending character with the backslash that escapes it; keep the rest as written
-    kept = "".join(part for part in _STRING_PART.findall(raw) if controls.first(part) is None)
+    kept = "".join(part for part in re.findall(_STRING_PART, raw, re.S) if controls.first(part) is None)
     n = controls.count(raw)
     more, them = (f" and {n - 1} more", "them") if n > 1 else ("", "it")
     shown = kept if len(kept) <= 60 else f"{kept[:30]}…{kept[-29:]}"
