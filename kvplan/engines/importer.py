@@ -28,7 +28,8 @@ import attrs
 from kvplan.base import controls, files, limits
 from kvplan.base.errors import CatalogError
 from kvplan.base.records import record
-from kvplan.catalog import Model, aliases, by_repo_id, get_device, hub, models, suggest
+from kvplan.base.units import fmt_unit
+from kvplan.catalog import Model, aliases, by_repo_id, get_device, hub, models, suggest, weight_bytes
 from kvplan.catalog.engines import get_engine
 from kvplan.catalog.quality import BUDGETS, admissible
 from kvplan.engines import TARGETS, emit
@@ -357,7 +358,7 @@ def import_deployment(engine: str, text: str, opts: Options = Options(), base_di
                                   "it runs on",
                            help="pass --device ID (kvplan devices lists them)")
     dev = get_device(opts.device)
-    _checkpoint_weights(r, opts)
+    _checkpoint_weights(r, opts, model.model)
     wl = _workload(engine, r, opts, model.model)
     devices, dev_why = _devices(r, model.model)
     pins = _pins(engine, r, devices, dev_why)
@@ -407,9 +408,12 @@ def checkpoint_weights(config: Mapping[str, object], where: str) -> tuple[Option
     return None, None
 
 
-def _checkpoint_weights(r: Read, opts: Options) -> None:
+def _checkpoint_weights(r: Read, opts: Options, model: Model) -> None:
     """The weights the checkpoint stores (config.json, where --model-config gives one) unless the engine
-    quantizes them itself (--quantization): a quantized checkpoint stays quantized under --dtype."""
+    quantizes them itself (--quantization): a quantized checkpoint stays quantized under --dtype. A quantized
+    checkpoint whose bytes kvplan computes (its scales included, docs/weights.md) gets no `weights` row: the
+    spec is then planned at those bytes, as lint plans the same config through --model-config or a hub id,
+    where `weights = fp8` would plan parameters × 1 B."""
     if opts.model_config is None:
         return
     if r.weights is not None and r.weights[1].split(" ")[0].split("=")[0] in ("-q", "--quantization"):
@@ -427,6 +431,13 @@ def _checkpoint_weights(r: Read, opts: Options) -> None:
         if "quant_method" not in found[1]:
             return  # --dtype chooses among unquantized widths
         r.note(f"{r.weights[1]}: the checkpoint is quantized, so the weights stay {found[0]}")
+    own = weight_bytes.checkpoint_dtype(model) if "quant_method" in found[1] else None
+    if own is not None and model.weight_bytes is not None:
+        r.note(f"{found[1]}: weights are the checkpoint's own {found[0]} bytes, "
+               f"{fmt_unit(model.weight_bytes.held, 'B')} with their scales (docs/weights.md), so no `weights` "
+               f"line: `weights = {found[0]}` would plan parameters × its width instead")
+        r.weights = None
+        return
     r.weights = found
 
 

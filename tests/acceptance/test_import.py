@@ -259,8 +259,9 @@ def test_the_imported_deployments_state_what_the_engines_run(tmp_path: Path) -> 
     r = run("import", "--from", "sglang", alone, "--device", "h200", *DEEPSEEK_V3)
     assert r.exit_code == 0, r.output
     batch = check_source(r.stdout, "x.kvp", allow_paths=[str(CHECKPOINTS)]).scenarios[0].batch
-    # per GPU 0.85 × 141 GB less 83.9 GB of fp8 weights is 35.97 GB: 511.9k tokens of 70,272 B. Each of 8
-    # groups keeps its own: 8 × 511.9k / 32,768 = 124 sequences; one group of 8 ranks: 511.9k / 32,768 = 15
+    # per GPU 0.85 × 141 GB less 84.13 GB of fp8 weights (the checkpoint's 673.0 GB, scales included, over 8) is
+    # 35.72 GB: 508.3k tokens of 70,272 B. Each of 8 groups keeps its own: 8 × 508.3k / 32,768 = 124 sequences;
+    # one group of 8 ranks: 508.3k / 32,768 = 15
     assert (s[2], batch) == (124, 15)
 
 

@@ -1,5 +1,6 @@
 """A config.json that declares `quantization_config` is planned at its checkpoint's bytes by every path that
-reads it: `--model-config`, a spec's `model { config = ... }` block, and a hub repo id (issue 19 item 5)."""
+reads it: `--model-config`, a spec's `model { config = ... }` block, a hub repo id, and the spec `kvplan import
+--model-config` writes (issue 19 item 5)."""
 
 from __future__ import annotations
 
@@ -67,11 +68,23 @@ def _by_hub_id(name: str, tmp: Path, where: Path) -> float:
     return _planned(_spec(f'"{repo}"'), tmp / "s.kvp")
 
 
+def _by_import(name: str, tmp: Path) -> float:
+    """The spec `kvplan import` writes for a vLLM command serving the config, planned as lint plans it."""
+    spec = tmp / "imported" / "s.kvp"
+    spec.parent.mkdir()
+    r = CliRunner().invoke(main, ["import", "--from", "vllm", "vllm serve m --tensor-parallel-size 8",
+                                  "--device", "b200", "--model-config", str(HF / f"{name}.json"), "-o", str(spec)])
+    assert r.exit_code == 0, r.output
+    text = spec.read_text()
+    assert not any(line.split("#")[0].split()[:1] == ["weights"] for line in text.splitlines()), text
+    return _planned(text, spec)
+
+
 @pytest.mark.parametrize(("name", "want", "fmt"), CASES, ids=[c[0] for c in CASES])
 def test_every_path_plans_a_quantized_config_at_its_checkpoint_bytes(name: str, want: float, fmt: str,
                                                                      tmp_path: Path, cache: Path) -> None:  # noqa: F811
     got = {"--model-config": _by_model_config(name), "model block": _by_model_block(name, tmp_path),
-           "hub id": _by_hub_id(name, tmp_path, cache)}
+           "hub id": _by_hub_id(name, tmp_path, cache), "import": _by_import(name, tmp_path)}
     for how, value in got.items():
         assert value == pytest.approx(want, rel=1e-12), how
     # and the plan names the checkpoint's format as its weights, not the bf16 default

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 
@@ -241,13 +241,29 @@ def test_a_quantization_kvplan_has_no_width_for_is_named() -> None:
     assert found is None and warning is not None and "'hqq'" in warning
 
 
+def _weights_row(text: str) -> Optional[str]:
+    """The value of the spec's `weights = ...` line (not a comment that mentions one), if it has one."""
+    rows = [line.split("#")[0].split("=", 1) for line in text.splitlines()]
+    found = [r[1].strip() for r in rows if len(r) == 2 and r[0].strip() == "weights"]
+    return found[0] if found else None
+
+
 def test_the_checkpoint_sets_the_weights_unless_the_engine_quantizes() -> None:
     cfg = ROOT / "tests" / "data" / "import" / "deepseek-ai--DeepSeek-V3.json"  # the Hub's file, fp8 quantization
     opts = importer.Options(model_config=str(cfg), device="h200")
     out = importer.import_deployment("sglang", SGLANG_V3, opts)
-    assert "weights = fp8" in out.text and "quantization_config.quant_method fp8" in out.text
+    # the checkpoint's own fp8 bytes (scales included) are planned, so no `weights` line overrides them
+    assert _weights_row(out.text) is None and "quantization_config.quant_method fp8" in out.text
+    assert "the checkpoint's own fp8 bytes" in out.text
     kept = importer.import_deployment("sglang", SGLANG_V3 + " --dtype bfloat16", opts)
-    assert "weights = fp8" in kept.text and "the checkpoint is quantized" in kept.text
+    assert _weights_row(kept.text) is None and "the checkpoint is quantized" in kept.text
+    # an unquantized config still says its width
+    plain = ROOT / "tests" / "data" / "hf" / "Qwen--Qwen3-32B.json"
+    flat = importer.import_deployment("sglang", SGLANG_V3, importer.Options(model_config=str(plain), device="h200"))
+    assert _weights_row(flat.text) == "bf16"
+    # the engine's own quantization of an unquantized checkpoint is still written
+    q = importer.import_deployment("sglang", SGLANG_V3 + " --quantization fp8", opts)
+    assert _weights_row(q.text) == "fp8"
 
 
 def test_emit_writes_the_bound_and_the_pinned_engine_settings_back() -> None:
