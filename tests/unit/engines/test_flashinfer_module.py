@@ -227,3 +227,9 @@ def test_calls_prints_them_without_torch_or_kvplan(tmp_path: Path) -> None:
     assert (r.returncode, r.stderr) == (0, "")
     assert r.stdout == module.calls(module.settings())
     ast.parse(r.stdout)   # Python, as pasted
+
+
+def test_help_runs_without_torch_flashinfer_or_kvplan(tmp_path: Path) -> None:
+    r = _run(tmp_path, {"torch": BLOCKED, "flashinfer": BLOCKED}, "--help")
+    assert (r.returncode, r.stderr) == (0, "")
+    assert r.stdout.startswith("usage: flashinfer_decode.py") and "--calls" in r.stdout
