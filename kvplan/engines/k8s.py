@@ -41,7 +41,7 @@ from kvplan.base.records import record
 from kvplan.base.units import fmt_bytes
 from kvplan.catalog import Device
 from kvplan.catalog.engines import get_engine
-from kvplan.engines import common, lmcache, replan, sglang, trtllm, vllm
+from kvplan.engines import common, lmcache, replan, sglang, trtllm, vllm, yamlout
 from kvplan.engines.common import Backend, DeployOptions, EmitRequest, Emitted, EmittedFile, GiB, Launch
 from kvplan.model.scenario import Scenario
 from kvplan.planner.plan import Plan
@@ -274,72 +274,6 @@ def node_args(engine: str, nodes: int, leader: bool) -> list[str]:
             "--dist-init-addr", f"$(LWS_LEADER_ADDRESS):{SGLANG_DIST_PORT}"]
 
 
-# ---------------------------------------------------------------- YAML (a small deterministic writer)
-
-class Literal(str):
-    """A string written as a YAML literal block (`|`): a file's text in a ConfigMap."""
-
-
-_PLAIN = re.compile(r"[A-Za-z/][A-Za-z0-9_./:-]*")
-#: Plain words YAML 1.1 (Kubernetes' parser) reads as something other than a string.
-_RESERVED = frozenset({"true", "false", "null", "yes", "no", "on", "off", "y", "n", "~"})
-def scalar(v: object) -> str:
-    """A YAML scalar that reads back as the same value under YAML 1.1 and 1.2: plain only for words that
-    cannot be taken for anything but a string, else double-quoted with YAML's escapes."""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    s = str(v)
-    if _PLAIN.fullmatch(s) and s.lower() not in _RESERVED and not s.endswith(":"):
-        return s
-    return common.yaml_quoted(s)
-
-
-def _block_ok(text: str) -> bool:
-    return (text.endswith("\n") and not text.endswith("\n\n") and not text.startswith((" ", "\n"))
-            and bool(common.YAML_BLOCK_SAFE.fullmatch(text)))
-
-
-def _mapping(obj: Mapping[str, object], indent: int) -> list[str]:
-    pad = " " * indent
-    lines: list[str] = []
-    for key, v in obj.items():
-        k = scalar(key)
-        if isinstance(v, Literal) and _block_ok(v):
-            lines.append(f"{pad}{k}: |")
-            lines += [f"{pad}  {line}" if line else "" for line in v[:-1].split("\n")]
-        elif isinstance(v, Mapping):
-            lines += [f"{pad}{k}:", *_mapping(v, indent + 2)] if v else [f"{pad}{k}: {{}}"]
-        elif isinstance(v, (list, tuple)):
-            lines += [f"{pad}{k}:", *_sequence(v, indent)] if v else [f"{pad}{k}: []"]
-        else:
-            lines.append(f"{pad}{k}: {scalar(v)}")
-    return lines
-
-
-def _sequence(items: Sequence[object], indent: int) -> list[str]:
-    pad = " " * indent
-    lines: list[str] = []
-    for item in items:
-        if isinstance(item, Mapping) and item:
-            sub = _mapping(item, indent + 2)
-            lines += [f"{pad}- {sub[0][indent + 2:]}", *sub[1:]]
-        elif isinstance(item, (Mapping, list, tuple)):
-            raise TypeError("the k8s writer takes no empty mappings or nested lists in a list")
-        else:
-            lines.append(f"{pad}- {scalar(item)}")
-    return lines
-
-
-def yaml_documents(head: Sequence[str], docs: Sequence[Mapping[str, object]]) -> str:
-    """Comment lines, then each document after a `---` line."""
-    lines = common.comment_lines(head)
-    for doc in docs:
-        lines += ["---", *_mapping(doc, 0)]
-    return "\n".join(lines) + "\n"
-
-
 # ---------------------------------------------------------------- the manifest
 
 @record
@@ -514,9 +448,9 @@ def manifest(req: EmitRequest, engine: str) -> tuple[Optional[EmittedFile], Emit
         docs.append({"apiVersion": "v1", "kind": "ConfigMap",
                      "metadata": _metadata(f"{name}-config", opts.namespace,
                                            {"app.kubernetes.io/name": name, "app.kubernetes.io/managed-by": "kvplan"}),
-                     "data": {n: Literal(t) for n, t in files.items()}})
+                     "data": {n: yamlout.Block(t) for n, t in files.items()}})
     docs += [workload, _service(pod, opts.namespace, selector)]
-    text = yaml_documents(_head(req, backend, launch, pod, lay, opts, k), docs)
+    text = yamlout.documents(_head(req, backend, launch, pod, lay, opts, k), docs)
     # lmcache.yaml is in the ConfigMap: the launcher's "also emit --target lmcache" does not apply here
     bundled = {n for t in common.TIERS for n in common.lmcache_tier(t, False)[1]} if "lmcache.yaml" in files \
         else set()

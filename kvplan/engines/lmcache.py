@@ -40,7 +40,7 @@ from kvplan.base.evidence import Value, derived
 from kvplan.base.records import record
 from kvplan.catalog.engines import get_engine
 from kvplan.catalog.quality import admissible
-from kvplan.engines import common, replan, sglang, vllm
+from kvplan.engines import common, replan, sglang, vllm, yamlout
 from kvplan.engines.common import Backend, EmitRequest, Emitted, EmittedFile
 
 #: LMCache's default chunk size in tokens (engines.md).
@@ -183,7 +183,7 @@ def render(req: EmitRequest) -> Emitted:
     mapped = attrs.evolve(common.map_choices(p, first), tier=tier, changed=tuple(tier_changed))
     sz = common.size(p, mapped, req.reserves)
     cfg = _config(req, mapped, sz)
-    files = [EmittedFile("lmcache.yaml", common.yaml_text(cfg.comments, cfg.body, cfg.keynotes))]
+    files = [EmittedFile("lmcache.yaml", yamlout.text(cfg.comments, cfg.body, cfg.keynotes))]
     warnings = list(cfg.notes)
     rows: list[tuple[str, Value]] = [
         ("tier_bytes_per_worker", derived(cfg.held, "B", "the GiB LMCache reads × 1024³, the fewest hundredths that "

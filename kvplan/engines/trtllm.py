@@ -50,7 +50,7 @@ from kvplan.base.evidence import Value, derived
 from kvplan.base.units import fmt_bytes
 from kvplan.catalog import Model
 from kvplan.catalog.engines import get_engine, kv_refusal
-from kvplan.engines import common
+from kvplan.engines import common, yamlout
 from kvplan.engines.common import EmitRequest, Emitted, EmittedFile
 from kvplan.engines.flagparse import (
     CHUNK,
@@ -222,7 +222,7 @@ def render(req: EmitRequest) -> Emitted:
                                           "the default fraction buys fewer than the plan's tokens: max_tokens = "
                                           "the plan's pool" if use_exact else "the default fraction"),
             f"# serve: trtllm-serve {shlex.quote(common.model_ref(p))} --config trtllm.yaml (trtllm.sh)"]
-    yaml = common.yaml_text(head, body, notes_by_key)
+    yaml = yamlout.text(head, body, notes_by_key)
     launch = common.Launch(("trtllm-serve", common.model_ref(p)), (("--config", common.beside("trtllm.yaml")),),
                            comments=tuple(head[1:-1]))
     script = common.shell_script([common.header(req, BACKEND.label)], launch.program, launch.flags)

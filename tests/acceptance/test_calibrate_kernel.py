@@ -26,9 +26,10 @@ def test_calibrate_reads_the_flashinfer_benchmarks_file(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     (script,) = (tmp_path / "out").rglob("flashinfer_decode.py")
     bench = load_script(script.read_text(), tmp_path)   # imported, not run: no GPU here
-    kv = bench.kv_bytes_read(bench.groups())
+    s = bench.settings()
+    kv = bench.kv_bytes_read(s, bench.groups(s))
     csv = tmp_path / "flashinfer_measured.csv"
-    csv.write_text(bench.measurements_csv(kv, kv / (ETA_KV * H100_BANDWIDTH), "synthetic"))
+    csv.write_text(bench.measurements_csv(s, kv, kv / (ETA_KV * H100_BANDWIDTH), "synthetic"))
 
     out = tmp_path / "p.toml"
     r = CliRunner().invoke(main, ["calibrate", str(csv), "-o", str(out)])

@@ -30,7 +30,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvplan.cli import main
-from kvplan.engines import PACKAGING, TARGETS, DeployOptions, capacity_line, default_targets, emit, k8s, resolve_targets
+from kvplan.engines import (
+    PACKAGING,
+    TARGETS,
+    DeployOptions,
+    capacity_line,
+    default_targets,
+    emit,
+    k8s,
+    resolve_targets,
+    yamlout,
+)
 from kvplan.engines.common import Beside, Launch
 from kvplan.engines.digest import check_digests, read_header
 from kvplan.engines.replan import written_from
@@ -533,9 +543,9 @@ _NODES = st.recursive(_SCALARS, lambda inner: st.one_of(
 @settings(max_examples=200, deadline=None)
 def test_the_yaml_writer_reads_back_as_written(doc: dict[str, Any], block: str) -> None:
     """Every string, key and number comes back from PyYAML as it went in, whatever its characters."""
-    doc = {**doc, "file.yaml": k8s.Literal(block + "\n")}
-    (back,) = yaml.safe_load_all(k8s.yaml_documents(["# head"], [doc]))
-    assert back == {k: str(v) if isinstance(v, k8s.Literal) else v for k, v in doc.items()}
+    doc = {**doc, "file.yaml": yamlout.Block(block + "\n")}
+    (back,) = yaml.safe_load_all(yamlout.documents(["# head"], [doc]))
+    assert back == {k: str(v) if isinstance(v, yamlout.Block) else v for k, v in doc.items()}
 
 
 # ------------------------------------------------------------------ goldens

@@ -30,6 +30,10 @@ LAZY_LOADS = (
     ("kvplan.engines.trtllm", "yaml", "PyYAML is optional: only `kvplan import` of a YAML manifest needs it"),
     ("kvplan.catalog.hub", "huggingface_hub", "about 0.1 s to import: only a repo id outside the catalog needs it"),
     ("kvplan.base.near", "difflib", "about 1 ms of every start-up: only a misspelt word needs it"),
+    ("kvplan.engines.kernels.flashinfer_decode", "torch",
+     "the kernel benchmark kvplan writes out: torch is on the GPU machine that runs it, not kvplan's dependency"),
+    ("kvplan.engines.kernels.flashinfer_decode", "flashinfer",
+     "the kernel benchmark kvplan writes out: FlashInfer is on the GPU machine that runs it, not kvplan's dependency"),
 )
 
 

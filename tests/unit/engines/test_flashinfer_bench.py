@@ -1,11 +1,13 @@
-"""`emit --target flashinfer` writes a self-contained benchmark (issue 12, build 7).
+"""`emit --target flashinfer` writes a self-contained benchmark (issue 12, build 7; issue 20, build 5).
 
 The emitted flashinfer_decode.py must be valid Python that names nothing it does not define (the old template's
-plan() call used `indptr`, `indices` and `last_page_len` and defined none of them), import without torch, and
-carry a pure page-table builder whose tables FlashInfer's plan() accepts: indptr from 0, non-decreasing, ending at
-the page count; ceil(tokens / page) pages a sequence; last_page_len in [1, page]; unique page ids inside the pool;
-and a pool whose bytes are the KV the plan states per rank. Without torch, FlashInfer or a GPU it exits 2 with one
-line naming what is missing. The expected figures below are computed from the model's shape, not from the module.
+plan() call used `indptr`, `indices` and `last_page_len` and defined none of them), import without torch or kvplan,
+and carry a pure page-table builder whose tables FlashInfer's plan() accepts: indptr from 0, non-decreasing, ending
+at the page count; ceil(tokens / page) pages a sequence; last_page_len in [1, page]; unique page ids inside the
+pool; and a pool whose bytes are the KV the plan states per rank. Without torch, FlashInfer or a GPU it exits 2
+with one line naming what is missing. The expected figures below are computed from the model's shape, not from the
+module. Since issue 20 the file is kvplan/engines/kernels/flashinfer_decode.py as the package ships it, with the
+plan's settings as one JSON literal (tests/unit/engines/test_flashinfer_module.py tests the module itself).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import builtins
 import csv
 import importlib.util
 import io
+import itertools
 import math
 import subprocess
 import sys
@@ -89,11 +92,16 @@ def _load(text: str, where: Path) -> ModuleType:
     """The emitted file imported as a module (not run: its main() waits for `__main__`)."""
     path = where / "flashinfer_decode.py"
     path.write_text(text, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("emitted_flashinfer_decode", path)
+    name = f"emitted_flashinfer_decode_{next(_LOADED)}"   # dataclasses look their module up in sys.modules
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+_LOADED = itertools.count()
 
 
 def _expected(plan: Plan) -> dict[str, float]:
@@ -167,7 +175,11 @@ def test_the_script_imports_only_the_standard_library_at_top_level(name: str, pl
     tree = ast.parse(_script(plan))
     top = {a.name for node in tree.body if isinstance(node, ast.Import) for a in node.names}
     top |= {node.module or "" for node in tree.body if isinstance(node, ast.ImportFrom)}
-    assert top == {"argparse", "math", "statistics", "sys"}
+    assert top == {"__future__", "argparse", "dataclasses", "json", "math", "statistics", "sys", "typing"}
+    # what else the top level imports is for mypy only: under `if TYPE_CHECKING:`, which is False at run time
+    guarded = [node for node in tree.body if isinstance(node, ast.If)
+               and any(isinstance(n, (ast.Import, ast.ImportFrom)) for n in ast.walk(node))]
+    assert [ast.unparse(node.test) for node in guarded] == ["TYPE_CHECKING"]
 
 
 # ------------------------------------------------------------------ the page table
@@ -177,22 +189,23 @@ def test_page_tables_and_pool_of_each_plan(name: str, plan: Plan, tmp_path: Path
     module = _load(_script(plan), tmp_path)
     assert "torch" not in sys.modules   # importing the file did not need it
     b, page = int(plan.scenario.batch), plan.block_size
-    layout = module.groups()
+    s = module.settings()
+    layout = module.groups(s)
     assert len(layout) == len(plan.scenario.model.window_groups)
     for group in layout:
-        indptr, indices, last = group["table"]
-        pages = -(-group["kept"] // page)
+        indptr, indices, last = group.table
+        pages = -(-group.kept // page)
         assert indptr[0] == 0 and indptr[-1] == len(indices) == b * pages
         assert all(x <= y for x, y in zip(indptr, indptr[1:]))
         assert [indptr[i + 1] - indptr[i] for i in range(b)] == [pages] * b
         assert len(last) == b and all(1 <= n <= page for n in last)
-        assert last == [group["kept"] - (pages - 1) * page] * b
+        assert last == [group.kept - (pages - 1) * page] * b
         assert len(set(indices)) == len(indices) and min(indices) >= 0 and max(indices) < b * pages
     want = _expected(plan)
-    assert module.token_bytes() == want["per_token"]
-    assert module.kv_bytes_read(layout) == want["read"]
-    assert module.pool_bytes(layout) == want["pool"]   # total pages × page bytes
-    assert module.PLANNED_KV_BYTES == round(kernel_config(plan).kv_bytes.value)
+    assert module.token_bytes(s) == want["per_token"]
+    assert module.kv_bytes_read(s, layout) == want["read"]
+    assert module.pool_bytes(s, layout) == want["pool"]   # total pages × page bytes
+    assert s.planned_kv_bytes == round(kernel_config(plan).kv_bytes.value)
 
 
 @pytest.mark.parametrize("name", ["llama-3.1-8b-h100-custom:chat-8b[context=8k]",
@@ -204,23 +217,25 @@ def test_pool_is_the_kv_the_plan_states_per_rank(name: str, tmp_path: Path) -> N
     plan = dict(PLANS)[name]
     module = _load(_script(plan), tmp_path)
     assert plan.pp == 1 and int(plan.scenario.context * plan.retention) % plan.block_size == 0
-    layout = module.groups()
-    assert module.pool_bytes(layout) == module.kv_bytes_read(layout) == kernel_config(plan).kv_bytes.value
+    s = module.settings()
+    layout = module.groups(s)
+    assert module.pool_bytes(s, layout) == module.kv_bytes_read(s, layout) == kernel_config(plan).kv_bytes.value
 
 
 def test_odd_context_fills_a_last_partial_page(tmp_path: Path) -> None:
     plan = plan_of(ODD)
     module = _load(_script(plan), tmp_path)
-    (group,) = module.groups()
-    assert (plan.tp, plan.pp, group["layers"]) == (1, 2, 16)
+    s = module.settings()
+    (group,) = module.groups(s)
+    assert (plan.tp, plan.pp, group.group.layers) == (1, 2, 16)
     kept = math.ceil(1000 * 0.7)                        # 700 tokens kept of 1,000
-    assert (group["kept"], plan.block_size) == (kept, 16)
-    indptr, _, last = group["table"]
+    assert (group.kept, plan.block_size) == (kept, 16)
+    indptr, _, last = group.table
     assert indptr[:2] == [0, 44] and last == [700 - 43 * 16] * 3   # 44 pages, 12 tokens in the last
-    layout = module.groups()
+    layout = module.groups(s)
     # what the kernel reads is the plan's KV per rank (b · L/pp · s · r · bytes); the pool holds whole pages more
-    assert module.kv_bytes_read(layout) == pytest.approx(kernel_config(plan).kv_bytes.value, rel=1e-12)
-    assert module.pool_bytes(layout) == module.kv_bytes_read(layout) * 44 * 16 / 700
+    assert module.kv_bytes_read(s, layout) == pytest.approx(kernel_config(plan).kv_bytes.value, rel=1e-12)
+    assert module.pool_bytes(s, layout) == module.kv_bytes_read(s, layout) * 44 * 16 / 700
 
 
 def _module() -> ModuleType:
@@ -257,7 +272,7 @@ def test_page_table_refuses_an_empty_shape() -> None:
 # ------------------------------------------------------------------ the measurements file
 
 def test_measurements_csv_has_the_documented_columns() -> None:
-    text = MODULE.measurements_csv(16_777_216_000, 0.0052, "measured on a test")
+    text = MODULE.measurements_csv(MODULE.settings(), 16_777_216_000, 0.0052, "measured on a test")
     comments = [line for line in text.splitlines() if line.startswith("#")]
     rows = list(csv.DictReader(io.StringIO("\n".join(line for line in text.splitlines()
                                                      if not line.startswith("#")))))
@@ -273,11 +288,11 @@ def test_measurements_csv_has_the_documented_columns() -> None:
     assert comments[-1] == "# measured on a test"
 
 
-def test_the_fallback_dtype_is_what_the_csv_names() -> None:
+def test_the_fallback_dtype_is_what_the_csv_names(tmp_path: Path) -> None:
     plan = dict(PLANS)["llama-3.1-8b-h100-custom:chat-8b[context=32k]"]
     assert plan.kv_dtype.id == "int4"
-    text = _script(plan)
-    assert 'KV_DTYPE = "fp8"' in text and 'PLAN_KV_DTYPE = "int4"' in text and "KV_ELEMENT_BYTES = 1\n" in text
+    s = _load(_script(plan), tmp_path).settings()
+    assert (s.kv_dtype, s.plan_kv_dtype, s.kv_element_bytes, s.kv_torch_dtype) == ("fp8", "int4", 1, "float8_e4m3fn")
 
 
 def test_docs_describe_every_column() -> None:
@@ -291,11 +306,14 @@ def test_docs_describe_every_column() -> None:
 STUB_TORCH = "class cuda:\n    @staticmethod\n    def is_available():\n        return False\n"
 BLOCKED = "raise ImportError('blocked by the test')\n"
 
+#: The emitted file runs where kvplan is not installed: every run below has it blocked.
+NO_KVPLAN = {"kvplan": "raise ImportError('kvplan is not on the GPU machine')\n"}
+
 
 def _run(tmp_path: Path, packages: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """Run the emitted script with stand-in packages first on the path (a blocked one raises ImportError)."""
     stubs = tmp_path / "stubs"
-    for name, body in packages.items():
+    for name, body in {**NO_KVPLAN, **packages}.items():
         (stubs / name).mkdir(parents=True)
         (stubs / name / "__init__.py").write_text(body, encoding="utf-8")
     script = tmp_path / "flashinfer_decode.py"

@@ -228,8 +228,8 @@ def test_a_hostile_model_and_device_id_are_quoted_in_every_format(spec: str, ind
             if name.endswith(".sh"):
                 assert model in _exec_words(text), name
             elif name.endswith(".py"):
-                constants = _python_constants(text)
-                assert (constants["MODEL"], constants["DEVICE"]) == (model, f"gpu{hostile}")
+                settings = json.loads(_python_constants(text)["SETTINGS_JSON"])   # the one literal
+                assert (settings["model"], settings["device"]) == (model, f"gpu{hostile}")
             elif name.startswith("k8s-"):
                 docs = yaml.load_all(text, Loader=_LOADER)
                 pods = [d for d in docs if d and d["kind"] in ("Deployment", "LeaderWorkerSet")]

@@ -42,10 +42,11 @@ def module(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
 
 def written(module: ModuleType, where: Path, eta_kv: float = ETA_KV) -> tuple[Path, float, float]:
     """The benchmark's file for a kernel at `eta_kv` of the H100's bandwidth, its KV bytes and kernel time."""
-    kv = float(module.kv_bytes_read(module.groups()))
+    s = module.settings()
+    kv = float(module.kv_bytes_read(s, module.groups(s)))
     kernel_s = kv / (eta_kv * H100_BANDWIDTH)
     path = where / "flashinfer_measured.csv"
-    path.write_text(module.measurements_csv(kv, kernel_s, "synthetic: made at a chosen eta_kv"), encoding="utf-8")
+    path.write_text(module.measurements_csv(s, kv, kernel_s, "synthetic: made at a chosen eta_kv"), encoding="utf-8")
     return path, kv, kernel_s
 
 
