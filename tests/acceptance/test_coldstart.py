@@ -53,6 +53,13 @@ def advise_modules(advise_report: dict[str, object]) -> list[str]:
     return list(advise_report["modules"])  # type: ignore[call-overload]
 
 
+def test_advise_runs_the_shipped_parser_without_importing_lark(advise_modules: list[str]) -> None:
+    # kvplan/grammar/kvp_parser.py is lark's standalone parser: lark itself (~40 ms of imports) and its grammar
+    # analysis (~250 ms) are for tools/build_parser.py and the tests, not for a run.
+    assert "kvplan.grammar.kvp_parser" in advise_modules
+    assert [m for m in advise_modules if m.split(".")[0] == "lark"] == []
+
+
 @pytest.fixture(scope="module")
 def baseline_modules() -> set[str]:
     """What the cold-start baseline, `import numpy, click, lark, attrs`, loads by itself (older numpy releases
