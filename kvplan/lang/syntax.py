@@ -81,8 +81,7 @@ def _collect_comment(token: Token) -> Token:
     return token
 
 
-#: kvplan/grammar/, where the grammar is shipped. Read by path, not through importlib.resources, whose
-#: import (zipfile, tempfile, pathlib) costs the cold start ~7 ms.
+#: kvplan/grammar/, where the grammar is shipped (a run parses with kvp_parser.py and never reads it).
 _GRAMMAR_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "grammar")
 
 
@@ -97,7 +96,7 @@ def parser() -> Lark:
     """The LALR parser, built once per process. COMMENT tokens go to the current parse's sink.
 
     It is lark's standalone parser of the grammar (kvplan/grammar/kvp_parser.py, written by
-    `python -m lark.tools.standalone`, see docs/architecture.md): loading its tables takes a few
+    tools/build_parser.py with lark's standalone generator): loading its tables takes a few
     ms where analysing the grammar takes ~250 ms, and kvplan is a CLI run in CI loops. The tables
     are Python literals inside the installed package: no cache is read from (or written to) the
     temporary directory and no pickle is loaded. tests/unit/lang/test_security.py checks that the
