@@ -1,10 +1,11 @@
-"""Benchmark: `kvplan advise` cold start against importing its dependencies (issue 10's acceptance).
+"""Benchmark: `kvplan advise` cold start against importing its dependencies (issues 10 and 20).
 
 Run:  python bench/bench_coldstart.py [--runs N] [--check]
 Prints the CPU time (user + sys of the child process, from os.wait4) of each command, median of
 N interleaved runs, and the ratio to the baseline `python -c "import numpy, click, lark, attrs"`
-(target: within 1.3x). It reports and exits 0 whatever the ratio; with --check it exits 1 when the
-installed entry point is over the target. It exits 2 when a command cannot be run.
+(target: within 1.5x, issue 20; 1.3x before it). It reports and exits 0 whatever the ratio; with
+--check it exits 1 when the installed entry point is over the target. It exits 2 when a command
+cannot be run.
 
 Both ways of starting kvplan are timed: the installed `kvplan` entry point (what users run, and what
 --check judges) and `python -m kvplan`. The children run in the repository root without
@@ -32,7 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = "examples/w2-batch32.kvp"
-TARGET = 1.3
+TARGET = 1.5  # issue 20: within 1.5x of importing the dependencies is enough
 BASELINE = [sys.executable, "-c", "import numpy, click, lark, attrs"]
 
 

@@ -1,7 +1,7 @@
 """Text → typed syntax tree (kvplan.lang.spec); a syntax error → a KvpSyntaxError with an exact span.
 
-The grammar (kvplan/grammar/kvp.lark) is loaded from the installed package and
-built once per process. Syntax errors are explained in the user's terms: the
+The parser is lark's standalone parser of the grammar (kvplan/grammar/kvp.lark),
+kvplan/grammar/kvp_parser.py, built once per process. Syntax errors are explained in the user's terms: the
 parser's failure is matched against examples of common mistakes (the method
 of UnexpectedInput.match_examples) and the terminals it expected are named as
 they are written (`}` rather than RBRACE).
@@ -11,21 +11,28 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import hashlib
-import json
 import os
 import re
 from typing import Optional, Sequence, Union
-
-from lark import Lark, Token, Transformer_NonRecursive, Tree, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
-from lark.tree import Meta
 
 from kvplan.base import codes, controls, limits
 from kvplan.base.diagnostics import Edit, Fix
 from kvplan.base.errors import KvplanError, Span
 from kvplan.base.near import close_matches
 from kvplan.base.units import UNITS
+from kvplan.grammar.kvp_parser import (
+    Lark,
+    Lark_StandAlone,
+    Meta,
+    Token,
+    Transformer_NonRecursive,
+    Tree,
+    UnexpectedCharacters,
+    UnexpectedInput,
+    UnexpectedToken,
+    VisitError,
+    v_args,
+)
 from kvplan.lang.spec import (
     SECTIONS,
     Block,
@@ -74,177 +81,30 @@ def _collect_comment(token: Token) -> Token:
     return token
 
 
-#: kvplan/grammar/, where the grammar and its prebuilt tables are shipped. Read by path, not
-#: through importlib.resources, whose import (zipfile, tempfile, pathlib) costs the cold start ~7 ms.
+#: kvplan/grammar/, where the grammar is shipped (a run parses with kvp_parser.py and never reads it).
 _GRAMMAR_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "grammar")
 
 
-def _shipped(name: str) -> str:
-    with open(os.path.join(_GRAMMAR_DIR, name), encoding="utf-8") as fh:
-        return fh.read()
-
-
 def grammar_text() -> str:
-    """The grammar as shipped inside the package."""
-    return _shipped("kvp.lark")
-
-
-#: The options the parser is built with; tools/build_parser.py builds kvp_parser.json with the same.
-_OPTIONS: dict[str, Union[str, bool]] = {"parser": "lalr", "lexer": "contextual", "propagate_positions": True}
-
-
-def _int_keys(pairs: list[tuple[str, object]]) -> Union[dict[int, object], dict[str, object]]:
-    """JSON object hook: lark's int-keyed mappings (states, tokens, memo) were written with digit keys.
-
-    The values are lark's own table format, opaque here: they are handed back to lark as they are."""
-    if pairs and pairs[0][0].isdigit() and all(k.isdigit() for k, _ in pairs):  # the first key decides most
-        return {int(k): v for k, v in pairs}
-    return dict(pairs)
-
-
-def _shipped_tables(grammar: str) -> Optional[dict[str, object]]:
-    """The prebuilt tables in kvplan/grammar/kvp_parser.json, or None if missing or built from another grammar."""
-    try:
-        text = _shipped("kvp_parser.json")
-        payload = json.loads(text, object_pairs_hook=_int_keys)
-    except (OSError, ValueError):
-        return None
-    if not isinstance(payload, dict) or payload.get("format") != 1:
-        return None
-    if payload.get("grammar_sha256") != hashlib.sha256(grammar.encode("utf-8")).hexdigest():
-        return None  # kvp.lark was edited without `python tools/build_parser.py`: build from the grammar
-    return payload
-
-
-_origin = ""
-
-
-def parser_origin() -> str:
-    """Where this process's parser came from: "shipped" (kvp_parser.json), "grammar", or "" (not built yet)."""
-    return _origin
-
-
-class _Alternatives:
-    """What lark's lexer gets for one parser state's union of terminals, `(?P<A>a)|(?P<B>b)|...`: the terminals'
-    own expressions tried in the union's order. A union's match is that of its first alternative that matches
-    (nothing follows the alternation), and a terminal's match is its expression's, with the terminal's name as
-    `lastgroup`: the same match and name as the union gives, without compiling the union."""
-
-    __slots__ = ("patterns",)
-
-    def __init__(self, patterns: tuple[re.Pattern[str], ...]) -> None:
-        self.patterns = patterns
-
-    def match(self, text: str, pos: int = 0, endpos: Optional[int] = None) -> Optional[re.Match[str]]:
-        end = len(text) if endpos is None else endpos
-        for p in self.patterns:
-            m = p.match(text, pos, end)
-            if m is not None:
-                return m
-        return None
-
-    def fullmatch(self, text: str) -> Optional[re.Match[str]]:
-        for p in self.patterns:
-            m = p.fullmatch(text)
-            if m is not None:
-                return m
-        return None
-
-
-class _TerminalRegexps:
-    """The `re` of the parser's lexers, which compiles each terminal's expression once for every parser state.
-
-    lark's contextual lexer gives each parser state (13 of them for examples/w2-batch32.kvp) a scanner that
-    compiles the union of the terminals the state accepts: most terminals are compiled again in each union, and
-    Python's regular-expression compiler is Python code (~1.3 ms of the cold start, bench/bench_coldstart.py).
-    Here a union lark writes of known terminals is read back into its terminals (`_Alternatives`), each compiled
-    once as `(?P<NAME>expression)`; any other pattern goes to `re` unchanged."""
-
-    error = re.error
-
-    def __init__(self, regexps: dict[str, str]) -> None:
-        self._regexps = regexps                              # terminal name -> its expression
-        self._names = {r: n for n, r in regexps.items()}     # expression -> a terminal with it
-        self._compiled: dict[tuple[str, int], re.Pattern[str]] = {}
-
-    def _terminal(self, name: str, flags: int) -> re.Pattern[str]:
-        key = (name, flags)
-        if key not in self._compiled:
-            self._compiled[key] = re.compile(f"(?P<{name}>{self._regexps[name]})", flags)
-        return self._compiled[key]
-
-    def _union(self, pattern: str) -> Optional[list[str]]:
-        """The terminals of `pattern` when it is lark's union of known terminals, in its order, else None."""
-        names: list[str] = []
-        at = 0
-        while pattern.startswith("(?P<", at):
-            close = pattern.find(">", at + 4)
-            name = pattern[at + 4:close]
-            regexp = self._regexps.get(name) if close > 0 else None
-            end = close + 1 + len(regexp) if regexp is not None else -1
-            if regexp is None or not pattern.startswith(regexp, close + 1) or pattern[end:end + 1] != ")":
-                return None
-            names.append(name)
-            if end + 1 == len(pattern):
-                return names
-            if pattern[end + 1] != "|":
-                return None
-            at = end + 2
-        return None
-
-    def compile(self, pattern: str, flags: int = 0) -> Union[re.Pattern[str], _Alternatives]:
-        names = self._union(pattern) if isinstance(pattern, str) else None
-        if names is None:
-            return re.compile(pattern, flags)
-        return _Alternatives(tuple(self._terminal(n, flags) for n in names))
-
-    def match(self, pattern: str, string: str, flags: int = 0) -> Optional[re.Match[str]]:
-        name = self._names.get(pattern)
-        return re.match(pattern, string, flags) if name is None else self._terminal(name, flags).match(string)
-
-
-def _share_terminal_regexps(built: Lark) -> Lark:
-    """`built` with its lexers compiling each terminal once (`_TerminalRegexps`); as it is where this lark
-    release's lexer is not the contextual lexer of lark 1.2-1.3 (a `lexers` table and a `root_lexer`)."""
-    lexer = getattr(getattr(built, "parser", None), "lexer", None)
-    lexers = getattr(lexer, "lexers", None)
-    root = getattr(lexer, "root_lexer", None)
-    if not isinstance(lexers, dict) or root is None or not all(hasattr(x, "re") for x in (*lexers.values(), root)):
-        return built
-    shared = _TerminalRegexps({t.name: t.pattern.to_regexp() for t in built.terminals})
-    for x in (*lexers.values(), root):
-        x.re = shared
-    return built
+    """The grammar as shipped inside the package (kvplan/grammar/kvp.lark), which kvp_parser.py is made from."""
+    with open(os.path.join(_GRAMMAR_DIR, "kvp.lark"), encoding="utf-8") as fh:
+        return fh.read()
 
 
 @functools.cache
 def parser() -> Lark:
     """The LALR parser, built once per process. COMMENT tokens go to the current parse's sink.
 
-    The tables come from kvplan/grammar/kvp_parser.json, written from the grammar by
-    tools/build_parser.py: loading them takes a few ms where analysing the grammar takes
-    ~250 ms, and kvplan is a CLI run in CI loops. The file is JSON inside the installed
-    package: nothing is read from (or written to) the temporary directory, and no pickle is
-    loaded (lark's own `cache=True` unpickles a file of predictable name in the world-writable
-    temp directory, which would run a planted file's code). If the file is missing, stale or
-    of a format this lark does not read, the parser is built from the grammar instead.
+    It is lark's standalone parser of the grammar (kvplan/grammar/kvp_parser.py, written by
+    tools/build_parser.py with lark's standalone generator): loading its tables takes a few
+    ms where analysing the grammar takes ~250 ms, and kvplan is a CLI run in CI loops. The tables
+    are Python literals inside the installed package: no cache is read from (or written to) the
+    temporary directory and no pickle is loaded. tests/unit/lang/test_security.py checks that the
+    module's rules and terminals are the grammar's.
     """
-    global _origin
-    grammar = grammar_text()
-    callbacks = {"COMMENT": _collect_comment}
-    payload = _shipped_tables(grammar)
-    if payload is not None:
-        try:
-            # lark's loader for prebuilt tables (its standalone parsers call it), unannotated in lark
-            built: Lark = Lark._load_from_dict(  # type: ignore[no-untyped-call]
-                payload["data"], payload["memo"], lexer_callbacks=callbacks, propagate_positions=True)
-        except Exception:  # noqa: BLE001 - a lark release that reads the tables differently: build instead
-            pass
-        else:
-            _origin = "shipped"
-            return _share_terminal_regexps(built)
-    _origin = "grammar"
-    return _share_terminal_regexps(Lark(grammar, lexer_callbacks=callbacks, **_OPTIONS))
+    # The generated module's entry point is unannotated: it returns its own Lark
+    made: Lark = Lark_StandAlone(lexer_callbacks={"COMMENT": _collect_comment})  # type: ignore[no-untyped-call]
+    return made
 
 
 def parse(text: str, path: str) -> SpecFile:

@@ -591,7 +591,7 @@ def test_wheel_ships_the_grammar_the_catalogs_and_the_console_script(wheel: Path
         entry_points = zf.read(f"{DIST_FILE}-{VERSION.group(1)}.dist-info/entry_points.txt").decode()
         metadata_text = zf.read(f"{DIST_FILE}-{VERSION.group(1)}.dist-info/METADATA").decode()
     assert "kvplan/grammar/kvp.lark" in names
-    assert "kvplan/grammar/kvp_parser.json" in names  # the prebuilt parser tables (tools/build_parser.py)
+    assert "kvplan/grammar/kvp_parser.py" in names  # lark's standalone parser (tools/build_parser.py)
     assert CATALOG_TOMLS and {f"kvplan/catalog/{n}" for n in CATALOG_TOMLS} <= names
     assert CATALOG_JSONS and {f"kvplan/catalog/{n}" for n in CATALOG_JSONS} <= names
     sources = {p.relative_to(ROOT).as_posix() for p in (ROOT / "kvplan").rglob("*.py")}
@@ -618,7 +618,7 @@ def test_sdist_and_the_wheel_built_from_it_ship_the_grammar(tmp_path: Path) -> N
             tf.extractall(tmp_path / "unpacked", filter="data")
         else:
             tf.extractall(tmp_path / "unpacked")
-    wanted = {f"{top}/kvplan/grammar/kvp.lark", f"{top}/kvplan/grammar/kvp_parser.json",
+    wanted = {f"{top}/kvplan/grammar/kvp.lark", f"{top}/kvplan/grammar/kvp_parser.py",
               f"{top}/tools/build_parser.py", *(f"{top}/kvplan/catalog/{n}" for n in CATALOG_TOMLS + CATALOG_JSONS),
               f"{top}/examples/w2-batch32.kvp", f"{top}/pyproject.toml"}
     assert wanted <= names, sorted(wanted - names)
@@ -629,7 +629,7 @@ def test_sdist_and_the_wheel_built_from_it_ship_the_grammar(tmp_path: Path) -> N
     (from_sdist,) = wheel_dir.glob(f"{DIST_FILE}-*.whl")
     with zipfile.ZipFile(from_sdist) as zf:
         assert "kvplan/grammar/kvp.lark" in zf.namelist()
-        assert "kvplan/grammar/kvp_parser.json" in zf.namelist()
+        assert "kvplan/grammar/kvp_parser.py" in zf.namelist()
 
 
 def test_readme_first_command_runs_from_the_installed_wheel(venv: Path, tmp_path: Path) -> None:

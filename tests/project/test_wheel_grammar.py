@@ -32,7 +32,7 @@ def test_wheel_ships_the_grammar_and_parses_from_the_installed_copy(tmp_path: Pa
         "assert kvplan_path_ok(L.__file__), L.__file__\n"
         "r = L.check_source(sys.stdin.read(), 'ref.kvp')\n"
         "print(L.__file__); print(len(r.scenarios), r.scenarios[0].context, r.scenarios[0].budget)\n"
-        "from kvplan.lang import syntax; print(syntax.parser_origin())\n"
+        "from kvplan.lang import syntax; print(syntax.parser().__class__.__module__)\n"
     ).replace("kvplan_path_ok(L.__file__)", f"L.__file__.startswith({str(target)!r})")
     env = {**os.environ, "PYTHONPATH": str(target)}
     out = subprocess.run([sys.executable, "-c", probe], input=EXAMPLE.read_text(encoding="utf-8"), env=env,
@@ -41,4 +41,4 @@ def test_wheel_ships_the_grammar_and_parses_from_the_installed_copy(tmp_path: Pa
     where, summary, origin = out.stdout.splitlines()
     assert where.startswith(str(target))
     assert summary == "1 128000 near-lossless"
-    assert origin == "shipped"  # the wheel's prebuilt tables (kvplan/grammar/kvp_parser.json), no cache
+    assert origin == "kvplan.grammar.kvp_parser"  # the wheel's standalone parser (tools/build_parser.py)
