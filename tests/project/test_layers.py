@@ -19,7 +19,7 @@ PACKAGE = ROOT / "kvplan"
 
 #: Bottom to top. A module's layer is its package under kvplan/ (kvplan.grammar holds the
 #: language's grammar and the parser generated from it, so it is lang; kvplan/__init__.py holds only the version).
-LAYERS = ("base", "catalog", "model", "lang", "planner", "engines", "render", "cli")
+LAYERS = ("base", "catalog", "model", "lang", "planner", "engines", "render", "app", "cli")
 _PLACES = {"kvplan": "base", "kvplan.grammar": "lang", "kvplan.grammar.kvp_parser": "lang", "kvplan.cli": "cli",
            "kvplan.__main__": "cli"}
 
