@@ -883,7 +883,7 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
         if gap is not None:
             pin = p.scenario.pins.get("devices")
             raise KvplanError(f"scenario {p.scenario.name}: {gap.message}",
-                              help=("try " + "; or ".join(gap.suggestions)) if gap.suggestions else None,
+                              help="try " + "; or ".join(s.text for s in gap.suggestions) if gap.suggestions else None,
                               span=pin.span if pin is not None else p.scenario.spans.get("devices"))
     folders = scenario_folders(plans, out_dir)
     tree = None if out_dir is None else OutputTree(out_dir)

@@ -21,7 +21,7 @@ from kvplan.model import roofline as rf
 from kvplan.model.footprint import KvFactors
 from kvplan.model.scenario import DeviceCount, Pin, PinValue, Scenario
 from kvplan.planner import search, service
-from kvplan.planner.plan import Change, Plan, Suggestion, Unmet
+from kvplan.planner.plan import Change, Constraint, Plan, Suggestion, Unmet
 from kvplan.planner.search import Evaluated, Space
 from kvplan.planner.space import _f
 
@@ -69,6 +69,10 @@ SUGGESTION_MAX_DEVICES = 1024
 SUGGESTED_COUNTS = tuple(sorted(set(search.AUTO_DEVICE_COUNTS)
                                 | {2 ** k for k in range(SUGGESTION_MAX_DEVICES.bit_length())
                                    if 2 ** k <= SUGGESTION_MAX_DEVICES}))
+
+
+#: What a plan must not miss to be a layout that runs: it fits, its count splits, its engine runs the split.
+LAYOUT_UNMET = frozenset({Constraint.FITS, Constraint.LAYOUT, Constraint.ENGINE})
 
 
 class Planner(Protocol):
@@ -124,7 +128,7 @@ def _replan(sc: Scenario, knobs: _Knobs, changes: _Rescope) -> Optional[Plan]:
     except (KvplanError, ValueError, ArithmeticError):
         return None
     if knobs.fit_only:
-        return None if any(u.constraint in ("fits", "engine", "layout") for u in p.unmet) else p
+        return None if any(u.constraint in LAYOUT_UNMET for u in p.unmet) else p
     return None if p.unmet else p
 
 
@@ -133,7 +137,7 @@ def unsearched(sc: Scenario, u: Unmet, replans: Replans) -> Unmet:
     note = (f"no suggestion searched: lint verifies at most {replans.size:,} changed plans per file and the "
             f"scenarios before this one used them; `kvplan advise --scenario {shlex.quote(sc.name)}` on this "
             "file searches this one's")
-    return attrs.evolve(u, suggestions=(note,), changes=((),))
+    return attrs.evolve(u, suggestions=(Suggestion(note),))
 
 
 def _with_pin(sc: Scenario, key: str, value: Optional[PinValue]) -> dict[str, Pin]:
@@ -169,11 +173,6 @@ def _devices_change(sc: Scenario, n: int) -> tuple[_Rescope, tuple[Change, ...]]
         pins = {k: v for k, v in (sc.pins if pins is None else pins).items() if k not in layout}
         edits += [Change(f"pin.{k}", "", None) for k in layout]
     return _Rescope(pins=pins, devices=devices), tuple(edits)
-
-
-def _texts_and_changes(sugg: Sequence[Suggestion]) -> tuple[tuple[str, ...], tuple[tuple[Change, ...], ...]]:
-    """Unmet's `suggestions` and `changes`: the texts, and the changes each is made of."""
-    return tuple(x.text for x in sugg), tuple(x.changes for x in sugg)
 
 
 def _say(change: Change) -> str:
@@ -299,34 +298,40 @@ def _slo_suggestions(sc: Scenario, knobs: _Knobs, space: Space, suggest: bool, d
                               "context")]
 
 
-def _service_suggestions(sc: Scenario, knobs: _Knobs, p: Plan, fig: service.LoadFigures, missed: set[str]
-                         ) -> tuple[tuple[str, tuple[Change, ...]], ...]:
+def _service_suggestions(sc: Scenario, knobs: _Knobs, p: Plan, fig: service.LoadFigures,
+                         missed: frozenset[Constraint]) -> tuple[Suggestion, ...]:
     """Changes that make a request workload meet its service SLOs, each verified by planning it: more devices,
-    replicas (pin replicas: the rate is split over them), or a declared rate at the goodput."""
-    out: list[tuple[str, tuple[Change, ...]]] = []
+    replicas (pin replicas: the rate is split over them), or a declared rate at the goodput. `missed` holds
+    Constraint.RATE for a rate past saturation."""
+    out: list[Suggestion] = []
     dev = _device_suggestion(sc, knobs, p.n_devices, "meets the service SLOs")
     if dev is not None:
-        out.append((dev.text, dev.changes))
+        out.append(dev)
     for r in (2, 4, 8):
         if r <= sc.replicas:
             continue
         if _replan(sc, knobs, _Rescope(pins=_with_pin(sc, "replicas", float(r)))) is not None:
-            out.append((f"pin replicas = {r} (each replica serves 1/{r} of the rate on {p.n_devices} × "
-                        f"{sc.device.id})", (Change("pin.replicas", "=", str(r)),)))
+            out.append(Suggestion(f"pin replicas = {r} (each replica serves 1/{r} of the rate on {p.n_devices} × "
+                                  f"{sc.device.id})", (Change("pin.replicas", "=", str(r)),)))
             break
-    if "saturation" in missed and (fig.goodput is None or fig.goodput.value <= 0):  # no latency SLO: below it
+    if Constraint.RATE in missed and (fig.goodput is None or fig.goodput.value <= 0):  # no latency SLO: below it
         lower = _round_down(fig.saturation_rate.value * (1 - 1e-9))
         ok = lower > 0 and _replan(attrs.evolve(sc, rate=lower), knobs, _Rescope()) is not None
         if ok and (sc.slo_rate is None or lower >= sc.slo_rate):
-            out.append((f"workload rate = {lower:g}/s (below the saturation rate {fig.saturation_rate.human}, "
-                        "rounded down)", (Change("workload.rate", "=", f"{lower:g}/s"),)))
-    if fig.goodput is not None and fig.goodput.value > 0 and missed & {"ttft", "itl", "saturation"}:
+            out.append(Suggestion(f"workload rate = {lower:g}/s (below the saturation rate "
+                                  f"{fig.saturation_rate.human}, rounded down)",
+                                  (Change("workload.rate", "=", f"{lower:g}/s"),)))
+    if fig.goodput is not None and fig.goodput.value > 0 and missed & _LATENCY:
         lower = _round_down(fig.goodput.value)
         ok = lower > 0 and _replan(attrs.evolve(sc, rate=lower), knobs, _Rescope()) is not None
         if ok and (sc.slo_rate is None or lower >= sc.slo_rate):
-            out.append((f"workload rate = {lower:g}/s (the plan's goodput, {fig.goodput.human}, rounded down)",
-                        (Change("workload.rate", "=", f"{lower:g}/s"),)))
-    return tuple(out) or (("no allowed plan meets it: allow more devices, or lower the rate", ()),)
+            out.append(Suggestion(f"workload rate = {lower:g}/s (the plan's goodput, {fig.goodput.human}, "
+                                  "rounded down)", (Change("workload.rate", "=", f"{lower:g}/s"),)))
+    return tuple(out) or (Suggestion("no allowed plan meets it: allow more devices, or lower the rate"),)
+
+
+#: What a rate at the plan's goodput may meet: the latency SLOs under load, and a rate past saturation.
+_LATENCY = frozenset({Constraint.TTFT, Constraint.ITL, Constraint.RATE})
 
 
 def _round_down(x: float) -> float:

@@ -13,7 +13,7 @@ from kvplan.catalog import Model
 from kvplan.model import memory
 from kvplan.model.scenario import Scenario
 from kvplan.planner import search
-from kvplan.planner.plan import Suggestion, Unmet
+from kvplan.planner.plan import Constraint, Suggestion, Unmet
 from kvplan.planner.search import Evaluated, Slos, Space
 from kvplan.planner.space import _Found, _Setup, slos
 from kvplan.planner.suggest import (
@@ -25,7 +25,6 @@ from kvplan.planner.suggest import (
     _replan,
     _say_count,
     _slo_suggestions,
-    _texts_and_changes,
 )
 
 if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
@@ -49,10 +48,10 @@ def _unmet(sc: Scenario, ev: Evaluated, best: int, found: _Found, setup: _Setup,
         return unmet
     gap = _engine_gap_suggestions(sc, knobs, engine_gap) if suggest else []
     unmet.append(Unmet(
-        "engine", f"{sc.engine} has no pipeline parallelism, and {', '.join(map(str, engine_gap))} devices cannot all "
-        f"be tensor-parallel ranks of {m.id} ({m.n_q} query heads, {m.n_kv} KV heads)",
+        Constraint.ENGINE, f"{sc.engine} has no pipeline parallelism, and {', '.join(map(str, engine_gap))} devices "
+        f"cannot all be tensor-parallel ranks of {m.id} ({m.n_q} query heads, {m.n_kv} KV heads)",
         derived(float(int(ev.n[best])), "1", "devices planned with pipeline stages the engine cannot run"),
-        *_texts_and_changes(gap)))
+        tuple(gap)))
     return unmet
 
 
@@ -114,10 +113,10 @@ def _unmet_layout(sc: Scenario, knobs: _Knobs, counts: tuple[int, ...], suggest:
                                        f"tensor parallel {p.tp} × pipeline {p.pp} and meets every constraint; "
                                        f"{p.kv_dtype.id} KV)", edits))
                 break
-    return Unmet("layout", _no_layout(m, max(counts)) + f" (at most tensor parallel {tp_max} × pipeline "
+    return Unmet(Constraint.LAYOUT, _no_layout(m, max(counts)) + f" (at most tensor parallel {tp_max} × pipeline "
                  f"{m.n_layers} = {tp_max * m.n_layers:,} devices, and a count those divide)",
                  derived(float(max(counts)), "1", "devices with no tensor × pipeline split of the model"),
-                 *_texts_and_changes(sugg))
+                 tuple(sugg))
 
 
 def _reserves_exceed(ev: Evaluated, i: int) -> str:
@@ -144,26 +143,26 @@ def _unmet_fit(sc: Scenario, ev: Evaluated, best: int, space: Space, sigma: floa
     layers = int(memory.stage_layers(sc.model, n // tp))
     if ev.usable_dev[best] <= 0:
         short = float(ev.need_dev[best] - ev.usable_dev[best])
-        return Unmet("fits", _reserves_exceed(ev, best) + f"; each {sc.device.id} would need "
+        return Unmet(Constraint.FITS, _reserves_exceed(ev, best) + f"; each {sc.device.id} would need "
                      f"{fmt_unit(short, 'B')} more for this plan",
                      derived(short, "B", "memory needed − usable, per device (kvplan.model.memory)"),
-                     *_texts_and_changes(sugg))
+                     tuple(sugg))
     if layers * (n // tp) != sc.model.n_layers:
         short = float(ev.need_dev[best] - ev.usable_dev[best])
-        return Unmet("fits", f"does not fit: the most loaded device ({layers} of {sc.model.n_layers} layers on one of "
-                     f"{n // tp} pipeline stages) needs {fmt_unit(ev.need_dev[best], 'B')}, "
+        return Unmet(Constraint.FITS, f"does not fit: the most loaded device ({layers} of {sc.model.n_layers} layers "
+                     f"on one of {n // tp} pipeline stages) needs {fmt_unit(ev.need_dev[best], 'B')}, "
                      f"{fmt_unit(ev.usable_dev[best], 'B')} usable on each {sc.device.id}; short by "
                      f"{fmt_unit(short, 'B')}",
                      derived(short, "B", "memory needed − usable, most loaded device (kvplan.model.memory)"),
-                     *_texts_and_changes(sugg))
+                     tuple(sugg))
     bound = ""
     if ev.bound_binds is not None and ev.bound_binds[best]:
         bound = (f" (one sequence of max_context {sc.context_bound:,} tokens, which the engine must admit, "
                  f"takes more KV {'on its attention group ' if sc.attention_dp > 1 else ''}than the batch)")
-    return Unmet("fits", f"does not fit: needs {fmt_unit(ev.need[best], 'B')}{bound}, "
+    return Unmet(Constraint.FITS, f"does not fit: needs {fmt_unit(ev.need[best], 'B')}{bound}, "
                  f"{fmt_unit(ev.capacity[best], 'B')} "
                  f"usable on {int(ev.n[best])} × {sc.device.id}; short by {fmt_unit(short, 'B')}",
-                 derived(short, "B", "memory needed − usable capacity"), *_texts_and_changes(sugg))
+                 derived(short, "B", "memory needed − usable capacity"), tuple(sugg))
 
 
 def _unmet_slo(sc: Scenario, ev: Evaluated, best: int, want: Slos, knobs: _Knobs, space: Space,
@@ -179,8 +178,8 @@ def _unmet_slo(sc: Scenario, ev: Evaluated, best: int, want: Slos, knobs: _Knobs
         gap = slo - got if low else got - slo
         name = {"step_time": "step time", "throughput": "throughput", "ttft": "TTFT"}[key]
         verb = "is below" if low else "exceeds"
-        out.append(Unmet(key, f"{name} {fmt_unit(got, unit)} ({on}; {other_name} {fmt_unit(other, unit)}) {verb} "
-                         f"the SLO {fmt_unit(slo, unit)} by {fmt_unit(gap, unit)}",
+        out.append(Unmet(Constraint(key), f"{name} {fmt_unit(got, unit)} ({on}; {other_name} "
+                         f"{fmt_unit(other, unit)}) {verb} the SLO {fmt_unit(slo, unit)} by {fmt_unit(gap, unit)}",
                          derived(gap, unit, f"SLO − plan {name} ({on})" if low else f"plan {name} ({on}) − SLO"),
-                         *_texts_and_changes(sugg)))
+                         tuple(sugg)))
     return out
