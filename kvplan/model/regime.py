@@ -305,7 +305,7 @@ def _dtype_rows(cfg: rf.Config, batch: int, context: int, kv_dtypes: Sequence[st
     m = cfg.model
     rows = []
     base_cfg = attrs.evolve(cfg, w_kv=DTYPES["bf16"].width)
-    base_t = _scalar(rf.step_time(base_cfg, batch, context)["memory"])
+    base_t = _scalar(rf.step_time(base_cfg, batch, context).memory)
     for name in kv_dtypes:
         dt = DTYPES[name]
         c2 = attrs.evolve(cfg, w_kv=dt.width)
@@ -319,8 +319,8 @@ def _dtype_rows(cfg: rf.Config, batch: int, context: int, kv_dtypes: Sequence[st
             s_cap=cap_value(sc, "s_cap(b) (docs/model.md §5)", w_held, cfg.capacity, c2),
             kv_bytes=derived(_scalar(rf.kv_bytes_stored(c2, batch, context)), "B", "b·B_kv(s)"),
             regime=str(rf.regime(context, ss, sc)),
-            step_time=derived(_scalar(tt["step"]), "s", "T_step lower bound"),
-            speedup=derived(base_t / _scalar(tt["memory"]), "x", "S(c) = (W+K)/(W+K/c) vs bf16 KV (docs/model.md §6)"),
+            step_time=derived(_scalar(tt.step), "s", "T_step lower bound"),
+            speedup=derived(base_t / _scalar(tt.memory), "x", "S(c) = (W+K)/(W+K/c) vs bf16 KV (docs/model.md §6)"),
             step_time_expected=_expected_step(c2, batch, context, ex.deployment_factors(cfg.device, name, engine,
                                                                                           profile)),
         ))
@@ -369,7 +369,7 @@ def expected_results(cfg: rf.Config, batch: int, context: int, f: ex.Factors) ->
 
 def _expected_step(cfg: rf.Config, batch: int, context: int, f: ex.Factors) -> Value:
     """The expected step alone, at factors `f` (a row of the by-KV-dtype table)."""
-    step = _scalar(ex.expected_step(cfg, batch, context, f, ex.link_bandwidth(cfg.device))["step"])
+    step = _scalar(ex.expected_step(cfg, batch, context, f, ex.link_bandwidth(cfg.device)).step)
     return derived(step, "s", f"T_expected (docs/expected.md): {_factor_words(f)}")
 
 

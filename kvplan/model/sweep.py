@@ -186,13 +186,13 @@ def _block(p: _Pair, i0: int, i1: int) -> Block:
     kv_b = rf.kv_bytes_stored(cfg, b, s)
     mem = p.w_held + kv_b
     t = rf.step_time(cfg, b, s)
-    t_base = t["memory"] if cfg.w_kv == p.base.w_kv else rf.step_time(p.base, b, s)["memory"]
+    t_base = t.memory if cfg.w_kv == p.base.w_kv else rf.step_time(p.base, b, s).memory
     return Block(spec=spec, n_devices=p.n_devices, kv=p.kv, b_index=b_i, s_index=s_i,
                  kappa=kappa(cfg.model, cfg.w_kv), weight_bytes=p.w_held, capacity=cfg.capacity,
                  s_star=p.s_star, s_cap=p.s_cap, kv_bytes=kv_b, memory_bytes=mem,
                  fits=mem <= cfg.capacity, regime=regime_codes(s, p.s_star[b_i], p.s_cap[b_i]),
-                 step_time=t["step"], step_time_expected=ex.expected_step(cfg, b, s, p.factors, p.link)["step"],
-                 throughput=b / t["step"], speedup=t_base / t["memory"])
+                 step_time=t.step, step_time_expected=ex.expected_step(cfg, b, s, p.factors, p.link).step,
+                 throughput=b / t.step, speedup=t_base / t.memory)
 
 
 def _units(spec: SweepSpec, chunk: int) -> Iterator[tuple[int, str, int, int]]:

@@ -158,11 +158,11 @@ def _metrics(cfg: rf.Config, b: int, s: int, reserves: memory.Reserves, replicas
     t = rf.step_time(cfg, b, s)
     weights = rf.weight_bytes_held(cfg.model, cfg.w_p)
     kv = _f(rf.kv_bytes_stored(cfg, b, s))
-    step = _f(t["step"])
+    step = _f(t.step)
     link = ex.link_bandwidth(cfg.device)
-    step_exp = _f(ex.expected_step(cfg, b, s, factors, link)["step"])
-    ttft = _f(ex.expected_ttft(cfg, s, factors.perfect(), None)["ttft"])
-    ttft_exp = _f(ex.expected_ttft(cfg, s, factors, link)["ttft"])
+    step_exp = _f(ex.expected_step(cfg, b, s, factors, link).step)
+    ttft = _f(ex.expected_ttft(cfg, s, factors.perfect(), None).ttft)
+    ttft_exp = _f(ex.expected_ttft(cfg, s, factors, link).ttft)
     words = ", ".join(f"{k} = {v.human} {v.evidence.value}" for k, v in factors.items())
     per = "b / T" if replicas == 1 else f"replicas · b / T ({replicas} replicas, pin.replicas)"
     dev = memory.per_device(cfg.model, cfg.device.memory, w_p=cfg.w_p, kv_bytes=kv, tp=cfg.tp, pp=cfg.pp,
