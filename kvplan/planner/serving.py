@@ -18,19 +18,19 @@ from kvplan.planner import cost, search, service
 from kvplan.planner.plan import Constraint, Option, Plan, Rejection
 from kvplan.planner.suggest import (
     LAYOUT_UNMET,
+    Knobs,
     Replans,
-    _Knobs,
-    _ReplansSpent,
-    _service_suggestions,
-    _with_pin,
+    ReplansSpent,
+    service_suggestions,
     unsearched,
+    with_pin,
 )
 
 if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
     pass
 
 
-def _plan_service(sc: Scenario, at: Callable[[Scenario], Plan], knobs: _Knobs, suggest: bool) -> Plan:
+def plan_service(sc: Scenario, at: Callable[[Scenario], Plan], knobs: Knobs, suggest: bool) -> Plan:
     """A request workload's plan (docs/service.md): settled at the load model's batch, with its goodput; with
     `devices = auto` or `<= N` (no devices pin), planned again on each larger count of search.AUTO_DEVICE_COUNTS
     until the declared rate has a steady state and meets the service SLOs: the fewest devices that do, the
@@ -61,12 +61,12 @@ def _plan_service(sc: Scenario, at: Callable[[Scenario], Plan], knobs: _Knobs, s
     slo_short = service.service_unmet(sc, fig, bound, ())
     try:
         if short is not None and suggest:  # past saturation: what would give the rate a steady state, each planned
-            short = attrs.evolve(short, suggestions=_service_suggestions(sc, knobs, p, fig,
+            short = attrs.evolve(short, suggestions=service_suggestions(sc, knobs, p, fig,
                                                                          frozenset({Constraint.RATE})))
         if slo_short and suggest:
-            sugg = _service_suggestions(sc, knobs, p, fig, frozenset(u.constraint for u in slo_short))
+            sugg = service_suggestions(sc, knobs, p, fig, frozenset(u.constraint for u in slo_short))
             slo_short = service.service_unmet(sc, fig, bound, sugg)
-    except _ReplansSpent:
+    except ReplansSpent:
         spent = cast(Replans, knobs.replans)  # only a search with a budget runs out of it
         short = unsearched(sc, short, spent) if short is not None else None
         slo_short = tuple(unsearched(sc, u, spent) for u in service.service_unmet(sc, fig, bound, ()))
@@ -115,7 +115,7 @@ def _replicated(sc: Scenario, at: Callable[[Scenario], Plan], smaller: list[_Ser
                 if r == r0:
                     passed.append(_too_many(q, fig, per, r, sc.devices.n if best is None else best))
                 break
-            pins = _with_pin(sc, "replicas", float(r))
+            pins = with_pin(sc, "replicas", float(r))
             t = _service(attrs.evolve(sc, devices=DeviceCount("fixed", q.n_devices), pins=pins), at)
             t = (attrs.evolve(t[0], scenario=attrs.evolve(t[0].scenario, devices=sc.devices)), t[1], t[2])
             if _serves(*t):

@@ -32,11 +32,11 @@ DEFAULT_RESERVE = memory.DEFAULT_RESERVE
 DEFAULT_MIN_GAIN = 1.10
 
 
-def _f(x: npt.ArrayLike) -> float:
+def scalar(x: npt.ArrayLike) -> float:
     return float(np.asarray(x))
 
 
-def _pin(sc: Scenario, key: str) -> Optional[PinValue]:
+def pin_value(sc: Scenario, key: str) -> Optional[PinValue]:
     p = sc.pins.get(key)
     return None if p is None else p.value
 
@@ -54,7 +54,7 @@ def eviction_admissible(sc: Scenario) -> bool:
     return admissible(sc.budget, sc.eviction_allowed).eviction and get_engine(sc.engine).eviction
 
 
-def _runnable_dtypes(sc: Scenario) -> tuple[str, ...]:
+def runnable_dtypes(sc: Scenario) -> tuple[str, ...]:
     """The KV dtypes the budget admits that the engine stores on this device for this model (FP4 only with FP4
     hardware; the record's conditions), before a kv_dtype pin."""
     runs = kv_dtypes_for(get_engine(sc.engine), sc.device, sc.model)
@@ -66,8 +66,8 @@ def _space(sc: Scenario) -> tuple[Space, dict[str, str]]:
     R3 is applied per candidate afterwards: whether a layout is below s* depends on its
     tensor-parallel replication."""
     why: dict[str, str] = {}
-    dtypes = _runnable_dtypes(sc)
-    pin_dt = _pin(sc, "kv_dtype")
+    dtypes = runnable_dtypes(sc)
+    pin_dt = pin_value(sc, "kv_dtype")
     if pin_dt is not None:
         dtypes = (DTYPES[str(pin_dt)].id if str(pin_dt) in DTYPES else str(pin_dt),)
     retentions: tuple[float, ...] = (1.0,)
@@ -75,10 +75,10 @@ def _space(sc: Scenario) -> tuple[Space, dict[str, str]]:
         retentions = (1.0,) + tuple(r for r in search.EVICTION_RETENTIONS if r >= max(0.5, sc.min_retention))
         if sc.min_retention not in retentions and 0.5 <= sc.min_retention < 1:
             retentions = retentions + (float(sc.min_retention),)
-    pin_r = _pin(sc, "retention")
+    pin_r = pin_value(sc, "retention")
     if pin_r is not None:
         retentions = (float(pin_r),)
-    pin_n = _pin(sc, "devices")
+    pin_n = pin_value(sc, "devices")
     if pin_n is not None:
         counts: tuple[int, ...] = (int(pin_n),)
     elif sc.devices.mode == "fixed":
@@ -87,14 +87,14 @@ def _space(sc: Scenario) -> tuple[Space, dict[str, str]]:
         cap = sc.devices.n
         counts = tuple(sorted({c for c in search.AUTO_DEVICE_COUNTS if c <= cap}
                               | ({cap} if sc.devices.mode == "max" else set())))
-    pin_pl = _pin(sc, "placement") or (sc.placement if sc.placement != "auto" else None)
+    pin_pl = pin_value(sc, "placement") or (sc.placement if sc.placement != "auto" else None)
     if sc.device.partitions == 1:
         placements: tuple[str, ...] = ("striped",)
     elif pin_pl is not None:
         placements = (str(pin_pl),)
     else:
         placements = ("striped", "affinity")
-    tp, pp = _pin(sc, "tensor_parallel"), _pin(sc, "pipeline_parallel")
+    tp, pp = pin_value(sc, "tensor_parallel"), pin_value(sc, "pipeline_parallel")
     layout = Space(tuple(dtypes), retentions, counts, placements, None if tp is None else int(tp),
                    None if pp is None else int(pp))
     return attrs.evolve(layout, counts=layout.layout_counts(counts)), why
@@ -104,11 +104,11 @@ def _sharing(sc: Scenario, prefix_caching: bool) -> float:
     if not prefix_caching or sc.prefix <= 0 or sc.fanout <= 1:
         return 1.0
     n = min(sc.fanout, sc.batch)
-    return _f(sharing_factor(n, sc.context, sc.prefix)) if n > 1 else 1.0
+    return scalar(sharing_factor(n, sc.context, sc.prefix)) if n > 1 else 1.0
 
 
 @record
-class _Setup:
+class Setup:
     """What every step of one plan reads: the reserves, the engine and the lossless domains (R2)."""
 
     reserves: memory.Reserves
@@ -119,7 +119,7 @@ class _Setup:
     phi: float
 
 
-def _reserve_for(sc: Scenario, reserve: float) -> float:
+def reserve_for(sc: Scenario, reserve: float) -> float:
     """The reserve fraction a plan is made with: the pinned memory fraction's rest, unless --reserve was given."""
     return 1.0 - sc.memory_fraction if sc.memory_fraction is not None and reserve == DEFAULT_RESERVE else reserve
 
@@ -132,21 +132,21 @@ def factors_for(sc: Scenario, kv_dtype: str) -> ex.Factors:
 
 def slos(sc: Scenario) -> Slos:
     """The scenario's SLOs on a step and the figures they are checked against (`--slo-on`, default expected).
-    A request workload's ttft is the TTFT under load, checked on the service figures (_plan_service), not here."""
+    A request workload's ttft is the TTFT under load, checked on the service figures (plan_service), not here."""
     return Slos(sc.slo_step_time, sc.slo_throughput, sc.slo_ttft if sc.rate is None else None, sc.slo_on)
 
 
-def _setup(sc: Scenario, reserves: memory.Reserves) -> _Setup:
-    pin_pc = _pin(sc, "prefix_caching")
+def setup_for(sc: Scenario, reserves: memory.Reserves) -> Setup:
+    pin_pc = pin_value(sc, "prefix_caching")
     prefix_caching = True if pin_pc is None else bool(pin_pc)
-    block = int(_pin(sc, "block_size") or default_block_for(get_engine(sc.engine), sc.device, sc.model))
-    return _Setup(reserves, reserves.total(sc.device.memory), block, prefix_caching,
-                  _sharing(sc, prefix_caching), _f(fragmentation(sc.context, block)))
+    block = int(pin_value(sc, "block_size") or default_block_for(get_engine(sc.engine), sc.device, sc.model))
+    return Setup(reserves, reserves.total(sc.device.memory), block, prefix_caching,
+                  _sharing(sc, prefix_caching), scalar(fragmentation(sc.context, block)))
 
 
 @record
-class _Found:
-    """The candidate space and what the engine and the model's layouts left of it (_search_space)."""
+class Found:
+    """The candidate space and what the engine and the model's layouts left of it (search_space)."""
 
     space: Space
     why: dict[str, str]      # what removed an option; the rules add their notes to it
@@ -155,7 +155,7 @@ class _Found:
     layout_gap: Optional[tuple[int, ...]]  # counts no tensor × pipeline split takes, when none does, else None
 
 
-def _search_space(sc: Scenario) -> _Found:
+def search_space(sc: Scenario) -> Found:
     """The candidate space, whether it may use pipeline stages, the device counts the engine
     cannot run (no pipeline parallelism and no count that splits the heads), else None, and the
     counts no tensor × pipeline split of the model takes when none of them does, else None."""
@@ -183,4 +183,4 @@ def _search_space(sc: Scenario) -> _Found:
     kept = tuple(c for c in space.counts if space.pinned_splits(sc.model, c, pipeline))
     if kept and (space.tp is not None or space.pp is not None):
         space = attrs.evolve(space, counts=kept)
-    return _Found(space, why, pipeline, engine_gap, layout_gap)
+    return Found(space, why, pipeline, engine_gap, layout_gap)

@@ -367,20 +367,20 @@ def _verifying_plans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The scenario of every batch plan made to verify a suggestion (a plan without `suggest`), in order;
     not the one refused when the budget is spent (it raises before any work)."""
     made: list[str] = []
-    real = entry._plan_batch
+    real = entry.plan_batch
 
     def counted(sc: Scenario, **kw: Any) -> Plan:
         verifying = kw.get("suggest") is False
         try:
             return real(sc, **kw)
-        except suggest._ReplansSpent:
+        except suggest.ReplansSpent:
             verifying = False
             raise
         finally:
             if verifying:
                 made.append(sc.name)
 
-    monkeypatch.setattr(entry, "_plan_batch", counted)
+    monkeypatch.setattr(entry, "plan_batch", counted)
     return made
 
 
