@@ -42,8 +42,8 @@ class Replans:
     Mutable on purpose: `kvplan lint` hands one to every scenario of a file in the file's order, so the
     suggestion search of the whole file is bounded (a scenario costs tens of them; a file holds up to
     kvplan.base.limits.MAX_FILE_SCENARIOS). Each batch plan made to verify a suggestion takes one; a
-    scenario whose search needs one more than is left gets no suggestions and says so (plan() below),
-    never a partial search."""
+    scenario whose search needs one more than is left gets no suggestions and says so
+    (kvplan.planner.entry.plan), never a partial search."""
 
     __slots__ = ("size", "used")
 
@@ -58,7 +58,8 @@ class Replans:
 
 
 class ReplansSpent(Exception):
-    """Raised out of a suggestion search when its file's Replans are spent; plan() catches it."""
+    """Raised out of a suggestion search when its file's Replans are spent; batch.plan_batch and
+    serving.plan_service catch it."""
 
 
 #: The largest device count a suggestion searches when nothing allowed fits.
