@@ -234,11 +234,12 @@ def _pieces(m: Measurement, kind: str, d: Deployment, names: Sequence[str]) -> _
         a, b = np.array([t["bytes"]]), np.array([t["bytes"]])
     contexts = np.array([m.context]) if kind == "itl" else request_steps(m) if kind == "request" else np.zeros(0)
     if contexts.size:
-        bound = {k: np.broadcast_to(v, contexts.shape) for k, v in step_time(cfg, m.batch, contexts).items()}
+        bound = step_time(cfg, m.batch, contexts)
         sa, sb = np.zeros((contexts.size, P)), np.zeros((contexts.size, P))
-        sa[:, col["eta_w"]], sa[:, kv] = bound["weights"], bound["kv"]
+        sa[:, col["eta_w"]] = np.broadcast_to(bound.weights, contexts.shape)
+        sa[:, kv] = np.broadcast_to(bound.kv, contexts.shape)
         sa[:, col["collective_latency"]] = _collectives(cfg)
-        sb[:, col["eta_compute"]] = bound["compute"]
+        sb[:, col["eta_compute"]] = np.broadcast_to(bound.compute, contexts.shape)
         sa[:, col["t_fixed"]] = sb[:, col["t_fixed"]] = 1.0
         sa[:, col["t_layer"]] = sb[:, col["t_layer"]] = float(cfg.model.n_layers)
         comm = float(all_reduce_time(cfg.model, m.batch, cfg.tp, link, 0.0))

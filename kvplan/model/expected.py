@@ -34,7 +34,7 @@ from kvplan.catalog.performance import Factor
 from kvplan.model.factors import Factors
 from kvplan.model.profile import Profile
 from kvplan.model.profile import factors as profile_factors
-from kvplan.model.roofline import Config, StepTime, Terms, step_time, weight_bytes_read
+from kvplan.model.roofline import Config, StepTime, step_time, weight_bytes_read
 from kvplan.model.tiering import prefill_flops
 
 if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
@@ -105,7 +105,7 @@ class Rates:
 
 
 @record
-class ExpectedStep(Terms):
+class ExpectedStep:
     """The expected decode step and its terms, in seconds (docs/expected.md), each over the points evaluated."""
 
     fixed: Array      # t_fixed
@@ -118,7 +118,7 @@ class ExpectedStep(Terms):
 
 
 @record
-class ExpectedTtft(Terms):
+class ExpectedTtft:
     """The expected time to first token and its terms, in seconds (docs/expected.md)."""
 
     prefill: Array    # max(F_prefill / (tp · η_π · π), weights read once / (tp · η_w · β))

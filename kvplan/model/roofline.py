@@ -7,9 +7,8 @@ in base units: bytes, B/s, FLOP, FLOP/s, seconds, tokens.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Union
+from typing import TYPE_CHECKING, Union
 
-import attrs
 import numpy as np
 
 from kvplan.base.errors import ModelInputError
@@ -228,20 +227,8 @@ def beta_eff(device: Device, placement: str, b: ArrayLike = 1) -> tuple[Array, b
     raise ModelInputError(f"unknown placement '{placement}'", help="use striped, pinned or affinity")
 
 
-class Terms:
-    """A record of named terms in seconds (StepTime, expected.ExpectedStep, expected.ExpectedTtft), each an array
-    over the points evaluated, read by name; `items()` for the places that take every term in turn."""
-
-    __slots__ = ()
-    __attrs_attrs__: ClassVar[tuple[attrs.Attribute[Array], ...]]  # set by attrs on each record
-
-    def items(self) -> tuple[tuple[str, Array], ...]:
-        """(name, seconds) of each term, in field order."""
-        return tuple((f.name, getattr(self, f.name)) for f in attrs.fields(type(self)))
-
-
 @record
-class StepTime(Terms):
+class StepTime:
     """The lower bound on one decode step and its terms, in seconds (SPEC §4), each over the points evaluated."""
 
     weights: Array    # weight bytes read / (tp · β_eff striped)
@@ -329,7 +316,7 @@ def ceiling_rate(cfg: Config, b: ArrayLike = 1) -> Array:
 
 
 __all__ = [
-    "Config", "PLACEMENTS", "REGIMES", "StepTime", "Terms", "beta_eff", "ceiling_rate", "check_batch_context",
+    "Config", "PLACEMENTS", "REGIMES", "StepTime", "beta_eff", "ceiling_rate", "check_batch_context",
     "decode_bytes", "decode_flops", "experts_touched_fraction", "intensity", "intensity_limits", "kv_bytes",
     "kv_bytes_read", "kv_bytes_stored", "regime", "s_cap", "s_star", "speedup", "step_bound", "step_time",
     "weight_bytes_held", "weight_bytes_read",
