@@ -27,8 +27,9 @@ from kvplan.base.near import close_matches
 from kvplan.base.outputs import folder_name
 from kvplan.base.records import record
 from kvplan.base.units import UNITS, Dim, convert, dims_of_unit, fmt_unit, suggest_unit
-from kvplan.catalog import Device, Dtype, Model, hub, weight_bytes
+from kvplan.catalog import Device, Dtype, Model, hub, settings, weight_bytes
 from kvplan.catalog import engines as engine_catalog
+from kvplan.catalog.settings import PRICE_UNITS, REQUEST_RATE_UNITS, Setting, Takes
 from kvplan.lang import checkpoint as ck
 from kvplan.lang import fixes as fx
 from kvplan.lang.spec import (
@@ -68,82 +69,32 @@ MAX_FILE_SCENARIOS = limits.MAX_FILE_SCENARIOS
 
 LANGUAGE_VERSION = 1
 
-PLACEMENTS = ("auto", "striped", "pinned", "affinity")
-BUDGETS = ("lossless", "near-lossless", "moderate", "aggressive")
-EVICTION = ("allowed", "forbidden")
-OBJECTIVES = ("fewest-devices", "fastest", "most-headroom", "cheapest")
-REGIMES = ("weight-bound", "kv-bound", "capacity-bound")
-TIERS = ("none", "host", "peer", "ssd", "remote")
-PIN_PLACEMENTS = ("striped", "pinned", "affinity")
-BOOLEANS = {"on": True, "off": False, "true": True, "false": False}
+# The words and keys of each place, from the one settings table (kvplan.catalog.settings). The checker reads
+# the table at call time; these names are the table's words for the help lines and for other modules.
+PLACEMENTS = settings.row("placement").choices
+BUDGETS = settings.row("quality.budget").choices
+EVICTION = settings.row("quality.eviction").choices
+OBJECTIVES = settings.row("objective").choices
+REGIMES = settings.row("expect.regime").choices
+TIERS = settings.pin("tier").choices
+PIN_PLACEMENTS = settings.pin("placement").choices
+BOOLEANS = settings.SWITCH_WORDS
+DEPLOYMENT_KEYS = settings.keys("deployment")
+SECTION_KEYS: Mapping[str, tuple[str, ...]] = settings.section_keys()
+MODEL_KEYS = settings.keys("model")
+DEVICE_KEYS = settings.keys("device")
 
-#: Pins of the engine settings a deployment runs with (`kvplan import` writes them; docs/language.md).
-ENGINE_PINS = ("memory_fraction", "max_batched_tokens", "replicas", "attention_dp")
-#: Pins of the tensor × pipeline split a deployment runs (`--tp 8`, `--pipeline-parallel-size 2`).
-LAYOUT_PINS = ("tensor_parallel", "pipeline_parallel")
-# Keys each place admits. Sections of a deployment are blocks, everything else `key = value`.
-DEPLOYMENT_KEYS = ("model", "checkpoint", "weights", "device", "devices", "placement", "engine", "objective",
-                   "calibration", "price")
-SECTION_KEYS: Mapping[str, tuple[str, ...]] = {
-    "workload": ("batch", "context", "rate", "input", "output", "prefix", "fanout", "reuse", "max_context"),
-    "quality": ("budget", "eviction", "min_retention"),
-    "slo": ("step_time", "throughput", "ttft", "itl", "rate"),
-    "pin": ("kv_dtype", "retention", "block_size", "prefix_caching", "tier", "placement", "devices",
-            *LAYOUT_PINS, *ENGINE_PINS),
-    "expect": ("regime", "fits", "speedup", "step_time", "throughput", "kv_bytes", "devices"),
-}
-MODEL_KEYS = ("config", "params", "params_active")
-DEVICE_KEYS = ("memory", "bandwidth", "compute", "compute_fp8", "partitions", "fabric", "sm_count", "link",
-               "host_link")
-
-# Units of a plain count (`batch = 1k`); `B` and `T` count parameters only.
-_COUNT = {"": 1.0, "k": 1e3, "M": 1e6}
-_SPEEDUP = {"": 1.0, "x": 1.0}
-_EXPECT_UNITS: Mapping[str, tuple[Dim, Optional[Mapping[str, float]]]] = {
-    "speedup": (Dim.NUMBER, _SPEEDUP), "step_time": (Dim.TIME, None), "throughput": (Dim.RATE, None),
-    "kv_bytes": (Dim.BYTES, None), "devices": (Dim.COUNT, _COUNT),
-}
-#: The largest value each `expect` metric may be compared with (kvplan.base.limits).
-_EXPECT_MAX = {"speedup": limits.MAX_SPEEDUP, "step_time": limits.MAX_STEP_TIME,
-               "throughput": limits.MAX_THROUGHPUT, "kv_bytes": limits.MAX_KV_BYTES,
-               "devices": float(limits.MAX_DEVICES)}
+_COUNT = settings.COUNT_UNITS
 #: Why a range ends where it does, for the help line.
-_LIMIT = "kvplan's limit, docs/language.md"
+_LIMIT = settings.LIMIT
 _COMPARISONS = ("==", "<=", ">=", "<", ">")
-#: Each slo key: (dim, the operators it takes, an example value). itl and rate are SLOs on a service
-#: (SERVICE_SLOS: a request workload only); ttft is, with a rate, the mean TTFT under load.
-_SLO_FIELDS: Mapping[str, tuple[Dim, tuple[str, ...], str]] = {
-    "step_time": (Dim.TIME, ("<=", "<"), "50 ms"), "throughput": (Dim.RATE, (">=", ">"), "500 tok/s"),
-    "ttft": (Dim.TIME, ("<=", "<"), "2 s"), "itl": (Dim.TIME, ("<=", "<"), "40 ms"),
-    "rate": (Dim.RATE, (">=", ">"), "20/s"),
-}
+#: itl and rate are SLOs on a service (a request workload only); ttft is, with a rate, the mean TTFT under load.
 SERVICE_SLOS = ("itl", "rate")
 #: A percentile form of a latency SLO (`ttft_p90`, `itl_p99.9`): the load model gives means only.
 _PERCENTILE = re.compile(r"^(ttft|itl)_p[0-9]+(?:\.[0-9]+)?$")
-#: Units of a request rate (`rate = 20/s`): requests per second; a token rate (tok/s) is another quantity.
-REQUEST_RATE_UNITS = {"/s": 1.0, "req/s": 1.0, "/min": 1 / 60, "req/min": 1 / 60}
-#: The largest request rate a workload may declare (kvplan's limit, docs/language.md).
-_MAX_RATE = 1e6
-#: Units of a price (`price = 2.50 USD/h`): US dollars per device-hour (docs/language.md, kvplan.planner.cost).
-PRICE_UNITS = {"USD/h": 1.0, "USD/hr": 1.0, "USD/hour": 1.0}
-#: Each workload key: (dim, unit table, integer, low, high).
-_WORKLOAD_FIELDS: Mapping[str, tuple[Dim, Optional[Mapping[str, float]], bool, float, Optional[float]]] = {
-    "batch": (Dim.COUNT, _COUNT, True, 1, limits.MAX_BATCH),
-    "context": (Dim.TOKENS, None, True, 1, limits.MAX_TOKENS),
-    "prefix": (Dim.TOKENS, None, True, 0, limits.MAX_TOKENS),
-    "fanout": (Dim.COUNT, _COUNT, True, 1, limits.MAX_BATCH),
-    "reuse": (Dim.FRACTION, None, False, 0, 1),
-    "max_context": (Dim.TOKENS, None, True, 1, limits.MAX_TOKENS),
-    "rate": (Dim.RATE, None, False, 0, _MAX_RATE),
-    "input": (Dim.TOKENS, None, True, 1, limits.MAX_TOKENS),
-    "output": (Dim.TOKENS, None, True, 1, limits.MAX_TOKENS),
-}
 #: The two forms of a workload (docs/language.md): a batch at a context, or requests at a rate.
 BATCH_FORM = ("batch", "context")
 REQUEST_FORM = ("rate", "input", "output")
-#: The workload keys that may be left out: (value, unit, why), noted as an assumption.
-_WORKLOAD_DEFAULTS = {"prefix": (0.0, "tokens", "no shared prefix"), "fanout": (1.0, "1", "no sharing"),
-                      "reuse": (0.0, "1", "no context comes back")}
 
 _W = TypeVar("_W")  # what a deployment holds: _Model or _Device
 _X = TypeVar("_X")  # what the catalog holds: Model or Device
@@ -495,6 +446,40 @@ class _Checker:
             return False
         return True
 
+    def _quantity(self, node: Scalar, row: Setting, op: str = "=", table: Optional[Mapping[str, float]] = None
+                  ) -> Optional[float]:
+        """A quantity checked as its settings row says: dimension, units (`table` in place of the row's),
+        whole number, range and the reason cited; None after reporting."""
+        assert row.dim is not None, row.path
+        r = row.range
+        return self._number(node, row.key, row.dim, table if table is not None else row.unit_table(),
+                            integer=row.integer, lo=None if r.lo is None else r.lo.value,
+                            hi=None if r.hi is None else r.hi.value, lo_open=r.lo_open, what=row.what or None,
+                            why=r.cited, op=op, example=r.suggest or None)
+
+    def _plain(self, node: Scalar, row: Setting, e: Entry) -> Union[str, float, bool, None]:
+        """The value of a plain key (a quantity, a word, a switch, a dtype), checked as its row says; None after
+        reporting."""
+        if row.takes is Takes.DTYPE:
+            name = self._name(node, row.key)
+            dt = self._dtype(name, e, row.what or row.key) if name is not None else None
+            return dt.id if dt is not None else None
+        if row.takes is Takes.SWITCH:
+            word = self._word(node, row.key, tuple(settings.SWITCH_WORDS))
+            return None if word is None else settings.SWITCH_WORDS[word]
+        if row.takes is Takes.WORD:
+            return self._word(node, row.key, row.choices, what=row.what or None)
+        return self._quantity(node, row)
+
+    @staticmethod
+    def _default_of(path: str) -> Value:
+        """The assumption a left-out key stands for, as its settings row gives it: `default: KEY = VALUE (WHY)`."""
+        row = settings.row(path)
+        assert row.default is not None, path
+        d = row.default
+        source = f"default: {path} = {d.value} ({d.source})"
+        return assumed(float(d.value), "1", source) if row.takes is Takes.QUANTITY else choice(d.value, source)
+
     def _ambiguous_k(self, node: Quantity, what: str) -> None:
         """`128K`: 128,000 tokens here, 131,072 to vLLM (human_readable_int reads K as 2^10)."""
         digits = node.text[: len(node.text) - len(node.unit)].strip()
@@ -583,7 +568,7 @@ class _Checker:
         return False
 
     def _model_block(self, decl: ModelDecl) -> Optional[_Model]:
-        entries = self._entries(decl.items, f'model "{decl.name}"', MODEL_KEYS)
+        entries = self._entries(decl.items, f'model "{decl.name}"', settings.keys("model"))
         before = self._errors()
         config = entries.get("config")
         if config is None:
@@ -631,41 +616,33 @@ class _Checker:
         if e is None:
             return None
         node = self._scalar(e, where)
-        return None if node is None else self._number(node, key, Dim.COUNT, lo=limits.MIN_PARAMS,
-                                                      hi=limits.MAX_PARAMS, why=_LIMIT)
+        return None if node is None else self._quantity(node, settings.row(f"model.{key}"))
 
     # --------------------------------------------------------- device blocks
 
     def _device_block(self, decl: DeviceDecl) -> Optional[_Device]:
         where = f'device "{decl.name}"'
-        entries = self._entries(decl.items, where, DEVICE_KEYS)
+        entries = self._entries(decl.items, where, settings.keys("device"))
         before = self._errors()
-        dims = {"memory": Dim.BYTES, "bandwidth": Dim.BANDWIDTH, "compute": Dim.COMPUTE,
-                "compute_fp8": Dim.COMPUTE, "fabric": Dim.BANDWIDTH}
         got: dict[str, float] = {}
-        for key, dim in dims.items():
-            e = entries.get(key)
-            node = self._scalar(e, where) if e is not None else None
-            lo, hi = _DEVICE_RANGE[dim]
-            value = self._number(node, key, dim, lo=lo, hi=hi, why=_LIMIT) if node is not None else None
+        # the quantities of a device block; a link is a catalog id or a bandwidth (_link)
+        for row in settings.rows("device"):
+            e = entries.get(row.key)
+            node = self._scalar(e, where) if e is not None and row.key not in ("link", "host_link") else None
+            value = self._quantity(node, row) if node is not None else None
             if value is not None:
-                got[key] = value
+                got[row.key] = value
         for key in ("memory", "bandwidth", "compute"):
             if key not in entries:
-                self.report(codes.MISSING_KEY, f"{where} has no {key}", decl.name_span,
-                            help=f"add `{key} = {_EXAMPLES[dims[key]]}`",
-                            fixes=[fx.set_setting(self.spec_source, decl, key, _EXAMPLES[dims[key]])])
-        ints: dict[str, int] = {}
-        for key in ("partitions", "sm_count"):
-            e = entries.get(key)
-            node = self._scalar(e, where) if e is not None else None
-            value = (self._number(node, key, Dim.COUNT, _COUNT, integer=True, lo=1, hi=limits.MAX_UNITS, why=_LIMIT)
-                     if node is not None else None)
-            if value is not None:
-                ints[key] = int(value)
+                example = settings.row(f"device.{key}").example
+                self.report(codes.MISSING_KEY, f"{where} has no {key}", decl.name_span, help=f"add `{key} = {example}`",
+                            fixes=[fx.set_setting(self.spec_source, decl, key, example)])
+        ints = {key: int(got[key]) for key in ("partitions", "sm_count") if key in got}
         notes: list[Value] = []
-        if "partitions" not in entries:
-            notes.append(assumed(1, "1", f"{where}: partitions = 1 (default: one memory partition)"))
+        partitions = settings.row("device.partitions").default
+        if "partitions" not in entries and partitions is not None:
+            notes.append(assumed(int(partitions.value), "1",
+                                 f"{where}: partitions = {partitions.value} (default: {partitions.source})"))
         links = {key: self._link(entries.get(key), key, where, notes) for key in ("link", "host_link")}
         if self._errors() > before:
             return None
@@ -725,10 +702,9 @@ class _Checker:
         if model is not None and weights is not None and "weights" in top:  # declared: it wins (docs/weights.md)
             model = _Model(*ck.declared_weights(model.model, model.assumptions, weights))
         devices = self._device_count(top.get("devices"), spans, notes)
-        placement = self._choice(top.get("placement"), "placement", PLACEMENTS, "auto", where, spans, notes)
-        engine = self._choice(top.get("engine"), "engine", engine_catalog.engine_ids(), "any", where, spans, notes)
-        objective = self._choice(top.get("objective"), "objective", OBJECTIVES, "fewest-devices", where, spans,
-                                 notes, why="fewest devices that fit and meet the SLOs; docs/language.md")
+        placement = self._choice(top.get("placement"), "placement", PLACEMENTS, where, spans, notes)
+        engine = self._choice(top.get("engine"), "engine", engine_catalog.engine_ids(), where, spans, notes)
+        objective = self._choice(top.get("objective"), "objective", OBJECTIVES, where, spans, notes)
 
         quality = self._quality(sections.get("quality"), spans, notes)
         slo = self._slo(sections.get("slo"), spans, _has_rate(sections.get("workload")))
@@ -788,8 +764,7 @@ class _Checker:
                         help=f"write `price = {example}` ({', '.join(PRICE_UNITS)})",
                         fixes=[fx.replace(node.span, example, f"price = {example}")])
             return False
-        value = self._number(node, "price", Dim.NUMBER, PRICE_UNITS, lo=0, lo_open=True,
-                             hi=catalog.MAX_PRICE_PER_HOUR, what="price", why=_LIMIT)
+        value = self._quantity(node, settings.row("price"))
         return False if value is None else value
 
     def _priced(self, top: Mapping[str, Entry], spans: dict[str, Span], objective: Optional[str],
@@ -817,12 +792,13 @@ class _Checker:
             if block.name not in SECTIONS:
                 close = close_matches(block.name, list(SECTIONS), n=1, cutoff=0.6)
                 self.hinted.update(close)
-                help = f"did you mean `{close[0]}`?" if close else self._block_help(block.name, DEPLOYMENT_KEYS)
-                if block.name in DEPLOYMENT_KEYS:
-                    help = self._block_help(block.name, DEPLOYMENT_KEYS)
+                own = settings.keys("deployment")
+                help = f"did you mean `{close[0]}`?" if close else self._block_help(block.name, own)
+                if block.name in own:
+                    help = self._block_help(block.name, own)
                 self.report(codes.UNKNOWN_BLOCK, f"unknown block `{block.name}` in {where}", block.name_span,
                             help=help, fixes=[fx.replace(block.name_span, close[0])]
-                            if close and block.name not in DEPLOYMENT_KEYS else [])
+                            if close and block.name not in own else [])
             elif block.name in sections:
                 self.report(codes.DUPLICATE_KEY, f"a second `{block.name}` block in {where}", block.name_span,
                             help=f"the first is at line {sections[block.name].span.line}; merge them")
@@ -837,8 +813,8 @@ class _Checker:
             if e.key in SECTIONS:
                 self.report(codes.UNKNOWN_KEY, f"`{e.key}` is a block, not a setting", e.key_span,
                             help=f"write `{e.key} {{ ... }}`")
-        return self._entries(top_entries, where, DEPLOYMENT_KEYS,
-                             {f"the `{k}` block": v for k, v in SECTION_KEYS.items()})
+        return self._entries(top_entries, where, settings.keys("deployment"),
+                             {f"the `{k}` block": v for k, v in settings.section_keys().items()})
 
     def _missing_workload(self, dep: DeploymentDecl, where: str) -> None:
         """Report a deployment without a workload, unless a misspelt block was already taken for one."""
@@ -976,11 +952,12 @@ class _Checker:
         word = self._word(v, "devices", ("auto",))
         return None if word is None else DeviceCount("auto", AUTO_DEVICE_LIMIT)
 
-    def _choice(self, e: Optional[Entry], key: str, choices: Sequence[str], default: str, where: str,
-                spans: dict[str, Span], notes: list[Value], why: str = "docs/language.md") -> Optional[str]:
+    def _choice(self, e: Optional[Entry], key: str, choices: Sequence[str], where: str,
+                spans: dict[str, Span], notes: list[Value]) -> Optional[str]:
         if e is None:
-            notes.append(choice(default, f"default: {key} = {default} ({why})"))
-            return default
+            note = self._default_of(key)
+            notes.append(note)
+            return str(note.value)
         spans[key] = e.span
         return self._word(self._scalar(e, where), key, choices)
 
@@ -989,9 +966,9 @@ class _Checker:
     def _section(self, block: Optional[Block], name: str) -> dict[str, Entry]:
         if block is None:
             return {}
-        others = {f"the `{k}` block": v for k, v in SECTION_KEYS.items() if k != name}
-        others["the deployment itself"] = DEPLOYMENT_KEYS
-        return self._entries(block.items, name, SECTION_KEYS[name], others)
+        others = {f"the `{k}` block": v for k, v in settings.section_keys().items() if k != name}
+        others["the deployment itself"] = settings.keys("deployment")
+        return self._entries(block.items, name, settings.section_keys()[name], others)
 
     def _quality(self, block: Optional[Block], spans: dict[str, Span], notes: list[Value]
                  ) -> Optional[tuple[str, bool, float]]:
@@ -1002,8 +979,7 @@ class _Checker:
         if "budget" in entries:
             budget = self._word(self._scalar(entries["budget"], "quality"), "budget", BUDGETS)
         else:
-            notes.append(choice("lossless", "default: quality.budget = lossless (the conservative choice: no lossy "
-                                            "domain unless the spec admits one; docs/language.md)"))
+            notes.append(self._default_of("quality.budget"))
         eviction: Optional[str] = None
         if "eviction" in entries:
             eviction = self._word(self._scalar(entries["eviction"], "quality"), "eviction", EVICTION)
@@ -1012,10 +988,9 @@ class _Checker:
         min_retention: Optional[float] = 0.5
         if "min_retention" in entries:
             node = self._scalar(entries["min_retention"], "quality")
-            min_retention = None if node is None else self._number(
-                node, "min_retention", Dim.FRACTION, lo=0.5, hi=1.0, why="rule R5: keep r ≥ 0.5, docs/rules/R5.md")
+            min_retention = None if node is None else self._quantity(node, settings.row("quality.min_retention"))
         else:
-            notes.append(assumed(0.5, "1", "default: quality.min_retention = 0.5 (rule R5 floor, docs/rules/R5.md)"))
+            notes.append(self._default_of("quality.min_retention"))
         if budget is None or min_retention is None:
             return None
         if eviction is None:
@@ -1045,12 +1020,13 @@ class _Checker:
         """The slo block: step_time, throughput and ttft for every workload; itl and rate for a request workload
         (`request`: its workload has a rate), where ttft is the mean TTFT under load (docs/service.md)."""
         items = [] if block is None else self._no_percentiles(block)
-        entries = self._entries(items, "slo", SECTION_KEYS["slo"],
-                                {**{f"the `{k}` block": v for k, v in SECTION_KEYS.items() if k != "slo"},
-                                 "the deployment itself": DEPLOYMENT_KEYS})
+        entries = self._entries(items, "slo", settings.section_keys()["slo"],
+                                {**{f"the `{k}` block": v for k, v in settings.section_keys().items() if k != "slo"},
+                                 "the deployment itself": settings.keys("deployment")})
         ok = len(items) == (0 if block is None else len(block.items))
-        found: dict[str, Optional[float]] = dict.fromkeys(_SLO_FIELDS)
-        for key, (dim, ops, example) in _SLO_FIELDS.items():
+        found: dict[str, Optional[float]] = dict.fromkeys(settings.section_keys()["slo"])
+        for row in settings.rows("slo"):
+            key, ops, example = row.key, row.ops, row.example
             e = entries.get(key)
             if e is None:
                 continue
@@ -1070,15 +1046,9 @@ class _Checker:
             if not isinstance(node, (Quantity, Ident, String)):  # the grammar gives a comparison one scalar
                 ok = False
                 continue
-            if key == "rate":
-                value = self._number(node, key, dim, REQUEST_RATE_UNITS, lo=0, lo_open=True, hi=_MAX_RATE,
-                                     why=_LIMIT, op=e.op) if self._request_rate_unit(node, e.op) else None
-            elif dim is Dim.TIME:
-                value = self._number(node, key, dim, lo=limits.MIN_STEP_TIME, hi=limits.MAX_STEP_TIME, why=_LIMIT,
-                                     op=e.op)
-            else:
-                value = self._number(node, key, dim, lo=0, lo_open=True, hi=limits.MAX_THROUGHPUT, why=_LIMIT,
-                                     op=e.op)
+            requests = row.units == "request-rate"
+            value = (self._quantity(node, row, e.op) if not requests or self._request_rate_unit(node, e.op)
+                     else None)
             ok = ok and value is not None
             found[key] = value
         return _Slos(**found) if ok else None
@@ -1099,13 +1069,13 @@ class _Checker:
             self.report(codes.UNKNOWN_KEY, f"`{item.key}` is a percentile, and the load model gives means only: its "
                         "M/D/1 prefill queue's waiting-time tail is not in the closed form (docs/service.md)",
                         item.key_span, help=f"write `{base}` for the mean {base.upper()} under load: "
-                        f"`{base} {item.op or '<='} {_source_text(item.value) or _SLO_FIELDS[base][2]}`",
+                        f"`{base} {item.op or '<='} {_source_text(item.value) or settings.row('slo.' + base).example}`",
                         fixes=[self._remove_line(item) if base in keys else fx.replace(item.key_span, base)])
         return out
 
     def _service_slo_on_batch(self, e: Entry) -> None:
         """Report `itl` or `rate` in the slo block of a batch/context workload: they are SLOs on a service."""
-        value = _source_text(e.value) or _SLO_FIELDS[e.key][2]
+        value = _source_text(e.value) or settings.row(f"slo.{e.key}").example
         fix: Optional[Fix]
         if e.key == "itl":
             help, fix = (f"a batch's inter-token latency is its step: write `step_time <= {value}`, or write the "
@@ -1127,25 +1097,7 @@ class _Checker:
             node = self._scalar(e, "pin")
             if node is None:
                 continue
-            value: Union[str, float, bool, None] = None
-            if key == "kv_dtype":
-                name = self._name(node, "kv_dtype")
-                dt = self._dtype(name, e, "kv") if name is not None else None
-                value = dt.id if dt is not None else None
-            elif key == "retention":
-                value = self._number(node, key, Dim.FRACTION, lo=0, hi=1, lo_open=True)
-            elif key in ("block_size", "devices", *LAYOUT_PINS):
-                most = limits.MAX_TOKENS if key == "block_size" else limits.MAX_DEVICES
-                value = self._number(node, key, Dim.COUNT, _COUNT, integer=True, lo=1, hi=most, why=_LIMIT)
-            elif key == "prefix_caching":
-                word = self._word(node, key, tuple(BOOLEANS))
-                value = None if word is None else BOOLEANS[word]
-            elif key == "tier":
-                value = self._word(node, key, TIERS)
-            elif key == "placement":
-                value = self._word(node, key, PIN_PLACEMENTS, what="pinned placement")
-            elif key in ENGINE_PINS:
-                value = self._engine_pin(node, key)
+            value = self._plain(node, settings.pin(key), e)
             if value is not None:
                 pins[key] = Pin(key, value, e.span)
         pd = pins.get("devices")
@@ -1165,14 +1117,6 @@ class _Checker:
             self.report(codes.CONFLICTING_SETTINGS, f"pin placement = {pp.value} contradicts placement = {placement}",
                         pp.span, help=f"the pin wins; make them agree: `placement = {pp.value}`", fixes=[fix])
         return pins
-
-    def _engine_pin(self, node: Scalar, key: str) -> Optional[float]:
-        """The engine settings a deployment already runs with (docs/language.md, `pin`)."""
-        if key == "memory_fraction":
-            return self._number(node, key, Dim.FRACTION, lo=0, hi=1, lo_open=True)
-        if key == "max_batched_tokens":
-            return self._number(node, key, Dim.TOKENS, integer=True, lo=1, hi=limits.MAX_TOKENS, why=_LIMIT)
-        return self._number(node, key, Dim.COUNT, _COUNT, integer=True, lo=1, hi=limits.MAX_DEVICES, why=_LIMIT)
 
     def _layout(self, pins: Mapping[str, Pin], devices: Optional[DeviceCount]) -> None:
         """A pinned tensor × pipeline split takes the deployment's devices: with both pinned their product is
@@ -1213,7 +1157,7 @@ class _Checker:
         if block is None:
             return ()
         out: list[Expectation] = []
-        keys = SECTION_KEYS["expect"]
+        keys = settings.section_keys()["expect"]
         for item in block.items:
             if isinstance(item, Block):
                 self.report(codes.UNKNOWN_BLOCK, f"`expect` holds no blocks; found `{item.name}`", item.name_span)
@@ -1251,9 +1195,7 @@ class _Checker:
                 if word is not None:
                     out.append(Expectation("regime", "==", word, e.span))
                 continue
-            dim, table = _EXPECT_UNITS[e.key]
-            value = self._number(node, e.key, dim, table, integer=e.key == "devices", lo=0, hi=_EXPECT_MAX[e.key],
-                                 why=_LIMIT, op=e.op)
+            value = self._quantity(node, settings.row(f"expect.{e.key}"), e.op)
             if value is not None:
                 out.append(Expectation(e.key, e.op, value, e.span))
         return tuple(out)
@@ -1271,9 +1213,11 @@ class _Checker:
                 ok = False
             else:
                 values[key] = elems
-        for key, (value, unit, why) in _WORKLOAD_DEFAULTS.items():
-            if key not in entries:
-                notes.append(assumed(value, unit, f"default: workload.{key} = {value:g} ({why})"))
+        for row in settings.rows("workload"):
+            key, default = row.key, row.default
+            if default is not None and key not in entries:
+                value, unit = float(default.value), "tokens" if row.dim is Dim.TOKENS else "1"
+                notes.append(assumed(value, unit, f"default: workload.{key} = {value:g} ({default.source})"))
                 values[key] = [_Element(value, f"{value:g}", block.name_span)]
         if not ok:
             return None
@@ -1311,7 +1255,7 @@ class _Checker:
             if key not in entries and key in self.hinted:
                 ok = False
             elif key not in entries:
-                example = {"batch": "32", "context": "128k", "rate": "20/s", "input": "4k", "output": "512"}[key]
+                example = settings.row(f"workload.{key}").example
                 self.report(codes.MISSING_KEY, f"workload has no {key}", block.name_span,
                             help=f"add `{key} = {example}`", fixes=[self._set_in(block, key, example)])
                 ok = False
@@ -1331,18 +1275,14 @@ class _Checker:
                         help=f"give at least one value: `{key} = [1, 8, 32]`")
             return None
         nodes: Sequence[Scalar] = v.items if isinstance(v, ListValue) else (v,)
-        dim, table, integer, lo, hi = _WORKLOAD_FIELDS[key]
+        row = settings.row(f"workload.{key}")
         elems = []
         ok = True
         for node in nodes:  # every element is checked, so that each bad one is reported
-            if key == "rate" and not self._request_rate_unit(node):
+            if row.units == "request-rate" and not self._request_rate_unit(node):
                 ok = False
                 continue
-            if key == "rate":
-                table = REQUEST_RATE_UNITS
-            value = self._number(node, key, dim, table, integer=integer, lo=lo, hi=hi,
-                                 lo_open=key == "rate",  # no requests: the load model has no steady state to plan
-                                 why=_LIMIT if key != "reuse" else "", example="20/s" if key == "rate" else None)
+            value = self._quantity(node, row)
             if value is None:
                 ok = False
                 continue
@@ -1366,8 +1306,8 @@ class _Checker:
                         "give the shortest and the longest: uniform(lo, hi) (docs/language.md)",
                         fixes=[fx.replace(v.span, one, f"{key} = {one}")] if one else [])
             return None
-        dim, _, integer, lo, hi = _WORKLOAD_FIELDS[key]
-        bounds = [self._number(a, key, dim, None, integer=integer, lo=lo, hi=hi, why=_LIMIT) for a in v.args]
+        row = settings.row(f"workload.{key}")
+        bounds = [self._quantity(a, row) for a in v.args]
         if bounds[0] is None or bounds[1] is None:
             return None
         if bounds[0] > bounds[1]:
