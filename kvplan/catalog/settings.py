@@ -125,6 +125,11 @@ class Carrier:
     why: str = ""
     #: what `kvplan import` says of the value beside the flag it came from (`a fraction of total memory`)
     note: str = ""
+    #: other names the engine takes the flag under (vLLM's `-tp`), read as the flag
+    aliases: tuple[str, ...] = ()
+    #: for a setting import reads into its own field (the batch, the page, the layout): that field of
+    #: kvplan.engines.flagparse.Read, whose range (flagparse.MAXIMUM) the value must be in; "": a pin of Read.pins
+    into: str = ""
 
 
 @record
@@ -224,9 +229,9 @@ SETTINGS: tuple[Setting, ...] = (
     # -- workload
     Setting("workload.batch", Takes.QUANTITY, "sequences decoded together", dim=Dim.COUNT, units="count",
             integer=True, range=_BATCH, example="32",
-            engines={"vllm": Carrier(record="batch", read=Read.WHOLE, write=Write.PLAN),
-                     "sglang": Carrier(record="batch", read=Read.WHOLE, write=Write.PLAN),
-                     "trtllm": Carrier(record="batch", read=Read.WHOLE, write=Write.PLAN)}),
+            engines={"vllm": Carrier(record="batch", read=Read.WHOLE, write=Write.PLAN, into="batch"),
+                     "sglang": Carrier(record="batch", read=Read.WHOLE, write=Write.PLAN, into="batch"),
+                     "trtllm": Carrier(record="batch", write=Write.PLAN)}),
     Setting("workload.context", Takes.QUANTITY, "tokens each sequence holds", dim=Dim.TOKENS, integer=True,
             range=_TOKENS, example="128k"),
     Setting("workload.rate", Takes.QUANTITY, "requests per second (the request form)", dim=Dim.RATE,
@@ -279,9 +284,9 @@ SETTINGS: tuple[Setting, ...] = (
             range=_share()),
     Setting("pin.block_size", Takes.QUANTITY, "tokens per KV page", dim=Dim.COUNT, units="count", integer=True,
             range=_TOKENS,
-            engines={"vllm": Carrier(record="block", read=Read.WHOLE, write=Write.PLAN),
-                     "sglang": Carrier(record="block", read=Read.WHOLE, write=Write.PLAN),
-                     "trtllm": Carrier(record="block", read=Read.WHOLE, write=Write.PLAN)}),
+            engines={"vllm": Carrier(record="block", read=Read.WHOLE, write=Write.PLAN, into="block_size"),
+                     "sglang": Carrier(record="block", read=Read.WHOLE, write=Write.PLAN, into="block_size"),
+                     "trtllm": Carrier(record="block", write=Write.PLAN)}),
     Setting("pin.prefix_caching", Takes.SWITCH, _PREFIX_CACHING, choices=tuple(SWITCH_WORDS),
             engines={"vllm": Carrier("--enable-prefix-caching", write=Write.PLAN),
                      "sglang": Carrier("--disable-radix-cache", write=Write.PLAN),
@@ -293,14 +298,14 @@ SETTINGS: tuple[Setting, ...] = (
             integer=True, range=_DEVICES),
     Setting("pin.tensor_parallel", Takes.QUANTITY, "the tensor-parallel size", dim=Dim.COUNT, units="count",
             integer=True, range=_DEVICES,
-            engines={"vllm": Carrier(record="tp", read=Read.WHOLE, write=Write.PLAN),
-                     "sglang": Carrier(record="tp", read=Read.WHOLE, write=Write.PLAN),
-                     "trtllm": Carrier(record="tp", read=Read.WHOLE, write=Write.PLAN)}),
+            engines={"vllm": Carrier(record="tp", read=Read.WHOLE, write=Write.PLAN, into="tp", aliases=("-tp",)),
+                     "sglang": Carrier(record="tp", read=Read.WHOLE, write=Write.PLAN, into="tp", aliases=("--tp",)),
+                     "trtllm": Carrier(record="tp", write=Write.PLAN)}),
     Setting("pin.pipeline_parallel", Takes.QUANTITY, "the pipeline-parallel size", dim=Dim.COUNT, units="count",
             integer=True, range=_DEVICES,
-            engines={"vllm": Carrier(record="pp", read=Read.WHOLE, write=Write.PLAN),
-                     "sglang": Carrier(record="pp", read=Read.WHOLE, write=Write.PLAN),
-                     "trtllm": Carrier(record="pp", read=Read.WHOLE, write=Write.PLAN)}),
+            engines={"vllm": Carrier(record="pp", read=Read.WHOLE, write=Write.PLAN, into="pp", aliases=("-pp",)),
+                     "sglang": Carrier(record="pp", read=Read.WHOLE, write=Write.PLAN, into="pp", aliases=("--pp",)),
+                     "trtllm": Carrier(record="pp", write=Write.PLAN)}),
     Setting("pin.memory_fraction", Takes.QUANTITY, "the share of each device's memory weights and the KV pool take",
             dim=Dim.FRACTION, range=_share(),
             engines={"vllm": Carrier("--gpu-memory-utilization", Read.FRACTION, Write.SIZING,

@@ -300,14 +300,19 @@ def whole_flag(key: str, tokens: Callable[[str, str], tuple[int, str]], maximum:
     return h
 
 
-def pin_readers(engine: str, tokens: Callable[[str, str], tuple[int, str]]) -> list[ReadFlag]:
-    """The readers of the pins the settings table maps to one of `engine`'s flags and reads the table's way
-    (Read.WHOLE, Read.FRACTION); the engine module's table holds its own handlers (Read.OWN) beside them."""
+def table_readers(engine: str, tokens: Callable[[str, str], tuple[int, str]]) -> list[ReadFlag]:
+    """The readers of the settings the table maps to one of `engine`'s flags and reads the table's way
+    (Read.WHOLE, Read.FRACTION): into Read's own field where the carrier names one (the batch, the page, the
+    layout), else into Read.pins; the engine module's table holds its own handlers (Read.OWN) beside them."""
     out: list[ReadFlag] = []
-    for row, c in settings.carried(engine):
-        if not c.flag or c.read not in (settings.Read.WHOLE, settings.Read.FRACTION):
+    for row in settings.SETTINGS:
+        c = row.engines.get(engine)
+        name = "" if c is None else settings.engine_flag(row, engine)
+        if c is None or not name or c.read not in (settings.Read.WHOLE, settings.Read.FRACTION):
             continue
-        if c.read is settings.Read.FRACTION:
+        if c.into:
+            out.append(ReadFlag((*c.aliases, name), True, store(c.into, bounded(c.into))))
+        elif c.read is settings.Read.FRACTION:
             out.append(ReadFlag((c.flag,), True, fraction_flag(row.key)))
         else:
             most = int(row.range.hi.value) if row.range.hi else limits.MAX_BATCH

@@ -15,6 +15,8 @@ from kvplan.catalog import settings
 from kvplan.catalog.engines import ENGINES
 from kvplan.catalog.settings import SETTINGS, Carrier, Read, Setting, Takes, Write
 from kvplan.engines import emit, importer
+from kvplan.engines import sglang as sgl
+from kvplan.engines import vllm as vll
 from kvplan.lang import check_source
 from kvplan.planner import plan
 
@@ -129,6 +131,16 @@ def test_every_engine_writes_the_flags_the_table_gives_it(engine: str) -> None:
     for row, c in settings.carried(engine):
         if c.write is Write.NONE:  # each pin it does not write is said, not dropped
             assert any(f"pin {row.key} = " in w and "is not written" in w for w in warnings), row.key
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_every_flag_the_table_reads_is_in_the_engines_reader(engine: str) -> None:
+    table = {"vllm": vll._vllm_table, "sglang": sgl._sglang_table}[engine]()
+    names = {n for f in table for n in f.names}
+    for row in SETTINGS:
+        c = row.engines.get(engine)
+        if c is not None and c.read in (Read.WHOLE, Read.FRACTION):
+            assert {settings.engine_flag(row, engine), *c.aliases} <= names, row.path
 
 
 def test_the_vllm_flag_set_is_the_tables() -> None:
