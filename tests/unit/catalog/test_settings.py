@@ -23,7 +23,7 @@ def _generated(page: str, name: str) -> str:
 @pytest.mark.parametrize(("page", "name"), [("language.md", "language_table"), ("engines.md", "engines_table")])
 def test_the_docs_tables_are_what_the_table_generates(page: str, name: str) -> None:
     fresh = getattr(settings, name)()
-    assert _generated(page, name) == fresh, f"docs/{page} is stale: paste settings.{name}() between its markers"
+    assert _generated(page, name) == fresh, f"docs/{page} is stale: run python tools/settings_docs.py"
 
 
 def test_the_language_table_has_one_line_per_row_naming_its_path() -> None:
