@@ -39,7 +39,7 @@ from kvplan.base.evidence import Value, derived, reported
 from kvplan.base.outputs import folder_name
 from kvplan.base.records import record
 from kvplan.base.units import fmt_bytes
-from kvplan.catalog import DTYPE_ORDER, DTYPES, Dtype, Model
+from kvplan.catalog import DTYPE_ORDER, DTYPES, Dtype, Model, settings
 from kvplan.catalog.engines import ENGINES, PageScale, kv_dtypes_for, kv_refusal, kv_width
 from kvplan.catalog.engines import Engine as EngineRecord
 from kvplan.engines.flagparse import Read
@@ -366,23 +366,33 @@ def kv_layout(model: Model, tp: int, pp: int, dtype_bytes: float, scale: Optiona
     return KvLayout(layers, heads, model.head_dim, dv, dtype_bytes, extra)
 
 
-def pinned_engine_flags(sc: Scenario, names: tuple[Optional[str], Optional[str], Optional[str], Optional[str]]
-                        ) -> list[Flag]:
-    """The engine settings a spec pins (what `kvplan import` read), written back under the engine's
-    names: (memory fraction, per-step token limit, data-parallel size, DP-attention switch); a name
-    None is not written. Replicas and attention groups are both the data-parallel size, the switch
-    telling them apart (SGLang --dp with or without --enable-dp-attention)."""
-    fraction, step, dp, dp_attention = names
+def pinned_engine_flags(sc: Scenario, engine: str) -> list[Flag]:
+    """The engine settings a spec pins (what `kvplan import` read), written back under `engine`'s flags as
+    the settings table says (kvplan.catalog.settings, Write.PIN), in its order; a pin at its default
+    (replicas = 1) is not written. Replicas and attention groups are both SGLang's data-parallel size,
+    the switch beside it telling them apart (--dp-size with or without --enable-dp-attention)."""
     out: list[Flag] = []
-    if fraction is not None and sc.memory_fraction is not None:
-        out.append((fraction, f"{sc.memory_fraction:g}"))
-    batched = sc.pins.get("max_batched_tokens")
-    if step is not None and batched is not None:
-        out.append((step, str(int(float(batched.value)))))
-    if dp is not None and sc.replicas > 1:
-        out.append((dp, str(sc.replicas)))
-    if dp is not None and dp_attention is not None and sc.attention_dp > 1:
-        out += [(dp, str(sc.attention_dp)), (dp_attention, None)]
+    pins = sc.pinned
+    for row, carrier in settings.carried(engine):
+        text = pins.text(row)
+        if carrier.write is not settings.Write.PIN or text is None or pins.at_default(row):
+            continue
+        out.append((carrier.flag, text))
+        if carrier.also:
+            out.append((carrier.also, None))
+    return out
+
+
+def unwritten_pins(sc: Scenario, engine: str) -> list[str]:
+    """A warning for each engine pin the spec sets that `engine`'s writer does not write (the settings table's
+    Write.NONE, with its reason; docs/cli-emit.md): never dropped without a word."""
+    out: list[str] = []
+    pins = sc.pinned
+    for row, carrier in settings.carried(engine):
+        text = pins.text(row)
+        if carrier.write is settings.Write.NONE and text is not None and not pins.at_default(row):
+            why = carrier.why.format(n=text, value=text)
+            out.append(f"pin {row.key} = {text}{row.aside} is not written: {why}")
     return out
 
 

@@ -23,6 +23,7 @@ import attrs
 from kvplan.base import limits
 from kvplan.base.errors import KvplanError
 from kvplan.base.records import record
+from kvplan.catalog import settings
 from kvplan.catalog.engines import get_engine
 
 
@@ -48,8 +49,8 @@ class Read:
     tier: Optional[tuple[str, str]] = None
     weights: Optional[tuple[str, str]] = None
     kv_dtype_given: bool = False     # set even when the engine's dtype has no kvplan equivalent
-    memory_fraction: Optional[tuple[float, str]] = None   # vLLM --gpu-memory-utilization, SGLang --mem-fraction-static
-    max_batched_tokens: Optional[tuple[int, str]] = None  # vLLM --max-num-batched-tokens, SGLang --chunked-prefill-size
+    #: the engine pins read (kvplan.catalog.settings): pin key -> (its value as a .kvp writes it, the flag as written)
+    pins: dict[str, tuple[str, str]] = attrs.Factory(dict)
     dp: Optional[tuple[int, str]] = None                  # vLLM --data-parallel-size, SGLang --dp
     dp_attention: Optional[str] = None                    # SGLang --enable-dp-attention, as written
     warnings: list[str] = attrs.Factory(list)
@@ -277,13 +278,46 @@ def context_flag(read: Callable[[str, str], tuple[int, str]], auto: bool = False
     return h
 
 
-def fraction_flag(r: Read, v: str, w: str) -> None:
-    """A memory fraction (vLLM --gpu-memory-utilization, SGLang --mem-fraction-static): above 0, at most 1."""
-    flag = w.split(" ")[0].split("=")[0]
-    x = number(v, flag)
-    if not 0 < x <= 1:
-        raise DeploymentReadError(f"{flag} must be a fraction above 0 and at most 1, got {quoted(v)}")
-    r.memory_fraction = (x, w)
+def fraction_flag(key: str) -> Handler:
+    """A fraction above 0 and at most 1 (vLLM --gpu-memory-utilization, SGLang --mem-fraction-static), stored as
+    the pin `key`."""
+    def h(r: Read, v: str, w: str) -> None:
+        flag = w.split(" ")[0].split("=")[0]
+        x = number(v, flag)
+        if not 0 < x <= 1:
+            raise DeploymentReadError(f"{flag} must be a fraction above 0 and at most 1, got {quoted(v)}")
+        r.pins[key] = (f"{x:g}", w)
+    return h
+
+
+def whole_flag(key: str, tokens: Callable[[str, str], tuple[int, str]], maximum: int) -> Handler:
+    """A whole number stored as the pin `key`: a token count as the engine reads it (`tokens`), else a plain
+    count of at most `maximum`."""
+    def h(r: Read, v: str, w: str) -> None:
+        flag = w.split(" ")[0].split("=")[0]
+        n = tokens(v, flag)[0] if maximum == limits.MAX_TOKENS else whole(v, flag, maximum)
+        r.pins[key] = (str(n), w)
+    return h
+
+
+def table_readers(engine: str, tokens: Callable[[str, str], tuple[int, str]]) -> list[ReadFlag]:
+    """The readers of the settings the table maps to one of `engine`'s flags and reads the table's way
+    (Read.WHOLE, Read.FRACTION): into Read's own field where the carrier names one (the batch, the page, the
+    layout), else into Read.pins; the engine module's table holds its own handlers (Read.OWN) beside them."""
+    out: list[ReadFlag] = []
+    for row in settings.SETTINGS:
+        c = row.engines.get(engine)
+        name = "" if c is None else settings.engine_flag(row, engine)
+        if c is None or not name or c.read not in (settings.Read.WHOLE, settings.Read.FRACTION):
+            continue
+        if c.into:
+            out.append(ReadFlag((*c.aliases, name), True, store(c.into, bounded(c.into))))
+        elif c.read is settings.Read.FRACTION:
+            out.append(ReadFlag((c.flag,), True, fraction_flag(row.key)))
+        else:
+            most = int(row.range.hi.value) if row.range.hi else limits.MAX_BATCH
+            out.append(ReadFlag((c.flag,), True, whole_flag(row.key, tokens, most)))
+    return out
 
 
 def note_flag(why: str) -> Handler:

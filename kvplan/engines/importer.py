@@ -29,7 +29,7 @@ from kvplan.base import controls, files, limits
 from kvplan.base.errors import CatalogError
 from kvplan.base.records import record
 from kvplan.base.units import fmt_unit
-from kvplan.catalog import Model, aliases, by_repo_id, get_device, hub, models, suggest, weight_bytes
+from kvplan.catalog import Model, aliases, by_repo_id, get_device, hub, models, settings, suggest, weight_bytes
 from kvplan.catalog.engines import get_engine
 from kvplan.catalog.quality import BUDGETS, admissible
 from kvplan.engines import TARGETS, emit
@@ -334,13 +334,10 @@ def _pins(engine: str, r: Read, devices: int, dev_why: str) -> list[tuple[str, s
     pins.append(("devices", str(devices), dev_why))
     for key, (n, flag) in (("tensor_parallel", r.tp), ("pipeline_parallel", r.pp)):  # the split, not only its count
         pins.append((key, str(n), flag or f"the engine's default: one {'stage' if key[0] == 'p' else 'rank'}"))
-    if r.memory_fraction is not None:
-        of = ("total memory" if engine == "vllm" else
-              "the memory free at start-up, which kvplan takes as total memory" if engine == "sglang" else "memory")
-        pins.append(("memory_fraction", f"{r.memory_fraction[0]:g}",
-                     f"{r.memory_fraction[1]} (weights + KV pool, a fraction of {of})"))
-    if r.max_batched_tokens is not None:
-        pins.append(("max_batched_tokens", str(r.max_batched_tokens[0]), r.max_batched_tokens[1]))
+    for row in settings.rows("pin"):  # the engine pins read, in the table's order (kvplan.catalog.settings)
+        got, carrier = r.pins.get(row.key), row.engines.get(engine)
+        if got is not None:
+            pins.append((row.key, got[0], f"{got[1]} ({carrier.note})" if carrier and carrier.note else got[1]))
     pins += _parallel(engine, r, r.tp[0])
     return pins
 

@@ -58,7 +58,6 @@ from kvplan.engines.flagparse import (
     cut,
     digits_in_range,
     exp2,
-    fraction_flag,
     kv_flag,
     model_flag,
     note_flag,
@@ -68,6 +67,7 @@ from kvplan.engines.flagparse import (
     split_command,
     store,
     strip_env,
+    table_readers,
     tokens_in_range,
     weights_dtype,
 )
@@ -209,9 +209,9 @@ def pool_shape(p: Plan, dtype_id: str, page: int) -> PoolShape:
 
 def _prefill_chunk(p: Plan) -> int:
     """--chunked-prefill-size as SGLang runs it: the pinned per-step token limit, else its GPU default."""
-    batched = p.scenario.pins.get("max_batched_tokens")
+    batched = p.scenario.pinned.max_batched_tokens
     if batched is not None:
-        return int(float(batched.value))
+        return batched
     return _gpu_defaults(p.scenario.device.memory / MiB, p.tp)[0]
 
 
@@ -429,8 +429,7 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
     if p.pp > 1:
         flags.append((F.pp, str(p.pp)))
     flags += [(F.context, str(sc.context_bound)), (F.batch, str(sc.batch))]
-    flags += common.pinned_engine_flags(sc, (None, "--chunked-prefill-size", ENGINE.data_parallel,
-                                             "--enable-dp-attention"))
+    flags += common.pinned_engine_flags(sc, ENGINE.id)
     if not p.prefix_caching:
         flags.append(("--disable-radix-cache", None))
     memory = _memory_findings(mem, sz, sc.context)
@@ -651,7 +650,7 @@ def _chunked_prefill(r: Read, v: str, w: str) -> None:
     if v.strip() == "-1":
         r.note(f"{w}: chunked prefill is off; {CHUNK}")
         return
-    store("max_batched_tokens", lambda x, flag: sglang_tokens(x, flag)[0])(r, v, w)
+    r.pins["max_batched_tokens"] = (str(sglang_tokens(v, w.split(" ")[0].split("=")[0])[0]), w)
 
 
 def _sglang_table() -> list[ReadFlag]:
@@ -659,12 +658,8 @@ def _sglang_table() -> list[ReadFlag]:
     return [
         ReadFlag(("--model-path", "--model"), True, model_flag),
         ReadFlag((F.kv_dtype,), True, kv_flag(ENGINE.kv_reads)),
-        ReadFlag((F.block,), True, store("block_size", bounded("block_size"))),
         ReadFlag(("--disable-radix-cache",), False, store("prefix_caching", value=False)),
         ReadFlag((F.context,), True, context_flag(sglang_tokens)),
-        ReadFlag((F.batch,), True, store("batch", bounded("batch"))),
-        ReadFlag((F.tp, "--tp"), True, store("tp", bounded("tp"))),
-        ReadFlag((F.pp, "--pp"), True, store("pp", bounded("pp"))),
         ReadFlag(("--enable-hierarchical-cache",), False, store("tier", value="host")),
         ReadFlag(("--enable-lmcache",), False, store("tier", value="host")),
         ReadFlag(("--lmcache-config-file",), True, note_flag("LMCache settings are read by LMCache, not imported")),
@@ -675,7 +670,7 @@ def _sglang_table() -> list[ReadFlag]:
         ReadFlag(("--hicache-size",), True, note_flag(f"host tier size in GB; {tier_sizing}")),
         ReadFlag(("--hicache-write-policy",), True, note_flag("how pages reach the host tier; not modelled")),
         ReadFlag(("--radix-eviction-policy",), True, note_flag("which cached prefixes leave first; not modelled")),
-        ReadFlag(("--mem-fraction-static",), True, fraction_flag),
+        *table_readers(ENGINE.id, sglang_tokens),
         ReadFlag(("--max-total-tokens",), True, note_flag(POOL_CAP)),
         ReadFlag(("--attention-backend",), True,
                  note_flag("the attention kernel; see `kvplan emit --target flashinfer`")),

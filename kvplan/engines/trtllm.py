@@ -72,7 +72,6 @@ from kvplan.engines.flagparse import (
     strip_env,
     whole,
 )
-from kvplan.model.scenario import Scenario
 from kvplan.planner.plan import Plan
 
 ENGINE = get_engine("trtllm")
@@ -119,22 +118,6 @@ def fill_tokens(fraction: float, free: float, per_token: int, block: int) -> int
     return int(fraction * free / per_token // block) * block
 
 
-def _unwritten_pins(sc: Scenario) -> list[str]:
-    """A warning for each engine pin the spec sets that this target does not write (docs/cli-emit.md): never
-    dropped without a word."""
-    out = []
-    if sc.replicas > 1:
-        out.append(f"pin replicas = {sc.replicas} is not written: kvplan writes no TensorRT-LLM data-parallel "
-                   f"launch; run {sc.replicas} copies of this config, each serving 1/{sc.replicas} of the rate")
-    if sc.attention_dp > 1:
-        out.append(f"pin attention_dp = {sc.attention_dp} (SGLang's DP attention) is not written: kvplan writes no "
-                   "TensorRT-LLM setting for attention groups")
-    if "max_batched_tokens" in sc.pins:
-        out.append(f"pin max_batched_tokens = {int(float(sc.pins['max_batched_tokens'].value))} is not written: "
-                   "kvplan writes no TensorRT-LLM max_num_tokens")
-    return out
-
-
 def _dtype_notes(p: Plan, mapped: common.Mapped, notes: list[str]) -> list[str]:
     """The findings (a dtype TensorRT-LLM refuses on this device) and notes (`auto` for INT8 or 16-bit) on the KV
     dtype written; `notes` gets the notes."""
@@ -175,7 +158,7 @@ def render(req: EmitRequest) -> Emitted:
     sc = p.scenario
     mapped = common.map_choices(p, common.runnable(BACKEND, ENGINE, p))
     sz = common.size(p, mapped, req.reserves)
-    notes = common.model_notes(p, BACKEND) + _unwritten_pins(sc)
+    notes = common.model_notes(p, BACKEND) + common.unwritten_pins(sc, ENGINE.id)
     findings = _dtype_notes(p, mapped, notes)
     per_token = token_bytes(sc.model, mapped.dtype.id, p.tp, p.pp)
     plan_tokens = sz.blocks * sz.block

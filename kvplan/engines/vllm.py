@@ -47,7 +47,6 @@ from kvplan.engines.flagparse import (
     cut,
     digits_in_range,
     exp2,
-    fraction_flag,
     json_float,
     json_int,
     kv_flag,
@@ -60,6 +59,7 @@ from kvplan.engines.flagparse import (
     split_command,
     store,
     strip_env,
+    table_readers,
     tokens_in_range,
     warn_flag,
     weights_dtype,
@@ -220,9 +220,9 @@ def shape(p: Plan, sz: common.Sizing, block: int) -> Shape:
     groups = kv_groups(_layer_windows(sc.model, p.pp))
     page = sz.layout.page_bytes_per_layer(block)
     block_bytes = math.ceil(page * groups.group_size) if groups.hybrid else math.ceil(sz.block_bytes)
-    pinned = sc.pins.get("max_batched_tokens")
+    pinned = sc.pinned.max_batched_tokens
     if pinned is not None:
-        batched, why = int(float(pinned.value)), "pin max_batched_tokens: the deployment's --max-num-batched-tokens"
+        batched, why = pinned, "pin max_batched_tokens: the deployment's --max-num-batched-tokens"
     else:
         batched, why = default_batched_tokens(sz.total, sc.device.id)
         batched = max(batched, sc.batch)  # vLLM requires max_num_batched_tokens >= max_num_seqs
@@ -366,10 +366,7 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh"
     sc = p.scenario
     mapped = common.map_choices(p, BACKEND)
     sz = common.size(p, mapped, req.reserves, ENGINE.page_scales)
-    notes = common.model_notes(p, BACKEND)
-    if sc.attention_dp > 1:
-        notes.append(f"pin attention_dp = {sc.attention_dp} (SGLang's DP attention) is not written: kvplan writes no "
-                     "vLLM flag for attention groups inside one tensor-parallel group")
+    notes = common.model_notes(p, BACKEND) + common.unwritten_pins(sc, ENGINE.id)
     if sc.model.kv_kind == "mla" and mapped.dtype.id in ("fp8", "fp4"):
         notes.append(f"docs/engines.md also lists {'fp8' if mapped.dtype.id == 'fp8' else 'nvfp4'}_ds_mla without its "
                      f"page layout; kvplan writes {mapped.dtype_name}, "
@@ -388,7 +385,7 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh"
         flags.append((F.pp, str(p.pp)))
     flags += [(F.context, str(sc.context_bound)), (F.batch, str(sc.batch)),
               ("--max-num-batched-tokens", str(sh.batched)), got.flag]
-    flags += common.pinned_engine_flags(sc, (None, None, ENGINE.data_parallel, None))
+    flags += common.pinned_engine_flags(sc, ENGINE.id)
     env: list[tuple[str, str]] = []
     tier_lines: list[str] = []
     tier_gpu = sz.tier_bytes_per_gpu()
@@ -517,23 +514,17 @@ def _vllm_table() -> list[ReadFlag]:
     return [
         ReadFlag(("--model",), True, model_flag),
         ReadFlag((F.kv_dtype,), True, kv_flag(ENGINE.kv_reads)),
-        ReadFlag((F.block,), True, store("block_size", bounded("block_size"))),
         ReadFlag(("--enable-prefix-caching",), False, store("prefix_caching", value=True)),
         ReadFlag(("--no-enable-prefix-caching", "--disable-prefix-caching"), False,
                  store("prefix_caching", value=False)),
         ReadFlag((F.context,), True, context_flag(vllm_tokens, auto=True)),
-        ReadFlag((F.batch,), True, store("batch", bounded("batch"))),
-        ReadFlag(("-tp", F.tp), True, store("tp", bounded("tp"))),
-        ReadFlag(("-pp", F.pp), True, store("pp", bounded("pp"))),
         ReadFlag(("-dcp", "--decode-context-parallel-size"), True,
               note_flag("decode context parallelism shards the KV cache over tensor-parallel ranks; "
                     "kvplan does not model it")),
         ReadFlag(("-dp", "--data-parallel-size"), True, store("dp", bounded("tp"))),
-        ReadFlag(("--gpu-memory-utilization",), True, fraction_flag),
         ReadFlag(("--kv-cache-memory-bytes",), True,
               note_flag("a fixed KV budget per GPU; the .kvp has no such key (kvplan sizes the cache)")),
-        ReadFlag(("--max-num-batched-tokens",), True,
-                 store("max_batched_tokens", lambda v, flag: vllm_tokens(v, flag)[0])),
+        *table_readers(ENGINE.id, vllm_tokens),
         ReadFlag(("--kv-offloading-size",), True, offload_size),
         ReadFlag(("--kv-offloading-backend",), True, offload_backend),
         ReadFlag(("--kv-transfer-config",), True, _vllm_offload_json),

@@ -10,27 +10,24 @@ scenario.
 
 from __future__ import annotations
 
-import itertools
-import math
 import os
-import re
-from typing import Callable, Iterable, Mapping, Optional, Sequence, TypeVar, Union
-
-import attrs
+from typing import Callable, Mapping, Optional, Sequence, TypeVar, Union
 
 from kvplan import catalog
-from kvplan.base import codes, files, limits
-from kvplan.base.diagnostics import Diagnostic, Edit, Fix, make
+from kvplan.base import codes, limits
+from kvplan.base.diagnostics import Diagnostic, Edit, Fix
 from kvplan.base.errors import KvplanError, Span
 from kvplan.base.evidence import Value, assumed
 from kvplan.base.near import close_matches
 from kvplan.base.outputs import folder_name
-from kvplan.base.records import record
-from kvplan.base.units import UNITS, Dim, convert, dims_of_unit, fmt_unit, suggest_unit
-from kvplan.catalog import Device, Dtype, Model, hub, weight_bytes
+from kvplan.base.units import Dim
+from kvplan.catalog import Dtype, Model, settings, weight_bytes
 from kvplan.catalog import engines as engine_catalog
+from kvplan.catalog.settings import PRICE_UNITS
 from kvplan.lang import checkpoint as ck
 from kvplan.lang import fixes as fx
+from kvplan.lang.blocks import _Blocks
+from kvplan.lang.sections import SERVICE_SLOS, _Sections
 from kvplan.lang.spec import (
     SECTIONS,
     Block,
@@ -38,130 +35,39 @@ from kvplan.lang.spec import (
     Call,
     Declaration,
     DeploymentDecl,
-    DeviceDecl,
     Entry,
-    Ident,
     ListValue,
-    ModelDecl,
     Quantity,
-    Scalar,
     SpecFile,
     String,
-    ValueNode,
-    quote,
 )
-from kvplan.model.profile import Profile, load_profile
+from kvplan.lang.values import _COUNT, _LIMIT, _Device, _Model
+from kvplan.lang.words import _meaning
+from kvplan.lang.workload import _context_of, _Workload
 from kvplan.model.scenario import (
     AUTO_DEVICE_LIMIT,
     DeviceCount,
-    Expectation,
-    Lengths,
-    Pin,
     Scenario,
     choice,
-    mean_context,
 )
 
-#: Workload lists may expand into at most this many scenarios; a file into at most MAX_FILE_SCENARIOS.
-MAX_SCENARIOS = limits.MAX_SCENARIOS
-MAX_FILE_SCENARIOS = limits.MAX_FILE_SCENARIOS
+#: What other modules and tests read from here: each place's keys, the words' suggestions, the service SLOs.
+__all__ = ["DEPLOYMENT_KEYS", "DEVICE_KEYS", "LANGUAGE_VERSION", "MODEL_KEYS", "OBJECTIVES", "PLACEMENTS",
+           "SECTION_KEYS", "SERVICE_SLOS", "check", "_meaning"]
 
 LANGUAGE_VERSION = 1
 
-PLACEMENTS = ("auto", "striped", "pinned", "affinity")
-BUDGETS = ("lossless", "near-lossless", "moderate", "aggressive")
-EVICTION = ("allowed", "forbidden")
-OBJECTIVES = ("fewest-devices", "fastest", "most-headroom", "cheapest")
-REGIMES = ("weight-bound", "kv-bound", "capacity-bound")
-TIERS = ("none", "host", "peer", "ssd", "remote")
-PIN_PLACEMENTS = ("striped", "pinned", "affinity")
-BOOLEANS = {"on": True, "off": False, "true": True, "false": False}
-
-#: Pins of the engine settings a deployment runs with (`kvplan import` writes them; docs/language.md).
-ENGINE_PINS = ("memory_fraction", "max_batched_tokens", "replicas", "attention_dp")
-#: Pins of the tensor × pipeline split a deployment runs (`--tp 8`, `--pipeline-parallel-size 2`).
-LAYOUT_PINS = ("tensor_parallel", "pipeline_parallel")
-# Keys each place admits. Sections of a deployment are blocks, everything else `key = value`.
-DEPLOYMENT_KEYS = ("model", "checkpoint", "weights", "device", "devices", "placement", "engine", "objective",
-                   "calibration", "price")
-SECTION_KEYS: Mapping[str, tuple[str, ...]] = {
-    "workload": ("batch", "context", "rate", "input", "output", "prefix", "fanout", "reuse", "max_context"),
-    "quality": ("budget", "eviction", "min_retention"),
-    "slo": ("step_time", "throughput", "ttft", "itl", "rate"),
-    "pin": ("kv_dtype", "retention", "block_size", "prefix_caching", "tier", "placement", "devices",
-            *LAYOUT_PINS, *ENGINE_PINS),
-    "expect": ("regime", "fits", "speedup", "step_time", "throughput", "kv_bytes", "devices"),
-}
-MODEL_KEYS = ("config", "params", "params_active")
-DEVICE_KEYS = ("memory", "bandwidth", "compute", "compute_fp8", "partitions", "fabric", "sm_count", "link",
-               "host_link")
-
-# Units of a plain count (`batch = 1k`); `B` and `T` count parameters only.
-_COUNT = {"": 1.0, "k": 1e3, "M": 1e6}
-_SPEEDUP = {"": 1.0, "x": 1.0}
-_EXPECT_UNITS: Mapping[str, tuple[Dim, Optional[Mapping[str, float]]]] = {
-    "speedup": (Dim.NUMBER, _SPEEDUP), "step_time": (Dim.TIME, None), "throughput": (Dim.RATE, None),
-    "kv_bytes": (Dim.BYTES, None), "devices": (Dim.COUNT, _COUNT),
-}
-#: The largest value each `expect` metric may be compared with (kvplan.base.limits).
-_EXPECT_MAX = {"speedup": limits.MAX_SPEEDUP, "step_time": limits.MAX_STEP_TIME,
-               "throughput": limits.MAX_THROUGHPUT, "kv_bytes": limits.MAX_KV_BYTES,
-               "devices": float(limits.MAX_DEVICES)}
-#: Why a range ends where it does, for the help line.
-_LIMIT = "kvplan's limit, docs/language.md"
-_COMPARISONS = ("==", "<=", ">=", "<", ">")
-#: Each slo key: (dim, the operators it takes, an example value). itl and rate are SLOs on a service
-#: (SERVICE_SLOS: a request workload only); ttft is, with a rate, the mean TTFT under load.
-_SLO_FIELDS: Mapping[str, tuple[Dim, tuple[str, ...], str]] = {
-    "step_time": (Dim.TIME, ("<=", "<"), "50 ms"), "throughput": (Dim.RATE, (">=", ">"), "500 tok/s"),
-    "ttft": (Dim.TIME, ("<=", "<"), "2 s"), "itl": (Dim.TIME, ("<=", "<"), "40 ms"),
-    "rate": (Dim.RATE, (">=", ">"), "20/s"),
-}
-SERVICE_SLOS = ("itl", "rate")
-#: A percentile form of a latency SLO (`ttft_p90`, `itl_p99.9`): the load model gives means only.
-_PERCENTILE = re.compile(r"^(ttft|itl)_p[0-9]+(?:\.[0-9]+)?$")
-#: Units of a request rate (`rate = 20/s`): requests per second; a token rate (tok/s) is another quantity.
-REQUEST_RATE_UNITS = {"/s": 1.0, "req/s": 1.0, "/min": 1 / 60, "req/min": 1 / 60}
-#: The largest request rate a workload may declare (kvplan's limit, docs/language.md).
-_MAX_RATE = 1e6
-#: Units of a price (`price = 2.50 USD/h`): US dollars per device-hour (docs/language.md, kvplan.planner.cost).
-PRICE_UNITS = {"USD/h": 1.0, "USD/hr": 1.0, "USD/hour": 1.0}
-#: Each workload key: (dim, unit table, integer, low, high).
-_WORKLOAD_FIELDS: Mapping[str, tuple[Dim, Optional[Mapping[str, float]], bool, float, Optional[float]]] = {
-    "batch": (Dim.COUNT, _COUNT, True, 1, limits.MAX_BATCH),
-    "context": (Dim.TOKENS, None, True, 1, limits.MAX_TOKENS),
-    "prefix": (Dim.TOKENS, None, True, 0, limits.MAX_TOKENS),
-    "fanout": (Dim.COUNT, _COUNT, True, 1, limits.MAX_BATCH),
-    "reuse": (Dim.FRACTION, None, False, 0, 1),
-    "max_context": (Dim.TOKENS, None, True, 1, limits.MAX_TOKENS),
-    "rate": (Dim.RATE, None, False, 0, _MAX_RATE),
-    "input": (Dim.TOKENS, None, True, 1, limits.MAX_TOKENS),
-    "output": (Dim.TOKENS, None, True, 1, limits.MAX_TOKENS),
-}
-#: The two forms of a workload (docs/language.md): a batch at a context, or requests at a rate.
-BATCH_FORM = ("batch", "context")
-REQUEST_FORM = ("rate", "input", "output")
-#: The workload keys that may be left out: (value, unit, why), noted as an assumption.
-_WORKLOAD_DEFAULTS = {"prefix": (0.0, "tokens", "no shared prefix"), "fanout": (1.0, "1", "no sharing"),
-                      "reuse": (0.0, "1", "no context comes back")}
+# The words and keys of each place, from the one settings table (kvplan.catalog.settings). The checker reads
+# the table at call time; these names are the table's words for the help lines and for other modules.
+PLACEMENTS = settings.row("placement").choices
+OBJECTIVES = settings.row("objective").choices
+DEPLOYMENT_KEYS = settings.keys("deployment")
+SECTION_KEYS: Mapping[str, tuple[str, ...]] = settings.section_keys()
+MODEL_KEYS = settings.keys("model")
+DEVICE_KEYS = settings.keys("device")
 
 _W = TypeVar("_W")  # what a deployment holds: _Model or _Device
 _X = TypeVar("_X")  # what the catalog holds: Model or Device
-
-
-@record
-class _Element:
-    """One value of a workload key: a scalar or one element of a list."""
-
-    value: float
-    text: str
-    span: Span
-    #: The shortest length of a uniform distribution (`value` is then the longest); None: one value.
-    lo: Optional[float] = None
-
-
-#: One workload combination: (scenario name, values, spans).
-_Combo = tuple[str, dict[str, float], dict[str, Span]]
 
 
 def _without_pinned_defaults(notes: list[Value], pins: Mapping[str, object], top: Mapping[str, object]
@@ -176,29 +82,6 @@ def _without_pinned_defaults(notes: list[Value], pins: Mapping[str, object], top
 def _has_rate(workload: Optional[Block]) -> bool:
     """Whether a workload block is written as requests at a rate (its slo block may then hold itl and rate)."""
     return workload is not None and any(isinstance(i, Entry) and i.key == "rate" for i in workload.items)
-
-
-@record
-class _Slos:
-    """The slo block's bounds in base units (seconds, tok/s, requests/s); None where not set."""
-
-    step_time: Optional[float] = None
-    throughput: Optional[float] = None
-    ttft: Optional[float] = None
-    itl: Optional[float] = None
-    rate: Optional[float] = None
-
-
-@record
-class _Model:
-    model: Model
-    assumptions: tuple[Value, ...] = ()
-
-
-@record
-class _Device:
-    device: Device
-    assumptions: tuple[Value, ...] = ()
 
 
 def check(spec: SpecFile, base_dir: str = ".", source: str = "", allow_paths: Sequence[str] = ()
@@ -216,35 +99,8 @@ def check(spec: SpecFile, base_dir: str = ".", source: str = "", allow_paths: Se
     return tuple(scenarios), tuple(sorted(unique.values(), key=Diagnostic.sort_key))
 
 
-class _Checker:
-    def __init__(self, spec: SpecFile, base_dir: str, source: str = "", allow_paths: Sequence[str] = ()) -> None:
-        self.spec = spec
-        self.base_dir = base_dir
-        self.spec_source = source
-        self.allow_paths = tuple(allow_paths)
-        self.diagnostics: list[Diagnostic] = []
-        self.models: dict[str, Optional[_Model]] = {}
-        self.devices: dict[str, Optional[_Device]] = {}
-        # Keys and blocks a "did you mean" already pointed at: their absence is not reported again.
-        self.hinted: set[str] = set()
-        # Scenarios the file's workloads expanded into so far, against MAX_FILE_SCENARIOS.
-        self.expanded = 0
-        self.over_file_cap = False
-
-    # ------------------------------------------------------------ reporting
-
-    def report(self, code: str, message: str, span: Optional[Span], help: Optional[str] = None,
-               fixes: Sequence[Optional[Fix]] = ()) -> None:
-        self.diagnostics.append(make(code, message, span, help, fixes=fixes))
-
-    def _set_in(self, where: Optional[fx.Container], key: str, value: str) -> Optional[Fix]:
-        return fx.set_setting(self.spec_source, where, key, value) if where is not None else None
-
-    def _remove_line(self, e: Entry) -> Optional[Fix]:
-        return fx.remove_entry(self.spec_source, e) if self.spec_source else None
-
-    def _errors(self) -> int:
-        return sum(1 for d in self.diagnostics if d.severity.value == "error")
+class _Checker(_Workload, _Sections, _Blocks):
+    """The whole file's check: versions, names, each deployment's settings resolved and its scenarios built."""
 
     # ------------------------------------------------------------------ file
 
@@ -325,388 +181,6 @@ class _Checker:
                 self.report(codes.OUT_OF_RANGE, f"a {decl.kind} needs a name", decl.name_span,
                             help=f'e.g. {decl.kind} "chat" {{')
 
-    # --------------------------------------------------------- common parts
-
-    def _entries(self, items: Iterable[Union[Entry, Block]], where: str, keys: Sequence[str],
-                 others: Mapping[str, Sequence[str]] = {}) -> dict[str, Entry]:
-        """Known entries by key; unknown, duplicate and nested-block items reported."""
-        out: dict[str, Entry] = {}
-        for item in items:
-            if isinstance(item, Block):
-                self.report(codes.UNKNOWN_BLOCK, f"`{where}` holds no blocks; found `{item.name}`", item.name_span,
-                            help=self._block_help(item.name, keys))
-                continue
-            if item.key not in keys:
-                close = close_matches(item.key, keys, n=1, cutoff=0.6)
-                self.report(codes.UNKNOWN_KEY, f"unknown key `{item.key}` in {where}", item.key_span,
-                            help=self._key_help(item.key, keys, others),
-                            fixes=[fx.replace(item.key_span, close[0])] if close else [])
-                self.hinted.update(close_matches(item.key, keys, n=1, cutoff=0.6) or [item.key])
-                continue
-            if item.key in out:
-                self.report(codes.DUPLICATE_KEY, f"`{item.key}` is set twice in {where}", item.key_span,
-                            help=f"the first is at line {out[item.key].span.line}; keep one",
-                            fixes=[self._remove_line(item), self._remove_line(out[item.key])])
-                continue
-            out[item.key] = item
-        return out
-
-    @staticmethod
-    def _key_help(key: str, keys: Sequence[str], others: Mapping[str, Sequence[str]]) -> str:
-        close = close_matches(key, keys, n=1, cutoff=0.6)
-        if close:
-            return f"did you mean `{close[0]}`?"
-        for place, their in others.items():
-            if key in their:
-                return f"`{key}` belongs in {place}"
-        return "known keys: " + ", ".join(keys)
-
-    @staticmethod
-    def _block_help(name: str, keys: Sequence[str]) -> str:
-        if name in keys:
-            return f"`{name}` is a setting: write `{name} = ...`"
-        return "blocks go directly inside a deployment: workload, quality, slo, pin, expect"
-
-    def _assignment(self, e: Entry, where: str, calls: bool = False) -> Optional[ValueNode]:
-        """The value of a `key = value` entry, or None after reporting a comparison, a bare key or a distribution
-        (`uniform(lo, hi)`) where `calls` does not allow one."""
-        if e.op == "=" and isinstance(e.value, Call) and not calls:
-            self.report(codes.WRONG_KIND, f"`{e.key}` takes one value, not a distribution `{e.value.name}(...)`",
-                        e.value.span, help="only workload.input and workload.output take a distribution: "
-                                           "`input = uniform(2k, 6k)` (docs/language.md)")
-            return None
-        if e.op == "=":
-            assert e.value is not None
-            return e.value
-        if e.op == "":
-            self.report(codes.MISSING_VALUE, f"`{e.key}` has no value", e.key_span,
-                        help=f"write `{e.key} = value`")
-        else:
-            shown = _source_text(e.value)
-            self.report(codes.WRONG_OPERATOR, f"{where} settings take `=`, not `{e.op}`", e.span,
-                        help=f"write `{e.key} = {shown or '...'}`",
-                        fixes=[fx.replace(e.span, f"{e.key} = {shown}")] if shown else [])
-        return None
-
-    def _scalar(self, e: Entry, where: str) -> Optional[Scalar]:
-        v = self._assignment(e, where)
-        if isinstance(v, ListValue):
-            self.report(codes.LIST_NOT_ALLOWED, f"`{e.key}` takes one value, not a list", v.span,
-                        help="lists expand into scenarios only in `workload`")
-            return None
-        if isinstance(v, Bound):
-            self.report(codes.WRONG_KIND, f"`{e.key}` takes a value, not a bound `{v.op} ...`", v.span,
-                        help="only `devices` takes a bound: `devices = <= 8`")
-            return None
-        assert not isinstance(v, Call)  # _assignment reported it
-        return v
-
-    def _number(self, node: Scalar, key: str, dim: Dim, table: Optional[Mapping[str, float]] = None,
-                *, integer: bool = False, lo: Optional[float] = None, hi: Optional[float] = None,
-                lo_open: bool = False, what: Optional[str] = None, why: str = "", op: str = "=",
-                example: Optional[str] = None) -> Optional[float]:
-        """A quantity in base units, dimension-, integer- and range-checked; None after reporting.
-        `op` is how the key is written (`step_time <= ...` in slo), so that examples are valid; a value out of
-        range gets `example` as its fix where one is given."""
-        what = what or key
-        if not isinstance(node, Quantity):
-            self._not_a_quantity(node, key, dim, what, op)
-            return None
-        value = self._in_base_units(node, key, dim, table if table is not None else UNITS[dim], what, op)
-        if value is None or not self._in_range(node, value, key, dim, integer=integer, lo=lo, hi=hi,
-                                               lo_open=lo_open, what=what, why=why, op=op, example=example):
-            return None
-        if dim is Dim.TOKENS and node.unit == "K":
-            self._ambiguous_k(node, what)
-        return value
-
-    def _not_a_quantity(self, node: Union[Ident, String], key: str, dim: Dim, what: str, op: str) -> None:
-        """Report a name or a string where a number was wanted (with the fix `50ms` → `50 ms`)."""
-        example = _EXAMPLES.get(dim, "1")
-        shown = f"`{node.name}`" if isinstance(node, Ident) else f'the string "{node.value}"'
-        help = f"write a number, e.g. `{key} {op} {example}`"
-        fix = fx.replace(node.span, example, f"{key} {op} {example}")
-        first = _unit_first(node.name, dim) if isinstance(node, Ident) else None
-        if first:
-            help = f"the number comes first: `{first}`"
-            fix = fx.replace(node.span, first)
-        self.report(codes.WRONG_KIND, f"{what} takes {_dim_words(dim)}, got {shown}", node.span, help=help,
-                    fixes=[fix])
-
-    def _in_base_units(self, node: Quantity, key: str, dim: Dim, table: Mapping[str, float], what: str,
-                       op: str) -> Optional[float]:
-        """The quantity converted by its unit (`table` first, then every unit of `dim`); None after reporting."""
-        if node.unit in table:
-            return node.number * table[node.unit]
-        try:
-            value = convert(node.number, node.unit, dim, what=what)
-        except KvplanError:
-            self._bad_unit(node, key, dim, table, what, op)
-            return None
-        if dim in (Dim.COUNT,) and node.unit in ("B", "T"):  # convert() accepted a parameter count unit
-            self.report(codes.UNKNOWN_UNIT, f"`{node.unit}` counts parameters, not {what}", node.unit_span,
-                        help=f"use {_unit_names(table)}")
-            return None
-        return value
-
-    def _bad_unit(self, node: Quantity, key: str, dim: Dim, table: Mapping[str, float], what: str, op: str) -> None:
-        """Report a unit that does not convert: a case slip, a missing unit, another dimension, or unknown."""
-        example = _EXAMPLES.get(dim, "1")
-        wrong = [d for d in dims_of_unit(node.unit) if d is not dim]
-        slip = suggest_unit(node.unit, table)
-        if slip is not None and slip.casefold() == node.unit.casefold():  # `1K` for a count, `50 MS`
-            self.report(codes.UNKNOWN_UNIT, f"unknown unit `{node.unit}` for {what}", node.unit_span,
-                        help=f"did you mean `{slip}`?", fixes=[fx.replace(node.unit_span, slip)])
-        elif not node.unit:  # a bare number where a unit is needed: it has no dimension yet
-            self.report(codes.WRONG_DIMENSION, f"{what} takes {dim.value}, got a plain number {node.text}",
-                        node.span, help=f"add its unit, e.g. `{key} {op} {example}`",
-                        fixes=[fx.replace(node.span, example, f"{key} {op} {example}")])
-        elif wrong:
-            self.report(codes.WRONG_DIMENSION, f"{what} takes {dim.value}, got {wrong[0].value}", node.span,
-                        help=f"write {_dim_words(dim)}, e.g. `{key} {op} {example}`",
-                        fixes=[fx.replace(node.span, example, f"{key} {op} {example}")])
-        else:
-            close = suggest_unit(node.unit, table)
-            hint = f"did you mean `{close}`?" if close else f"use {_unit_names(table)}"
-            self.report(codes.UNKNOWN_UNIT, f"unknown unit `{node.unit}` for {what}", node.unit_span,
-                        help=hint, fixes=[_did_you_mean(node.unit_span, hint)])
-
-    def _in_range(self, node: Quantity, value: float, key: str, dim: Dim, *, integer: bool, lo: Optional[float],
-                  hi: Optional[float], lo_open: bool, what: str, why: str, op: str,
-                  example: Optional[str] = None) -> bool:
-        """Whether `value` is finite, whole where `integer`, and within the bounds; reports when not."""
-        written = _shown(node.text)
-        bounds = f"{what} must be {_range_words(lo, hi, lo_open, dim, node.unit)}" + (f" ({why})" if why else "")
-        if not math.isfinite(value):
-            self.report(codes.OUT_OF_RANGE, f"{what} = {written} is not a finite number", node.span,
-                        help=bounds if lo is not None or hi is not None else None)
-            return False
-        if integer and value != int(value):
-            whole = str(max(1, round(value)))
-            self.report(codes.NOT_AN_INTEGER, f"{what} must be a whole number, got {written}", node.span,
-                        help=f"e.g. `{key} {op} {whole}`", fixes=[fx.replace(node.span, whole, f"{key} {op} {whole}")])
-            return False
-        low_bad = lo is not None and (value <= lo if lo_open else value < lo)
-        high_bad = hi is not None and value > hi
-        if low_bad or high_bad:
-            self.report(codes.OUT_OF_RANGE, f"{what} = {written} is out of range", node.span,
-                        help=bounds if example is None else f"{bounds}, e.g. `{key} {op} {example}`",
-                        fixes=[] if example is None else [fx.replace(node.span, example, f"{key} {op} {example}")])
-            return False
-        return True
-
-    def _ambiguous_k(self, node: Quantity, what: str) -> None:
-        """`128K`: 128,000 tokens here, 131,072 to vLLM (human_readable_int reads K as 2^10)."""
-        digits = node.text[: len(node.text) - len(node.unit)].strip()
-        ours, binary = node.number * 1e3, node.number * 1024
-        spellings = [f"`{digits}k` for {ours:,.0f} (what kvplan reads now)"]
-        if binary == int(binary):
-            spellings.append(f"`{digits}Ki` for {binary:,.0f}" + (" (what vLLM reads)" if digits.isdigit() else ""))
-        ours_words = f"{what} = {node.text} is {ours:,.0f} tokens to kvplan"
-        if digits.isdigit():
-            message = f"{ours_words} but {binary:,.0f} to vLLM, which reads `K` as 1024"
-        else:  # vLLM's human_readable_int refuses a decimal before a binary suffix
-            message = f"{ours_words}; vLLM reads `K` as 1024 and refuses `{digits}K`"
-        self.report(codes.AMBIGUOUS_UNIT, message, node.span, help="write " + " or ".join(spellings))
-
-    def _word(self, node: Optional[Scalar], key: str, choices: Sequence[str], what: Optional[str] = None
-              ) -> Optional[str]:
-        """One of `choices`, written as a bare word (or a string); None after reporting."""
-        if node is None:
-            return None
-        what = what or key
-        if isinstance(node, Quantity):
-            self.report(codes.WRONG_KIND, f"{what} takes one of {_or(choices)}, got {node.text}", node.span)
-            return None
-        word = node.name if isinstance(node, Ident) else node.value
-        if word in choices:
-            return word
-        help, meant = _meaning(word, key, choices, what)
-        self.report(codes.UNKNOWN_VALUE, f"unknown {what} `{word}`", node.span, help=help,
-                    fixes=[fx.replace(node.span, m) for m in meant])
-        return None
-
-    def _name(self, node: Optional[Scalar], key: str) -> Optional[str]:
-        if node is None:
-            return None
-        if isinstance(node, Quantity):
-            self.report(codes.WRONG_KIND, f"{key} takes a name, got {node.text}", node.span,
-                        help=f"`kvplan {key}s` lists the catalog")
-            return None
-        return node.name if isinstance(node, Ident) else node.value
-
-    # ---------------------------------------------------------- model blocks
-
-    def _spec_path(self, node: Scalar, key: str, example: str, in_folder: str = "") -> Optional[str]:
-        """The path a `key = "PATH"` names, relative to the spec's folder, when it is quoted, holds no NUL and
-        lies in the spec's folder (or below it) or an allowed one (--allow-path, allow-paths); else None, reported.
-        A folder stands for the file `in_folder` in it (a model's config.json)."""
-        if not isinstance(node, String):
-            quoted = quote(_source_text(node))
-            self.report(codes.WRONG_KIND, f"{key} takes a quoted path", node.span,
-                        help=f"quote it: `{key} = {quoted}`", fixes=[fx.replace(node.span, quoted)])
-            return None
-        path = os.path.join(self.base_dir, node.value)  # an absolute value stays absolute
-        if "\0" in path:
-            self.report(codes.CONFIG_ERROR, f"the {key} path holds a NUL character", node.span,
-                        help=f'write `{key} = "{example}"`')
-            return None
-        target = os.path.join(path, in_folder) if in_folder and os.path.isdir(path) else path
-        if not files.within(target, (self.base_dir, *self.allow_paths)):
-            self.report(codes.CONFIG_ERROR, f"`{node.value}` is outside the folder of the spec", node.span,
-                        help=f"a spec names {key} files in its folder or below it; to allow another folder, "
-                             'pass --allow-path DIR or set allow-paths = ["DIR"] under [tool.kvplan] '
-                             "(docs/cli-lint.md)")
-            return None
-        return path
-
-    def _calibration(self, e: Optional[Entry], spans: dict[str, Span]) -> Union[Profile, None, bool]:
-        """`calibration = "FILE"`: the calibration profile of the expected figures (docs/expected.md), read
-        and checked; None when the deployment has none, False when it cannot be used (reported)."""
-        if e is None:
-            return None
-        spans["calibration"] = e.span
-        node = self._scalar(e, "deployment")
-        path = None if node is None else self._spec_path(node, "calibration", "h100-vllm.toml")
-        if path is None or node is None:
-            return False
-        try:
-            return load_profile(path)
-        except KvplanError as exc:
-            inside = exc.span is not None and (exc.span.line, exc.span.column) != (1, 1)
-            at = f" (line {exc.span.line}, column {exc.span.column})" if inside and exc.span is not None else ""
-            self.report(codes.CONFIG_ERROR, f"cannot use the calibration profile `{_source_text(node)}`{at}: "
-                        f"{exc.message}", node.span, help=exc.help)
-        except OSError as exc:
-            self.report(codes.CONFIG_ERROR, f"cannot read the calibration profile `{_source_text(node)}`: "
-                        f"{exc.strerror or exc}", node.span, help="the path is relative to the .kvp file")
-        return False
-
-    def _model_block(self, decl: ModelDecl) -> Optional[_Model]:
-        entries = self._entries(decl.items, f'model "{decl.name}"', MODEL_KEYS)
-        before = self._errors()
-        config = entries.get("config")
-        if config is None:
-            self.report(codes.MISSING_KEY, f'model "{decl.name}" has no config', decl.name_span,
-                        help='add `config = "..."`: the path of a Hugging Face config.json')
-            return None
-        node = self._scalar(config, "model")
-        params = self._count(entries.get("params"), "params", "model")
-        active = self._count(entries.get("params_active"), "params_active", "model")
-        if node is None:
-            return None
-        path = self._spec_path(node, "config", "models/my-7b/config.json", "config.json")
-        if path is None or not isinstance(node, String):
-            return None
-        try:
-            # the checkpoint's weight bytes too, as through --model-config or a hub id (docs/weights.md)
-            model: Model = hub.resolve_path(path).model
-        except ImportError:
-            self.report(codes.CONFIG_ERROR, f"cannot read `{node.value}`: this kvplan has no config reader",
-                        node.span)
-            return None
-        except KvplanError as exc:
-            inside = exc.span is not None and (exc.span.line, exc.span.column) != (1, 1)
-            at = f" (line {exc.span.line}, column {exc.span.column})" if inside and exc.span is not None else ""
-            self.report(codes.CONFIG_ERROR, f"cannot use `{node.value}`{at}: {exc.message}", node.span, help=exc.help)
-            return None
-        except OSError as exc:
-            self.report(codes.CONFIG_ERROR, f"cannot read `{node.value}`: {exc.strerror or exc}", node.span,
-                        help="the path is relative to the .kvp file")
-            return None
-        except ValueError as exc:  # malformed JSON
-            self.report(codes.CONFIG_ERROR, f"cannot read `{node.value}`: {exc}", node.span)
-            return None
-        if self._errors() > before:
-            return None
-        model = attrs.evolve(model, id=decl.name)
-        if params is not None:  # a dense model reads all its parameters per token
-            model = attrs.evolve(model, params=params, params_active=params if not model.is_moe else
-                                 model.params_active)
-        if active is not None:
-            model = attrs.evolve(model, params_active=active)
-        return _Model(model, ck.weight_notes(model))
-
-    def _count(self, e: Optional[Entry], key: str, where: str) -> Optional[float]:
-        if e is None:
-            return None
-        node = self._scalar(e, where)
-        return None if node is None else self._number(node, key, Dim.COUNT, lo=limits.MIN_PARAMS,
-                                                      hi=limits.MAX_PARAMS, why=_LIMIT)
-
-    # --------------------------------------------------------- device blocks
-
-    def _device_block(self, decl: DeviceDecl) -> Optional[_Device]:
-        where = f'device "{decl.name}"'
-        entries = self._entries(decl.items, where, DEVICE_KEYS)
-        before = self._errors()
-        dims = {"memory": Dim.BYTES, "bandwidth": Dim.BANDWIDTH, "compute": Dim.COMPUTE,
-                "compute_fp8": Dim.COMPUTE, "fabric": Dim.BANDWIDTH}
-        got: dict[str, float] = {}
-        for key, dim in dims.items():
-            e = entries.get(key)
-            node = self._scalar(e, where) if e is not None else None
-            lo, hi = _DEVICE_RANGE[dim]
-            value = self._number(node, key, dim, lo=lo, hi=hi, why=_LIMIT) if node is not None else None
-            if value is not None:
-                got[key] = value
-        for key in ("memory", "bandwidth", "compute"):
-            if key not in entries:
-                self.report(codes.MISSING_KEY, f"{where} has no {key}", decl.name_span,
-                            help=f"add `{key} = {_EXAMPLES[dims[key]]}`",
-                            fixes=[fx.set_setting(self.spec_source, decl, key, _EXAMPLES[dims[key]])])
-        ints: dict[str, int] = {}
-        for key in ("partitions", "sm_count"):
-            e = entries.get(key)
-            node = self._scalar(e, where) if e is not None else None
-            value = (self._number(node, key, Dim.COUNT, _COUNT, integer=True, lo=1, hi=limits.MAX_UNITS, why=_LIMIT)
-                     if node is not None else None)
-            if value is not None:
-                ints[key] = int(value)
-        notes: list[Value] = []
-        if "partitions" not in entries:
-            notes.append(assumed(1, "1", f"{where}: partitions = 1 (default: one memory partition)"))
-        links = {key: self._link(entries.get(key), key, where, notes) for key in ("link", "host_link")}
-        if self._errors() > before:
-            return None
-        device = Device(
-            id=decl.name, name=decl.name, memory=got["memory"], bandwidth=got["bandwidth"], compute=got["compute"],
-            compute_fp8=got.get("compute_fp8"), partitions=ints.get("partitions", 1), fabric=got.get("fabric"),
-            sm_count=ints.get("sm_count"), host_link=links["host_link"], scaleup_link=links["link"],
-            source=f"{where} in {os.path.basename(self.spec.path)}", confidence="U",
-            note="described by the user in a .kvp device block",
-        )
-        return _Device(device, tuple(notes))
-
-    def _link(self, e: Optional[Entry], key: str, where: str, notes: list[Value]) -> Optional[str]:
-        """A catalog link id: named (`host_link = pcie5-x16`) or the first catalog link of the same
-        per-direction bandwidth (Device holds link ids; the planner reads bandwidths through them)."""
-        if e is None:
-            return None
-        node = self._scalar(e, where)
-        if node is None:
-            return None
-        table = catalog.links()
-        if not isinstance(node, Quantity):
-            name = node.name if isinstance(node, Ident) else node.value
-            if name in table:
-                return name
-            self.report(codes.UNKNOWN_LINK, f"unknown link `{name}`", node.span,
-                        help=f"{catalog.suggest(name, table)}; or write its bandwidth, e.g. `64 GB/s`")
-            return None
-        bw = self._number(node, key, Dim.BANDWIDTH, lo=limits.MIN_BANDWIDTH, hi=limits.MAX_BANDWIDTH, why=_LIMIT)
-        if bw is None:
-            return None
-        for lid, link in sorted(table.items()):
-            if math.isclose(bw, link.bandwidth, rel_tol=1e-3):
-                notes.append(assumed(bw, "B/s", f"{where}: {key} {node.text} per direction, "
-                                                f"taken as catalog link {lid}"))
-                return lid
-        known = ", ".join(f"{lid} ({link.bandwidth / 1e9:g} GB/s)" for lid, link in sorted(table.items()))
-        self.report(codes.LINK_NOT_IN_CATALOG, f"no catalog link runs at {node.text}; kvplan cannot plan over it",
-                    node.span, help=f"name a catalog link (per direction): {known}")
-        return None
-
     # ----------------------------------------------------------- deployments
 
     def _deployment(self, dep: DeploymentDecl) -> list[Scenario]:
@@ -725,10 +199,9 @@ class _Checker:
         if model is not None and weights is not None and "weights" in top:  # declared: it wins (docs/weights.md)
             model = _Model(*ck.declared_weights(model.model, model.assumptions, weights))
         devices = self._device_count(top.get("devices"), spans, notes)
-        placement = self._choice(top.get("placement"), "placement", PLACEMENTS, "auto", where, spans, notes)
-        engine = self._choice(top.get("engine"), "engine", engine_catalog.engine_ids(), "any", where, spans, notes)
-        objective = self._choice(top.get("objective"), "objective", OBJECTIVES, "fewest-devices", where, spans,
-                                 notes, why="fewest devices that fit and meet the SLOs; docs/language.md")
+        placement = self._choice(top.get("placement"), "placement", PLACEMENTS, where, spans, notes)
+        engine = self._choice(top.get("engine"), "engine", engine_catalog.engine_ids(), where, spans, notes)
+        objective = self._choice(top.get("objective"), "objective", OBJECTIVES, where, spans, notes)
 
         quality = self._quality(sections.get("quality"), spans, notes)
         slo = self._slo(sections.get("slo"), spans, _has_rate(sections.get("workload")))
@@ -788,8 +261,7 @@ class _Checker:
                         help=f"write `price = {example}` ({', '.join(PRICE_UNITS)})",
                         fixes=[fx.replace(node.span, example, f"price = {example}")])
             return False
-        value = self._number(node, "price", Dim.NUMBER, PRICE_UNITS, lo=0, lo_open=True,
-                             hi=catalog.MAX_PRICE_PER_HOUR, what="price", why=_LIMIT)
+        value = self._quantity(node, settings.row("price"))
         return False if value is None else value
 
     def _priced(self, top: Mapping[str, Entry], spans: dict[str, Span], objective: Optional[str],
@@ -817,12 +289,13 @@ class _Checker:
             if block.name not in SECTIONS:
                 close = close_matches(block.name, list(SECTIONS), n=1, cutoff=0.6)
                 self.hinted.update(close)
-                help = f"did you mean `{close[0]}`?" if close else self._block_help(block.name, DEPLOYMENT_KEYS)
-                if block.name in DEPLOYMENT_KEYS:
-                    help = self._block_help(block.name, DEPLOYMENT_KEYS)
+                own = settings.keys("deployment")
+                help = f"did you mean `{close[0]}`?" if close else self._block_help(block.name, own)
+                if block.name in own:
+                    help = self._block_help(block.name, own)
                 self.report(codes.UNKNOWN_BLOCK, f"unknown block `{block.name}` in {where}", block.name_span,
                             help=help, fixes=[fx.replace(block.name_span, close[0])]
-                            if close and block.name not in DEPLOYMENT_KEYS else [])
+                            if close and block.name not in own else [])
             elif block.name in sections:
                 self.report(codes.DUPLICATE_KEY, f"a second `{block.name}` block in {where}", block.name_span,
                             help=f"the first is at line {sections[block.name].span.line}; merge them")
@@ -837,8 +310,8 @@ class _Checker:
             if e.key in SECTIONS:
                 self.report(codes.UNKNOWN_KEY, f"`{e.key}` is a block, not a setting", e.key_span,
                             help=f"write `{e.key} {{ ... }}`")
-        return self._entries(top_entries, where, DEPLOYMENT_KEYS,
-                             {f"the `{k}` block": v for k, v in SECTION_KEYS.items()})
+        return self._entries(top_entries, where, settings.keys("deployment"),
+                             {f"the `{k}` block": v for k, v in settings.section_keys().items()})
 
     def _missing_workload(self, dep: DeploymentDecl, where: str) -> None:
         """Report a deployment without a workload, unless a misspelt block was already taken for one."""
@@ -931,18 +404,6 @@ class _Checker:
         name = self._name(self._scalar(e, "deployment"), "weights")
         return None if name is None else self._dtype(name, e, "weights")
 
-    def _dtype(self, name: str, e: Entry, key: str) -> Optional[Dtype]:
-        try:
-            return catalog.dtype(name)
-        except KvplanError:
-            # a spelling match that changes the bit count changes the meaning (int3 is not int2)
-            close = [c for c in (catalog.close_dtype(name),) if c]
-            assert e.value is not None
-            self.report(codes.UNKNOWN_VALUE, f"unknown {key} dtype `{name}`", e.value.span,
-                        help=f"did you mean `{close[0]}`?" if close else f"choose {_or(list(catalog.DTYPES))}",
-                        fixes=[fx.replace(e.value.span, close[0])] if close else [])
-            return None
-
     def _device_count(self, e: Optional[Entry], spans: dict[str, Span], notes: list[Value]) -> Optional[DeviceCount]:
         if e is None:
             notes.append(assumed(AUTO_DEVICE_LIMIT, "1",
@@ -976,690 +437,11 @@ class _Checker:
         word = self._word(v, "devices", ("auto",))
         return None if word is None else DeviceCount("auto", AUTO_DEVICE_LIMIT)
 
-    def _choice(self, e: Optional[Entry], key: str, choices: Sequence[str], default: str, where: str,
-                spans: dict[str, Span], notes: list[Value], why: str = "docs/language.md") -> Optional[str]:
+    def _choice(self, e: Optional[Entry], key: str, choices: Sequence[str], where: str,
+                spans: dict[str, Span], notes: list[Value]) -> Optional[str]:
         if e is None:
-            notes.append(choice(default, f"default: {key} = {default} ({why})"))
-            return default
+            note = self._default_of(key)
+            notes.append(note)
+            return str(note.value)
         spans[key] = e.span
         return self._word(self._scalar(e, where), key, choices)
-
-    # -------------------------------------------------------------- sections
-
-    def _section(self, block: Optional[Block], name: str) -> dict[str, Entry]:
-        if block is None:
-            return {}
-        others = {f"the `{k}` block": v for k, v in SECTION_KEYS.items() if k != name}
-        others["the deployment itself"] = DEPLOYMENT_KEYS
-        return self._entries(block.items, name, SECTION_KEYS[name], others)
-
-    def _quality(self, block: Optional[Block], spans: dict[str, Span], notes: list[Value]
-                 ) -> Optional[tuple[str, bool, float]]:
-        entries = self._section(block, "quality")
-        for k, e in entries.items():
-            spans[f"quality.{k}"] = e.span
-        budget: Optional[str] = "lossless"
-        if "budget" in entries:
-            budget = self._word(self._scalar(entries["budget"], "quality"), "budget", BUDGETS)
-        else:
-            notes.append(choice("lossless", "default: quality.budget = lossless (the conservative choice: no lossy "
-                                            "domain unless the spec admits one; docs/language.md)"))
-        eviction: Optional[str] = None
-        if "eviction" in entries:
-            eviction = self._word(self._scalar(entries["eviction"], "quality"), "eviction", EVICTION)
-            if eviction is None:
-                return None
-        min_retention: Optional[float] = 0.5
-        if "min_retention" in entries:
-            node = self._scalar(entries["min_retention"], "quality")
-            min_retention = None if node is None else self._number(
-                node, "min_retention", Dim.FRACTION, lo=0.5, hi=1.0, why="rule R5: keep r ≥ 0.5, docs/rules/R5.md")
-        else:
-            notes.append(assumed(0.5, "1", "default: quality.min_retention = 0.5 (rule R5 floor, docs/rules/R5.md)"))
-        if budget is None or min_retention is None:
-            return None
-        if eviction is None:
-            allowed = budget == "aggressive"
-            notes.append(choice("allowed" if allowed else "forbidden",
-                                "default: quality.eviction = " + ("allowed (the aggressive budget admits eviction)"
-                                                                  if allowed else "forbidden (docs/language.md)")))
-        else:
-            allowed = eviction == "allowed" and budget != "lossless"
-            if eviction == "allowed" and budget == "lossless":
-                self.report(codes.CONFLICTING_SETTINGS, "eviction is allowed but the budget is lossless",
-                            entries["eviction"].span,
-                            help="a lossless budget admits no eviction: write `eviction = forbidden`, or raise "
-                                 "the budget to one that admits eviction",
-                            fixes=[fx.replace(entries["eviction"].span, "eviction = forbidden")])
-        if not allowed and "min_retention" in entries:
-            can_allow = budget != "lossless"
-            self.report(codes.NO_EFFECT, "min_retention has no effect: eviction is not allowed",
-                        entries["min_retention"].span,
-                        help=("set `eviction = allowed`, or remove min_retention" if can_allow else
-                              "remove min_retention (the lossless budget admits no eviction)"),
-                        fixes=[self._set_in(block, "eviction", "allowed") if can_allow else None,
-                               self._remove_line(entries["min_retention"])])
-        return budget, allowed, min_retention
-
-    def _slo(self, block: Optional[Block], spans: dict[str, Span], request: bool) -> Optional[_Slos]:
-        """The slo block: step_time, throughput and ttft for every workload; itl and rate for a request workload
-        (`request`: its workload has a rate), where ttft is the mean TTFT under load (docs/service.md)."""
-        items = [] if block is None else self._no_percentiles(block)
-        entries = self._entries(items, "slo", SECTION_KEYS["slo"],
-                                {**{f"the `{k}` block": v for k, v in SECTION_KEYS.items() if k != "slo"},
-                                 "the deployment itself": DEPLOYMENT_KEYS})
-        ok = len(items) == (0 if block is None else len(block.items))
-        found: dict[str, Optional[float]] = dict.fromkeys(_SLO_FIELDS)
-        for key, (dim, ops, example) in _SLO_FIELDS.items():
-            e = entries.get(key)
-            if e is None:
-                continue
-            spans[f"slo.{key}"] = e.span
-            if key in SERVICE_SLOS and not request:
-                self._service_slo_on_batch(e)
-                ok = False
-                continue
-            if e.op not in ops:
-                bound = "a lower bound" if ops[0] == ">=" else "an upper bound"
-                right = f"{key} {ops[0]} {_source_text(e.value) or example}"
-                self.report(codes.WRONG_OPERATOR, f"slo {key} is {bound}: `{ops[0]}`, not `{e.op or 'nothing'}`",
-                            e.span, help=f"write `{right}`", fixes=[fx.replace(e.span, right)])
-                ok = False
-                continue
-            node = e.value
-            if not isinstance(node, (Quantity, Ident, String)):  # the grammar gives a comparison one scalar
-                ok = False
-                continue
-            if key == "rate":
-                value = self._number(node, key, dim, REQUEST_RATE_UNITS, lo=0, lo_open=True, hi=_MAX_RATE,
-                                     why=_LIMIT, op=e.op) if self._request_rate_unit(node, e.op) else None
-            elif dim is Dim.TIME:
-                value = self._number(node, key, dim, lo=limits.MIN_STEP_TIME, hi=limits.MAX_STEP_TIME, why=_LIMIT,
-                                     op=e.op)
-            else:
-                value = self._number(node, key, dim, lo=0, lo_open=True, hi=limits.MAX_THROUGHPUT, why=_LIMIT,
-                                     op=e.op)
-            ok = ok and value is not None
-            found[key] = value
-        return _Slos(**found) if ok else None
-
-    def _no_percentiles(self, block: Block) -> list[Union[Entry, Block]]:
-        """The slo block's items but its percentile keys (`ttft_p90`, `itl_p99`), each reported: the load model
-        gives means (its M/D/1 prefill queue's waiting-time tail is not in the closed form), with the fix that
-        writes the mean's key."""
-        out: list[Union[Entry, Block]] = []
-        keys = {i.key for i in block.items if isinstance(i, Entry)}
-        for item in block.items:
-            m = _PERCENTILE.match(item.key) if isinstance(item, Entry) else None
-            if m is None:
-                out.append(item)
-                continue
-            assert isinstance(item, Entry)
-            base = m.group(1)
-            self.report(codes.UNKNOWN_KEY, f"`{item.key}` is a percentile, and the load model gives means only: its "
-                        "M/D/1 prefill queue's waiting-time tail is not in the closed form (docs/service.md)",
-                        item.key_span, help=f"write `{base}` for the mean {base.upper()} under load: "
-                        f"`{base} {item.op or '<='} {_source_text(item.value) or _SLO_FIELDS[base][2]}`",
-                        fixes=[self._remove_line(item) if base in keys else fx.replace(item.key_span, base)])
-        return out
-
-    def _service_slo_on_batch(self, e: Entry) -> None:
-        """Report `itl` or `rate` in the slo block of a batch/context workload: they are SLOs on a service."""
-        value = _source_text(e.value) or _SLO_FIELDS[e.key][2]
-        fix: Optional[Fix]
-        if e.key == "itl":
-            help, fix = (f"a batch's inter-token latency is its step: write `step_time <= {value}`, or write the "
-                         "workload as requests at a rate: rate, input and output (docs/service.md)",
-                         fx.replace(e.span, f"step_time <= {value}"))
-        else:
-            help, fix = ("a batch has no request rate: bound its tokens with `throughput >= 500 tok/s`, or write the "
-                         "workload as requests at a rate: rate, input and output (docs/service.md)",
-                         self._remove_line(e))
-        self.report(codes.UNKNOWN_KEY, f"slo `{e.key}` is an SLO on a service at a request rate, and this workload "
-                    "is a batch at a context", e.key_span, help=help, fixes=[f for f in [fix] if f is not None])
-
-    def _pins(self, block: Optional[Block], spans: dict[str, Span], devices: Optional[DeviceCount],
-              placement: Optional[str], top: Mapping[str, Entry]) -> Mapping[str, Pin]:
-        entries = self._section(block, "pin")
-        pins: dict[str, Pin] = {}
-        for key, e in entries.items():
-            spans[f"pin.{key}"] = e.span
-            node = self._scalar(e, "pin")
-            if node is None:
-                continue
-            value: Union[str, float, bool, None] = None
-            if key == "kv_dtype":
-                name = self._name(node, "kv_dtype")
-                dt = self._dtype(name, e, "kv") if name is not None else None
-                value = dt.id if dt is not None else None
-            elif key == "retention":
-                value = self._number(node, key, Dim.FRACTION, lo=0, hi=1, lo_open=True)
-            elif key in ("block_size", "devices", *LAYOUT_PINS):
-                most = limits.MAX_TOKENS if key == "block_size" else limits.MAX_DEVICES
-                value = self._number(node, key, Dim.COUNT, _COUNT, integer=True, lo=1, hi=most, why=_LIMIT)
-            elif key == "prefix_caching":
-                word = self._word(node, key, tuple(BOOLEANS))
-                value = None if word is None else BOOLEANS[word]
-            elif key == "tier":
-                value = self._word(node, key, TIERS)
-            elif key == "placement":
-                value = self._word(node, key, PIN_PLACEMENTS, what="pinned placement")
-            elif key in ENGINE_PINS:
-                value = self._engine_pin(node, key)
-            if value is not None:
-                pins[key] = Pin(key, value, e.span)
-        pd = pins.get("devices")
-        if pd is not None and devices is not None and devices.mode != "auto" and "devices" in top:
-            limit_ok = pd.value == devices.n if devices.mode == "fixed" else float(pd.value) <= devices.n
-            if not limit_ok:
-                agree = f"{'<= ' if devices.mode == 'max' else ''}{pd.value:g}"
-                self.report(codes.CONFLICTING_SETTINGS, f"pin devices = {pd.value:g} contradicts "
-                            f"devices = {'<= ' if devices.mode == 'max' else ''}{devices.n}", pd.span,
-                            help=f"the pin wins; make them agree: `devices = {agree}`",
-                            fixes=[fx.replace(top["devices"].span, f"devices = {agree}")])
-        self._attention_dp(pins)
-        self._layout(pins, devices)
-        pp = pins.get("placement")
-        if pp is not None and placement not in (None, "auto", pp.value):
-            fix = fx.replace(top["placement"].span, f"placement = {pp.value}") if "placement" in top else None
-            self.report(codes.CONFLICTING_SETTINGS, f"pin placement = {pp.value} contradicts placement = {placement}",
-                        pp.span, help=f"the pin wins; make them agree: `placement = {pp.value}`", fixes=[fix])
-        return pins
-
-    def _engine_pin(self, node: Scalar, key: str) -> Optional[float]:
-        """The engine settings a deployment already runs with (docs/language.md, `pin`)."""
-        if key == "memory_fraction":
-            return self._number(node, key, Dim.FRACTION, lo=0, hi=1, lo_open=True)
-        if key == "max_batched_tokens":
-            return self._number(node, key, Dim.TOKENS, integer=True, lo=1, hi=limits.MAX_TOKENS, why=_LIMIT)
-        return self._number(node, key, Dim.COUNT, _COUNT, integer=True, lo=1, hi=limits.MAX_DEVICES, why=_LIMIT)
-
-    def _layout(self, pins: Mapping[str, Pin], devices: Optional[DeviceCount]) -> None:
-        """A pinned tensor × pipeline split takes the deployment's devices: with both pinned their product is
-        the pinned or fixed count (at most a `<=` one), one alone divides it. Whether the model's heads take
-        the split is the planner's layout rule, reported by lint on the pin (kvplan.planner.lint)."""
-        tp, pp = pins.get("tensor_parallel"), pins.get("pipeline_parallel")
-        if tp is None and pp is None:
-            return
-        pd = pins.get("devices")
-        n = float(pd.value) if pd is not None else (
-            float(devices.n) if devices is not None and devices.mode == "fixed" else None)
-        what = "pin devices" if pd is not None else "devices"
-        pin = pp if tp is None else tp
-        assert pin is not None
-        if tp is not None and pp is not None:
-            product = float(tp.value) * float(pp.value)
-            words = f"pin tensor_parallel = {tp.value:g} × pipeline_parallel = {pp.value:g} is {product:g} devices"
-            if n is not None and product != n:
-                self.report(codes.OUT_OF_RANGE, f"{words}, not {what} = {n:g}", tp.span,
-                            help=f"make tensor_parallel × pipeline_parallel = {n:g}, or set {what} = {product:g}")
-            elif n is None and devices is not None and devices.mode == "max" and product > devices.n:
-                self.report(codes.OUT_OF_RANGE, f"{words}, more than devices = <= {devices.n}", tp.span,
-                            help=f"allow them: `devices = <= {product:g}`")
-        elif n is not None and n % float(pin.value):
-            self.report(codes.OUT_OF_RANGE, f"pin {pin.key} = {pin.value:g} does not divide {what} = {n:g}: "
-                        "the devices are tensor_parallel × pipeline_parallel", pin.span,
-                        help=f"pin a divisor of {n:g}")
-
-    def _attention_dp(self, pins: Mapping[str, Pin]) -> None:
-        """Attention data-parallel groups split the tensor-parallel group: their count divides it."""
-        dp, n = pins.get("attention_dp"), pins.get("devices")
-        if dp is not None and n is not None and float(n.value) % float(dp.value):
-            self.report(codes.CONFLICTING_SETTINGS, f"pin attention_dp = {dp.value:g} does not divide pin devices = "
-                        f"{n.value:g}: each attention group takes an equal share of the tensor-parallel ranks",
-                        dp.span, help="make attention_dp a divisor of devices (SGLang requires --dp to divide --tp)")
-
-    def _expects(self, block: Optional[Block]) -> tuple[Expectation, ...]:
-        if block is None:
-            return ()
-        out: list[Expectation] = []
-        keys = SECTION_KEYS["expect"]
-        for item in block.items:
-            if isinstance(item, Block):
-                self.report(codes.UNKNOWN_BLOCK, f"`expect` holds no blocks; found `{item.name}`", item.name_span)
-                continue
-            e = item
-            if e.key not in keys:
-                close = close_matches(e.key, keys, n=1, cutoff=0.6)
-                self.report(codes.UNKNOWN_METRIC, f"the plan has no metric `{e.key}`", e.key_span,
-                            help=f"did you mean `{close[0]}`?" if close else f"metrics: {', '.join(keys)}",
-                            fixes=[fx.replace(e.key_span, close[0])] if close else [])
-                continue
-            if e.key == "fits":
-                if e.op:
-                    self.report(codes.WRONG_OPERATOR, "`fits` stands alone", e.span, help="write `fits`",
-                                fixes=[fx.replace(e.span, "fits")])
-                else:
-                    out.append(Expectation("fits", "is", True, e.span))
-                continue
-            if e.op not in _COMPARISONS:
-                example = "regime == kv-bound" if e.key == "regime" else f"{e.key} >= ..."
-                self.report(codes.WRONG_OPERATOR, f"`{e.key}` needs a comparison" if not e.op
-                            else f"assertions compare with ==, <=, >=, < or >, not `{e.op}`", e.span,
-                            help=f"write `{example}`")
-                continue
-            node = e.value
-            if not isinstance(node, (Quantity, Ident, String)):
-                continue
-            if e.key == "regime":
-                if e.op != "==":
-                    right = f"regime == {_source_text(node)}"
-                    self.report(codes.WRONG_OPERATOR, f"regimes are compared with `==`, not `{e.op}`", e.span,
-                                help=f"write `{right}`", fixes=[fx.replace(e.span, right)])
-                    continue
-                word = self._word(node, "regime", REGIMES)
-                if word is not None:
-                    out.append(Expectation("regime", "==", word, e.span))
-                continue
-            dim, table = _EXPECT_UNITS[e.key]
-            value = self._number(node, e.key, dim, table, integer=e.key == "devices", lo=0, hi=_EXPECT_MAX[e.key],
-                                 why=_LIMIT, op=e.op)
-            if value is not None:
-                out.append(Expectation(e.key, e.op, value, e.span))
-        return tuple(out)
-
-    # -------------------------------------------------------------- workload
-
-    def _workload(self, block: Block, dep_name: str, notes: list[Value]) -> Optional[list[_Combo]]:
-        """(scenario name, values, spans) per combination of the workload's lists."""
-        entries = self._section(block, "workload")
-        ok = self._one_form(entries, block)
-        values: dict[str, list[_Element]] = {}
-        for key, e in entries.items():
-            elems = self._workload_values(key, e)
-            if elems is None:
-                ok = False
-            else:
-                values[key] = elems
-        for key, (value, unit, why) in _WORKLOAD_DEFAULTS.items():
-            if key not in entries:
-                notes.append(assumed(value, unit, f"default: workload.{key} = {value:g} ({why})"))
-                values[key] = [_Element(value, f"{value:g}", block.name_span)]
-        if not ok:
-            return None
-        # every entry was a `key = value`: those whose value is a list expand into scenarios
-        listed = [key for key, e in entries.items() if isinstance(e.value, ListValue)]
-        total = math.prod(len(values[k]) for k in listed)
-        if not self._within_caps(total, block):
-            return None
-        self.expanded += total
-        return self._combinations(values, listed, entries, block, dep_name)
-
-    def _one_form(self, entries: Mapping[str, Entry], block: Block) -> bool:
-        """Whether the workload is written in one form, batch/context or rate/input/output, with all of its keys;
-        a key of the other form, or a missing one, is reported."""
-        requests = [k for k in REQUEST_FORM if k in entries]
-        batch = [k for k in BATCH_FORM if k in entries]
-        if requests and batch:
-            first = min((entries[k] for k in (*requests, *batch)), key=lambda e: (e.span.line, e.span.column))
-            form, other = (REQUEST_FORM, BATCH_FORM) if first.key in REQUEST_FORM else (BATCH_FORM, REQUEST_FORM)
-            for k in other:
-                if k in entries:
-                    self.report(codes.UNKNOWN_KEY, f"`{k}` belongs to the {'/'.join(other)} form of a "
-                                f"workload, and this one is written as {'/'.join(form)} (`{first.key}` at line "
-                                f"{first.span.line})", entries[k].key_span,
-                                help="a workload is a batch at a context or requests at a rate, not both: keep one "
-                                     "form (the load model derives the batch from the rate; docs/service.md)",
-                                fixes=[f for f in [self._remove_line(entries[k])] if f is not None])
-            return False
-        return self._has_required(entries, block, REQUEST_FORM if requests else BATCH_FORM)
-
-    def _has_required(self, entries: Mapping[str, Entry], block: Block, keys: Sequence[str]) -> bool:
-        """Whether the form's keys are there; a missing one is reported (unless a misspelt key stands for it)."""
-        ok = True
-        for key in keys:
-            if key not in entries and key in self.hinted:
-                ok = False
-            elif key not in entries:
-                example = {"batch": "32", "context": "128k", "rate": "20/s", "input": "4k", "output": "512"}[key]
-                self.report(codes.MISSING_KEY, f"workload has no {key}", block.name_span,
-                            help=f"add `{key} = {example}`", fixes=[self._set_in(block, key, example)])
-                ok = False
-        return ok
-
-    def _workload_values(self, key: str, e: Entry) -> Optional[list[_Element]]:
-        """The values of one workload key (one, or a list's elements), each checked; None after reporting."""
-        v = self._assignment(e, "workload", calls=key in ("input", "output"))
-        if isinstance(v, Call):
-            return self._distribution(key, v)
-        if v is None or isinstance(v, Bound):
-            if isinstance(v, Bound):
-                self.report(codes.WRONG_KIND, f"`{key}` takes a value, not a bound", v.span)
-            return None
-        if isinstance(v, ListValue) and not v.items:
-            self.report(codes.WRONG_KIND, f"`{key}` is an empty list: no scenario to plan", v.span,
-                        help=f"give at least one value: `{key} = [1, 8, 32]`")
-            return None
-        nodes: Sequence[Scalar] = v.items if isinstance(v, ListValue) else (v,)
-        dim, table, integer, lo, hi = _WORKLOAD_FIELDS[key]
-        elems = []
-        ok = True
-        for node in nodes:  # every element is checked, so that each bad one is reported
-            if key == "rate" and not self._request_rate_unit(node):
-                ok = False
-                continue
-            if key == "rate":
-                table = REQUEST_RATE_UNITS
-            value = self._number(node, key, dim, table, integer=integer, lo=lo, hi=hi,
-                                 lo_open=key == "rate",  # no requests: the load model has no steady state to plan
-                                 why=_LIMIT if key != "reuse" else "", example="20/s" if key == "rate" else None)
-            if value is None:
-                ok = False
-                continue
-            elems.append(_Element(value, node.text.replace(" ", "") if isinstance(node, Quantity) else "",
-                                  node.span if isinstance(v, ListValue) else e.span))
-        return elems if ok else None
-
-    def _distribution(self, key: str, v: Call) -> Optional[list[_Element]]:
-        """`uniform(lo, hi)`: request lengths uniform over the integers lo..hi inclusive (what vLLM's random
-        dataset samples; docs/language.md), each bound a token count checked as a fixed length is, lo <= hi."""
-        if v.name != "uniform":  # no fix: another family's arguments (a mean, a deviation) are no bounds
-            self.report(codes.WRONG_KIND, f"unknown distribution `{v.name}` for {key}", v.name_span,
-                        help="kvplan knows one distribution of lengths, uniform(lo, hi): the integers lo..hi, "
-                             "inclusive, equally likely (docs/language.md)")
-            return None
-        if len(v.args) != 2:
-            one = _source_text(v.args[0]) if len(v.args) == 1 else ""
-            self.report(codes.WRONG_KIND, f"uniform takes two bounds (the shortest and the longest {key}, tokens), "
-                        f"got {len(v.args)}", v.span,
-                        help=f"one length is a fixed length: write `{key} = {one}`" if one else
-                        "give the shortest and the longest: uniform(lo, hi) (docs/language.md)",
-                        fixes=[fx.replace(v.span, one, f"{key} = {one}")] if one else [])
-            return None
-        dim, _, integer, lo, hi = _WORKLOAD_FIELDS[key]
-        bounds = [self._number(a, key, dim, None, integer=integer, lo=lo, hi=hi, why=_LIMIT) for a in v.args]
-        if bounds[0] is None or bounds[1] is None:
-            return None
-        if bounds[0] > bounds[1]:
-            a, b = v.args
-            swapped = f"uniform({_source_text(b)}, {_source_text(a)})"
-            self.report(codes.OUT_OF_RANGE, f"uniform's lower bound {_source_text(a)} is above its upper bound "
-                        f"{_source_text(b)}", v.span, help=f"write the shorter first: `{key} = {swapped}`",
-                        fixes=[fx.replace(v.span, swapped, f"{key} = {swapped}")])
-            return None
-        text = "uniform(" + ",".join(_source_text(a).replace(" ", "") for a in v.args) + ")"
-        return [_Element(bounds[1], text, v.span, lo=bounds[0])]
-
-    def _request_rate_unit(self, node: Scalar, op: str = "=") -> bool:
-        """Whether a `rate` is written in requests per time (`20/s`); reports a bare number, a token rate or
-        another unit (a name or string is left to _number, which says the rate takes a number)."""
-        if not isinstance(node, Quantity) or node.unit in REQUEST_RATE_UNITS:
-            return True
-        got = "a plain number" if not node.unit else f"`{node.unit}`" + (
-            ", a token rate" if node.unit in UNITS[Dim.RATE] else "")
-        example = f"{node.text.replace(' ', '').removesuffix(node.unit)}/s"
-        self.report(codes.UNKNOWN_UNIT if node.unit else codes.WRONG_DIMENSION,
-                    f"rate takes requests per second, got {got}", node.unit_span if node.unit else node.span,
-                    help=f"write requests per time, e.g. `rate {op} {example}` ({', '.join(REQUEST_RATE_UNITS)})",
-                    fixes=[fx.replace(node.span, example, f"rate {op} {example}")])
-        return False
-
-    def _within_caps(self, total: int, block: Block) -> bool:
-        """Whether `total` more scenarios fit the cap per deployment and the cap per file; reports when not."""
-        if total > MAX_SCENARIOS:
-            self.report(codes.TOO_MANY_SCENARIOS, f"workload lists expand into {total} scenarios", block.name_span,
-                        help=f"at most {MAX_SCENARIOS}: split the deployment or shorten the lists")
-            return False
-        # A cap per file too: lint plans every scenario, and many deployments of 1,000 would run for minutes.
-        if self.over_file_cap:
-            return False
-        if self.expanded + total > MAX_FILE_SCENARIOS:
-            self.over_file_cap = True
-            self.report(codes.TOO_MANY_SCENARIOS, f"with this deployment the file expands into more than "
-                        f"{MAX_FILE_SCENARIOS:,} scenarios ({self.expanded:,} before it, {total:,} here); "
-                        "it and the deployments after it are not planned", block.name_span,
-                        help=f"a file expands into at most {MAX_FILE_SCENARIOS:,}: split it into several files")
-            return False
-        return True
-
-    def _combinations(self, values: Mapping[str, list[_Element]], listed: Sequence[str],
-                      entries: Mapping[str, Entry], block: Block, dep_name: str) -> Optional[list[_Combo]]:
-        """Every combination of the listed values, each checked for consistency; None if any is not."""
-        keys = list(values)
-        combos = []
-        failed = False
-        for picked in itertools.product(*(values[k] for k in keys)):
-            chosen = dict(zip(keys, picked, strict=True))
-            if not self._consistent(chosen, entries, block):
-                failed = True
-                continue
-            name = dep_name
-            if listed:
-                name += "[" + ",".join(f"{k}={chosen[k].text}" for k in listed) + "]"
-            wspans = {f"workload.{k}": chosen[k].span for k in keys if k in entries}
-            picked_values = {k: chosen[k].value for k in keys}
-            for k in keys:
-                lo = chosen[k].lo
-                if lo is not None:
-                    picked_values[f"{k}_lo"] = lo
-            combos.append((name, picked_values, wspans))
-        return None if failed else combos
-
-    def _consistent(self, c: Mapping[str, _Element], entries: Mapping[str, Entry], block: Block) -> bool:
-        if "rate" in c:
-            return self._consistent_requests(c)
-        ok = True
-        if c["prefix"].value > c["context"].value:
-            self.report(codes.PREFIX_EXCEEDS_CONTEXT, f"prefix {c['prefix'].text} is longer than the context "
-                        f"{c['context'].text}", c["prefix"].span, help="a shared prefix is part of each context")
-            ok = False
-        if "max_context" in c and c["context"].value > c["max_context"].value:
-            self.report(codes.OUT_OF_RANGE, f"context {c['context'].text} is longer than max_context "
-                        f"{c['max_context'].text}, the longest sequence the engine admits", c["context"].span,
-                        help="the context is the typical sequence and max_context its bound: make the context "
-                             "at most the bound, or raise the bound")
-            ok = False
-        if "fanout" in entries and c["fanout"].value > c["batch"].value:
-            self.report(codes.FANOUT_EXCEEDS_BATCH, f"fanout {c['fanout'].text} exceeds batch {c['batch'].text}",
-                        c["fanout"].span, help="only sequences in the same batch share cached prefix pages")
-        if "fanout" in entries and c["fanout"].value > 1 and c["prefix"].value == 0:
-            half = f"{int(c['context'].value) // 2}"  # any prefix up to the context is valid
-            self.report(codes.NO_EFFECT, f"fanout {c['fanout'].text} shares no prefix", c["fanout"].span,
-                        help=f"set `prefix` to the shared tokens, e.g. `prefix = {half}`",
-                        fixes=[self._set_in(block, "prefix", half)] if "prefix" not in entries else [])
-        return ok
-
-    def _consistent_requests(self, c: Mapping[str, _Element]) -> bool:
-        """A request workload's checks: the shared prefix is part of the prompt, and a request's longest
-        sequence (input + output) is one the engine admits."""
-        ok = True
-        shortest = c["input"].value if c["input"].lo is None else c["input"].lo
-        if c["prefix"].value > shortest:
-            self.report(codes.PREFIX_EXCEEDS_CONTEXT, f"prefix {c['prefix'].text} is longer than the "
-                        f"{'shortest ' if c['input'].lo is not None else ''}input {c['input'].text}",
-                        c["prefix"].span, help="a shared prefix is part of each prompt")
-            ok = False
-        longest = c["input"].value + c["output"].value
-        if "max_context" in c and longest > c["max_context"].value:
-            self.report(codes.OUT_OF_RANGE, f"input {c['input'].text} + output {c['output'].text} = {longest:,.0f} "
-                        f"tokens is longer than max_context {c['max_context'].text}, the longest sequence the engine "
-                        "admits", c["max_context"].span,
-                        help=f"raise the bound to at least {longest:.0f}, or shorten the input or the output")
-            ok = False
-        if longest > limits.MAX_TOKENS:
-            self.report(codes.OUT_OF_RANGE, f"input + output = {longest:,.0f} tokens is over kvplan's limit of "
-                        f"{limits.MAX_TOKENS:,}", c["output"].span, help="shorten the input or the output")
-            ok = False
-        return ok
-
-
-# ------------------------------------------------------------------ words
-
-def _context_of(values: Mapping[str, float]) -> int:
-    """The scenario's context: the batch form's, or for requests the mean context a running sequence holds,
-    input + output/2 rounded up (kvplan.model.load; the tail, input + output, is the scenario's max_context)."""
-    if "rate" not in values:
-        return int(values["context"])
-    if "input_lo" not in values and "output_lo" not in values:
-        return int(values["input"]) + math.ceil(values["output"] / 2)
-    lengths = [Lengths(int(values.get(f"{k}_lo", values[k])), int(values[k])) for k in ("input", "output")]
-    return math.ceil(mean_context(*lengths) - 1e-9)
-
-
-def _did_you_mean(span: Span, help: str) -> Optional[Fix]:
-    """The fix of a help that reads "did you mean `X`?": X in place of the span."""
-
-    m = re.match(r"did you mean `([^`]+)`\?", help)
-    return fx.replace(span, m.group(1)) if m else None
-
-
-def _source_text(node: Optional[ValueNode]) -> str:
-    """A scalar value as it would be written back; "" for anything else."""
-    if isinstance(node, Quantity):
-        return node.text
-    if isinstance(node, Ident):
-        return node.name
-    if isinstance(node, String):
-        return node.value
-    return ""
-
-
-#: Words people write for a choice, by what they mean: a suggestion goes by meaning, never by
-#: spelling alone. A tuple of several choices lists them all (`lossy` is any of the lossy budgets).
-SYNONYMS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
-    "budget": {"lossy": ("near-lossless", "moderate", "aggressive"), "exact": ("lossless",),
-               "none": ("lossless",), "no-loss": ("lossless",), "medium": ("moderate",)},
-    "eviction": {"on": ("allowed",), "yes": ("allowed",), "true": ("allowed",), "allow": ("allowed",),
-                 "enabled": ("allowed",), "off": ("forbidden",), "no": ("forbidden",), "false": ("forbidden",),
-                 "forbid": ("forbidden",), "disabled": ("forbidden",), "none": ("forbidden",)},
-    "prefix_caching": {"yes": ("on",), "enabled": ("on",), "enable": ("on",), "no": ("off",),
-                       "disabled": ("off",), "disable": ("off",)},
-    "placement": {"stripe": ("striped",), "interleaved": ("striped",), "pin": ("pinned",)},
-    "objective": {"fewest": ("fewest-devices",), "cheap": ("cheapest",), "fast": ("fastest",),
-                  "latency": ("fastest",), "headroom": ("most-headroom",)},
-    "regime": {"memory-bound": ("weight-bound", "kv-bound"), "bandwidth-bound": ("weight-bound", "kv-bound"),
-               "oom": ("capacity-bound",), "capacity": ("capacity-bound",)},
-    "tier": {"cpu": ("host",), "dram": ("host",), "disk": ("ssd",), "nvme": ("ssd",), "off": ("none",)},
-}
-#: Word parts that carry a meaning wherever they stand in a word (`lossy-ish`, `lossy_ok`,
-#: `lossier`, `lossful`): any word containing one means those choices, whatever it is spelled like.
-STEMS: Mapping[str, tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]] = {
-    "budget": ((("lossy", "lossier", "lossiest", "lossful"), ("near-lossless", "moderate", "aggressive")),),
-    "eviction": ((("disallow", "forbid", "prohibit", "deny"), ("forbidden",)),),
-}
-
-
-def _synonyms(key: str) -> Mapping[str, tuple[str, ...]]:
-    """SYNONYMS of `key`; an engine's are the aliases in its catalog record (kvplan.catalog.engines)."""
-    if key == "engine":
-        return {a: (e.id,) for e in engine_catalog.ENGINES.values() for a in e.aliases}
-    return SYNONYMS.get(key, {})
-#: Pairs that look alike and mean the opposite.
-OPPOSITES = frozenset({frozenset(p) for p in (("lossy", "lossless"), ("on", "off"), ("true", "false"),
-                                               ("allowed", "forbidden"), ("enabled", "disabled"))})
-_NEGATIONS = ("un", "non-", "non", "no-", "not-", "dis", "in")
-
-
-def _opposite(a: str, b: str) -> bool:
-    """Whether a and b look alike but mean the opposite: a known pair, one the other negated,
-    or the `-y` and `-less` forms of one root (lossy / lossless)."""
-    a, b = a.lower(), b.lower()
-    if frozenset((a, b)) in OPPOSITES:
-        return True
-    # a word built on one side of a pair (`lossy-ish`, `not-allowed`) and a choice built on the other
-    for pair in OPPOSITES:
-        for x, y in itertools.permutations(sorted(pair)):
-            if len(x) >= 5 and x in a and y not in a and y in b and x not in b:
-                return True
-    if any(a.startswith(n) and b == a[len(n):].strip("-_") or b.startswith(n) and a == b[len(n):].strip("-_")
-           for n in _NEGATIONS):
-        return True
-    if any(a == n + b or b == n + a for n in _NEGATIONS):
-        return True
-    return any(x.endswith("y") and y.endswith("less") and x[:-1] == y[:-4] for x, y in ((a, b), (b, a)))
-
-
-def _meaning(word: str, key: str, choices: Sequence[str], what: str) -> tuple[str, tuple[str, ...]]:
-    """The help for an unknown choice and the choices it may have meant: synonyms first; a
-    spelling match only when it does not mean something else."""
-    meant = tuple(c for c in _synonyms(key).get(word.lower(), ()) if c in choices)
-    if not meant:
-        meant = next((tuple(c for c in means if c in choices) for stems, means in STEMS.get(key, ())
-                      if any(s in word.lower() for s in stems)), ())
-    if len(meant) > 1:
-        return f"`{word}` is not one {what}: it could be {_or(meant)}", meant
-    if meant:
-        return f"did you mean `{meant[0]}`?", meant
-    close = [c for c in close_matches(word, choices, n=3, cutoff=0.5) if not _opposite(word, c)][:1]
-    if close:
-        return f"did you mean `{close[0]}`?", (close[0],)
-    return f"choose {_or(choices)}", ()
-
-
-_EXAMPLES = {Dim.TOKENS: "128k", Dim.COUNT: "32", Dim.BYTES: "80 GB", Dim.BANDWIDTH: "3.35 TB/s",
-             Dim.COMPUTE: "989 TFLOPS", Dim.TIME: "50 ms", Dim.RATE: "500 tok/s", Dim.FRACTION: "60%",
-             Dim.NUMBER: "1.5"}
-
-
-def _dim_words(dim: Dim) -> str:
-    return {Dim.COUNT: "a count", Dim.NUMBER: "a number", Dim.FRACTION: "a fraction"}.get(dim, dim.value)
-
-
-def _unit_names(table: Mapping[str, float]) -> str:
-    units = [f"`{u}`" for u in table if u]
-    plain = "" in table
-    if not units:
-        return "a plain number"
-    return ", ".join(units[:16]) + (" or a plain number" if plain else "")
-
-
-def _unit_first(word: str, dim: Dim) -> Optional[str]:
-    """'128k' for the identifier 'k128' when `k` is a unit of `dim`: a unit written before its number."""
-    for unit in sorted(UNITS[dim], key=len, reverse=True):
-        if unit and word.startswith(unit):
-            rest = word[len(unit):]
-            try:
-                float(rest)
-            except ValueError:
-                continue
-            return f"{rest}{unit}"
-    return None
-
-
-#: Units a range's ends are written in, by dimension: each one the key itself takes.
-_BOUND_UNITS: Mapping[Dim, Mapping[str, float]] = {
-    Dim.BYTES: {"B": 1.0, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12},
-    Dim.BANDWIDTH: {"B/s": 1.0, "KB/s": 1e3, "MB/s": 1e6, "GB/s": 1e9, "TB/s": 1e12},
-    Dim.COMPUTE: {"FLOPS": 1.0, "GFLOPS": 1e9, "TFLOPS": 1e12, "PFLOPS": 1e15},
-    Dim.TIME: {"us": 1e-6, "ms": 1e-3, "s": 1.0},
-    Dim.RATE: {"tok/s": 1.0},
-}
-
-#: The range of a device block's quantity, by dimension (kvplan.base.limits).
-_DEVICE_RANGE = {Dim.BYTES: (limits.MIN_MEMORY, limits.MAX_MEMORY),
-                 Dim.BANDWIDTH: (limits.MIN_BANDWIDTH, limits.MAX_BANDWIDTH),
-                 Dim.COMPUTE: (limits.MIN_COMPUTE, limits.MAX_COMPUTE)}
-
-
-def _shown(text: str) -> str:
-    """A value as written, cut when it is too long to repeat whole (`99999…` (400 characters))."""
-    text = " ".join(text.split())
-    return text if len(text) <= 24 else f"{text[:12]}… ({len(text):,} characters)"
-
-
-def _range_words(lo: Optional[float], hi: Optional[float], lo_open: bool, dim: Dim, unit: str) -> str:
-    def show(x: float) -> str:
-        if unit == "%":
-            return f"{x * 100:g}%"
-        if dim is Dim.RATE and unit in REQUEST_RATE_UNITS:  # requests, not tokens, per second
-            return f"{x:g}".replace("e+0", "e").replace("e+", "e") + "/s"
-        if dim is Dim.COUNT and x >= 1e12:
-            return fmt_unit(x, "1")                      # parameters: `1000T`
-        if dim in (Dim.COUNT, Dim.TOKENS, Dim.NUMBER, Dim.FRACTION):
-            return f"{x:,.0f}" if x == int(x) else f"{x:g}"
-        # as a .kvp value: the largest unit the key takes that leaves a number of at least 1
-        units = sorted(((f, u) for u, f in _BOUND_UNITS[dim].items()), reverse=True)
-        factor, name = next(((f, u) for f, u in units if abs(x) >= f), units[-1])
-        return f"{x / factor:g}".replace("e+0", "e").replace("e+", "e") + f" {name}"
-    if lo is not None and hi is not None:
-        if lo_open:
-            return f"above {show(lo)} and at most {show(hi)}"
-        return f"between {show(lo)} and {show(hi)}"
-    if lo is not None:
-        return f"{'above' if lo_open else 'at least'} {show(lo)}"
-    return f"at most {show(hi or 0)}"
-
-
-def _or(words: Sequence[str]) -> str:
-    quoted = [f"`{w}`" for w in words]
-    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]

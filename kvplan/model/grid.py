@@ -175,11 +175,11 @@ def spec_from_flags(model: Model, device: Device, *, weights: Optional[str] = No
                      batch=parse_list(batch, "int", "batch"), context=parse_list(context, "tokens", "context"))
 
 
-def _device_counts(count: "DeviceCount", pinned: object) -> tuple[int, ...]:
+def _device_counts(count: "DeviceCount", pinned: Optional[int]) -> tuple[int, ...]:
     """A spec's device count as a list: a fixed or pinned count itself; `auto` or `<= N`,
     the powers of two up to N and N itself (the counts a node is usually cut into)."""
     if pinned is not None:
-        return (int(pinned),)  # type: ignore[call-overload]
+        return (pinned,)
     if count.mode == "fixed":
         return (count.n,)
     return tuple(dict.fromkeys([*(2**k for k in range(count.n.bit_length())), count.n]))
@@ -203,14 +203,14 @@ def specs_from_scenarios(scenarios: Sequence["Scenario"], *, weights: Optional[s
     for name, scs in groups.items():
         first = scs[0]
         model, w = planned(first.model, dtype(weights)) if weights else (first.model, first.weights)
-        pins = {k: p.value for k, p in first.pins.items()}
-        place = placement or str(pins.get("placement") or first.placement)
+        pins = first.pinned
+        place = placement or pins.placement or first.placement
         out.append(SweepSpec(
             model=model, device=first.device, weights=w,
             placement="striped" if place == "auto" else place,
             devices=(parse_list(devices, "int", "devices") if devices
-                     else _device_counts(first.devices, pins.get("devices"))),
-            kv_dtypes=parse_dtypes(kv_dtypes) if kv_dtypes else (dtype(str(pins.get("kv_dtype", "bf16"))).id,),
+                     else _device_counts(first.devices, pins.devices)),
+            kv_dtypes=parse_dtypes(kv_dtypes) if kv_dtypes else (dtype(pins.kv_dtype or "bf16").id,),
             batch=(parse_list(batch, "int", "batch") if batch
                    else tuple(dict.fromkeys(int(sc.batch) for sc in scs))),
             context=(parse_list(context, "tokens", "context") if context

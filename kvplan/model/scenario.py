@@ -7,7 +7,8 @@ from typing import Any, Mapping, Optional, Union
 from kvplan.base.errors import Span
 from kvplan.base.evidence import Evidence, Value
 from kvplan.base.records import record
-from kvplan.catalog import Device, Dtype, Model
+from kvplan.catalog import Device, Dtype, Model, settings
+from kvplan.catalog.settings import Setting, Takes
 from kvplan.model.profile import Profile
 
 #: `devices = auto` lets the planner choose up to this many devices (LANGUAGE.md).
@@ -32,6 +33,108 @@ class Pin:
     key: str
     value: PinValue
     span: Span
+
+
+@record
+class Pins:
+    """A scenario's pins, typed: one attribute per pin of the settings table (kvplan.catalog.settings), None
+    where not pinned (replicas and attention_dp: 1, their default). `value(row)` reads any pin by its row, typed
+    as the row takes it (a count an int, a fraction a float, a switch a bool, a word a str), so that a pin added
+    to the table is carried with no other edit; `pins` keeps each Pin with its span."""
+
+    pins: Mapping[str, Pin]
+
+    def value(self, row: Setting) -> Optional[PinValue]:
+        """The pinned value of `row` as its row takes it; None where not pinned."""
+        pin = self.pins.get(row.key)
+        if pin is None:
+            return None
+        v = pin.value
+        if row.takes is Takes.QUANTITY and not isinstance(v, (str, bool)):
+            return int(v) if row.integer else float(v)
+        return v
+
+    def text(self, row: Setting) -> Optional[str]:
+        """The pinned value as a .kvp or a flag writes it: `8192`, `0.9`, `on`, `fp8`; None where not pinned."""
+        v = self.value(row)
+        if v is None:
+            return None
+        if isinstance(v, bool):
+            return "on" if v else "off"
+        return f"{v:g}" if isinstance(v, float) else str(v)
+
+    def at_default(self, row: Setting) -> bool:
+        """Whether `row` is unpinned or pinned to its default (replicas = 1): nothing for a writer to say."""
+        text = self.text(row)
+        return text is None or row.default is not None and text == row.default.value
+
+    def __contains__(self, row: object) -> bool:
+        return isinstance(row, Setting) and row.key in self.pins
+
+    def _word(self, key: str) -> Optional[str]:
+        v = self.value(settings.pin(key))
+        return None if v is None else str(v)
+
+    def _count(self, key: str) -> Optional[int]:
+        v = self.value(settings.pin(key))
+        return None if v is None or isinstance(v, (str, bool)) else int(v)
+
+    def _share(self, key: str) -> Optional[float]:
+        v = self.value(settings.pin(key))
+        return None if v is None or isinstance(v, (str, bool)) else float(v)
+
+    @property
+    def kv_dtype(self) -> Optional[str]:
+        return self._word("kv_dtype")
+
+    @property
+    def retention(self) -> Optional[float]:
+        return self._share("retention")
+
+    @property
+    def block_size(self) -> Optional[int]:
+        return self._count("block_size")
+
+    @property
+    def prefix_caching(self) -> Optional[bool]:
+        v = self.value(settings.pin("prefix_caching"))
+        return v if isinstance(v, bool) else None
+
+    @property
+    def tier(self) -> Optional[str]:
+        return self._word("tier")
+
+    @property
+    def placement(self) -> Optional[str]:
+        return self._word("placement")
+
+    @property
+    def devices(self) -> Optional[int]:
+        return self._count("devices")
+
+    @property
+    def tensor_parallel(self) -> Optional[int]:
+        return self._count("tensor_parallel")
+
+    @property
+    def pipeline_parallel(self) -> Optional[int]:
+        return self._count("pipeline_parallel")
+
+    @property
+    def memory_fraction(self) -> Optional[float]:
+        return self._share("memory_fraction")
+
+    @property
+    def max_batched_tokens(self) -> Optional[int]:
+        return self._count("max_batched_tokens")
+
+    @property
+    def replicas(self) -> int:
+        return self._count("replicas") or 1
+
+    @property
+    def attention_dp(self) -> int:
+        return self._count("attention_dp") or 1
 
 
 @record
@@ -167,28 +270,28 @@ class Scenario:
         """The longest sequence the deployment must admit: workload.max_context, else the context."""
         return self.context if self.max_context is None else self.max_context
 
-    def _pin_count(self, key: str) -> int:
-        pin = self.pins.get(key)
-        return 1 if pin is None else int(pin.value)
+    @property
+    def pinned(self) -> Pins:
+        """The pins, typed (Pins): `sc.pinned.kv_dtype`, `sc.pinned.value(row)`."""
+        return Pins(self.pins)
 
     @property
     def attention_dp(self) -> int:
         """pin.attention_dp: attention data-parallel groups inside the tensor-parallel group (SGLang
         --enable-dp-attention --dp N); each group holds its own sequences' KV. 1 when not pinned."""
-        return self._pin_count("attention_dp")
+        return self.pinned.attention_dp
 
     @property
     def replicas(self) -> int:
         """pin.replicas: independent copies of the deployment (vLLM --data-parallel-size, SGLang --dp
         without DP attention); they multiply the devices and the throughput. 1 when not pinned."""
-        return self._pin_count("replicas")
+        return self.pinned.replicas
 
     @property
     def memory_fraction(self) -> Optional[float]:
         """pin.memory_fraction: the share of each device's memory weights and the KV pool may take
         (vLLM --gpu-memory-utilization, SGLang --mem-fraction-static); None when not pinned."""
-        pin = self.pins.get("memory_fraction")
-        return None if pin is None else float(pin.value)
+        return self.pinned.memory_fraction
 
 
 @record

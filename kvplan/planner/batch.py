@@ -170,10 +170,9 @@ def _overruled(sc: Scenario, setup: Setup, rules: Mapping[str, Rule], min_gain: 
     ev = _evaluate(free, setup, found)
     best = _choose(free, ev, _apply_rules(free, ev, found.space, dict(found.why), rules, found.layout_gap),
                    min_gain)
-    pin_dt = str(sc.pins["kv_dtype"].value) if "kv_dtype" in sc.pins else ""
+    pin_dt, pin_r = sc.pinned.kv_dtype or "", sc.pinned.retention
     chosen = {"kv_dtype": DTYPES[pin_dt].id == str(ev.dtype[best]) if pin_dt in DTYPES else False,
-              "retention": "retention" in sc.pins and math.isclose(float(sc.pins["retention"].value),
-                                                                    float(ev.retention[best]))}
+              "retention": pin_r is not None and math.isclose(pin_r, float(ev.retention[best]))}
     changed = {k for k in keys if not chosen.get(k, False)}
     return frozenset(r.id for r in rules.values() if changed & set(r.overruled_by))
 

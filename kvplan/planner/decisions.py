@@ -4,7 +4,7 @@ core have not; it only arranges their numbers."""
 
 from __future__ import annotations
 
-from typing import Mapping, Optional, Sequence
+from typing import Optional, Sequence
 
 from kvplan.base.evidence import Value, derived
 from kvplan.base.records import record
@@ -14,7 +14,7 @@ from kvplan.catalog.engines import block_sizes_for, default_block_for, get_engin
 from kvplan.catalog.quality import QualityResult, admissible, for_choice
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import KvFactors, fragmentation
-from kvplan.model.scenario import Pin
+from kvplan.model.scenario import Pins
 from kvplan.planner.plan import Constraint, Decision, Numbers, Option, Plan
 from kvplan.planner.search import Evaluated, Space
 
@@ -78,7 +78,7 @@ def _why_absent(p: Plan, dtype: str, why: dict[str, str]) -> str:
         return f"quality budget '{sc.budget}' does not admit {dtype}"
     if "R3" in why:
         return why["R3"]
-    if "kv_dtype" in sc.pins:
+    if sc.pinned.kv_dtype is not None:
         return "kv_dtype is pinned"
     return "not in the candidate space"
 
@@ -156,7 +156,7 @@ def _devices(inp: _Inputs) -> Decision:
     n = p.n_devices
     r = p.retention
     kv = p.kv_dtype
-    pins = sc.pins
+    pins = sc.pinned
     n0 = p.map_before.n_devices  # the R1 map's count
     ev = inp.ev
     baseline_step = inp.baseline_step
@@ -197,13 +197,15 @@ def _devices(inp: _Inputs) -> Decision:
             "." if p.feasible else ", the closest plan to the constraints; see what is unmet."),
         numbers=(("memory_needed", p.metrics.memory_needed), ("memory_usable", p.metrics.memory_usable),
                  ("device_need", p.metrics.device_need), ("headroom", p.metrics.headroom)),
-        options=tuple(dev_opts), pinned=bool({"devices", "tensor_parallel", "pipeline_parallel"} & set(pins)),
+        options=tuple(dev_opts),
+        pinned=any(n is not None for n in (pins.devices, pins.tensor_parallel, pins.pipeline_parallel)),
     )
 
 
-def _layout_context(pins: Mapping[str, Pin]) -> tuple[str, ...]:
+def _layout_context(pins: Pins) -> tuple[str, ...]:
     """The pinned tensor × pipeline split, as the devices decision lists it (the search kept only it)."""
-    said = [f"{k.replace('_', ' ')} {pins[k].value:g}" for k in ("tensor_parallel", "pipeline_parallel") if k in pins]
+    said = [f"{what} {n}" for what, n in (("tensor parallel", pins.tensor_parallel),
+                                          ("pipeline parallel", pins.pipeline_parallel)) if n is not None]
     return (f"pinned split: {' × '.join(said)}",) if said else ()
 
 
@@ -213,7 +215,7 @@ def _quantization(inp: _Inputs) -> Decision:
     sc = p.scenario
     n = p.n_devices
     kv = p.kv_dtype
-    pins = sc.pins
+    pins = sc.pinned
     ev = inp.ev
     space = inp.space
     why = inp.why
@@ -248,7 +250,7 @@ def _quantization(inp: _Inputs) -> Decision:
                  ("speedup_from_quantization", derived(s_q, "x", "S(c) = (W+K)/(W+K/c) with c = 2/w_q; W weight "
                                                            "bytes, K 16-bit KV bytes read per step on this "
                                                            "layout, prefix sharing as planned (docs/model.md §6)"))),
-        evidence=evidence, options=tuple(q_opts), pinned="kv_dtype" in pins,
+        evidence=evidence, options=tuple(q_opts), pinned=pins.kv_dtype is not None,
         consequences=(kv.note,) if kv.note else (), reported_text=evidence_text,
     )
 
@@ -260,7 +262,7 @@ def _eviction(inp: _Inputs) -> Decision:
     n = p.n_devices
     r = p.retention
     kv = p.kv_dtype
-    pins = sc.pins
+    pins = sc.pinned
     ev = inp.ev
     space = inp.space
     baseline_step = inp.baseline_step
@@ -281,7 +283,7 @@ def _eviction(inp: _Inputs) -> Decision:
         context=(f"eviction {'allowed' if sc.eviction_allowed else 'forbidden'}, min_retention {sc.min_retention:g}",),
         decision=("We will keep every token." if r >= 1 else f"We will keep {r:.0%} of the tokens (r = {r:g} ≥ 0.5)."),
         numbers=(("retention", derived(r, "x", "r")),), evidence=ev_evidence, options=tuple(e_opts),
-        pinned="retention" in pins, reported_text=ev_text,
+        pinned=pins.retention is not None, reported_text=ev_text,
     )
 
 
@@ -290,7 +292,7 @@ def _paging(inp: _Inputs) -> Decision:
     p = inp.plan
     sc = p.scenario
     s = sc.context
-    pins = sc.pins
+    pins = sc.pinned
     eng = get_engine(sc.engine)
     default = default_block_for(eng, sc.device, sc.model)  # the engine's default page on this device
     phi_here = float(fragmentation(s, p.block_size))
@@ -313,7 +315,7 @@ def _paging(inp: _Inputs) -> Decision:
         numbers=(("fragmentation", derived(float(fragmentation(s, p.block_size)), "%",
                                            "φ = ceil(s/B)·B/s − 1 at this context")),),
         options=page_opts + (Option("contiguous allocation", "reserves the maximum length per sequence (R2)"),),
-        pinned="block_size" in pins,
+        pinned=pins.block_size is not None,
     )
 
 
@@ -321,7 +323,7 @@ def _prefix_caching(inp: _Inputs) -> Decision:
     """R2: prefix caching."""
     p = inp.plan
     sc = p.scenario
-    pins = sc.pins
+    pins = sc.pinned
     return Decision(
         domain="prefix-caching", title="Prefix caching", choice="on" if p.prefix_caching else "off", rules=("R2",),
         context=(f"prefix {sc.prefix:,} tokens shared by {sc.fanout} requests",),
@@ -331,7 +333,7 @@ def _prefix_caching(inp: _Inputs) -> Decision:
                   if p.prefix_caching else "Prefix caching stays off as pinned (breaks R2)."),
         numbers=(("sharing", derived(p.sharing, "x", "σ = n·s/(p + n(s − p)) (docs/model.md §3)")),),
         options=(Option("off", "lossless and free: R2 keeps it on"),) if p.prefix_caching else (),
-        pinned="prefix_caching" in pins,
+        pinned=pins.prefix_caching is not None,
     )
 
 
@@ -344,7 +346,7 @@ def _placement(inp: _Inputs) -> Decision:
     n = p.n_devices
     r = p.retention
     kv = p.kv_dtype
-    pins = sc.pins
+    pins = sc.pinned
     ev = inp.ev
     baseline_step = inp.baseline_step
     pl_nums = []
@@ -369,7 +371,7 @@ def _placement(inp: _Inputs) -> Decision:
                  + (fmt_unit(d.fabric, 'B/s') if d.fabric else "unpublished"),),
         decision=(f"We will place pages {p.placement}." if d.partitions > 1 else
                   "One partition: placement does not change the bandwidth."),
-        numbers=tuple(pl_nums), options=tuple(pl_opts), pinned="placement" in pins,
+        numbers=tuple(pl_nums), options=tuple(pl_opts), pinned=pins.placement is not None,
     )
 
 
@@ -377,7 +379,7 @@ def _tiering(inp: _Inputs) -> Decision:
     """R6: tiering for reuse."""
     p = inp.plan
     sc = p.scenario
-    pins = sc.pins
+    pins = sc.pinned
     t = p.tier
     t_nums = tuple((k, v) for k, v in (("prefill_time", t.prefill_time), ("fetch_time", t.fetch_time),
                                        ("tier_bytes", t.bytes)) if v is not None)
@@ -395,7 +397,7 @@ def _tiering(inp: _Inputs) -> Decision:
                   Option("host tier", "no context comes back (reuse = 0)") if sc.reuse <= 0 else
                   Option("host tier", "fetching is no faster than recomputing") if t.tier == "none" else
                   Option("recompute (prefill) on reuse", f"the {t.tier} tier is pinned"))),
-        pinned="tier" in pins,
+        pinned=pins.tier is not None,
     )
 
 

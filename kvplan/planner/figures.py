@@ -20,7 +20,7 @@ from kvplan.model.regime import cap_value, devices_for_weights, over_cap_value, 
 from kvplan.model.scenario import Scenario
 from kvplan.model.tiering import DEFAULT_PREFILL_EFFICIENCY, fetch_time, prefill_time
 from kvplan.planner.plan import ByteFactors, MapNumbers, Metrics, TierPlan
-from kvplan.planner.space import DEFAULT_MIN_GAIN, DEFAULT_RESERVE, Setup, pin_value, scalar
+from kvplan.planner.space import DEFAULT_MIN_GAIN, DEFAULT_RESERVE, Setup, scalar
 from kvplan.planner.suggest import Knobs
 
 if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
@@ -201,7 +201,7 @@ def metrics_of(cfg: rf.Config, b: int, s: int, reserves: memory.Reserves, replic
 def tier_for(sc: Scenario, w_kv: float, factors: KvFactors, tp: int, eta: float) -> TierPlan:
     """Reuse economics (SPEC §7): keep reused contexts in host memory when fetching them
     over the host link beats recomputing them; never as a read inside a step (R6)."""
-    pin = pin_value(sc, "tier")
+    pin = sc.pinned.tier
     if sc.reuse <= 0 and pin in (None, "none"):  # pinning what the planner would choose changes nothing
         return TierPlan("none", None, None, None, None)
     m, d = sc.model, sc.device

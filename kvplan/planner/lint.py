@@ -76,15 +76,15 @@ def _unmet_help(sc: Scenario, ctx: Optional[Context], u: Unmet, lead: str, sep: 
 def _page_pin(sc: Scenario, ctx: Optional[Context]) -> list[Diagnostic]:
     """KV305 for a pinned page size the engine does not take on this device for this model (SGLang on Blackwell
     takes fewer: kvplan.catalog.engines.block_sizes_for)."""
-    pin = sc.pins.get("block_size")
+    block = sc.pinned.block_size
     eng = get_engine(sc.engine)
     pages = block_sizes_for(eng, sc.device, sc.model)
-    if pin is None or int(pin.value) in pages or sc.engine == "any":
+    if block is None or block in pages or sc.engine == "any":
         return []
     source, dep = (ctx.source, ctx.dep) if ctx is not None else ("", None)
-    return [make("KV305", f"engine {sc.engine} does not accept {int(pin.value)}-token pages"
+    return [make("KV305", f"engine {sc.engine} does not accept {block}-token pages"
                  + ("" if pages == eng.block_sizes else f" on {sc.device.id}"),
-                 pin.span, help=f"use one of {', '.join(map(str, pages))}",
+                 sc.pins["block_size"].span, help=f"use one of {', '.join(map(str, pages))}",
                  fixes=[fx.set_setting(source, dep, "pin.block_size", str(n)) for n in pages])]
 
 
@@ -153,9 +153,9 @@ def findings(sc: Scenario, plan: Plan, ctx: Optional[Context] = None,
 def _layout_findings(sc: Scenario, plan: Plan) -> list[Diagnostic]:
     """KV305 on a pinned tensor × pipeline split the search's layout rule (search.tp_options) does not
     take: the plan ran it as pinned, so the finding is the pin's."""
-    tp, pp = sc.pins.get("tensor_parallel"), sc.pins.get("pipeline_parallel")
-    pin = tp or pp
-    if pin is None or any(u.constraint is Constraint.LAYOUT for u in plan.unmet):  # no count splits: KV301 says so
+    pinned = [k for k, n in (("tensor_parallel", sc.pinned.tensor_parallel),
+                             ("pipeline_parallel", sc.pinned.pipeline_parallel)) if n is not None]
+    if not pinned or any(u.constraint is Constraint.LAYOUT for u in plan.unmet):  # no count splits: KV301 says so
         return []
     m, n = sc.model, plan.n_devices
     opts = tp_options(m, n)
@@ -165,7 +165,8 @@ def _layout_findings(sc: Scenario, plan: Plan) -> list[Diagnostic]:
     takes = ", ".join(f"{t} × {n // t}" for t in opts)
     return [make("KV305", f"{split} cannot split {m.id} ({m.n_q} query heads, {m.n_kv} KV heads, "
                  f"{m.n_layers} layers) on {n} devices: tensor parallel must divide the query heads and divide "
-                 "or be a multiple of the KV heads, and pipeline parallel be at most the layers", pin.span,
+                 "or be a multiple of the KV heads, and pipeline parallel be at most the layers",
+                 sc.pins[pinned[0]].span,
                  help=f"pin one the model takes (tensor × pipeline): {takes}" if takes else None)]
 
 

@@ -43,9 +43,9 @@ MAX_ROUNDS = 8
 
 def chunk(sc: Scenario) -> Value:
     """The prefill chunk of the scenario: the pinned max_batched_tokens, else the assumed default."""
-    pin = sc.pins.get("max_batched_tokens")
+    pin = sc.pinned.max_batched_tokens
     if pin is not None:
-        return derived(float(pin.value), "tokens", "pin max_batched_tokens: the engine's prefill chunk")
+        return derived(float(pin), "tokens", "pin max_batched_tokens: the engine's prefill chunk")
     n, why = default_chunk(sc.device.memory, sc.device.id)
     return assumed(float(n), "tokens", f"default: prefill chunk {n:,} tokens per iteration, {why} (pin "
                    "max_batched_tokens to set it; docs/service.md)")

@@ -38,7 +38,7 @@ def plan_service(sc: Scenario, at: Callable[[Scenario], Plan], knobs: Knobs, sug
     steady state is kept (else the fewest) and what it misses is unmet, with suggestions verified by planning."""
     tried = [_service(sc, at)]
     n0 = tried[0][0].n_devices
-    if "devices" not in sc.pins and sc.devices.mode != "fixed":
+    if sc.pinned.devices is None and sc.devices.mode != "fixed":
         counts = sorted({c for c in search.AUTO_DEVICE_COUNTS if n0 < c <= sc.devices.n}
                         | ({sc.devices.n} if sc.devices.mode == "max" and sc.devices.n > n0 else set()))
         for c in counts:
@@ -97,7 +97,7 @@ def _replicated(sc: Scenario, at: Callable[[Scenario], Plan], smaller: list[_Ser
     above the rate over the layout's goodput (its saturation rate without ttft/itl SLOs), verified by planning
     it, and once more at r + 1 (the goodput is per replica at 1/r of the rate, so rounding can leave it short).
     The fewest devices in all wins, then the lower ITL. Returns the plan and the replica counts passed over."""
-    if "devices" in sc.pins or "replicas" in sc.pins or sc.devices.mode == "fixed" or get_engine(
+    if sc.pinned.devices is not None or "replicas" in sc.pins or sc.devices.mode == "fixed" or get_engine(
             sc.engine).data_parallel is None:
         return None
     found: list[_Served] = []

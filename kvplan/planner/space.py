@@ -16,7 +16,7 @@ from kvplan.catalog.quality import admissible
 from kvplan.model import expected as ex
 from kvplan.model import memory
 from kvplan.model.footprint import fragmentation, sharing_factor
-from kvplan.model.scenario import PinValue, Scenario
+from kvplan.model.scenario import Scenario
 from kvplan.planner import search
 from kvplan.planner.search import Slos, Space
 
@@ -34,11 +34,6 @@ DEFAULT_MIN_GAIN = 1.10
 
 def scalar(x: npt.ArrayLike) -> float:
     return float(np.asarray(x))
-
-
-def pin_value(sc: Scenario, key: str) -> Optional[PinValue]:
-    p = sc.pins.get(key)
-    return None if p is None else p.value
 
 
 def admissible_dtypes(budget: str, engine: str) -> tuple[str, ...]:
@@ -67,36 +62,33 @@ def _space(sc: Scenario) -> tuple[Space, dict[str, str]]:
     tensor-parallel replication."""
     why: dict[str, str] = {}
     dtypes = runnable_dtypes(sc)
-    pin_dt = pin_value(sc, "kv_dtype")
+    pins = sc.pinned
+    pin_dt = pins.kv_dtype
     if pin_dt is not None:
-        dtypes = (DTYPES[str(pin_dt)].id if str(pin_dt) in DTYPES else str(pin_dt),)
+        dtypes = (DTYPES[pin_dt].id if pin_dt in DTYPES else pin_dt,)
     retentions: tuple[float, ...] = (1.0,)
     if eviction_admissible(sc):
         retentions = (1.0,) + tuple(r for r in search.EVICTION_RETENTIONS if r >= max(0.5, sc.min_retention))
         if sc.min_retention not in retentions and 0.5 <= sc.min_retention < 1:
             retentions = retentions + (float(sc.min_retention),)
-    pin_r = pin_value(sc, "retention")
-    if pin_r is not None:
-        retentions = (float(pin_r),)
-    pin_n = pin_value(sc, "devices")
-    if pin_n is not None:
-        counts: tuple[int, ...] = (int(pin_n),)
+    if pins.retention is not None:
+        retentions = (pins.retention,)
+    if pins.devices is not None:
+        counts: tuple[int, ...] = (pins.devices,)
     elif sc.devices.mode == "fixed":
         counts = (sc.devices.n,)
     else:
         cap = sc.devices.n
         counts = tuple(sorted({c for c in search.AUTO_DEVICE_COUNTS if c <= cap}
                               | ({cap} if sc.devices.mode == "max" else set())))
-    pin_pl = pin_value(sc, "placement") or (sc.placement if sc.placement != "auto" else None)
+    pin_pl = pins.placement or (sc.placement if sc.placement != "auto" else None)
     if sc.device.partitions == 1:
         placements: tuple[str, ...] = ("striped",)
     elif pin_pl is not None:
-        placements = (str(pin_pl),)
+        placements = (pin_pl,)
     else:
         placements = ("striped", "affinity")
-    tp, pp = pin_value(sc, "tensor_parallel"), pin_value(sc, "pipeline_parallel")
-    layout = Space(tuple(dtypes), retentions, counts, placements, None if tp is None else int(tp),
-                   None if pp is None else int(pp))
+    layout = Space(tuple(dtypes), retentions, counts, placements, pins.tensor_parallel, pins.pipeline_parallel)
     return attrs.evolve(layout, counts=layout.layout_counts(counts)), why
 
 
@@ -137,11 +129,11 @@ def slos(sc: Scenario) -> Slos:
 
 
 def setup_for(sc: Scenario, reserves: memory.Reserves) -> Setup:
-    pin_pc = pin_value(sc, "prefix_caching")
-    prefix_caching = True if pin_pc is None else bool(pin_pc)
-    block = int(pin_value(sc, "block_size") or default_block_for(get_engine(sc.engine), sc.device, sc.model))
+    pin_pc = sc.pinned.prefix_caching
+    prefix_caching = True if pin_pc is None else pin_pc
+    block = sc.pinned.block_size or default_block_for(get_engine(sc.engine), sc.device, sc.model)
     return Setup(reserves, reserves.total(sc.device.memory), block, prefix_caching,
-                  _sharing(sc, prefix_caching), scalar(fragmentation(sc.context, block)))
+                 _sharing(sc, prefix_caching), scalar(fragmentation(sc.context, block)))
 
 
 @record

@@ -157,7 +157,7 @@ def devices_change(sc: Scenario, n: int) -> tuple[_Rescope, tuple[Change, ...]]:
     pins: Optional[dict[str, Pin]] = None
     devices: Optional[DeviceCount] = None
     edits: list[Change] = []
-    if "devices" in sc.pins:
+    if sc.pinned.devices is not None:
         pins = with_pin(sc, "devices", float(n))
         edits.append(Change("pin.devices", "=", str(n)))
         if "devices" in sc.spans and sc.devices.mode != "auto":  # keep the two from contradicting (KV120)
@@ -211,7 +211,7 @@ def _dtype_suggestion(sc: Scenario, knobs: Knobs, current: str) -> Optional[Sugg
     it does not admit the dtype) or, without a pin, loosen the budget to the least lossy that admits it."""
 
     eng = get_engine(sc.engine)
-    pinned = "kv_dtype" in sc.pins
+    pinned = sc.pinned.kv_dtype is not None
     allowed_now = admissible(sc.budget, False).kv_dtypes
     for dt in DTYPE_ORDER:
         if DTYPES[dt].width >= DTYPES[current].width or dt not in eng.kv_dtypes or (dt == "fp4" and not sc.device.fp4):

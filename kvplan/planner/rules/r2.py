@@ -12,14 +12,14 @@ from kvplan.planner.rules.rule import PinView, Rule
 
 def lint(v: PinView) -> list[Diagnostic]:
     sc = v.scenario
-    pin = sc.pins.get("prefix_caching")
-    if pin is None or pin.value:
+    if sc.pinned.prefix_caching is not False:
         return []
     n = min(sc.fanout, sc.batch)
     shared = sc.prefix > 0 and n > 1
     return [make("KV202", "prefix caching is pinned off" + (
         f"; the declared {sc.prefix:,}-token prefix shared by {sc.fanout} requests would give σ = "
-        f"{float(sharing_factor(n, sc.context, sc.prefix)):.3g}" if shared else ""), pin.span,
+        f"{float(sharing_factor(n, sc.context, sc.prefix)):.3g}" if shared else ""),
+        sc.pins["prefix_caching"].span,
         help="prefix caching is lossless: set `prefix_caching = on` (R2)",
         severity=Severity.ERROR if shared else Severity.WARNING,
         fixes=[fx.set_setting(v.source, v.dep, "pin.prefix_caching", "on")])]

@@ -10,12 +10,12 @@ from kvplan.planner.rules.rule import PinView, Rule
 
 
 def lint(v: PinView) -> list[Diagnostic]:
-    pin = v.scenario.pins.get("tier")
+    tier = v.scenario.pinned.tier
     short = next((u.shortfall for u in v.plan.unmet if u.constraint is Constraint.FITS), None)
-    if pin is None or str(pin.value) == "none" or short is None:
+    if tier is None or tier == "none" or short is None:
         return []
     return [make("KV206", f"{short.human} of KV does not fit in device memory and would be read from the "
-                 f"{pin.value} tier inside every decode step", pin.span,
+                 f"{tier} tier inside every decode step", v.scenario.pins["tier"].span,
                  help="shard over more devices or shrink the KV; use the tier only for reuse between steps (R6)")]
 
 

@@ -11,7 +11,7 @@ from kvplan.planner.rules.rule import PinView, Rule, placement_fix, span_of
 
 def lint(v: PinView) -> list[Diagnostic]:
     sc, d, b = v.scenario, v.scenario.device, v.scenario.batch
-    pinned = (sc.pins["placement"].value if "placement" in sc.pins else sc.placement) == "pinned"
+    pinned = (sc.pinned.placement or sc.placement) == "pinned"
     if not pinned or d.partitions <= 1:
         return []
     slow = float(rf.beta_eff(d, "pinned", b)[0])

@@ -150,9 +150,9 @@ class PinnedKv:
 
 def pinned_kv(sc: Scenario) -> PinnedKv:
     """The scenario's pinned KV dtype and retention (PinnedKv)."""
-    pin_dt, pin_r = sc.pins.get("kv_dtype"), sc.pins.get("retention")
-    dt = DTYPES.get(str(pin_dt.value)) if pin_dt is not None else None
-    return PinnedKv(pin_dt, dt, pin_r, float(pin_r.value) if pin_r is not None else None)
+    pins = sc.pinned
+    dt = DTYPES.get(pins.kv_dtype) if pins.kv_dtype is not None else None
+    return PinnedKv(sc.pins.get("kv_dtype"), dt, sc.pins.get("retention"), pins.retention)
 
 
 def placement_fix(sc: Scenario, ctx: Optional[Context], to: str) -> Optional[Fix]:

@@ -1,0 +1,185 @@
+"""What the settings table (kvplan.catalog.settings) derives, checked on the checker and on real emitted files:
+the keys each place of a .kvp accepts, every engine's flag set, the "not written" warnings, and that adding a
+pin is one row of the table: the checker takes it, the typed pins carry it, the engines write it and
+`kvplan import` reads it back, with no other edit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from kvplan.base.codes import Severity
+from kvplan.catalog import settings
+from kvplan.catalog.engines import ENGINES
+from kvplan.catalog.settings import SETTINGS, Carrier, Read, Setting, Takes, Write
+from kvplan.engines import emit, importer
+from kvplan.engines import sglang as sgl
+from kvplan.engines import vllm as vll
+from kvplan.lang import check_source
+from kvplan.planner import plan
+
+DEPLOYMENT = """kvplan 1
+deployment "d" {{
+    model = llama-3-70b
+    device = h100-sxm
+    {top}
+    workload {{
+        batch = 64
+        context = 8k
+    }}
+    pin {{
+        {pins}
+    }}
+}}
+"""
+
+
+def spec(pins: str, top: str = "engine = vllm") -> str:
+    return DEPLOYMENT.format(pins=pins, top=top)
+
+
+def scenario(text: str) -> Any:
+    result = check_source(text, "d.kvp")
+    errors = [f"{d.code} {d.message}" for d in result.diagnostics if d.severity is Severity.ERROR]
+    assert not errors, errors
+    return result.scenarios[0]
+
+
+def _valid(row: Setting) -> str:
+    """A value the row's own checks take (each pin alone: no cross-field rule applies)."""
+    if row.takes is Takes.DTYPE:
+        return "bf16"
+    if row.takes is Takes.SWITCH:
+        return "on"
+    if row.takes is Takes.WORD:
+        return row.choices[0]
+    assert row.range.lo is not None
+    return "1" if row.integer else "0.5"
+
+
+@pytest.mark.parametrize("place", ["deployment", "workload", "quality", "slo", "pin", "model", "device"])
+def test_each_place_accepts_exactly_the_tables_keys(place: str) -> None:
+    inside = {"deployment": ("deployment \"d\" {", "}"), "model": ("model \"m\" {", "}"),
+              "device": ("device \"g\" {", "}")}
+    opening, closing = inside.get(place, ("deployment \"d\" {\n    " + place + " {", "}\n}"))
+    text = f"kvplan 1\n{opening}\n    zzqx_wvkj = 1\n{closing}\n"
+    unknown = [d for d in check_source(text, "d.kvp").diagnostics if "zzqx_wvkj" in d.message]
+    assert unknown, text
+    assert unknown[0].help is not None and unknown[0].help.endswith("known keys: " + ", ".join(settings.keys(place)))
+
+
+def test_expect_knows_the_tables_metrics() -> None:
+    text = spec("kv_dtype = bf16").replace("    pin {", "    expect {\n        zzqx_wvkj >= 1\n    }\n    pin {")
+    unknown = [d for d in check_source(text, "d.kvp").diagnostics if "zzqx_wvkj" in d.message]
+    assert unknown[0].help == "metrics: " + ", ".join(settings.keys("expect"))
+
+
+@pytest.mark.parametrize("row", settings.rows("pin"), ids=lambda r: r.key)
+def test_every_pin_row_is_taken_and_carried_typed(row: Setting) -> None:
+    sc = scenario(spec(f"{row.key} = {_valid(row)}", top="devices = 4"))
+    value = sc.pinned.value(row)
+    assert value is not None and sc.pinned.text(row) == {"on": "on"}.get(_valid(row), _valid(row))
+    if row.takes is Takes.QUANTITY:
+        assert type(value) is (int if row.integer else float)
+    # the record's own attribute says the same
+    assert getattr(sc.pinned, row.key) == (value if row.key not in ("replicas", "attention_dp") else int(value))
+
+
+def _flat(data: Any, prefix: str = "") -> set[str]:
+    if not isinstance(data, dict):
+        return set()
+    out = set()
+    for k, v in data.items():
+        out.add(prefix + str(k))
+        out |= _flat(v, f"{prefix}{k}.")
+    return out
+
+
+def _written(p: Any, engine: str) -> tuple[set[str], list[str]]:
+    """The flag or config-key names the engine's emitted files hold, and its warnings."""
+    got = emit(p, engine)
+    names: set[str] = set()
+    for f in got.files:
+        if f.name.endswith((".yaml", ".yml")):
+            names |= _flat(yaml.safe_load(f.text))
+        names |= {w.split("=")[0] for w in f.text.split() if w.startswith("--")}
+    return names, list(got.warnings)
+
+
+ALL = """kv_dtype = fp8
+        block_size = 16
+        devices = 8
+        tensor_parallel = 4
+        pipeline_parallel = 2
+        memory_fraction = 0.9
+        max_batched_tokens = 8192
+        """
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_every_engine_writes_the_flags_the_table_gives_it(engine: str) -> None:
+    # replicas and attention groups are both SGLang's --dp-size: one spec each; prefix caching on and off
+    written: set[str] = set()
+    warnings: list[str] = []
+    for extra in ("replicas = 2\n        prefix_caching = on", "attention_dp = 2\n        prefix_caching = off"):
+        names, said = _written(plan(scenario(spec(ALL + extra, top=f"engine = {engine}"))), engine)
+        written |= names
+        warnings += said
+    assert set(settings.flag_names(engine, ENGINES[engine].flags)) <= written
+    for row, c in settings.carried(engine):
+        if c.write is Write.NONE:  # each pin it does not write is said, not dropped
+            assert any(f"pin {row.key} = " in w and "is not written" in w for w in warnings), row.key
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_every_flag_the_table_reads_is_in_the_engines_reader(engine: str) -> None:
+    table = {"vllm": vll._vllm_table, "sglang": sgl._sglang_table}[engine]()
+    names = {n for f in table for n in f.names}
+    for row in SETTINGS:
+        c = row.engines.get(engine)
+        if c is not None and c.read in (Read.WHOLE, Read.FRACTION):
+            assert {settings.engine_flag(row, engine), *c.aliases} <= names, row.path
+
+
+def test_the_vllm_flag_set_is_the_tables() -> None:
+    assert settings.flag_names("vllm", ENGINES["vllm"].flags) == (
+        "--max-num-seqs", "--max-model-len", "--kv-cache-dtype", "--block-size", "--enable-prefix-caching",
+        "--tensor-parallel-size", "--pipeline-parallel-size", "--gpu-memory-utilization",
+        "--max-num-batched-tokens", "--data-parallel-size")
+
+
+#: A pin kvplan does not have: LoRA adapters served at once (vLLM --max-loras, SGLang --max-loras-per-batch).
+TOY = Setting("pin.max_loras", Takes.QUANTITY, "LoRA adapters in one batch", dim=settings.Dim.COUNT, units="count",
+              integer=True, range=settings.Range(settings.Bound(1, "at least one"), settings.Bound(64, "a toy limit")),
+              engines={"vllm": Carrier("--max-loras", Read.WHOLE, Write.PIN),
+                       "sglang": Carrier("--max-loras-per-batch", Read.WHOLE, Write.PIN),
+                       "trtllm": Carrier(write=Write.NONE, why="kvplan writes no TensorRT-LLM LoRA setting")})
+
+
+def test_adding_a_pin_takes_one_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(settings, "SETTINGS", (*SETTINGS, TOY))
+    sc = scenario(spec("max_loras = 4\n        devices = 8", top="devices = 8"))
+    assert sc.pinned.value(TOY) == 4                                             # checked and typed
+    bad = check_source(spec("max_loras = 100"), "d.kvp").diagnostics            # and range-checked
+    assert [d.code for d in bad] == ["KV108"] and "between 1 and 64" in str(bad[0].help)
+    p = plan(sc)
+    vllm = emit(p, "vllm").files[0].text
+    assert "--max-loras 4" in vllm                                               # written
+    assert "--max-loras-per-batch 4" in emit(p, "sglang").files[0].text
+    assert any(w.endswith(": pin max_loras = 4 is not written: kvplan writes no TensorRT-LLM LoRA setting")
+               for w in emit(p, "trtllm").warnings)
+    command = vllm[vllm.index("vllm serve"):].replace("\\\n", " ")
+    back = importer.import_deployment("vllm", command, importer.Options(device="h100-sxm")).text
+    sglang = emit(p, "sglang").files[0].text
+    sglang = sglang[sglang.index("python"):].replace("\\\n", " ")
+    read = importer.import_deployment("sglang", sglang, importer.Options(device="h100-sxm"))
+    assert dict(read.pins)["max_loras"] == "4"
+    assert scenario(back).pinned.value(TOY) == 4                                 # and read back
+
+
+def test_without_the_row_the_pin_is_an_unknown_key() -> None:
+    # the row is all it takes: the same spec fails on the table as shipped
+    found = check_source(spec("max_loras = 4"), "d.kvp").diagnostics
+    assert any(d.message == "unknown key `max_loras` in pin" for d in found)
