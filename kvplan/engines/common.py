@@ -96,7 +96,7 @@ class Emitted:
     #: An engine target's command, as its launcher script execs it (the k8s target runs the same one).
     launch: Optional["Launch"] = None
     #: Errors (also in `findings`): a target written from its own plan that does not fit, or a fallback that
-    #: no longer fits (kvplan/engines/replan.py); its files are not written. `kvplan emit` prints them as errors.
+    #: no longer fits (kvplan/engines/own.py); its files are not written. `kvplan emit` prints them as errors.
     errors: tuple[str, ...] = ()
     #: "planned for sglang: ...": the target was written from the plan made for its engine, not the spec's.
     planned: tuple[str, ...] = ()
@@ -125,6 +125,8 @@ class Backend:
     build: Callable[["EmitRequest"], Emitted]
     #: An engine target's reader, for `kvplan import --from ID`: (text, base directory, where) -> Read.
     read: Optional[Callable[[str, str, str], Read]] = None
+    #: The engines whose own plans the target is written from, for the spec's engine (EmitRequest.own)
+    writes_for: Callable[[str], tuple[str, ...]] = lambda engine: ()
 
     @property
     def label(self) -> str:
@@ -139,7 +141,7 @@ def engine_backend(engine: EngineRecord, *, flags: tuple[str, ...], source: str,
     return Backend(id=engine.id, engine=engine.name, version=engine.version, kv_dtypes=engine.kv_names,
                    block_sizes=engine.block_sizes, default_block=engine.default_block,
                    prefix_caching=engine.prefix_caching, tiers=engine.tiers, eviction=engine.eviction,
-                   flags=flags, source=source, build=build, read=read)
+                   flags=flags, source=source, build=build, read=read, writes_for=lambda _: (engine.id,))
 
 
 @record
@@ -156,6 +158,18 @@ class DeployOptions:
 
 
 @record
+class OwnPlan:
+    """The plan made for one engine beside the spec's, handed down finished (kvplan/app/replan.py): `plan` is the
+    spec's plan itself when the engine's record changed nothing (the same digest); `error` the words when it does
+    not run (nothing is written for the engine); `planned` the stderr line that says it is the engine's own."""
+
+    engine: str
+    plan: Plan
+    error: Optional[str] = None
+    planned: str = ""
+
+
+@record
 class EmitRequest:
     plan: Plan
     spec: str = ""            # the spec path as the user gave it
@@ -165,6 +179,8 @@ class EmitRequest:
     #: fill sizing may raise vLLM's default fraction to the least that holds the plan; False models a deployment
     #: as it runs, at the default (kvplan import derives what that deployment holds)
     raise_fill: bool = True
+    #: the plans made for the engines the target writes for (kvplan.engines.own); the spec's plan serves its engine
+    own: tuple[OwnPlan, ...] = ()
 
 
 # ---------------------------------------------------------------- header
@@ -178,7 +194,7 @@ def header(req: EmitRequest, label: str, comment: str = "#") -> str:
     # the path and the name as literals: a file named `x<LF>touch PWNED<LF>#.kvp` stays one comment line
     head = (f"{comment} kvplan {__version__} · spec {controls.literal(req.spec or '-')} · scenario "
             f"{controls.literal(p.scenario.name)} · plan {p.digest} · {extra}{label}")
-    if p.spec_engine:  # written from the plan made for this target's engine (kvplan/engines/replan.py)
+    if p.spec_engine:  # written from the plan made for this target's engine (kvplan/engines/own.py)
         head += (f"\n{comment} planned for {p.scenario.engine}: this file's plan is the one made under "
                  f"{p.scenario.engine}'s capabilities (the spec says engine = {p.spec_engine}); "
                  f"`kvplan advise` shows it beside the spec's")

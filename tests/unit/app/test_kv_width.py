@@ -110,7 +110,7 @@ def test_r4_compares_the_dtypes_own_width_not_the_scale_bytes() -> None:
 def test_a_fallback_dtype_states_its_bytes_with_the_engines_scales() -> None:
     """int4 pinned, emitted for TensorRT-LLM (no int4 KV): the nvfp4 it is written as holds an FP8 scale per 16
     values, 0.5625 B a value against the plan's 0.5 B (the TensorRT-LLM plan's int4, which it has no scales for)."""
-    from kvplan.engines import emit
+    from kvplan.app.replan import emit
     from kvplan.lang import check_source
     from kvplan.planner import plans_for
 

@@ -19,7 +19,7 @@ from kvplan.catalog import get_model
 from kvplan.catalog.hf_config import load_config
 from kvplan.engines import emit, sglang
 from tests.paths import ROOT
-from tests.unit.engines.test_backends import files, flags, plans, shell
+from tests.unit.app.test_backends import files, flags, plans, shell
 
 GPT_OSS = "tests/data/engine-check/gpt-oss.kvp"
 NO_RADIX = "tests/data/engine-check/gpt-oss-no-radix.kvp"
