@@ -7,8 +7,9 @@ import pytest
 
 from kvplan import catalog
 from kvplan.catalog.engines import ENGINES, get_engine, kv_refusal, kv_width
-from kvplan.engines import sglang, trtllm
+from kvplan.engines import trtllm
 from kvplan.engines.common import kv_layout
+from kvplan.model.pools import sglang as sgl_pools
 
 #: a device with FP4 formats, so that every engine's nvfp4 is in reach where the model allows it
 _FP4_DEVICE = catalog.get_device("b200")
@@ -28,7 +29,7 @@ def _values_per_token(model: catalog.Model) -> int:
 @pytest.mark.parametrize("model_id", _stored("sglang", "fp4"))
 def test_sglang_nvfp4_cell_is_the_planners_width(model_id: str) -> None:
     m = catalog.get_model(model_id)
-    assert sglang.cell_bytes(m, "fp4", 1, 1) == pytest.approx(kv_width("sglang", "fp4", m) * _values_per_token(m))
+    assert sgl_pools.cell_bytes(m, "fp4", 1, 1) == pytest.approx(kv_width("sglang", "fp4", m) * _values_per_token(m))
 
 
 @pytest.mark.parametrize("model_id", _stored("trtllm", "fp4"))
