@@ -181,8 +181,8 @@ def test_the_fix_for_a_link_in_the_emitted_folder_works(tmp_path: Path) -> None:
 def test_check_digest_plans_without_searching_suggestions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A digest covers what is unmet, not the changes that would meet it: lint --check-digest planned every
     scenario (and each engine's plan of a stale one) with its full suggestion search, outside lint's budget."""
-    import kvplan.planner as planner
     from kvplan.app.digest import check_digests
+    from kvplan.planner import suggest
     from tests.unit.planner.test_suggestions import _unfit_list
 
     spec = tmp_path / "unfit.kvp"
@@ -193,12 +193,12 @@ def test_check_digest_plans_without_searching_suggestions(tmp_path: Path, monkey
     (tmp_path / "unfit.kvplan" / "vllm.sh").write_text(
         f"# kvplan 0.1 · spec unfit.kvp · scenario {first} · plan sha256:0123456789abcdef · vllm\n")
     searched: list[str] = []
-    real = planner._replan  # what plans a changed scenario to verify a suggestion
+    real = suggest._replan  # what plans a changed scenario to verify a suggestion
 
     def counted(sc: Any, *args: Any) -> Any:
         searched.append(sc.name)
         return real(sc, *args)
 
-    monkeypatch.setattr(planner, "_replan", counted)
+    monkeypatch.setattr(suggest, "_replan", counted)
     (stale,) = check_digests(result)
     assert stale.code == "KV401" and not searched

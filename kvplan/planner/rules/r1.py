@@ -1,4 +1,4 @@
-"""R1: identify the regime first. The planner maps the regime before it searches (planner/__init__.py);
+"""R1: identify the regime first. The planner maps the regime before it searches (planner/figures.py);
 lint asks a spec to assert the regime it falls in, so CI notices when it moves (KV201)."""
 
 from __future__ import annotations

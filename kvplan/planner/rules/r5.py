@@ -1,5 +1,5 @@
 """R5: evict only when the workload tolerates it, and keep r ≥ 0.5. The search never offers a
-retention the budget, the workload or the engine does not admit (planner/__init__.py, the space);
+retention the budget, the workload or the engine does not admit (planner/space.py);
 lint reports a retention pin below 0.5 or on a workload that does not tolerate eviction (KV205)."""
 
 from __future__ import annotations

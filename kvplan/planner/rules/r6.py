@@ -1,5 +1,5 @@
 """R6: above s_cap, tier or shard, but never read inside a step from a remote tier. The search
-shards (more devices, planner/__init__.py) and the tier is only for reuse between steps; lint
+shards (more devices, planner/space.py) and the tier is only for reuse between steps; lint
 reports a pinned tier standing in for memory the deployment lacks (KV206)."""
 
 from __future__ import annotations

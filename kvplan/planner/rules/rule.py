@@ -81,7 +81,7 @@ class Rule:
     that fit and keep every token come back), and a rule without it still binds then. `overruled_by` names the
     pins that overrule the filter when they change what the planner would choose without them (the operator
     decided, and the rule's lint reports it); a pin that confirms the choice leaves the filter as it is unpinned,
-    so that pinning the plan's own choices gives the same plan (kvplan.planner._overruled)."""
+    so that pinning the plan's own choices gives the same plan (kvplan.planner.batch._overruled)."""
 
     id: str
     code: str = field(validator=_rule_code)

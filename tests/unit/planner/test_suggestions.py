@@ -23,6 +23,7 @@ from kvplan.base.diagnostics import Diagnostic, Fix
 from kvplan.lang import check_source
 from kvplan.lang import fixes as fx
 from kvplan.model.scenario import Scenario
+from kvplan.planner import batch, entry, suggest
 from kvplan.planner import lint as planner_lint
 from kvplan.planner.plan import Plan
 from tests.paths import DATA, ROOT
@@ -366,20 +367,20 @@ def _verifying_plans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The scenario of every batch plan made to verify a suggestion (a plan without `suggest`), in order;
     not the one refused when the budget is spent (it raises before any work)."""
     made: list[str] = []
-    real = planner._plan_batch
+    real = entry._plan_batch
 
     def counted(sc: Scenario, **kw: Any) -> Plan:
         verifying = kw.get("suggest") is False
         try:
             return real(sc, **kw)
-        except planner._ReplansSpent:
+        except suggest._ReplansSpent:
             verifying = False
             raise
         finally:
             if verifying:
                 made.append(sc.name)
 
-    monkeypatch.setattr(planner, "_plan_batch", counted)
+    monkeypatch.setattr(entry, "_plan_batch", counted)
     return made
 
 
@@ -412,13 +413,13 @@ def test_a_scenario_past_the_budget_is_laid_out_once(monkeypatch: pytest.MonkeyP
     """Past the budget, a scenario costs its own plan and nothing more: one layout of its chosen candidate."""
     spent = planner.Replans(0)
     outcomes: list[bool] = []
-    real = planner._outcome
+    real = batch._outcome
 
     def counted(*args: Any) -> Plan:
         outcomes.append(args[-1])  # whether it searched suggestions
         return real(*args)
 
-    monkeypatch.setattr(planner, "_outcome", counted)
+    monkeypatch.setattr(batch, "_outcome", counted)
     scenarios = check_source(_unfit_list(2, 2), "unfit.kvp").scenarios
     for sc in scenarios:
         p = planner.plan(sc, replans=spent)

@@ -1,0 +1,106 @@
+"""The planner's entry points: plan() (a batch plan, or a request workload's service plan), the plans of a
+checked file, and the plan of a scenario under another engine."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Mapping, Optional, TypedDict, cast
+
+import attrs
+
+from kvplan.base.errors import KvplanError
+from kvplan.catalog import suggest
+from kvplan.catalog.engines import concrete, get_engine
+from kvplan.lang import CheckResult
+from kvplan.model.scenario import Scenario
+from kvplan.model.tiering import DEFAULT_PREFILL_EFFICIENCY
+from kvplan.planner import cost
+from kvplan.planner.batch import _plan_batch
+from kvplan.planner.plan import Plan
+from kvplan.planner.rules import RULES, Rule
+from kvplan.planner.serving import _plan_service
+from kvplan.planner.space import DEFAULT_MIN_GAIN, DEFAULT_RESERVE
+from kvplan.planner.suggest import Replans, _Knobs
+
+if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
+    from typing_extensions import Unpack
+
+
+class Overrides(TypedDict, total=False):
+    """The planner's assumed defaults a user overrides (`kvplan advise --reserve …`), by plan()'s names."""
+
+    reserve: float
+    min_gain: float
+    eta: float
+    activation_reserve: Optional[float]
+    runtime_reserve: Optional[float]
+
+
+def plan(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT_MIN_GAIN,
+         eta: float = DEFAULT_PREFILL_EFFICIENCY, activation_reserve: Optional[float] = None,
+         runtime_reserve: Optional[float] = None, suggest: bool = True,
+         rules: Mapping[str, Rule] = RULES, replans: Optional[Replans] = None) -> Plan:
+    """Plan one scenario: the batch form as it is written; a request workload (`rate = 20/s`) at the batch the
+    load model derives from the rate on the plan's own layout, planned again until that batch settles (at most
+    service.MAX_ROUNDS plans), with its service figures (docs/service.md).
+
+    With `replans`, the plans that verify suggestions come out of that budget (one per batch plan); when it
+    runs out during this scenario's search, every unmet constraint of the scenario carries one note instead
+    (`unsearched`) and no suggestion: what was found before is dropped with the rest, since a search cut
+    short can name a change that is not the smallest."""
+    def at(s: Scenario) -> Plan:
+        return _plan_batch(s, reserve=reserve, min_gain=min_gain, eta=eta, activation_reserve=activation_reserve,
+                           runtime_reserve=runtime_reserve, suggest=suggest, rules=rules, replans=replans,
+                           planner=plan)
+
+    if sc.rate is None:
+        return cost.priced(at(sc))
+    knobs = _Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, 0.0, plan, replans=replans)
+    return _plan_service(sc, at, knobs, suggest)
+
+
+def for_engine(p: Plan, engine: str, suggest: bool = True) -> Plan:
+    """The plan of `p`'s scenario made under `engine`'s capabilities on its device for its model (the engine's
+    record: KV dtypes and their conditions, pages, eviction, pipeline stages), with the options `p` was made
+    with: `p` itself when it was made for that engine, else one of `p.engines`, else planned now (with its
+    suggestions searched unless not `suggest`). What an emit target other than the plan's engine is written
+    from (docs/cli-emit.md)."""
+    sc = p.scenario
+    if sc.engine == engine:
+        return p
+    for q in p.engines:
+        if q.scenario.engine == engine:
+            return q
+    get_engine(engine)  # an unknown engine is a catalog error, not a plan
+    # The scenario's assumptions stay the spec's (`engine = any` by default): a plan the engine's record leaves
+    # as it was has the spec plan's digest, and `spec_engine` says for which engine it was made.
+    own = plan(attrs.evolve(sc, engine=engine), suggest=suggest, **cast(Overrides, dict(p.options)))
+    return attrs.evolve(own, spec_engine=p.spec_engine or sc.engine)
+
+
+def with_engines(p: Plan) -> Plan:
+    """`engine = any`: `p` with the plan made for each engine (kvplan.catalog.engines.concrete) beside it, so that
+    `kvplan advise` shows what `kvplan emit` writes for each; any other plan as it is."""
+    if p.scenario.engine != "any" or p.engines:
+        return p
+    return attrs.evolve(p, engines=tuple(for_engine(p, e) for e in concrete()))
+
+
+def plans_for(result: CheckResult, scenario: Optional[str] = None, **overrides: Unpack[Overrides]) -> list[Plan]:
+    """Plan every scenario of a checked spec file (or the one named). The caller has
+    already refused files with errors; an unknown scenario name is a user error."""
+    return [plan(sc, **overrides) for sc in scenarios_for(result, scenario)]
+
+
+def scenarios_for(result: CheckResult, scenario: Optional[str] = None) -> list[Scenario]:
+    """The scenarios of a checked spec file, or the one named (by its expanded or deployment name); a file
+    without a deployment and an unknown name are user errors."""
+    scenarios = list(result.scenarios)
+    if not scenarios:
+        raise KvplanError(f"{result.path} declares no deployment: there is nothing to plan",
+                          help='add a `deployment "NAME" { ... }` block; examples/w2-batch32.kvp is one to copy')
+    if scenario is not None:
+        names = {sc.name: sc for sc in scenarios} | {sc.deployment: sc for sc in scenarios}
+        if scenario not in names:
+            raise KvplanError(f"{result.path}: no scenario '{scenario}'", help=suggest(scenario, names))
+        scenarios = [sc for sc in scenarios if scenario in (sc.name, sc.deployment)]
+    return scenarios

@@ -1,0 +1,186 @@
+"""What one batch plan starts from: the planner's assumed defaults, the reserves, the engine's pages and prefix
+caching (R2), the scenario's SLOs and expected factors, and the candidate space after the pins, the quality
+budget, the engine and the model's layouts."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+import attrs
+import numpy as np
+
+from kvplan.base.records import record
+from kvplan.catalog import DTYPE_ORDER, DTYPES
+from kvplan.catalog.engines import default_block_for, get_engine, kv_dtypes_for
+from kvplan.catalog.quality import admissible
+from kvplan.model import expected as ex
+from kvplan.model import memory
+from kvplan.model.footprint import fragmentation, sharing_factor
+from kvplan.model.scenario import PinValue, Scenario
+from kvplan.planner import search
+from kvplan.planner.search import Slos, Space
+
+if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
+    import numpy.typing as npt
+
+
+
+#: Fraction of each device's memory kept for activations, CUDA graphs and the runtime (assumed:
+#: vLLM's default --gpu-memory-utilization of 0.92 leaves the same 8%); kvplan.model.memory holds it.
+DEFAULT_RESERVE = memory.DEFAULT_RESERVE
+#: A lossier option must shorten the step by at least this factor to be preferred (assumed).
+DEFAULT_MIN_GAIN = 1.10
+
+
+def _f(x: npt.ArrayLike) -> float:
+    return float(np.asarray(x))
+
+
+def _pin(sc: Scenario, key: str) -> Optional[PinValue]:
+    p = sc.pins.get(key)
+    return None if p is None else p.value
+
+
+def admissible_dtypes(budget: str, engine: str) -> tuple[str, ...]:
+    """KV dtypes the budget admits (LANGUAGE.md) that the engine can store (on some device, for some model:
+    `_space` narrows them to the scenario's with the record's `kv_requires`)."""
+
+    allowed = admissible(budget, False).kv_dtypes
+    eng = get_engine(engine)
+    return tuple(d for d in DTYPE_ORDER if d in allowed and d in eng.kv_dtypes and d != "fp16")
+
+
+def eviction_admissible(sc: Scenario) -> bool:
+    return admissible(sc.budget, sc.eviction_allowed).eviction and get_engine(sc.engine).eviction
+
+
+def _runnable_dtypes(sc: Scenario) -> tuple[str, ...]:
+    """The KV dtypes the budget admits that the engine stores on this device for this model (FP4 only with FP4
+    hardware; the record's conditions), before a kv_dtype pin."""
+    runs = kv_dtypes_for(get_engine(sc.engine), sc.device, sc.model)
+    return tuple(x for x in admissible_dtypes(sc.budget, sc.engine) if x in runs)
+
+
+def _space(sc: Scenario) -> tuple[Space, dict[str, str]]:
+    """Candidate axes after pins, budget and engine; `why` says what removed an option.
+    R3 is applied per candidate afterwards: whether a layout is below s* depends on its
+    tensor-parallel replication."""
+    why: dict[str, str] = {}
+    dtypes = _runnable_dtypes(sc)
+    pin_dt = _pin(sc, "kv_dtype")
+    if pin_dt is not None:
+        dtypes = (DTYPES[str(pin_dt)].id if str(pin_dt) in DTYPES else str(pin_dt),)
+    retentions: tuple[float, ...] = (1.0,)
+    if eviction_admissible(sc):
+        retentions = (1.0,) + tuple(r for r in search.EVICTION_RETENTIONS if r >= max(0.5, sc.min_retention))
+        if sc.min_retention not in retentions and 0.5 <= sc.min_retention < 1:
+            retentions = retentions + (float(sc.min_retention),)
+    pin_r = _pin(sc, "retention")
+    if pin_r is not None:
+        retentions = (float(pin_r),)
+    pin_n = _pin(sc, "devices")
+    if pin_n is not None:
+        counts: tuple[int, ...] = (int(pin_n),)
+    elif sc.devices.mode == "fixed":
+        counts = (sc.devices.n,)
+    else:
+        cap = sc.devices.n
+        counts = tuple(sorted({c for c in search.AUTO_DEVICE_COUNTS if c <= cap}
+                              | ({cap} if sc.devices.mode == "max" else set())))
+    pin_pl = _pin(sc, "placement") or (sc.placement if sc.placement != "auto" else None)
+    if sc.device.partitions == 1:
+        placements: tuple[str, ...] = ("striped",)
+    elif pin_pl is not None:
+        placements = (str(pin_pl),)
+    else:
+        placements = ("striped", "affinity")
+    tp, pp = _pin(sc, "tensor_parallel"), _pin(sc, "pipeline_parallel")
+    layout = Space(tuple(dtypes), retentions, counts, placements, None if tp is None else int(tp),
+                   None if pp is None else int(pp))
+    return attrs.evolve(layout, counts=layout.layout_counts(counts)), why
+
+
+def _sharing(sc: Scenario, prefix_caching: bool) -> float:
+    if not prefix_caching or sc.prefix <= 0 or sc.fanout <= 1:
+        return 1.0
+    n = min(sc.fanout, sc.batch)
+    return _f(sharing_factor(n, sc.context, sc.prefix)) if n > 1 else 1.0
+
+
+@record
+class _Setup:
+    """What every step of one plan reads: the reserves, the engine and the lossless domains (R2)."""
+
+    reserves: memory.Reserves
+    reserved: float          # bytes per device the reserves keep free
+    block: int
+    prefix_caching: bool
+    sigma: float
+    phi: float
+
+
+def _reserve_for(sc: Scenario, reserve: float) -> float:
+    """The reserve fraction a plan is made with: the pinned memory fraction's rest, unless --reserve was given."""
+    return 1.0 - sc.memory_fraction if sc.memory_fraction is not None and reserve == DEFAULT_RESERVE else reserve
+
+
+def factors_for(sc: Scenario, kv_dtype: str) -> ex.Factors:
+    """The expected-performance factors of the scenario at a KV dtype: kvplan's defaults for its device,
+    engine and scale-up link, with its calibration profile's fit laid over them (docs/expected.md)."""
+    return ex.deployment_factors(sc.device, kv_dtype, sc.engine, sc.calibration)
+
+
+def slos(sc: Scenario) -> Slos:
+    """The scenario's SLOs on a step and the figures they are checked against (`--slo-on`, default expected).
+    A request workload's ttft is the TTFT under load, checked on the service figures (_plan_service), not here."""
+    return Slos(sc.slo_step_time, sc.slo_throughput, sc.slo_ttft if sc.rate is None else None, sc.slo_on)
+
+
+def _setup(sc: Scenario, reserves: memory.Reserves) -> _Setup:
+    pin_pc = _pin(sc, "prefix_caching")
+    prefix_caching = True if pin_pc is None else bool(pin_pc)
+    block = int(_pin(sc, "block_size") or default_block_for(get_engine(sc.engine), sc.device, sc.model))
+    return _Setup(reserves, reserves.total(sc.device.memory), block, prefix_caching,
+                  _sharing(sc, prefix_caching), _f(fragmentation(sc.context, block)))
+
+
+@record
+class _Found:
+    """The candidate space and what the engine and the model's layouts left of it (_search_space)."""
+
+    space: Space
+    why: dict[str, str]      # what removed an option; the rules add their notes to it
+    pipeline: bool           # whether a candidate may use pipeline stages
+    engine_gap: Optional[tuple[int, ...]]  # counts the engine cannot run (no pipeline, no head split), else None
+    layout_gap: Optional[tuple[int, ...]]  # counts no tensor × pipeline split takes, when none does, else None
+
+
+def _search_space(sc: Scenario) -> _Found:
+    """The candidate space, whether it may use pipeline stages, the device counts the engine
+    cannot run (no pipeline parallelism and no count that splits the heads), else None, and the
+    counts no tensor × pipeline split of the model takes when none of them does, else None."""
+    space, why = _space(sc)
+    pipeline, engine_gap = get_engine(sc.engine).pipeline, None
+    if not pipeline:  # every device must be a tensor-parallel rank, so the count must split the heads
+        splittable = tuple(c for c in space.counts if c in search.tp_options(sc.model, c))
+        if splittable:
+            space = attrs.evolve(space, counts=splittable)
+        else:
+            pipeline = True
+            engine_gap = space.counts
+    # A count no tensor × pipeline split of the model takes (more stages than layers, or heads the
+    # ranks cannot share) is never a valid plan: searched counts without one are dropped, and a
+    # fixed count without one leaves the plan unmet ("layout") rather than planned on a split that
+    # cannot run.
+    layout_gap: Optional[tuple[int, ...]] = None
+    laid = tuple(c for c in space.counts if search.has_layout(sc.model, c))
+    if laid:
+        space = attrs.evolve(space, counts=laid)
+    else:
+        layout_gap, engine_gap = space.counts, None
+    # a searched count no layout of which keeps a pinned tp or pp is no plan either (pipeline_parallel = 1 pinned
+    # does not make 64 ranks of 32 query heads a candidate); when no count keeps it, the pin is evaluated as given
+    kept = tuple(c for c in space.counts if space.pinned_splits(sc.model, c, pipeline))
+    if kept and (space.tp is not None or space.pp is not None):
+        space = attrs.evolve(space, counts=kept)
+    return _Found(space, why, pipeline, engine_gap, layout_gap)
