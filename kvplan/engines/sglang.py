@@ -1,20 +1,10 @@
 """SGLang 0.5.23: the plan as a `python -m sglang.launch_server` command line, written to sglang.sh.
 
 SGLang sizes its KV pool from the free memory it measures after CUDA and NCCL start-up, not from the
-device (docs/engine-memory.md § SGLang; paths inside the installed `sglang/srt/` package, 0.5.23). The
-arithmetic is below the planner, in kvplan.model.pools.sglang, so that the planner fits each candidate against
-the pool this module writes (advise, lint and sglang.sh agree by construction):
-
-    pre_model_load   = device memory − runtime reserve            (distributed/bootstrap.py:193-212,
-                                                                    model_executor/model_runner.py:1262; GiB,
-                                                                    utils/common.py:576. kvplan's runtime
-                                                                    reserve, assumed, --runtime-reserve)
-    rest             = (pre − weights) − pre × (1 − fraction)     (mem_cache/kv_cache_configurator.py:2990-3060)
-    pool tokens      = int(rest × 2^30) // cell // page × page     (model_executor/pool_configurator.py:637-647)
-    cell (MHA)       = max(1, n_kv // attn_tp) × (d + d_v) × layers × dtype bytes   (pool_configurator.py:491-499)
-    cell (MLA)       = (kv_lora_rank + qk_rope) × layers × dtype bytes                (pool_configurator.py:359-386)
-    cell (nvfp4 MHA) = heads × (d/2 + d/16) × 2 × layers on SM100: FP4 data + one FP8 scale layout (TRT-LLM
-                       GenMHA's)      (layers/quantization/fp4_kv_cache_quant_method.py:744-768)
+device: pre_model_load × fraction − weights, in whole pages of its cell (docs/engine-memory.md § SGLang).
+That arithmetic is below the planner, in kvplan.model.pools.sglang (its docstring has the formulas and the
+source lines), so that the planner fits each candidate against the pool this module writes: advise, lint and
+sglang.sh agree by construction.
 
 `--sizing fill` (the default) writes SGLang's own default fraction for the GPU (arg_groups/memory_hook.py:281-342,
 modelled below) and states the capacity it buys; `--sizing exact` solves for the fraction that gives exactly the

@@ -17,8 +17,8 @@ from kvplan.cli import main
 from kvplan.engines import default_targets
 from kvplan.lang import check_source
 from kvplan.planner import plans_for
+from tests.unit.app import test_engine_records as unit_engine_records
 from tests.unit.app.test_engine_records import TOY
-from tests.unit.engines import test_engine_records as unit_engine_records
 from tests.unit.lang.test_engine_records import TOY_SPEC
 
 toy = unit_engine_records.toy  # the fixture of tests/unit/app/test_engine_records.py; pytest finds it here by name

@@ -19,12 +19,13 @@ from kvplan.model.pools.query import Fit, PoolQuery, PoolSettings
 __all__ = ["FORMULAS", "Fit", "PoolQuery", "PoolSettings", "fit"]
 
 #: engine id -> its pool formula (the engines whose pool is not kvplan.model.memory's share in whole blocks)
-FORMULAS: Mapping[str, Callable[[PoolQuery], Fit]] = {
+FORMULAS: Mapping[str, Callable[[PoolQuery], Optional[Fit]]] = {
     "sglang": sglang.fit,
 }
 
 
 def fit(engine: str, query: PoolQuery) -> Optional[Fit]:
-    """The candidate against `engine`'s own pool, or None where the memory model's test is the engine's."""
+    """The candidate against `engine`'s own pool, or None where the memory model's test is the engine's (an engine
+    without a formula of its own, or a KV dtype it does not store)."""
     formula = FORMULAS.get(engine)
     return None if formula is None else formula(query)

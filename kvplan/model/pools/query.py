@@ -71,6 +71,12 @@ class PoolQuery:
         return whole(self.kv_bytes / per_token)
 
     @property
+    def groups(self) -> int:
+        """Attention groups that each hold their own sequences: a count that does not divide tp counts as the
+        largest one that does (kvplan.model.roofline.kv_replication)."""
+        return math.gcd(self.tp, max(1, self.attention_dp))
+
+    @property
     def weights(self) -> float:
         """Weight bytes on the most loaded GPU (kvplan.model.memory)."""
         return float(memory.weights_per_device(self.model, self.w_p, self.tp, self.pp))

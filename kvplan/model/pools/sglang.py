@@ -30,10 +30,12 @@ import attrs
 
 from kvplan.base.units import fmt_bytes
 from kvplan.catalog import DTYPES, Model
+from kvplan.catalog.engines import get_engine
 from kvplan.model.footprint import kappa, tokens_for_bytes
 from kvplan.model.memory import GiB
 from kvplan.model.pools.query import Fit, PoolQuery, ceil_div, whole
 
+SGLANG = get_engine("sglang")
 MiB = 2**20
 #: arg_groups/attention_hook.py:243-268: aiter at a context above this scales --mem-fraction-static by AITER_SCALE.
 AITER_CONTEXT = 8192
@@ -310,14 +312,18 @@ def full_tokens(model: Model, tokens: float, batch: int) -> float:
 def held_tokens(q: PoolQuery, shape: PoolShape) -> int:
     """The (full-attention) pool's tokens that hold the candidate's KV on one attention group: whole pages."""
     tokens = q.plan_tokens
+    groups = q.groups
     if shape.hybrid:  # as the writer's full_layer_sizing (kvplan/engines/sglang.py) counts them
-        return ceil_div(whole(full_tokens(q.model, tokens, q.batch)) / q.attention_dp, q.page) * q.page
-    return ceil_div(whole(tokens / q.attention_dp), q.page) * q.page
+        return ceil_div(whole(full_tokens(q.model, tokens, q.batch)) / groups, q.page) * q.page
+    return ceil_div(whole(tokens / groups), q.page) * q.page
 
 
-def fit(q: PoolQuery) -> Fit:
+def fit(q: PoolQuery) -> Optional[Fit]:
     """The candidate against SGLang's own pool (what the planner filters with and sglang.sh is written from): the
-    pool of every layer (the SWA pool beside the full one included) that holds its tokens."""
+    pool of every layer (the SWA pool beside the full one included) that holds its tokens. None for a KV dtype
+    SGLang does not store (the planner's engine rule rejects it)."""
+    if q.dtype_id not in SGLANG.kv_names:
+        return None
     shape = pool_shape(q)
     total = float(q.device.memory)
     activation, runtime = q.reserves.resolve(total)
