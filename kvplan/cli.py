@@ -866,9 +866,8 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
     not fit the device, or a target's own plan does not fit (an error: nothing is written for it), 2 when
     the spec cannot be planned.
     """
-    from kvplan.app.replan import emit
+    from kvplan.app.replan import Reserves, capacity_line, emit, resolve_targets
     from kvplan.base.outputs import OutputTree, check_out_dir, scenario_folders
-    from kvplan.engines import Reserves, capacity_line, resolve_targets
     from kvplan.planner import plans_for, with_engines
 
     reserves = Reserves(activation=activation_reserve, runtime=runtime_reserve, cudagraph=cudagraph_reserve)

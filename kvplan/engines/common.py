@@ -15,7 +15,9 @@ Facts about engines come from shared/reference/engines.md only. The memory accou
 
 This is kvplan.model.memory, the one memory model the planner's fit filter uses too: the weights share,
 the reserves and the fit test come from there; the KV pool is the same share counted in whole
-blocks of the target's dtype. The two reserves are `assumed`: the runtime reserve (CUDA context,
+blocks of the target's dtype. An engine that sizes its pool its own way (SGLang, TensorRT-LLM) has its
+formula below the planner, in kvplan.model.pools, which its writer writes (and the planner fits SGLang's).
+The two reserves are `assumed`: the runtime reserve (CUDA context,
 communication buffers) is 1 GiB, the activation reserve 8% of the device (the share vLLM's default
 --gpu-memory-utilization of 0.92 leaves) less the runtime reserve, at least 0. Both are overridable
 (`kvplan emit --activation-reserve 6GiB --runtime-reserve 2GiB`), and the plan is made with them.
@@ -27,7 +29,6 @@ import json
 import math
 import re
 import shlex
-from fractions import Fraction
 from typing import Callable, Literal, Mapping, Optional, Sequence
 
 import attrs
@@ -46,6 +47,7 @@ from kvplan.engines.flagparse import Read
 from kvplan.model import memory
 from kvplan.model.footprint import fragmentation
 from kvplan.model.memory import DEFAULT_RUNTIME_RESERVE, GiB, Reserves
+from kvplan.model.pools.query import PoolQuery
 from kvplan.model.roofline import Config
 from kvplan.model.scenario import Scenario
 from kvplan.planner.plan import Plan
@@ -516,17 +518,14 @@ def size(plan: Plan, mapped: Mapped, reserves: Optional[Reserves] = None,
                   float(memory.kv_per_device(m, plan_kv, tp, pp)), activation, runtime, _whole(tier_tokens))
 
 
-def fraction_up(numerator: float, denominator: float, step_bytes: float) -> tuple[str, Fraction]:
-    """numerator / denominator rounded UP to the fewest decimals whose last digit is worth no more
-    than `step_bytes` of the denominator, so an engine reading the fraction allocates less than one
-    extra block. Returns the decimal text and its exact value."""
-    digits = max(2, math.ceil(math.log10(denominator / step_bytes))) if step_bytes > 0 else 6
-    scale = 10**digits
-    num = Fraction(numerator) * scale / Fraction(denominator)
-    units = math.ceil(num)
-    text = f"{units // scale}.{units % scale:0{digits}d}".rstrip("0")
-    text = text + "0" if text.endswith(".") else text
-    return text, Fraction(units, scale)
+def pool_query(p: Plan, dtype_id: str, page: int, reserves: Optional[Reserves] = None) -> PoolQuery:
+    """The plan as an engine's pool formula reads it (kvplan.model.pools), under the target's dtype and page;
+    `reserves` None takes the plan's own."""
+    sc = p.scenario
+    batched = sc.pins.get("max_batched_tokens")
+    return PoolQuery(sc.model, sc.device, dtype_id, p.kv_width, p.tp, p.pp, page, sc.batch, sc.context,
+                     float(p.metric("kv_bytes").value), sc.weights.width, reserves or p.reserves, sc.attention_dp,
+                     p.prefix_caching, None if batched is None else int(float(batched.value)))
 
 
 def fmt_int(x: float) -> str:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Optional
 
 import attrs
 
@@ -62,9 +61,8 @@ from kvplan.engines.flagparse import (
     tokens_in_range,
     weights_dtype,
 )
-from kvplan.model.memory import GiB, Reserves
+from kvplan.model.memory import GiB
 from kvplan.model.pools import sglang as pools
-from kvplan.model.pools.query import PoolQuery
 from kvplan.model.pools.sglang import (  # the names the writer and the tests read here
     AITER_CONTEXT,
     AITER_SCALE,
@@ -95,25 +93,15 @@ def page_sizes(p: Plan) -> tuple[int, ...]:
     return block_sizes_for(ENGINE, sc.device, sc.model)
 
 
-def query(p: Plan, dtype_id: str, page: int, reserves: Optional[Reserves] = None) -> PoolQuery:
-    """The plan as SGLang's pool formula reads it (kvplan.model.pools.sglang), under the target's dtype and page;
-    `reserves` None takes the plan's own."""
-    sc = p.scenario
-    batched = sc.pins.get("max_batched_tokens")
-    return PoolQuery(sc.model, sc.device, dtype_id, p.kv_width, p.tp, p.pp, page, sc.batch, sc.context,
-                     float(p.metric("kv_bytes").value), sc.weights.width, reserves or p.reserves, sc.attention_dp,
-                     p.prefix_caching, None if batched is None else int(float(batched.value)))
-
-
 def pool_shape(p: Plan, dtype_id: str, page: int) -> PoolShape:
     """The pool SGLang builds for the plan's model (kvplan.model.pools.sglang.pool_shape)."""
-    return pools.pool_shape(query(p, dtype_id, page))
+    return pools.pool_shape(common.pool_query(p, dtype_id, page))
 
 
 def sglang_memory(req: EmitRequest, sz: common.Sizing, dtype_id: str) -> SglangMemory:
     """--mem-fraction-static and the pool it gives for the plan's pool (kvplan.model.pools.sglang.memory_for)."""
     p = req.plan
-    q = query(p, dtype_id, sz.block, req.reserves)
+    q = common.pool_query(p, dtype_id, sz.block, req.reserves)
     return pools.memory_for(q, tokens=sz.blocks * sz.block, memory_fraction=p.scenario.memory_fraction,
                             sizing=req.sizing)
 

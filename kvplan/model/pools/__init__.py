@@ -6,7 +6,13 @@ derives, so that advise, lint and the emitted file agree by construction.
                                          kvplan.model.memory's share in whole blocks (the planner's own test)
 
 One module per engine that sizes its pool its own way: sglang.py (SGLang 0.5.23's --mem-fraction-static, its
-hybrid sliding-window pool for gpt-oss). `FORMULAS` is the literal table keyed by the engine record's id.
+hybrid sliding-window pool for gpt-oss), which the planner fits against (`FORMULAS`, the literal table keyed by
+the engine record's id); trtllm.py (TensorRT-LLM's free_gpu_memory_fraction and max_tokens, its own bytes per
+token), which its writer computes with but the planner does not fit against yet: with tp above the KV heads
+TensorRT-LLM's n_kv // tp counts fewer bytes than the memory model's replicated heads, and fitting against it
+changes the plans of tests/data/emit/w2-h100-any.kvp. vLLM's pool is still computed in its writer
+(kvplan/engines/vllm.py): the planner fits vLLM candidates with kvplan.model.memory, and the writer raises
+--gpu-memory-utilization to the plan's pool.
 """
 
 from __future__ import annotations

@@ -31,8 +31,9 @@ from kvplan.engines import lmcache as lmc
 from kvplan.engines import sglang as sgl
 from kvplan.engines import trtllm as trt
 from kvplan.engines import vllm as vll
-from kvplan.engines.common import HEADER, GiB, fraction_up, nearest_dtype
+from kvplan.engines.common import HEADER, GiB, nearest_dtype
 from kvplan.lang import check_file, check_source
+from kvplan.model.pools.trtllm import fraction_up
 from kvplan.planner import plans_for
 from kvplan.planner.plan import Plan
 from tests.paths import DATA, ROOT

@@ -7,9 +7,9 @@ import pytest
 
 from kvplan import catalog
 from kvplan.catalog.engines import ENGINES, get_engine, kv_refusal, kv_width
-from kvplan.engines import trtllm
 from kvplan.engines.common import kv_layout
 from kvplan.model.pools import sglang as sgl_pools
+from kvplan.model.pools import trtllm as trt_pools
 
 #: a device with FP4 formats, so that every engine's nvfp4 is in reach where the model allows it
 _FP4_DEVICE = catalog.get_device("b200")
@@ -35,7 +35,7 @@ def test_sglang_nvfp4_cell_is_the_planners_width(model_id: str) -> None:
 @pytest.mark.parametrize("model_id", _stored("trtllm", "fp4"))
 def test_trtllm_nvfp4_token_bytes_are_the_planners_width(model_id: str) -> None:
     m = catalog.get_model(model_id)
-    assert trtllm.token_bytes(m, "fp4", 1, 1) == pytest.approx(kv_width("trtllm", "fp4", m) * _values_per_token(m))
+    assert trt_pools.token_bytes(m, "fp4", 1, 1) == pytest.approx(kv_width("trtllm", "fp4", m) * _values_per_token(m))
 
 
 @pytest.mark.parametrize("dtype", ["int8", "int4", "fp4"])

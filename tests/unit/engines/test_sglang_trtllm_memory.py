@@ -21,6 +21,7 @@ from kvplan.engines import trtllm as trt
 from kvplan.engines.common import EmitRequest
 from kvplan.lang import check_source
 from kvplan.model.pools import sglang as sgl_pools
+from kvplan.model.pools import trtllm as trt_pools
 from kvplan.planner import plans_for
 from tests.paths import ROOT
 
@@ -281,11 +282,11 @@ def test_trtllm_bytes_per_token() -> None:
     """x = 2 · 80 layers · (128 · 8 // 4) = 40,960 elements: NVFP4 ceil(x/2) + ceil(x/16) = 20,480 + 2,560 = 23,040;
     FP8 40,960; 16-bit 81,920. MLA: 61 · 576 = 35,136 elements, no TP division."""
     m = models()["llama-3-70b"]
-    assert trt.token_bytes(m, "fp4", 4, 1) == 23_040
-    assert trt.token_bytes(m, "fp8", 4, 1) == 40_960
-    assert trt.token_bytes(m, "bf16", 4, 1) == 81_920
-    assert trt.token_bytes(m, "bf16", 4, 3) == 2 * 27 * 256 * 2
-    assert trt.token_bytes(models()["deepseek-v3"], "fp8", 8, 1) == 35_136
+    assert trt_pools.token_bytes(m, "fp4", 4, 1) == 23_040
+    assert trt_pools.token_bytes(m, "fp8", 4, 1) == 40_960
+    assert trt_pools.token_bytes(m, "bf16", 4, 1) == 81_920
+    assert trt_pools.token_bytes(m, "bf16", 4, 3) == 2 * 27 * 256 * 2
+    assert trt_pools.token_bytes(models()["deepseek-v3"], "fp8", 8, 1) == 35_136
 
 
 def trt_out(source: str, sizing: str = "fill") -> tuple[Any, dict[str, Any], str]:
@@ -311,6 +312,6 @@ def test_trtllm_fill_writes_the_default_fraction_and_states_what_it_buys() -> No
     weights = m.params * sc.weights.width
     act = max(0.0, 0.08 * sc.device.memory - GiB)               # the assumed reserves (kvplan.model.memory)
     free = sc.device.memory - weights - act - GiB
-    per_token = trt.token_bytes(m, p.kv_dtype.id, 1, 1)
+    per_token = trt_pools.token_bytes(m, p.kv_dtype.id, 1, 1)
     tpb = kv["tokens_per_block"]
     assert stated_tokens(text) == int(0.9 * free / per_token // tpb) * tpb
