@@ -23,6 +23,7 @@ free, weights + pool + reserves ≤ device memory, and a --mem-fraction-static o
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Literal, Optional
 
@@ -301,6 +302,7 @@ def _text(fraction: float) -> str:
 
 
 
+@functools.lru_cache(maxsize=1024)  # the planner asks it for each candidate; most share one figure
 def full_tokens(model: Model, tokens: float, batch: int) -> float:
     """Token slots counted in every layer (the windowed ones included) as the tokens of one full-attention layer,
     as SGLang's hybrid pool counts them: each sequence's own context (kvplan.model.footprint.tokens_for_bytes of
