@@ -548,7 +548,7 @@ def _lint_checks(overrides: dict[str, float] | None = None, calibration: str | N
 
 
 def _digest_check(result: CheckResult) -> list[Diagnostic]:
-    from kvplan.engines.digest import check_digests
+    from kvplan.app.digest import check_digests
 
     return check_digests(result)
 
@@ -866,8 +866,8 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
     not fit the device, or a target's own plan does not fit (an error: nothing is written for it), 2 when
     the spec cannot be planned.
     """
+    from kvplan.app.replan import Reserves, capacity_line, emit, resolve_targets
     from kvplan.base.outputs import OutputTree, check_out_dir, scenario_folders
-    from kvplan.engines import Reserves, capacity_line, emit, resolve_targets
     from kvplan.planner import plans_for, with_engines
 
     reserves = Reserves(activation=activation_reserve, runtime=runtime_reserve, cudagraph=cudagraph_reserve)
@@ -927,7 +927,7 @@ def _say_emitted(where: str, target: str, out: Emitted) -> None:
 
 
 class _Readers(click.Choice):  # type: ignore[type-arg, unused-ignore]
-    """`import --from`'s choices: the engines kvplan reads back (kvplan.engines.importer.readers, derived
+    """`import --from`'s choices: the engines kvplan reads back (kvplan.app.importer.readers, derived
     from the engine targets), looked up when the option is parsed or its help shown, so that start-up
     imports no engine module."""
 
@@ -936,7 +936,7 @@ class _Readers(click.Choice):  # type: ignore[type-arg, unused-ignore]
 
     @property  # type: ignore[override, misc, unused-ignore]
     def choices(self) -> tuple[str, ...]:
-        from kvplan.engines.importer import readers
+        from kvplan.app.importer import readers
         return tuple(readers())
 
     @choices.setter
@@ -971,7 +971,7 @@ def import_cmd(source: str, engine: str, model_id: str | None, model_config: str
     """
     import os
 
-    from kvplan.engines import importer
+    from kvplan.app import importer
 
     text, base_dir, what, source_path = importer.read_source(source)
     opts = importer.Options(model=model_id, model_config=model_config, device=device_id, batch=batch,

@@ -914,7 +914,8 @@ def model_config_of(plan: Any, spec: str) -> Optional[Path]:
 
 
 def emits(spec: str, device: Optional[str], plan: Any, dirs: ModelDirs, sizing: str = "fill") -> Iterator[Emit]:
-    from kvplan.engines import common, emit
+    from kvplan.app.replan import emit
+    from kvplan.engines import common
 
     ref = common.model_ref(plan)
     cfg = dirs.get(ref, model_config_of(plan, spec))

@@ -35,7 +35,7 @@ class Stage(str, enum.Enum):
     MEANING = "meaning"          # kvplan.lang.check
     RULE = "rule"                # kvplan.planner.lint: a pinned choice against a design rule
     PLAN = "plan"                # kvplan.planner.lint: what the plan cannot meet
-    CONFIG = "config"            # kvplan.engines.digest: emitted engine configs
+    CONFIG = "config"            # kvplan.app.digest: emitted engine configs
     SUPPRESSION = "suppression"  # kvplan.lang.lint
 
 
@@ -128,7 +128,7 @@ CODES: Mapping[str, Code] = {c.code: c for c in (
     Code("KV304", "expectation-failed", PLAN, E, "an `expect` assertion is false for the plan"),
     Code("KV305", "pin-unsupported", PLAN, E, "a pinned choice the engine or the quality budget does not admit"),
     Code("KV306", "ttft-slo-unmet", PLAN, E, "no admissible plan meets the time-to-first-token SLO"),
-    # KV4xx: emitted engine configs (kvplan.engines.digest)
+    # KV4xx: emitted engine configs (kvplan.app.digest)
     Code("KV401", "stale-config", CONFIG, E,
          "an emitted engine config was made from a plan that the spec no longer produces"),
     # KV9xx: suppression comments (kvplan.lang.lint)

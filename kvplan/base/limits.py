@@ -1,6 +1,6 @@
 """The range of every number kvplan reads, checked once where it is read.
 
-The .kvp checker (kvplan.lang.check), `kvplan import` (kvplan.engines.importer) and the
+The .kvp checker (kvplan.lang.check), `kvplan import` (kvplan.app.importer) and the
 config.json reader (kvplan.catalog.hf_config) refuse a number outside its range with a located
 error that names the range. Everything after that edge works with finite,
 bounded numbers: no loop runs past the largest count, no product of inputs

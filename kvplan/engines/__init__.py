@@ -9,11 +9,12 @@
 One module per target (kvplan/engines/<id>.py) defines `BACKEND`, a common.Backend:
 the engine and the version whose names it writes (shared/reference/engines.md), its
 capability table, and `build(EmitRequest) -> Emitted`. An engine target other than the
-plan's engine is written from the plan made for that engine (kvplan/engines/replan.py),
-said as such; a plan choice a target still cannot express (a pin) is mapped to the
-nearest setting it has and named in a finding, and an error when that no longer fits;
-it is never changed silently. To add a target, add its module and its BACKEND to TARGETS; an engine target
-also has its record in kvplan.catalog.engines (docs/architecture.md, "Where to add things").
+plan's engine is written from the plan made for that engine, handed down finished
+(kvplan/app/replan.py plans it, kvplan/engines/own.py looks it up), said as such; a plan
+choice a target still cannot express (a pin) is mapped to the nearest setting it has and
+named in a finding, and an error when that no longer fits; it is never changed silently.
+To add a target, add its module and its BACKEND to TARGETS; an engine target also has its record
+in kvplan.catalog.engines (docs/architecture.md, "Where to add things").
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ from typing import Literal, Optional
 from kvplan.base.errors import KvplanError
 from kvplan.base.evidence import Value
 from kvplan.catalog import suggest
-from kvplan.engines import flashinfer, k8s, lmcache, replan, sglang, trtllm, vllm
-from kvplan.engines.common import Backend, DeployOptions, EmitRequest, Emitted, EmittedFile, Reserves
+from kvplan.engines import flashinfer, k8s, lmcache, own, sglang, trtllm, vllm
+from kvplan.engines.common import Backend, DeployOptions, EmitRequest, Emitted, EmittedFile, OwnPlan, Reserves
 from kvplan.planner.plan import Plan
 
-__all__ = ["Backend", "DeployOptions", "Emitted", "EmittedFile", "EmitRequest", "PACKAGING", "Reserves", "TARGETS",
+__all__ = ["Backend", "DeployOptions", "Emitted", "EmittedFile", "EmitRequest", "OwnPlan", "PACKAGING", "Reserves",
+           "TARGETS",
            "capacity_line", "default_targets", "emit"]
 
 #: Every emit target, one module each: a literal table, not filled by importing modules. A plain dict, so
@@ -69,19 +71,20 @@ def resolve_targets(names: str | None, engine: str) -> tuple[str, ...]:
 
 def emit(plan: Plan, target: str, *, spec: str = "", reserves: Optional[Reserves] = None,
          deploy: Optional[DeployOptions] = None, sizing: Literal["fill", "exact"] = "fill",
-         raise_fill: bool = True) -> Emitted:
+         raise_fill: bool = True, own_plans: tuple[OwnPlan, ...] = ()) -> Emitted:
     """The files `target` takes for `plan`, with warnings and the KV capacity they give. The memory
     accounting uses the reserves the plan was made with unless `reserves` is given; `deploy` holds the
-    overrides of a packaging target's defaults (kvplan/engines/k8s.py). `raise_fill`: see EmitRequest."""
+    overrides of a packaging target's defaults (kvplan/engines/k8s.py). `raise_fill`: see EmitRequest.
+    `own_plans`: the plans made for the engines of `TARGETS[target].writes_for` (kvplan.app.replan.emit makes them)."""
 
     targets = TARGETS
     if target not in targets:
         raise KvplanError(f"unknown target '{target}'", help=suggest(target, targets))
-    req = EmitRequest(plan, spec, reserves, deploy or DeployOptions(), sizing, raise_fill)
-    engine = replan.engine_of(target)
+    req = EmitRequest(plan, spec, reserves, deploy or DeployOptions(), sizing, raise_fill, own_plans)
+    engine = own.engine_of(target)
     if engine is None:
         return targets[target].build(req)
-    return replan.build_for(engine, req, targets[target].build, target)
+    return own.build_for(engine, req, targets[target].build, target)
 
 
 def capacity_line(out: Emitted) -> str:

@@ -15,7 +15,9 @@ Facts about engines come from shared/reference/engines.md only. The memory accou
 
 This is kvplan.model.memory, the one memory model the planner's fit filter uses too: the weights share,
 the reserves and the fit test come from there; the KV pool is the same share counted in whole
-blocks of the target's dtype. The two reserves are `assumed`: the runtime reserve (CUDA context,
+blocks of the target's dtype. An engine that sizes its pool its own way (SGLang, TensorRT-LLM) has its
+formula below the planner, in kvplan.model.pools, which its writer writes (and the planner fits SGLang's).
+The two reserves are `assumed`: the runtime reserve (CUDA context,
 communication buffers) is 1 GiB, the activation reserve 8% of the device (the share vLLM's default
 --gpu-memory-utilization of 0.92 leaves) less the runtime reserve, at least 0. Both are overridable
 (`kvplan emit --activation-reserve 6GiB --runtime-reserve 2GiB`), and the plan is made with them.
@@ -27,7 +29,6 @@ import json
 import math
 import re
 import shlex
-from fractions import Fraction
 from typing import Callable, Literal, Mapping, Optional, Sequence
 
 import attrs
@@ -46,6 +47,7 @@ from kvplan.engines.flagparse import Read
 from kvplan.model import memory
 from kvplan.model.footprint import fragmentation
 from kvplan.model.memory import DEFAULT_RUNTIME_RESERVE, GiB, Reserves
+from kvplan.model.pools.query import PoolQuery
 from kvplan.model.roofline import Config
 from kvplan.model.scenario import Scenario
 from kvplan.planner.plan import Plan
@@ -96,7 +98,7 @@ class Emitted:
     #: An engine target's command, as its launcher script execs it (the k8s target runs the same one).
     launch: Optional["Launch"] = None
     #: Errors (also in `findings`): a target written from its own plan that does not fit, or a fallback that
-    #: no longer fits (kvplan/engines/replan.py); its files are not written. `kvplan emit` prints them as errors.
+    #: no longer fits (kvplan/engines/own.py); its files are not written. `kvplan emit` prints them as errors.
     errors: tuple[str, ...] = ()
     #: "planned for sglang: ...": the target was written from the plan made for its engine, not the spec's.
     planned: tuple[str, ...] = ()
@@ -125,6 +127,8 @@ class Backend:
     build: Callable[["EmitRequest"], Emitted]
     #: An engine target's reader, for `kvplan import --from ID`: (text, base directory, where) -> Read.
     read: Optional[Callable[[str, str, str], Read]] = None
+    #: The engines whose own plans the target is written from, for the spec's engine (EmitRequest.own)
+    writes_for: Callable[[str], tuple[str, ...]] = lambda engine: ()
 
     @property
     def label(self) -> str:
@@ -139,7 +143,7 @@ def engine_backend(engine: EngineRecord, *, flags: tuple[str, ...], source: str,
     return Backend(id=engine.id, engine=engine.name, version=engine.version, kv_dtypes=engine.kv_names,
                    block_sizes=engine.block_sizes, default_block=engine.default_block,
                    prefix_caching=engine.prefix_caching, tiers=engine.tiers, eviction=engine.eviction,
-                   flags=flags, source=source, build=build, read=read)
+                   flags=flags, source=source, build=build, read=read, writes_for=lambda _: (engine.id,))
 
 
 @record
@@ -156,6 +160,18 @@ class DeployOptions:
 
 
 @record
+class OwnPlan:
+    """The plan made for one engine beside the spec's, handed down finished (kvplan/app/replan.py): `plan` is the
+    spec's plan itself when the engine's record changed nothing (the same digest); `error` the words when it does
+    not run (nothing is written for the engine); `planned` the stderr line that says it is the engine's own."""
+
+    engine: str
+    plan: Plan
+    error: Optional[str] = None
+    planned: str = ""
+
+
+@record
 class EmitRequest:
     plan: Plan
     spec: str = ""            # the spec path as the user gave it
@@ -165,6 +181,8 @@ class EmitRequest:
     #: fill sizing may raise vLLM's default fraction to the least that holds the plan; False models a deployment
     #: as it runs, at the default (kvplan import derives what that deployment holds)
     raise_fill: bool = True
+    #: the plans made for the engines the target writes for (kvplan.engines.own); the spec's plan serves its engine
+    own: tuple[OwnPlan, ...] = ()
 
 
 # ---------------------------------------------------------------- header
@@ -178,7 +196,7 @@ def header(req: EmitRequest, label: str, comment: str = "#") -> str:
     # the path and the name as literals: a file named `x<LF>touch PWNED<LF>#.kvp` stays one comment line
     head = (f"{comment} kvplan {__version__} · spec {controls.literal(req.spec or '-')} · scenario "
             f"{controls.literal(p.scenario.name)} · plan {p.digest} · {extra}{label}")
-    if p.spec_engine:  # written from the plan made for this target's engine (kvplan/engines/replan.py)
+    if p.spec_engine:  # written from the plan made for this target's engine (kvplan/engines/own.py)
         head += (f"\n{comment} planned for {p.scenario.engine}: this file's plan is the one made under "
                  f"{p.scenario.engine}'s capabilities (the spec says engine = {p.spec_engine}); "
                  f"`kvplan advise` shows it beside the spec's")
@@ -510,17 +528,13 @@ def size(plan: Plan, mapped: Mapped, reserves: Optional[Reserves] = None,
                   float(memory.kv_per_device(m, plan_kv, tp, pp)), activation, runtime, _whole(tier_tokens))
 
 
-def fraction_up(numerator: float, denominator: float, step_bytes: float) -> tuple[str, Fraction]:
-    """numerator / denominator rounded UP to the fewest decimals whose last digit is worth no more
-    than `step_bytes` of the denominator, so an engine reading the fraction allocates less than one
-    extra block. Returns the decimal text and its exact value."""
-    digits = max(2, math.ceil(math.log10(denominator / step_bytes))) if step_bytes > 0 else 6
-    scale = 10**digits
-    num = Fraction(numerator) * scale / Fraction(denominator)
-    units = math.ceil(num)
-    text = f"{units // scale}.{units % scale:0{digits}d}".rstrip("0")
-    text = text + "0" if text.endswith(".") else text
-    return text, Fraction(units, scale)
+def pool_query(p: Plan, dtype_id: str, page: int, reserves: Optional[Reserves] = None) -> PoolQuery:
+    """The plan as an engine's pool formula reads it (kvplan.model.pools), under the target's dtype and page;
+    `reserves` None takes the plan's own."""
+    sc = p.scenario
+    return PoolQuery(sc.model, sc.device, dtype_id, p.kv_width, p.tp, p.pp, page, sc.batch, sc.context,
+                     float(p.metric("kv_bytes").value), sc.weights.width, reserves or p.reserves, sc.attention_dp,
+                     p.prefix_caching, sc.pinned.max_batched_tokens)
 
 
 def fmt_int(x: float) -> str:

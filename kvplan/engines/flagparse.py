@@ -7,7 +7,7 @@
 
 Each engine's own reader (its flag table, its token-count reading, its defaults) sits in its module,
 kvplan/engines/<id>.py, next to the code that writes its configuration; the .kvp writer is
-kvplan/engines/importer.py. Names, versions and defaults come from the engine's catalog record
+kvplan/app/importer.py. Names, versions and defaults come from the engine's catalog record
 (kvplan.catalog.engines), facts from shared/reference/engines.md.
 """
 

@@ -41,7 +41,7 @@ from kvplan.base.records import record
 from kvplan.base.units import fmt_bytes
 from kvplan.catalog import Device
 from kvplan.catalog.engines import get_engine
-from kvplan.engines import common, lmcache, replan, sglang, trtllm, vllm, yamlout
+from kvplan.engines import common, lmcache, own, sglang, trtllm, vllm, yamlout
 from kvplan.engines.common import Backend, DeployOptions, EmitRequest, Emitted, EmittedFile, GiB, Launch
 from kvplan.model.scenario import Scenario
 from kvplan.planner.plan import Plan
@@ -414,13 +414,13 @@ def _image(rt: Runtime, resource: str, opts: DeployOptions, plan: Plan) -> tuple
 
 
 def manifest(req: EmitRequest, engine: str) -> tuple[Optional[EmittedFile], Emitted, list[str], list[str]]:
-    """k8s-<engine>.yaml for one engine, from the plan made for it (kvplan/engines/replan.py): the file (None when
+    """k8s-<engine>.yaml for one engine, from the plan made for it (kvplan/engines/own.py): the file (None when
     that plan does not fit: the engine target's error says so), the engine target's output, warnings and findings."""
     backend: Backend = ENGINE_MODULES[engine].BACKEND
-    out = replan.build_for(engine, req, backend.build, backend.id)
+    out = own.build_for(engine, req, backend.build, backend.id)
     if out.errors:
         return None, out, [], list(out.findings)
-    req = attrs.evolve(req, plan=replan.written_from(req.plan, engine))
+    req = attrs.evolve(req, plan=own.written_from(req, engine))
     p = req.plan
     sc = p.scenario
     opts = req.deploy
@@ -455,9 +455,9 @@ def manifest(req: EmitRequest, engine: str) -> tuple[Optional[EmittedFile], Emit
     bundled = {n for t in common.TIERS for n in common.lmcache_tier(t, False)[1]} if "lmcache.yaml" in files \
         else set()
     warnings = [w for w in out.warnings if w not in out.findings and w.split(": ", 1)[-1] not in bundled]
-    own = f"{lmcache.BACKEND.label}: "  # lmcache.yaml's own findings and warnings (the placeholder disk path)
-    findings = list(out.findings) + [f for f in tier_out.findings if f.startswith(own)]
-    warnings += [w for w in tier_out.warnings if w.startswith(own) and w not in tier_out.findings]
+    prefix = f"{lmcache.BACKEND.label}: "  # lmcache.yaml's own findings and warnings (the placeholder disk path)
+    findings = list(out.findings) + [f for f in tier_out.findings if f.startswith(prefix)]
+    warnings += [w for w in tier_out.warnings if w.startswith(prefix) and w not in tier_out.findings]
     return EmittedFile(f"k8s-{engine}.yaml", text), out, warnings + notes, findings
 
 
@@ -537,5 +537,5 @@ BACKEND = Backend(
     tiers=(), eviction=False, flags=("--host", "--port", "--nnodes", "--node-rank", "--master-addr", "--headless",
                                      "--dist-init-addr"),
     source="kvplan/engines/k8s.py (the engine targets' launch; kubernetes-sigs/lws v0.10.0 for several nodes)",
-    build=build,
+    build=build, writes_for=lambda engine: (engine,) if engine in RUNTIMES else ANY_ENGINES if engine == "any" else (),
 )

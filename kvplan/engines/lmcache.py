@@ -40,7 +40,7 @@ from kvplan.base.evidence import Value, derived
 from kvplan.base.records import record
 from kvplan.catalog.engines import get_engine
 from kvplan.catalog.quality import admissible
-from kvplan.engines import common, replan, sglang, vllm, yamlout
+from kvplan.engines import common, own, sglang, vllm, yamlout
 from kvplan.engines.common import Backend, EmitRequest, Emitted, EmittedFile
 
 #: LMCache's default chunk size in tokens (engines.md).
@@ -172,7 +172,7 @@ def render(req: EmitRequest) -> Emitted:
     spec_req = req
     loaders = _loaders(req.plan.scenario.engine)
     # lmcache.yaml holds what the first loader's engine hands it: sized from the plan made for that engine
-    req = attrs.evolve(req, plan=replan.written_from(req.plan, loaders[0]))
+    req = attrs.evolve(req, plan=own.written_from(req, loaders[0]))
     p = req.plan
     if p.tier.tier == "none":
         return Emitted(BACKEND.id, (), (f"{BACKEND.label}: the plan keeps no second tier "
@@ -206,14 +206,14 @@ def render(req: EmitRequest) -> Emitted:
     planned: list[str] = []
     for eng in loaders:
         mod = LOADERS[eng]
-        loaded = replan.build_for(eng, spec_req, functools.partial(
+        loaded = own.build_for(eng, spec_req, functools.partial(
             mod.render, via_lmcache=True, name=f"lmcache-{eng}.sh", label=f"{mod.BACKEND.label} + {BACKEND.label}"),
             BACKEND.id)
-        own = replan.written_from(spec_req.plan, eng)
-        if not loaded.errors and own.tier.bytes != p.tier.bytes:
+        theirs = own.written_from(spec_req, eng)
+        if not loaded.errors and theirs.tier.bytes != p.tier.bytes:
             loaded_warnings.append(f"{BACKEND.label}: lmcache.yaml is sized for the plan made for {loaders[0]}; the "
-                                   f"plan made for {eng} keeps a different tier ({own.tier.tier}): set engine = {eng} "
-                                   "for an lmcache.yaml of its own")
+                                   f"plan made for {eng} keeps a different tier ({theirs.tier.tier}): set engine = "
+                                   f"{eng} for an lmcache.yaml of its own")
         errors += loaded.errors
         planned += loaded.planned
         files += loaded.files
@@ -230,5 +230,5 @@ BACKEND = Backend(
     id="lmcache", engine="LMCache", version="0.5.6", kv_dtypes={}, block_sizes=(), default_block=CHUNK_SIZE,
     prefix_caching=True, tiers=("host", "ssd", "remote"), eviction=False, flags=FLAGS,
     source="docs/engines.md § LMCache 0.5.6",
-    build=render,
+    build=render, writes_for=_loaders,
 )

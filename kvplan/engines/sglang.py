@@ -1,18 +1,10 @@
 """SGLang 0.5.23: the plan as a `python -m sglang.launch_server` command line, written to sglang.sh.
 
 SGLang sizes its KV pool from the free memory it measures after CUDA and NCCL start-up, not from the
-device (docs/engine-memory.md § SGLang; paths inside the installed `sglang/srt/` package, 0.5.23):
-
-    pre_model_load   = device memory − runtime reserve            (distributed/bootstrap.py:193-212,
-                                                                    model_executor/model_runner.py:1262; GiB,
-                                                                    utils/common.py:576. kvplan's runtime
-                                                                    reserve, assumed, --runtime-reserve)
-    rest             = (pre − weights) − pre × (1 − fraction)     (mem_cache/kv_cache_configurator.py:2990-3060)
-    pool tokens      = int(rest × 2^30) // cell // page × page     (model_executor/pool_configurator.py:637-647)
-    cell (MHA)       = max(1, n_kv // attn_tp) × (d + d_v) × layers × dtype bytes   (pool_configurator.py:491-499)
-    cell (MLA)       = (kv_lora_rank + qk_rope) × layers × dtype bytes                (pool_configurator.py:359-386)
-    cell (nvfp4 MHA) = heads × (d/2 + d/16) × 2 × layers on SM100: FP4 data + one FP8 scale layout (TRT-LLM
-                       GenMHA's)      (layers/quantization/fp4_kv_cache_quant_method.py:744-768)
+device: pre_model_load × fraction − weights, in whole pages of its cell (docs/engine-memory.md § SGLang).
+That arithmetic is below the planner, in kvplan.model.pools.sglang (its docstring has the formulas and the
+source lines), so that the planner fits each candidate against the pool this module writes: advise, lint and
+sglang.sh agree by construction.
 
 `--sizing fill` (the default) writes SGLang's own default fraction for the GPU (arg_groups/memory_hook.py:281-342,
 modelled below) and states the capacity it buys; `--sizing exact` solves for the fraction that gives exactly the
@@ -37,13 +29,11 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Optional
 
 import attrs
 
 from kvplan.base.evidence import Value, assumed, derived
 from kvplan.base.units import fmt_bytes
-from kvplan.catalog import DTYPES, Model
 from kvplan.catalog.engines import block_sizes_for, get_engine, kv_refusal
 from kvplan.engines import common
 from kvplan.engines.common import EmitRequest, Emitted, EmittedFile, Flag
@@ -71,8 +61,15 @@ from kvplan.engines.flagparse import (
     tokens_in_range,
     weights_dtype,
 )
-from kvplan.model.footprint import kappa, tokens_for_bytes
 from kvplan.model.memory import GiB
+from kvplan.model.pools import sglang as pools
+from kvplan.model.pools.sglang import (  # the names the writer and the tests read here
+    AITER_CONTEXT,
+    AITER_SCALE,
+    PoolShape,
+    SglangMemory,
+    refusal,
+)
 from kvplan.planner.plan import Plan
 
 ENGINE = get_engine("sglang")
@@ -84,136 +81,8 @@ FLAGS = ("--model-path", "--kv-cache-dtype", "--page-size", "--mem-fraction-stat
          "--context-length", "--max-running-requests", "--disable-radix-cache", "--enable-hierarchical-cache",
          "--hicache-size", "--enable-lmcache", "--lmcache-config-file")
 
-MiB = 2**20
-#: arg_groups/attention_hook.py:243-268: aiter at a context above this scales --mem-fraction-static by AITER_SCALE.
-AITER_CONTEXT = 8192
-AITER_SCALE = 0.85
 
-
-# --------------------------------------------------------------- SGLang's memory arithmetic
-
-def cell_bytes(model: Model, dtype_id: str, tp: int, pp: int) -> int:
-    """Bytes per token of the KV pool on the most loaded GPU, as DefaultPoolConfigurator._compute_cell_size
-    (model_executor/pool_configurator.py:340-534) computes it. Layers: the most loaded pipeline rank's,
-    ceil(L / pp) (distributed/utils.py get_pp_indices gives the extra layers to the last ranks). Heads:
-    ModelConfig.get_num_kv_heads(attn_tp) = max(1, n_kv // tp) under plain tensor parallelism."""
-    layers = math.ceil(model.n_layers / max(1, pp))
-    if model.kv_kind == "mla":
-        dim = model.mla_kv_rank + model.mla_rope_dim
-        if dtype_id == "fp4":  # pool_configurator.py:387-398: half the latent + one FP8 scale per 16 values
-            return dim * layers // 2 + (dim // 16) * layers
-        return dim * layers * int(DTYPES[dtype_id].width)
-    heads = max(1, model.n_kv // tp)
-    d, dv = model.head_dim, model.v_head_dim or model.head_dim
-    if dtype_id == "fp4":
-        # NVFP4KVCacheMethod.compute_cell_size (fp4_kv_cache_quant_method.py:744-768) on SM100 with SGLang's
-        # trtllm_mha backends: FP4 data heads·(d/2)·L·2 + the native FP8 scale layout heads·(d/16)·L·2, no dequant
-        # workspace. (SM120, or a FlashInfer prefill, adds the linear scale layout and a workspace: more bytes.)
-        return heads * (d // 2) * layers * 2 + heads * (d // 16) * layers * 2
-    return heads * (d + dv) * layers * int(DTYPES[dtype_id].width)
-
-
-#: configs/model_config.py SWA_SINK_ARCHS: the architectures SGLang gives its hybrid sliding-window pool
-#: (is_hybrid_swa_model), their layers split into full and sliding-window ones by the config's layer_types
-#: (get_hybrid_layer_ids), which are kvplan's Model.windows.
-SWA_SINK_ARCHS = frozenset({"GptOssForCausalLM", "GraniteSWAForCausalLM", "GraniteMoeSWAForCausalLM",
-                            "IQuestQ1ForCausalLM"})
-#: arg_groups/fields/schedule.py:150-162: --swa-full-tokens-ratio's fallback, SWA-pool tokens per full-pool token.
-SWA_FULL_TOKENS_RATIO = 0.8
-#: environ.py SGLANG_SWA_EVICTION_INTERVAL's default: the SWA tokens a request keeps beyond its window.
-SWA_EVICTION_INTERVAL = 128
-
-
-@attrs.frozen(slots=True)
-class PoolShape:
-    """How SGLang's pool configurator (model_executor/pool_configurator.py) turns one GPU's KV bytes into tokens.
-
-    One pool (DefaultPoolConfigurator, 637-647): tokens = bytes // cell, whole pages. The hybrid sliding-window
-    pool (HybridSWAPoolConfigurator, 656-922) keeps the full-attention layers' tokens and the sliding-window
-    layers' tokens in two pools: full = int(bytes // (full cell + ratio × SWA cell)), whole pages, and
-    SWA = int(full × ratio), whole pages. With --max-running-requests and the radix cache off,
-    SWARequestCapPoolConfigurator (971-1046) sizes the SWA pool from the requests instead (`swa_fixed`) and
-    gives the full pool the rest."""
-
-    full_cell: int                 # B per token of the (full-attention) pool
-    swa_cell: int = 0              # B per token of the SWA pool, all its layers; 0: one pool
-    full_layers: int = 0
-    swa_layers: int = 0
-    ratio: float = SWA_FULL_TOKENS_RATIO
-    swa_fixed: int = 0             # SWA tokens sized from the request cap; 0: ratio × full
-    window: int = 0                # the sliding window SGLang's model class reports
-
-    @property
-    def hybrid(self) -> bool:
-        return self.swa_cell > 0
-
-    @property
-    def cell(self) -> float:
-        """Bytes per full-pool token: the cell, or full + ratio × SWA (the SWA share rides on each full token)."""
-        if not self.hybrid or self.swa_fixed:
-            return float(self.full_cell)
-        return self.full_cell + self.ratio * self.swa_cell
-
-    def tokens(self, available: int, page: int) -> int:
-        """The full pool's tokens (max_total_num_tokens) for `available` bytes."""
-        if not self.hybrid:
-            return available // self.full_cell // page * page
-        if self.swa_fixed:
-            return int((available - self.swa_fixed * self.swa_cell) // self.full_cell) // page * page
-        return int(available // self.cell) // page * page
-
-    def swa_tokens(self, full: int, page: int) -> int:
-        if self.swa_fixed:
-            return self.swa_fixed
-        return int(full * self.ratio) // page * page if self.hybrid else 0
-
-    def bytes(self, full: int, page: int) -> float:
-        """What pools of `full` tokens take: the full pool and the SWA pool beside it."""
-        return float(full * self.full_cell + self.swa_tokens(full, page) * self.swa_cell)
-
-
-def _stage_layers(n_layers: int, pp: int) -> range:
-    """The layers of SGLang's most loaded pipeline stage, the last (distributed/utils.py get_pp_indices: the last
-    L mod pp stages hold one layer more)."""
-    pp = max(1, pp)
-    return range(n_layers - math.ceil(n_layers / pp), n_layers)
-
-
-def pool_shape(p: Plan, dtype_id: str, page: int) -> PoolShape:
-    """The pool SGLang builds for the plan's model: the hybrid sliding-window pool for SWA_SINK_ARCHS models with
-    windowed layers (full and SWA cells: KV heads per rank × (d + d_v) × layers × the dtype's element size,
-    pool_configurator.py:702-716; an FP4 element is torch.float4_e2m1fn_x2's one byte), else one pool."""
-    sc = p.scenario
-    m = sc.model
-    full = cell_bytes(m, dtype_id, p.tp, p.pp)
-    if m.architecture not in SWA_SINK_ARCHS or m.all_full or m.kv_kind == "mla":
-        return PoolShape(full)
-    stage = [m.windows[i] for i in _stage_layers(m.n_layers, p.pp)]
-    n_full = sum(1 for w in stage if w is None)
-    n_swa = len(stage) - n_full
-    per_layer = max(1, m.n_kv // p.tp) * (m.head_dim + (m.v_head_dim or m.head_dim)) * (
-        1 if dtype_id == "fp4" else int(DTYPES[dtype_id].width))
-    # models/gpt_oss.py:131: the gpt-oss class reports sliding_window − 1 (load_model_utils.py:144-157)
-    window = max(w for w in stage if w is not None) - (1 if m.architecture == "GptOssForCausalLM" else 0)
-    fixed = 0
-    chunk = _prefill_chunk(p)
-    if not p.prefix_caching and chunk > 0:
-        # compute_swa_request_cap (pool_configurator.py:924-968) without speculative decoding: per request the
-        # window + the eviction interval + a page of padding + a page of decode, over the requests per
-        # attention-DP rank, + two prefill chunks in flight (overlap scheduling) + a page; whole pages
-        per_request = window + SWA_EVICTION_INTERVAL + page + page
-        cap = per_request * max(1, sc.batch // max(1, sc.attention_dp)) + 2 * chunk + page
-        fixed = common.ceil_div(cap, page) * page
-    return PoolShape(per_layer * n_full, per_layer * n_swa, n_full, n_swa, SWA_FULL_TOKENS_RATIO, fixed, window)
-
-
-def _prefill_chunk(p: Plan) -> int:
-    """--chunked-prefill-size as SGLang runs it: the pinned per-step token limit, else its GPU default."""
-    batched = p.scenario.pinned.max_batched_tokens
-    if batched is not None:
-        return batched
-    return _gpu_defaults(p.scenario.device.memory / MiB, p.tp)[0]
-
+# --------------------------------------------------------------- SGLang's memory arithmetic (kvplan.model.pools)
 
 def page_sizes(p: Plan) -> tuple[int, ...]:
     """The --page-size values SGLang's default attention backend keeps on the plan's GPU: on Blackwell, trtllm_mha
@@ -224,170 +93,17 @@ def page_sizes(p: Plan) -> tuple[int, ...]:
     return block_sizes_for(ENGINE, sc.device, sc.model)
 
 
-def uses_aiter(model: Model, device_name: str, tp: int) -> bool:
-    """SGLang's default attention backend on AMD is aiter for MHA models, and for MLA models with 16 or 128
-    heads per rank (arg_groups/model_override_base.py:300-350)."""
-    if "AMD" not in device_name:
-        return False
-    return model.kv_kind != "mla" or max(1, model.n_q // tp) in (16, 128)
-
-
-def pre_model_load(total: float, runtime: float) -> float:
-    """SGLang's pre_model_load_memory in GiB: free memory after CUDA and NCCL start-up, modelled as the device
-    memory less kvplan's runtime reserve (assumed; SGLang measures it on the GPU)."""
-    return (total - runtime) / GiB
-
-
-def pool_bytes(fraction: float, pre: float, weights: float) -> float:
-    """KVCacheConfigurator._profile_available_bytes (kv_cache_configurator.py:2990-3060), in GiB floats as SGLang
-    computes them: the free memory after the weights less the (1 − fraction) share of pre_model_load."""
-    available = pre - weights / GiB
-    return available - pre * (1 - fraction)
-
-
-def pool_tokens(fraction: float, pre: float, weights: float, cell: int | PoolShape, page: int) -> int:
-    """max_total_num_tokens: the pool configurator's tokens for int(pool × 2^30) bytes, whole pages (a PoolShape,
-    or one pool of `cell` B per token); 0 where SGLang refuses to start."""
-    rest = pool_bytes(fraction, pre, weights)
-    if rest <= 0:
-        return 0
-    return max(0, _shape(cell).tokens(int(rest * GiB), page))
-
-
-def _shape(cell: int | PoolShape) -> PoolShape:
-    return cell if isinstance(cell, PoolShape) else PoolShape(cell)
-
-
-def refusal(fraction: float, pre: float, weights: float) -> str:
-    """SGLang's own words when the weights leave no KV pool (kv_cache_configurator.py:3042-3058)."""
-    minimum = 1 - (pre - weights / GiB) / pre
-    return (f"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={fraction:g}. "
-            f"Raise --mem-fraction-static above {math.ceil(minimum * 1000) / 1000:.3f}")
-
-
-def _gpu_defaults(gpu_mib: float, tp: int) -> tuple[int, int]:
-    """(chunked_prefill_size, decode CUDA-graph max batch) SGLang picks for a GPU of `gpu_mib` MiB
-    (arg_groups/memory_hook.py:89-170)."""
-    if gpu_mib < 20 * 1024:
-        return 2048, 8
-    if gpu_mib < 35 * 1024:
-        return 4096, 48 if tp < 4 else 160
-    if gpu_mib < 60 * 1024:
-        return 4096, 32 if tp < 4 else 160
-    if gpu_mib < 160 * 1024:
-        return 8192, 256 if tp < 4 else 512
-    return 16384, 512
-
-
-def default_fraction(total: float, tp: int, pp: int, batch: int) -> tuple[float, float]:
-    """SGLang's default --mem-fraction-static for this GPU and its reserved memory in bytes
-    (arg_groups/memory_hook.py:281-342): round((gpu − reserved) / gpu, 3), reserved = 512 MiB + 1.5 MiB per
-    activation token (max(chunked prefill, 2048)) + tp·pp/8 GiB + 2 MiB per decode CUDA-graph batch (capped
-    at --max-running-requests), at least 10 GiB on GPUs over 60 GiB. Left out (assumed 0): the prefill CUDA
-    graph's non-torch memory, DeepEP buffers and multimodal adjustments."""
-    gpu_mib = total / MiB
-    chunk, max_bs = _gpu_defaults(gpu_mib, tp)
-    reserved = 512 + 1.5 * max(chunk, 2048) + tp * pp / 8 * 1024 + 2 * min(max_bs, batch)
-    if gpu_mib > 60 * 1024:
-        reserved = max(reserved, 10 * 1024)
-    return round((gpu_mib - reserved) / gpu_mib, 3), reserved * MiB
-
-
-def exact_fraction(tokens: int, pre: float, weights: float, cell: int | PoolShape, page: int, scale: float
-                   ) -> tuple[str, float]:
-    """The shortest decimal fraction (its last digit worth at most one page of pre_model_load) whose pool,
-    after SGLang's `scale` (aiter's 0.85, else 1), holds `tokens`: (text, the value SGLang applies)."""
-    if pre <= 0:  # the runtime reserve takes the whole device: no fraction gives a pool
-        return "1", scale
-    shape = _shape(cell)
-    page_gib = shape.cell * page / GiB
-    digits = min(9, max(3, math.ceil(math.log10(pre / page_gib)))) if page_gib > 0 else 6
-    unit = 10**digits
-    want = (shape.bytes(tokens, page) / GiB + weights / GiB) / pre / scale
-    units = math.ceil(want * unit)
-    for _ in range(64):  # float rounding in SGLang's GiB arithmetic: a digit or two more at most
-        if pool_tokens(units / unit * scale, pre, weights, shape, page) >= tokens:
-            break
-        units += 1
-    text = f"{units / unit:.{digits}f}".rstrip("0")
-    return (text + "0" if text.endswith(".") else text), float(text) * scale
-
-
-@attrs.frozen(slots=True)
-class SglangMemory:
-    """One GPU as SGLang 0.5.23 sizes it."""
-
-    fraction_text: str       # what --mem-fraction-static says
-    applied: float           # the fraction SGLang applies (× 0.85 on aiter)
-    pre: float               # pre_model_load_memory, GiB
-    cell: int                # B per token of the (full-attention) pool
-    page: int
-    tokens: int              # max_total_num_tokens: the (full-attention) pool's tokens
-    aiter: bool
-    how: str                 # why this fraction
-    exact_text: str          # the fraction that gives exactly the plan's pool
-    reserved: Optional[float] = None  # SGLang's reserved memory under its default rule, B
-    shape: Optional[PoolShape] = None  # the pool configurator's; None: one pool of `cell`
-
-    @property
-    def swa_tokens(self) -> int:
-        """The sliding-window pool's tokens beside the full pool (0: one pool)."""
-        return self.shape.swa_tokens(self.tokens, self.page) if self.shape is not None else 0
-
-    @property
-    def pool(self) -> float:
-        """Bytes of every pool on the GPU: the full-attention pool and the SWA pool beside it."""
-        return self.shape.bytes(self.tokens, self.page) if self.shape is not None else float(self.tokens * self.cell)
-
-    @property
-    def fits(self) -> bool:
-        """Whether the plan's pool fits under SGLang: its exact fraction is at most 1."""
-        return float(self.exact_text) <= 1
-
-
-def _text(fraction: float) -> str:
-    return f"{fraction:.3f}".rstrip("0").rstrip(".") or "0"
+def pool_shape(p: Plan, dtype_id: str, page: int) -> PoolShape:
+    """The pool SGLang builds for the plan's model (kvplan.model.pools.sglang.pool_shape)."""
+    return pools.pool_shape(common.pool_query(p, dtype_id, page))
 
 
 def sglang_memory(req: EmitRequest, sz: common.Sizing, dtype_id: str) -> SglangMemory:
-    """--mem-fraction-static and the pool it gives. exact: the plan's pool. fill: SGLang's default fraction for
-    the GPU, or the exact one where the default holds less than the plan's pool (the plan's footprint is the
-    least the engine must get); where even that exceeds 1 the default is written and the findings say so."""
+    """--mem-fraction-static and the pool it gives for the plan's pool (kvplan.model.pools.sglang.memory_for)."""
     p = req.plan
-    sc = p.scenario
-    shape = pool_shape(p, dtype_id, sz.block)
-    pre = pre_model_load(sz.total, float(sz.runtime.value))
-    aiter = uses_aiter(sc.model, sc.device.name, p.tp) and sc.context > AITER_CONTEXT
-    scale = AITER_SCALE if aiter else 1.0
-    plan_tokens = sz.blocks * sz.block
-    exact_text, exact_applied = exact_fraction(plan_tokens, pre, sz.weights, shape, sz.block, scale)
-    given = (req.reserves or p.reserves).activation
-    if given is None:
-        default, reserved = default_fraction(sz.total, p.tp, p.pp, sc.batch)
-        why = (f"SGLang's default rule for this GPU (arg_groups/memory_hook.py:281-342, reserved "
-               f"{fmt_bytes(reserved)}, assumed)")
-    else:  # --activation-reserve replaces SGLang's reserved memory
-        reserved = float(given)
-        default = math.floor((sz.total - reserved) / sz.total * 1000) / 1000
-        why = f"(memory − --activation-reserve {fmt_bytes(reserved)}) / memory"
-    default_tokens = pool_tokens(float(_text(default)) * scale, pre, sz.weights, shape, sz.block)
-    fits = float(exact_text) <= 1
-    if sc.memory_fraction is not None and req.sizing == "fill":  # the deployment's own fraction (kvplan import)
-        text = _text(sc.memory_fraction)
-        applied = float(text) * scale
-        how = "pin memory_fraction: the deployment's --mem-fraction-static"
-    elif fits and (req.sizing == "exact" or default_tokens < plan_tokens):
-        text, applied = exact_text, exact_applied
-        how = ("solved so that the pool is the plan's, in whole pages" if req.sizing == "exact" else
-               f"the plan's pool: {why} gives {_text(default)}, {default_tokens:,} tokens, less than the plan's "
-               f"{plan_tokens:,}")
-    else:
-        text = _text(default)
-        applied = float(text) * scale
-        how = why
-    tokens = pool_tokens(applied, pre, sz.weights, shape, sz.block)
-    return SglangMemory(text, applied, pre, shape.full_cell, sz.block, tokens, aiter, how, exact_text,
-                        reserved if given is None else None, shape if shape.hybrid else None)
+    q = common.pool_query(p, dtype_id, sz.block, req.reserves)
+    return pools.memory_for(q, tokens=sz.blocks * sz.block, memory_fraction=p.scenario.memory_fraction,
+                            sizing=req.sizing)
 
 
 def _refused_note(p: Plan, mapped: common.Mapped) -> list[str]:
@@ -502,14 +218,10 @@ def full_layer_sizing(p: Plan, sz: common.Sizing) -> common.Sizing:
     context, kvplan.model.footprint.tokens_for_bytes of its bytes), where the shared figures count a token slot
     in every layer, the windowed ones included."""
     m = p.scenario.model
-
-    def full(tokens: float) -> float:
-        per_seq = tokens / max(1, sz.batch)
-        return float(tokens_for_bytes(m, per_seq * kappa(m, 1.0), 1.0)) * sz.batch
-
-    tokens = common.round_whole(full(sz.tokens))
+    tokens = common.round_whole(pools.full_tokens(m, sz.tokens, sz.batch))
     blocks = common.ceil_div(tokens / p.scenario.attention_dp, sz.block)
-    return attrs.evolve(sz, tokens=tokens, plan_tokens=common.round_whole(full(sz.plan_tokens)), blocks=blocks)
+    plan_tokens = common.round_whole(pools.full_tokens(m, sz.plan_tokens, sz.batch))
+    return attrs.evolve(sz, tokens=tokens, plan_tokens=plan_tokens, blocks=blocks)
 
 
 def _pool_bytes(mem: SglangMemory, tokens: int) -> float:

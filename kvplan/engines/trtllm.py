@@ -48,7 +48,6 @@ from kvplan.base import files
 from kvplan.base.errors import Span
 from kvplan.base.evidence import Value, derived
 from kvplan.base.units import fmt_bytes
-from kvplan.catalog import Model
 from kvplan.catalog.engines import get_engine, kv_refusal
 from kvplan.engines import common, yamlout
 from kvplan.engines.common import EmitRequest, Emitted, EmittedFile
@@ -72,6 +71,7 @@ from kvplan.engines.flagparse import (
     strip_env,
     whole,
 )
+from kvplan.model.pools import trtllm as pools
 from kvplan.planner.plan import Plan
 
 ENGINE = get_engine("trtllm")
@@ -82,40 +82,6 @@ FLAGS = ("--config", "kv_cache_config", "free_gpu_memory_fraction", "max_tokens"
          "tokens_per_block", "dtype", "host_cache_size", "max_batch_size", "max_seq_len", "tensor_parallel_size",
          "pipeline_parallel_size")
 
-#: KvCacheConfig.free_gpu_memory_fraction's default (tensorrt_llm/llmapi/llm_args.py, commit 0004396).
-DEFAULT_FRACTION = 0.9
-
-
-def exact_fraction(pool: float, free: float, block_bytes: float) -> float:
-    """pool / free rounded up with just enough decimals that the rounding adds less than one block, kept below 1:
-    calculate_max_num_blocks asserts free_mem_fraction < 1.0 (resource_manager.py, commit d2a5560)."""
-    if free <= 0:
-        return 0.999
-    text, value = common.fraction_up(pool, free, block_bytes)
-    if value < 1:
-        return float(text)
-    digits = max(3, len(text.split(".")[1]))
-    return 1 - 10.0**-digits
-
-
-def token_bytes(model: Model, dtype_id: str, tp: int, pp: int) -> int:
-    """KVCacheManager.get_cache_size_per_token (resource_manager.py, commit d2a5560): bytes per token on the most
-    loaded rank (layers: ceil(L / pp), TensorRT-LLM's pp_layers gives the first ranks the extra layers)."""
-    layers = math.ceil(model.n_layers / max(1, pp))
-    if model.kv_kind == "mla":
-        x = layers * (model.mla_kv_rank + model.mla_rope_dim)
-    else:
-        x = 2 * layers * (model.head_dim * model.n_kv // tp)
-    if dtype_id == "fp4":
-        return math.ceil(x / 2) + math.ceil(x / 16)  # 1 B per 2 elements + an FP8 scale per 16 elements
-    return x * (2 if dtype_id in ("bf16", "fp16") else 1)
-
-
-def fill_tokens(fraction: float, free: float, per_token: int, block: int) -> int:
-    """Tokens a fraction of the free memory buys, in whole blocks: int(fraction × free / B // block) × block."""
-    if free <= 0:
-        return 0
-    return int(fraction * free / per_token // block) * block
 
 
 def _dtype_notes(p: Plan, mapped: common.Mapped, notes: list[str]) -> list[str]:
@@ -135,22 +101,17 @@ def _dtype_notes(p: Plan, mapped: common.Mapped, notes: list[str]) -> list[str]:
     return findings
 
 
-def _pool(sizing: str, sz: common.Sizing, per_token: int, findings: list[str]) -> tuple[bool, float, int]:
-    """(whether max_tokens is written, free_gpu_memory_fraction, the tokens TensorRT-LLM allocates): exact, or fill
-    where the default fraction holds the plan's pool; a pool that does not fit goes to `findings`."""
-    plan_tokens = sz.blocks * sz.block
-    free_after = sz.total - sz.weights - sz.reserves
-    filled = fill_tokens(DEFAULT_FRACTION, free_after, per_token, sz.block)
-    if sizing != "exact" and filled >= plan_tokens:
-        return False, DEFAULT_FRACTION, filled
-    fraction = exact_fraction(plan_tokens * per_token, free_after, per_token * sz.block)
-    tokens = min(plan_tokens, fill_tokens(fraction, free_after, per_token, sz.block))
-    if tokens < plan_tokens:
-        findings.append(f"the plan's pool does not fit under TensorRT-LLM: {plan_tokens:,} tokens × {per_token:,} B "
-                        f"need more than free_gpu_memory_fraction {fraction:g} of the "
-                        f"{fmt_bytes(max(0.0, free_after))} left after weights and the assumed reserves; it gets "
-                        f"{tokens:,}")
-    return True, fraction, tokens
+def _pool(req: EmitRequest, sz: common.Sizing, dtype_id: str, findings: list[str]) -> pools.TrtllmMemory:
+    """TensorRT-LLM's settings for the plan's pool (kvplan.model.pools.trtllm.memory_for): exact, or fill where the
+    default fraction holds it; a pool that does not fit goes to `findings`."""
+    q = common.pool_query(req.plan, dtype_id, sz.block, req.reserves)
+    mem = pools.memory_for(q, tokens=sz.blocks * sz.block, sizing=req.sizing)
+    if not mem.fits:
+        findings.append(f"the plan's pool does not fit under TensorRT-LLM: {mem.wanted:,} tokens × {mem.per_token:,} "
+                        f"B need more than free_gpu_memory_fraction {mem.fraction:g} of the "
+                        f"{fmt_bytes(max(0.0, mem.free))} left after weights and the assumed reserves; it gets "
+                        f"{mem.tokens:,}")
+    return mem
 
 
 def render(req: EmitRequest) -> Emitted:
@@ -160,10 +121,9 @@ def render(req: EmitRequest) -> Emitted:
     sz = common.size(p, mapped, req.reserves)
     notes = common.model_notes(p, BACKEND) + common.unwritten_pins(sc, ENGINE.id)
     findings = _dtype_notes(p, mapped, notes)
-    per_token = token_bytes(sc.model, mapped.dtype.id, p.tp, p.pp)
-    plan_tokens = sz.blocks * sz.block
-    free_after = sz.total - sz.weights - sz.reserves
-    use_exact, fraction, tokens = _pool(req.sizing, sz, per_token, findings)
+    mem = _pool(req, sz, mapped.dtype.id, findings)
+    per_token, plan_tokens, free_after = mem.per_token, sz.blocks * sz.block, mem.free
+    use_exact, fraction, tokens = mem.use_exact, mem.fraction, mem.tokens
     unfit = findings[-1] if tokens < plan_tokens else None  # TensorRT-LLM's pool, not the plan's
     host_tokens = common.ceil_div(sz.tier_tokens, sz.block) * sz.block if mapped.tier == "host" else 0
     host = host_tokens * per_token

@@ -15,7 +15,7 @@ from kvplan.base.evidence import derived
 from kvplan.base.records import record
 from kvplan.catalog import DTYPES
 from kvplan.catalog.engines import kv_width
-from kvplan.model import memory
+from kvplan.model import memory, pools
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import KvFactors
 from kvplan.model.scenario import Scenario
@@ -114,7 +114,14 @@ def _evaluate(sc: Scenario, setup: Setup, found: Found) -> Evaluated:
                            sharing=setup.sigma, frag=setup.phi, reserved=setup.reserved, space=found.space,
                            pipeline=found.pipeline, bound=sc.max_context, attention_dp=sc.attention_dp,
                            replicas=sc.replicas, engine=sc.engine,
-                           factors={d: factors_for(sc, d) for d in found.space.dtypes})
+                           factors={d: factors_for(sc, d) for d in found.space.dtypes}, pool=_pool(sc, setup))
+
+
+def _pool(sc: Scenario, setup: Setup) -> pools.PoolSettings:
+    """What the engine's own pool formula reads beyond a candidate (kvplan.model.pools): page, reserves, prefix
+    caching and the pinned per-step token limit."""
+    return pools.PoolSettings(setup.block, setup.reserves, setup.prefix_caching,
+                              sc.pinned.max_batched_tokens)
 
 
 @record

@@ -3,7 +3,7 @@
 `kvplan.planner.for_engine` makes the plan of a scenario under another engine's record; this module says
 what it chose, what differs from the spec's plan and why, and whether it runs at all. `kvplan advise`
 prints it side by side for `engine = any` (kvplan/render/plan_view.py) and `kvplan emit` prints the same
-words for the targets it writes from those plans (kvplan/engines/replan.py). Here, not in the engines
+words for the targets it writes from those plans (kvplan/app/replan.py). Here, not in the engines
 layer, so that `kvplan advise` imports no engine module (tests/acceptance/test_coldstart.py).
 """
 

@@ -17,7 +17,7 @@ from kvplan.catalog import Device, Model
 from kvplan.catalog.engines import kv_width
 from kvplan.catalog.quality import lossiness_rank
 from kvplan.model import expected as ex
-from kvplan.model import memory
+from kvplan.model import memory, pools
 from kvplan.model import roofline as rf
 from kvplan.model.regime import widest_tp
 from kvplan.planner.plan import Rejection
@@ -127,6 +127,8 @@ class Evaluated:
     ttft: Array          # the TTFT bound: the prompt's prefill at π (never faster than the weights at β)
     ttft_exp: Array      # the expected TTFT
     bound_binds: Optional[npt.NDArray[np.bool_]] = None  # one sequence of the bound needs more KV than the batch
+    #: the memory model fits it and the engine's own pool does not (kvplan.model.pools); None: no engine pool
+    by_engine: Optional[npt.NDArray[np.bool_]] = None
 
     def __len__(self) -> int:
         return len(self.width)
@@ -155,7 +157,8 @@ def _expected(model: Model, device: Device, bound: rf.StepTime, batch: int, cont
 def evaluate(model: Model, device: Device, *, batch: int, context: int, w_p: float, sharing: float, frag: float,
              reserved: float, space: Space, pipeline: bool = True, bound: Optional[int] = None,
              attention_dp: int = 1, replicas: int = 1, engine: str = "any",
-             factors: Optional[Mapping[str, ex.Factors]] = None) -> Evaluated:
+             factors: Optional[Mapping[str, ex.Factors]] = None, pool: Optional[pools.PoolSettings] = None
+             ) -> Evaluated:
     """Evaluate every combination of the space's axes with the SPEC §3–6 equations.
     Without pipeline parallelism (an engine that has none) every device is a tensor-parallel rank.
     `reserved` is the bytes per device the reserves keep free (kvplan.model.memory.Reserves.total); a
@@ -165,7 +168,7 @@ def evaluate(model: Model, device: Device, *, batch: int, context: int, w_p: flo
     their own sequences (roofline.kv_replication); `replicas` copies multiply the throughput. A candidate's
     KV width is the dtype's as `engine` stores it, scales included (catalog.engines.kv_width). `factors` are
     each KV dtype's expected-performance factors (default: kvplan's defaults for the device and engine): each
-    candidate also carries its expected step and TTFT (docs/expected.md)."""
+    candidate also carries its expected step and TTFT (docs/expected.md); `pool`: the engine's own (_fit)."""
     grid = [(d, r, n, t, p) for n in space.counts for t in space.splits(model, n, pipeline)
             for p in space.placements for d in space.dtypes for r in space.retentions]
     # once per value of the axes they depend on, not per candidate (a few values, a few hundred candidates)
@@ -192,22 +195,55 @@ def evaluate(model: Model, device: Device, *, batch: int, context: int, w_p: flo
         factors = {d: ex.default_factors(device, d, engine, device.scaleup_link or "") for d in space.dtypes}
     step_exp, ttft, ttft_exp = _expected(model, device, t, batch, context, tpf, w_p, factors, list(dt))
     step = t.step
-    pp = n // tp
     usable = np.full(len(grid), device.memory - reserved, dtype=np.float64)
     kv_fit = np.maximum(kv_stored, one)
-    need_dev = memory.weights_per_device(model, w_p, tp, pp) + memory.kv_per_device(model, kv_fit, tp, pp)
-    capacity = n * usable
-    need = w_held + kv_fit
+    need_dev, fits, by_engine = _fit(model, device, engine, pool, dt, w, tp, n // tp, kv_fit, w_p, batch, context,
+                                     attention_dp, reserved, usable)
+    capacity, need = n * usable, w_held + kv_fit
     with np.errstate(divide="ignore", invalid="ignore"):
         headroom = np.where(usable > 0, 1.0 - need_dev / np.where(usable > 0, usable, 1.0), -np.inf)
     return Evaluated(
         dtype=dt, width=w, retention=r, n=n, tp=tp, placement=pl, kv_stored=kv_stored, kv_read=kv_read,
         need=need, capacity=capacity, need_dev=need_dev, usable_dev=usable, step=step,
         throughput=replicas * batch / step,
-        headroom=headroom, fits=need_dev <= usable,
+        headroom=headroom, fits=fits,
         lossy=np.array([lossy_of[g[0], g[1]] for g in grid], dtype=np.int64),
         reject=[None] * len(grid), step_exp=step_exp, ttft=ttft, ttft_exp=ttft_exp, bound_binds=one > kv_stored,
-    )
+        by_engine=by_engine)
+
+
+def _fit(model: Model, device: Device, engine: str, pool: Optional[pools.PoolSettings], dt: npt.NDArray[np.str_],
+         w: Array, tp: npt.NDArray[np.int64], pp: npt.NDArray[np.int64], kv_fit: Array, w_p: float, batch: int,
+         context: int, attention_dp: int, reserved: float, usable: Array
+         ) -> tuple[Array, npt.NDArray[np.bool_], Optional[npt.NDArray[np.bool_]]]:
+    """(need per device, fits, decided by the engine) of every candidate: weights + KV on its most loaded device
+    (kvplan.model.memory) against the usable memory; with `pool` (the plan's page, reserves, prefix caching and
+    pinned step limit), a candidate for an engine that sizes its pool its own way (kvplan.model.pools.FORMULAS:
+    SGLang) fits when that engine's pool holds its KV, the need being the weights + the engine's pool, what the
+    engine's writer derives its setting from."""
+    need_dev = memory.weights_per_device(model, w_p, tp, pp) + memory.kv_per_device(model, kv_fit, tp, pp)
+    queries = [pools.PoolQuery(model, device, str(dt[i]), float(w[i]), int(tp[i]), int(pp[i]), pool.page, batch,
+                               context, float(kv_fit[i]), w_p, pool.reserves, attention_dp, pool.prefix_caching,
+                               pool.max_batched_tokens) for i in range(len(dt))
+               ] if pool is not None and engine in pools.FORMULAS else []
+    return _engine_pool(engine, pool, queries, reserved, need_dev, need_dev <= usable)
+
+
+def _engine_pool(engine: str, pool: Optional[pools.PoolSettings], queries: Sequence[pools.PoolQuery],
+                 reserved: float, need_dev: Array, fits: npt.NDArray[np.bool_]
+                 ) -> tuple[Array, npt.NDArray[np.bool_], Optional[npt.NDArray[np.bool_]]]:
+    """(need per device, fits, decided by the engine) of each candidate against `engine`'s own pool
+    (kvplan.model.pools.fit): the weights + the pool that holds its KV, and the engine's verdict (the reserves left
+    free, the engine's setting in range); the memory model's figures where the engine has none (a dtype it does
+    not store). `decided by the engine`: the memory model fits the candidate and the engine's pool does not. No
+    `queries` (no `pool`, or an engine without a formula of its own): the memory model's figures, as they are."""
+    if pool is None or not queries:
+        return need_dev, fits, None
+    found = [pools.fit(engine, q) for q in queries]
+    need = np.array([f.needed - reserved if f is not None else need_dev[i] for i, f in enumerate(found)],
+                    dtype=np.float64)
+    ok = np.array([f.fits if f is not None else bool(fits[i]) for i, f in enumerate(found)], dtype=np.bool_)
+    return need, ok, fits & ~ok
 
 
 def objective_order(ev: Evaluated, idx: Sequence[int], objective: str) -> list[int]:

@@ -85,10 +85,17 @@ def no_fit(m: Model, ev: Evaluated, i: int) -> str:
     layers = int(memory.stage_layers(m, n // tp))
     if ev.usable_dev[i] <= 0:
         return _reserves_exceed(ev, i)
+    if ev.by_engine is not None and ev.by_engine[i]:  # the engine's own pool decided it (kvplan.model.pools)
+        return f"does not fit: {_engine_pool_need(ev, i)}"
     if layers * (n // tp) == m.n_layers:
         return f"does not fit: needs {fmt_unit(ev.need[i], 'B')} of {fmt_unit(ev.capacity[i], 'B')} usable"
     return (f"does not fit: its most loaded device ({layers} of {m.n_layers} layers on one of {n // tp} "
             f"pipeline stages) needs {fmt_unit(ev.need_dev[i], 'B')} of {fmt_unit(ev.usable_dev[i], 'B')} usable")
+
+
+def _engine_pool_need(ev: Evaluated, i: int) -> str:
+    return (f"the weights and the engine's own KV pool (the pool it builds to hold this KV) need "
+            f"{fmt_unit(ev.need_dev[i], 'B')} per device, {fmt_unit(ev.usable_dev[i], 'B')} usable")
 
 
 def no_layout(m: Model, n: int) -> str:
@@ -146,6 +153,12 @@ def _unmet_fit(sc: Scenario, ev: Evaluated, best: int, space: Space, sigma: floa
         return Unmet(Constraint.FITS, _reserves_exceed(ev, best) + f"; each {sc.device.id} would need "
                      f"{fmt_unit(short, 'B')} more for this plan",
                      derived(short, "B", "memory needed − usable, per device (kvplan.model.memory)"),
+                     tuple(sugg))
+    if ev.by_engine is not None and ev.by_engine[best]:  # the engine's own pool decided it (kvplan.model.pools)
+        short = float(ev.need_dev[best] - ev.usable_dev[best])
+        return Unmet(Constraint.FITS, f"does not fit under {sc.engine}'s own KV pool: {_engine_pool_need(ev, best)} "
+                     f"on each {sc.device.id}; short by {fmt_unit(short, 'B')}",
+                     derived(short, "B", f"weights + {sc.engine}'s KV pool − usable, per device (kvplan.model.pools)"),
                      tuple(sugg))
     if layers * (n // tp) != sc.model.n_layers:
         short = float(ev.need_dev[best] - ev.usable_dev[best])

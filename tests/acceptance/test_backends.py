@@ -1,7 +1,7 @@
 """`kvplan emit`: the tests that run the kvplan command.
 
-Split by layer from the tests of the same subject in tests/unit/engines/test_backends.py;
-tests/unit/engines/test_backends.py says what they check.
+Split by layer from the tests of the same subject in tests/unit/app/test_backends.py;
+tests/unit/app/test_backends.py says what they check.
 """
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from kvplan.app.digest import emitted_dir
+from kvplan.app.replan import emit
 from kvplan.base.errors import KvplanError
 from kvplan.cli import main
-from kvplan.engines import TARGETS, emit, resolve_targets
-from kvplan.engines.digest import emitted_dir
+from kvplan.engines import TARGETS, resolve_targets
 from tests.paths import ROOT
-from tests.unit.engines.test_backends import files, flags, plans, shell
+from tests.unit.app.test_backends import files, flags, plans, shell
 
 
 def test_int2_emitted_for_vllm_warns_and_exits_1(monkeypatch: pytest.MonkeyPatch) -> None:

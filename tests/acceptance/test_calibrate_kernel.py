@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from kvplan.cli import main
 from tests.paths import ROOT
-from tests.unit.engines.test_flashinfer_bench import _load as load_script
-from tests.unit.engines.test_kernel_measurements import ETA_KV, H100_BANDWIDTH, SPEC
+from tests.unit.app.test_flashinfer_bench import _load as load_script
+from tests.unit.app.test_kernel_measurements import ETA_KV, H100_BANDWIDTH, SPEC
 from tests.unit.render.test_calibrate_view import check_format
 
 if sys.version_info >= (3, 11):

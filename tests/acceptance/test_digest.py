@@ -101,7 +101,7 @@ def test_pinning_every_advised_choice_keeps_the_digest(example: str, tmp_path: P
     assert after.digest == p0.digest
     r = check_digest(spec)
     # The files of the spec's plan stay current. A target written from another engine's own plan
-    # (`# planned for`, kvplan/engines/replan.py) may not: the pins now bind that plan too (SGLang's
+    # (`# planned for`, kvplan/app/replan.py) may not: the pins now bind that plan too (SGLang's
     # default 1-token pages become the pinned 16), so emit would write it anew.
     stale = re.findall(r"KV401 (\S+) ", r.stdout)
     assert all("# planned for " in Path(f).read_text() for f in stale), r.stdout
@@ -181,7 +181,7 @@ def test_the_fix_for_a_link_in_the_emitted_folder_works(tmp_path: Path) -> None:
 def test_check_digest_plans_without_searching_suggestions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A digest covers what is unmet, not the changes that would meet it: lint --check-digest planned every
     scenario (and each engine's plan of a stale one) with its full suggestion search, outside lint's budget."""
-    from kvplan.engines.digest import check_digests
+    from kvplan.app.digest import check_digests
     from kvplan.planner import suggest
     from tests.unit.planner.test_suggestions import _unfit_list
 

@@ -1,8 +1,8 @@
 """The engines' facts are one catalog record each (kvplan.catalog.engines): the tests that run the kvplan command.
 
 Split by layer from the tests of the same subject in tests/unit/catalog/test_engine_records.py,
-tests/unit/engines/test_engine_records.py, tests/unit/lang/test_engine_records.py;
-tests/unit/engines/test_engine_records.py says what they check.
+tests/unit/app/test_engine_records.py, tests/unit/lang/test_engine_records.py;
+tests/unit/app/test_engine_records.py says what they check.
 """
 
 from __future__ import annotations
@@ -12,15 +12,16 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from kvplan.app.replan import emit
 from kvplan.cli import main
-from kvplan.engines import default_targets, emit
+from kvplan.engines import default_targets
 from kvplan.lang import check_source
 from kvplan.planner import plans_for
-from tests.unit.engines import test_engine_records as unit_engine_records
-from tests.unit.engines.test_engine_records import TOY
+from tests.unit.app import test_engine_records as unit_engine_records
+from tests.unit.app.test_engine_records import TOY
 from tests.unit.lang.test_engine_records import TOY_SPEC
 
-toy = unit_engine_records.toy  # the fixture of tests/unit/engines/test_engine_records.py; pytest finds it here by name
+toy = unit_engine_records.toy  # the fixture of tests/unit/app/test_engine_records.py; pytest finds it here by name
 
 
 def test_a_toy_engine_is_one_record_and_one_module(toy: None, tmp_path: Path) -> None:

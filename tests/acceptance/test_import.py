@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from kvplan.app import importer
 from kvplan.base.codes import Severity
 from kvplan.cli import main
-from kvplan.engines import importer
 from kvplan.lang import check_source
 from kvplan.planner import plan
 from tests.paths import ROOT
-from tests.unit.engines.test_import import ROUND_TRIP, checked, pins, vllm_fill_tokens
+from tests.unit.app.test_import import ROUND_TRIP, checked, pins, vllm_fill_tokens
 
 HF = ROOT / "tests" / "data" / "hf"
 

@@ -3,7 +3,7 @@
 A spec file named `x<LF>touch PWNED<LF>#.kvp` put `touch PWNED` on a line of its own in every launcher (running
 vllm.sh created the file), one named with carriage returns put Python into flashinfer_decode.py, and a deployment
 named `chat<CR>---<CR>kind: Pod` added a Pod to k8s-vllm.yaml while `kvplan lint` passed it. Every target and every
-hostile text is covered at the writers, in tests/unit/engines/test_injection.py; the language's refusal (KV019) in
+hostile text is covered at the writers, in tests/unit/app/test_injection.py; the language's refusal (KV019) in
 tests/unit/lang/test_control_characters.py.
 """
 

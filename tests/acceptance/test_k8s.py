@@ -29,6 +29,8 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvplan.app.digest import check_digests, read_header
+from kvplan.app.replan import emit, written_from
 from kvplan.cli import main
 from kvplan.engines import (
     PACKAGING,
@@ -36,19 +38,16 @@ from kvplan.engines import (
     DeployOptions,
     capacity_line,
     default_targets,
-    emit,
     k8s,
     resolve_targets,
     yamlout,
 )
 from kvplan.engines.common import Beside, Launch
-from kvplan.engines.digest import check_digests, read_header
-from kvplan.engines.replan import written_from
 from kvplan.lang import check_file
 from kvplan.planner import plans_for
 from kvplan.planner.plan import Plan
 from tests.paths import DATA, ROOT, require_engine
-from tests.unit.engines.test_backends import shell
+from tests.unit.app.test_backends import shell
 
 GOLDEN = DATA / "golden" / "emit"
 #: The Kubernetes release whose OpenAPI schemas the manifests are checked against: the newest that the
@@ -244,7 +243,7 @@ def test_the_container_runs_the_engine_targets_command(spec: str, p: Plan) -> No
         want = [in_pod(w) for w in argv]
         port = k8s.RUNTIMES[engine].port
         workload = next(d for d in documents(f.text) if d["kind"] in ("Deployment", "LeaderWorkerSet"))
-        # the target runs its own plan (kvplan/engines/replan.py): SGLang's for w2-h100 pipelines over 16 H100s
+        # the target runs its own plan (kvplan/app/replan.py): SGLang's for w2-h100 pipelines over 16 H100s
         # (tp 8 × pp 2), two nodes of 8, where the spec's plan is 8 GPUs on one
         own = written_from(p, engine)
         nodes = math.ceil(own.n_devices / 8)
@@ -290,7 +289,7 @@ def test_the_container_runs_the_engine_targets_command(spec: str, p: Plan) -> No
 def test_the_configmap_holds_the_file_the_launcher_reads(spec: str, target: str, name: str) -> None:
     (p,) = plans(spec)
     for f in emit(p, "k8s", spec=spec, deploy=options(spec)).files:
-        # each manifest runs its engine's own plan (kvplan/engines/replan.py), and so its files
+        # each manifest runs its engine's own plan (kvplan/app/replan.py), and so its files
         own = written_from(p, f.name.removeprefix("k8s-").removesuffix(".yaml"))
         expected = next(x.text for x in emit(own, target, spec=spec).files if x.name == name)
         docs = documents(f.text)

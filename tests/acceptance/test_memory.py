@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from kvplan.app.replan import emit
 from kvplan.cli import main
-from kvplan.engines import emit
 from kvplan.lang import check_source
 from kvplan.planner import plans_for
 from tests.paths import ROOT
-from tests.unit.engines.test_memory import (
+from tests.unit.app.test_memory import (
     FIT35,
     HGX_MEM,
     QWEN_D,

@@ -409,7 +409,7 @@ def test_map_advise_report_and_emit_agree_for_every_example(spec: str, tmp_path:
         script = next(f for f in emitted.rglob("vllm.sh")
                       if f" · scenario {sc.name} · " in f.read_text(encoding="utf-8")).read_text(encoding="utf-8")
         if "\n# planned for vllm: " in script:  # the spec names another engine: vLLM's own plan, its own digest
-            continue                           # (kvplan/engines/replan.py; tests/acceptance/test_pertarget.py)
+            continue                           # (kvplan/app/replan.py; tests/acceptance/test_pertarget.py)
         assert f" · plan {p['digest']} · " in script
         assert f"--tensor-parallel-size {tp} " in script and f"--max-num-seqs {b} " in script
         assert (f"--pipeline-parallel-size {n // tp} " in script) == (n // tp > 1)

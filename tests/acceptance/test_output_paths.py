@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 from kvplan.cli import main
 from tests.paths import DATA, ROOT
-from tests.unit.engines.test_import import ROUND_TRIP
+from tests.unit.app.test_import import ROUND_TRIP
 
 KEEP = "keep me\n"
 #: A spec fmt changes (the canonical layout indents and aligns it).

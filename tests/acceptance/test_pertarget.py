@@ -3,7 +3,7 @@ target is written from the plan made for its engine, advise shows those plans si
 emit prints, a target whose own plan does not fit is an error (exit 1, nothing written for it), and
 `lint --check-digest` takes the files as current.
 
-tests/unit/engines/test_pertarget.py checks the same at the engines layer.
+tests/unit/app/test_pertarget.py checks the same at the engines layer.
 """
 
 from __future__ import annotations

@@ -115,9 +115,9 @@ def test_the_checks_see_a_misplaced_file_and_an_upward_import(tmp_path: Path) ->
           "def test_x():\n    from kvplan.cli import main\n"
           "from click.testing import CliRunner\n"
           "from kvplan import render\n"
-          "from tests.unit.engines.test_backends import files\n"
+          "from tests.unit.app.test_backends import files\n"
           "from tests.acceptance.test_fmt import MESSY\n")
     assert sorted(m.split(": imports ")[1].split(" (")[0] for m in upward_imports("lang", up)) == [
         "click.testing.CliRunner", "kvplan.cli.main", "kvplan.planner.plan", "kvplan.render",
-        "tests.acceptance.test_fmt.MESSY", "tests.unit.engines.test_backends.files"]
+        "tests.acceptance.test_fmt.MESSY", "tests.unit.app.test_backends.files"]
     assert upward_imports("lang", 'subprocess.run([sys.executable, "-m", "kvplan", "lint"])\n')

@@ -1,8 +1,8 @@
 """The engines' facts are one catalog record each (kvplan.catalog.engines): the unit tests that need the catalog layer.
 
 Split by layer from the tests of the same subject in tests/acceptance/test_engine_records.py,
-tests/unit/engines/test_engine_records.py, tests/unit/lang/test_engine_records.py;
-tests/unit/engines/test_engine_records.py says what they check.
+tests/unit/app/test_engine_records.py, tests/unit/lang/test_engine_records.py;
+tests/unit/app/test_engine_records.py says what they check.
 """
 
 from __future__ import annotations

@@ -20,6 +20,8 @@ from kvplan.engines import sglang as sgl
 from kvplan.engines import trtllm as trt
 from kvplan.engines.common import EmitRequest
 from kvplan.lang import check_source
+from kvplan.model.pools import sglang as sgl_pools
+from kvplan.model.pools import trtllm as trt_pools
 from kvplan.planner import plans_for
 from tests.paths import ROOT
 
@@ -63,29 +65,29 @@ def stated_tokens(text: str) -> int:
 def test_nvfp4_cell_of_w2_on_b200_is_23040_bytes() -> None:
     """Llama-3-70B at TP 4: 2 KV heads per rank, d = 128, 80 layers. NVFP4 data 2·64·80·2 = 20,480 B plus the native
     FP8 scale layout 2·(128/16)·80·2 = 2,560 B: 23,040 B per token, 1.125 × plain 4-bit."""
-    assert sgl.cell_bytes(models()["llama-3-70b"], "fp4", 4, 1) == 23_040
+    assert sgl_pools.cell_bytes(models()["llama-3-70b"], "fp4", 4, 1) == 23_040
 
 
 def test_mha_cells_bf16_and_fp8() -> None:
     m = models()["llama-3-70b"]
-    assert sgl.cell_bytes(m, "bf16", 4, 1) == 2 * (128 + 128) * 80 * 2 == 81_920
-    assert sgl.cell_bytes(m, "fp8", 4, 1) == 40_960
+    assert sgl_pools.cell_bytes(m, "bf16", 4, 1) == 2 * (128 + 128) * 80 * 2 == 81_920
+    assert sgl_pools.cell_bytes(m, "fp8", 4, 1) == 40_960
     # TP 16 beyond 8 KV heads: get_num_kv_heads = max(1, 8 // 16) = 1
-    assert sgl.cell_bytes(m, "bf16", 16, 1) == 1 * 256 * 80 * 2
+    assert sgl_pools.cell_bytes(m, "bf16", 16, 1) == 1 * 256 * 80 * 2
 
 
 def test_pipeline_stage_holds_only_its_layers() -> None:
     """80 layers over 3 stages: the last ranks take the extra layers, the most loaded holds 27."""
     m = models()["llama-3-70b"]
-    assert sgl.cell_bytes(m, "bf16", 1, 3) == 8 * 256 * 27 * 2
+    assert sgl_pools.cell_bytes(m, "bf16", 1, 3) == 8 * 256 * 27 * 2
 
 
 def test_mla_cell_has_no_tp_division() -> None:
     """DeepSeek-V3: (kv_lora_rank 512 + rope 64) · 61 layers · dtype bytes, the same on every rank."""
     m = models()["deepseek-v3"]
-    assert sgl.cell_bytes(m, "fp8", 8, 1) == 576 * 61 == 35_136
-    assert sgl.cell_bytes(m, "bf16", 8, 1) == 576 * 61 * 2
-    assert sgl.cell_bytes(m, "fp8", 8, 1) == sgl.cell_bytes(m, "fp8", 1, 1)
+    assert sgl_pools.cell_bytes(m, "fp8", 8, 1) == 576 * 61 == 35_136
+    assert sgl_pools.cell_bytes(m, "bf16", 8, 1) == 576 * 61 * 2
+    assert sgl_pools.cell_bytes(m, "fp8", 8, 1) == sgl_pools.cell_bytes(m, "fp8", 1, 1)
 
 
 # ------------------------------------------------------------------ SGLang: the pool (kv_cache_configurator.py)
@@ -93,9 +95,9 @@ def test_mla_cell_has_no_tp_division() -> None:
 def test_pool_is_pre_model_load_times_fraction_less_weights() -> None:
     """pre 10 GiB, weights 2 GiB, fraction 0.5: rest = (10 − 2) − 10·0.5 = 3 GiB; 3 GiB // 1,024 B = 3,145,728
     tokens, a whole number of 16-token pages."""
-    assert sgl.pool_tokens(0.5, 10.0, 2 * GiB, 1024, 16) == 3_145_728
-    assert sgl.pool_tokens(0.5, 10.0, 2 * GiB, 1000, 16) == 3 * GiB // 1000 // 16 * 16
-    assert sgl.pool_tokens(0.15, 10.0, 2 * GiB, 1024, 16) == 0   # (10 − 2) − 10·0.85 < 0: SGLang refuses
+    assert sgl_pools.pool_tokens(0.5, 10.0, 2 * GiB, 1024, 16) == 3_145_728
+    assert sgl_pools.pool_tokens(0.5, 10.0, 2 * GiB, 1000, 16) == 3 * GiB // 1000 // 16 * 16
+    assert sgl_pools.pool_tokens(0.15, 10.0, 2 * GiB, 1024, 16) == 0   # (10 − 2) − 10·0.85 < 0: SGLang refuses
 
 
 def test_refusal_is_in_sglangs_words_with_the_fraction_that_fixes_it() -> None:
@@ -109,7 +111,7 @@ def test_default_fraction_on_h200_at_tp4() -> None:
     """H200 (141 GB = 134,470.3 MiB, between 90 and 160 GiB): chunked prefill 8,192, decode graph max batch 512
     (TP ≥ 4) capped at 32 requests; reserved = 512 + 1.5·8,192 + 4/8·1,024 + 2·32 = 13,376 MiB (above the
     10 GiB floor); round((134,470.3 − 13,376) / 134,470.3, 3) = 0.901."""
-    frac, reserved = sgl.default_fraction(141e9, 4, 1, 32)
+    frac, reserved = sgl_pools.default_fraction(141e9, 4, 1, 32)
     assert reserved == 13_376 * MiB
     assert frac == 0.901
 
@@ -117,23 +119,23 @@ def test_default_fraction_on_h200_at_tp4() -> None:
 def test_default_fraction_floor_of_10_gib() -> None:
     """H100 (80 GB = 76,293.9 MiB) at TP 1, batch 1: 512 + 12,288 + 128 + 2 = 12,930 MiB; at batch 1 on a 60-90 GiB
     GPU the reserve is above the 10 GiB floor. A100-40-like (40 GB): no floor, chunk 4,096."""
-    frac, reserved = sgl.default_fraction(80e9, 1, 1, 1)
+    frac, reserved = sgl_pools.default_fraction(80e9, 1, 1, 1)
     assert reserved == 12_930 * MiB and frac == round(1 - 12_930 / (80e9 / MiB), 3)
-    frac40, reserved40 = sgl.default_fraction(40e9, 1, 1, 1)
+    frac40, reserved40 = sgl_pools.default_fraction(40e9, 1, 1, 1)
     assert reserved40 == (512 + 1.5 * 4096 + 128 + 2) * MiB
 
 
 def test_exact_fraction_gives_exactly_the_pool_and_one_digit_less_does_not() -> None:
     pre, weights, cell, page, tokens = (141e9 - GiB) / GiB, 35.28e9, 40_960, 16, 1_024_000
-    text, applied = sgl.exact_fraction(tokens, pre, weights, cell, page, 1.0)
-    assert sgl.pool_tokens(applied, pre, weights, cell, page) == tokens
+    text, applied = sgl_pools.exact_fraction(tokens, pre, weights, cell, page, 1.0)
+    assert sgl_pools.pool_tokens(applied, pre, weights, cell, page) == tokens
     digits = len(text.split(".")[1])
     less = float(text) - 10.0**-digits
-    assert sgl.pool_tokens(less, pre, weights, cell, page) < tokens
+    assert sgl_pools.pool_tokens(less, pre, weights, cell, page) < tokens
     # aiter: SGLang multiplies the written fraction by 0.85; the written one is larger by 1/0.85
-    text85, applied85 = sgl.exact_fraction(tokens, pre, weights, cell, page, 0.85)
+    text85, applied85 = sgl_pools.exact_fraction(tokens, pre, weights, cell, page, 0.85)
     assert applied85 == pytest.approx(float(text85) * 0.85)
-    assert sgl.pool_tokens(applied85, pre, weights, cell, page) == tokens
+    assert sgl_pools.pool_tokens(applied85, pre, weights, cell, page) == tokens
 
 
 # ------------------------------------------------------------------ SGLang: what emit writes
@@ -161,14 +163,14 @@ def test_fill_states_the_capacity_sglang_computes() -> None:
     want = by_hand_tokens(p, float(fl["--mem-fraction-static"]), cell, int(fl["--page-size"]))
     assert stated_tokens(text) == want == dict(out.capacity)["kv_tokens"].value
     assert want >= 8 * 32000                      # fill buys at least the plan's batch
-    assert fl["--mem-fraction-static"] == f"{sgl.default_fraction(80e9, 1, 1, 8)[0]:g}"
+    assert fl["--mem-fraction-static"] == f"{sgl_pools.default_fraction(80e9, 1, 1, 8)[0]:g}"
 
 
 def test_exact_gives_the_plans_pool() -> None:
     p, out, text = sglang_out(spec("llama-3-8b", "h100-sxm", 1, 8, 32000), "exact")
     fl = flags_of(text)
     page = int(fl["--page-size"])
-    cell = sgl.cell_bytes(p.scenario.model, p.kv_dtype.id, p.tp, p.pp)
+    cell = sgl_pools.cell_bytes(p.scenario.model, p.kv_dtype.id, p.tp, p.pp)
     plan = 8 * math.ceil(32000 / page) * page
     assert by_hand_tokens(p, float(fl["--mem-fraction-static"]), cell, page) == plan == stated_tokens(text)
 
@@ -178,7 +180,7 @@ def test_aiter_on_amd_exact_compensates_and_fill_keeps_sglangs_scaling() -> None
     p, out, text = sglang_out(src, "exact")
     fl = flags_of(text)
     page = int(fl["--page-size"])
-    cell = sgl.cell_bytes(p.scenario.model, p.kv_dtype.id, p.tp, p.pp)
+    cell = sgl_pools.cell_bytes(p.scenario.model, p.kv_dtype.id, p.tp, p.pp)
     assert by_hand_tokens(p, float(fl["--mem-fraction-static"]), cell, page, aiter=True) == stated_tokens(text) \
         == 8 * math.ceil(32000 / page) * page
     assert "0.85" in text
@@ -212,7 +214,7 @@ def test_pipeline_writes_pp_size() -> None:
     out = sgl.BACKEND.build(EmitRequest(p, "t.kvp"))
     fl = flags_of(out.files[0].text)
     assert fl["--pp-size"] == "3"
-    assert dict(out.capacity)["kv_cell_bytes"].value == sgl.cell_bytes(p.scenario.model, p.kv_dtype.id, p.tp, 3)
+    assert dict(out.capacity)["kv_cell_bytes"].value == sgl_pools.cell_bytes(p.scenario.model, p.kv_dtype.id, p.tp, 3)
 
 
 def test_hicache_host_pool_is_larger_than_the_device_pool_by_the_tier() -> None:
@@ -226,7 +228,7 @@ def test_hicache_host_pool_is_larger_than_the_device_pool_by_the_tier() -> None:
     gb = int(fl["--hicache-size"])
     device = stated_tokens(text)
     page = int(fl["--page-size"])
-    cell = sgl.cell_bytes(p.scenario.model, p.kv_dtype.id, p.tp, p.pp)
+    cell = sgl_pools.cell_bytes(p.scenario.model, p.kv_dtype.id, p.tp, p.pp)
     host = (int(gb * 1e9 // cell) // page + 1) * page     # pool_host/base.py:205-246
     tier = p.tier.bytes.value / (32 * 8 * 256 * p.kv_width)
     assert host > device
@@ -280,11 +282,11 @@ def test_trtllm_bytes_per_token() -> None:
     """x = 2 · 80 layers · (128 · 8 // 4) = 40,960 elements: NVFP4 ceil(x/2) + ceil(x/16) = 20,480 + 2,560 = 23,040;
     FP8 40,960; 16-bit 81,920. MLA: 61 · 576 = 35,136 elements, no TP division."""
     m = models()["llama-3-70b"]
-    assert trt.token_bytes(m, "fp4", 4, 1) == 23_040
-    assert trt.token_bytes(m, "fp8", 4, 1) == 40_960
-    assert trt.token_bytes(m, "bf16", 4, 1) == 81_920
-    assert trt.token_bytes(m, "bf16", 4, 3) == 2 * 27 * 256 * 2
-    assert trt.token_bytes(models()["deepseek-v3"], "fp8", 8, 1) == 35_136
+    assert trt_pools.token_bytes(m, "fp4", 4, 1) == 23_040
+    assert trt_pools.token_bytes(m, "fp8", 4, 1) == 40_960
+    assert trt_pools.token_bytes(m, "bf16", 4, 1) == 81_920
+    assert trt_pools.token_bytes(m, "bf16", 4, 3) == 2 * 27 * 256 * 2
+    assert trt_pools.token_bytes(models()["deepseek-v3"], "fp8", 8, 1) == 35_136
 
 
 def trt_out(source: str, sizing: str = "fill") -> tuple[Any, dict[str, Any], str]:
@@ -310,6 +312,6 @@ def test_trtllm_fill_writes_the_default_fraction_and_states_what_it_buys() -> No
     weights = m.params * sc.weights.width
     act = max(0.0, 0.08 * sc.device.memory - GiB)               # the assumed reserves (kvplan.model.memory)
     free = sc.device.memory - weights - act - GiB
-    per_token = trt.token_bytes(m, p.kv_dtype.id, 1, 1)
+    per_token = trt_pools.token_bytes(m, p.kv_dtype.id, 1, 1)
     tpb = kv["tokens_per_block"]
     assert stated_tokens(text) == int(0.9 * free / per_token // tpb) * tpb

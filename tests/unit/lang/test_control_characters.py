@@ -1,6 +1,6 @@
 """KV019: no string of a spec holds a control, line-separator or bidirectional-formatting character.
 
-A name, an id or a path ends up in the files `kvplan emit` writes (tests/unit/engines/test_injection.py), and
+A name, an id or a path ends up in the files `kvplan emit` writes (tests/unit/app/test_injection.py), and
 `kvplan lint` showed a carriage return as a space. Each character class is refused in each kind of string, written
 as it is or after a backslash, at the line and column of the character, without printing it; the fix (the string
 without it) leaves the file as the same spec written without it would be.

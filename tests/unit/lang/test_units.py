@@ -1,7 +1,7 @@
 """Units never surprise: the unit tests that need the lang layer.
 
 Split by layer from the tests of the same subject in tests/acceptance/test_units.py,
-tests/unit/base/test_units.py, tests/unit/engines/test_units.py; tests/acceptance/test_units.py says what
+tests/unit/base/test_units.py, tests/unit/app/test_units.py; tests/acceptance/test_units.py says what
 they check.
 """
 

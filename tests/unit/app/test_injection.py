@@ -31,11 +31,12 @@ import attrs
 import pytest
 import yaml
 
+from kvplan.app.digest import read_header
+from kvplan.app.replan import emit
 from kvplan.base import controls
 from kvplan.base.errors import KvplanError
 from kvplan.catalog.engines import concrete
-from kvplan.engines import DeployOptions, emit
-from kvplan.engines.digest import read_header
+from kvplan.engines import DeployOptions
 from kvplan.engines.k8s import k8s_name
 from kvplan.lang import check_file
 from kvplan.planner import for_engine, plans_for

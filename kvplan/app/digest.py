@@ -137,7 +137,7 @@ def _span(result: CheckResult, sc: Optional[Scenario]) -> Span:
 
 def _engine_digests(p: Plan) -> set[str]:
     """The digests of the plans made for each engine (an engine target other than the spec's engine is written
-    from its own plan, kvplan/engines/replan.py)."""
+    from its own plan, kvplan/app/replan.py)."""
     return {for_engine(p, e, suggest=False).digest for e in concrete()}
 
 

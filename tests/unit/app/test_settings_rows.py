@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 import yaml
 
+from kvplan.app import importer
+from kvplan.app.replan import emit
 from kvplan.base.codes import Severity
 from kvplan.catalog import settings
 from kvplan.catalog.engines import ENGINES
 from kvplan.catalog.settings import SETTINGS, Carrier, Read, Setting, Takes, Write
-from kvplan.engines import emit, importer
 from kvplan.engines import sglang as sgl
 from kvplan.engines import vllm as vll
 from kvplan.lang import check_source

@@ -16,9 +16,9 @@ from kvplan.engines import emit
 from kvplan.engines import measurements as mr
 from kvplan.model import calibrate as cal
 from kvplan.model.expected import default_factors
-from tests.unit.engines.test_flashinfer_bench import _load as load_script
+from tests.unit.app.test_flashinfer_bench import _load as load_script
+from tests.unit.app.test_memory import plan_of
 from tests.unit.engines.test_measurements import CAL, one, refusal
-from tests.unit.engines.test_memory import plan_of
 
 #: llama-3-8b on two H100 SXM at tensor parallel 2, fp8 KV.
 SPEC = CAL / "kernel.kvp"

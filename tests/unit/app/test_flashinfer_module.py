@@ -28,7 +28,7 @@ from kvplan.engines.kernels import flashinfer_decode as shipped
 from kvplan.model.kernels.flashinfer import kernel_config
 from kvplan.planner.plan import Plan
 from tests.paths import ROOT
-from tests.unit.engines.test_flashinfer_bench import BLOCKED, IDS, PLANS, _load, _run, _script
+from tests.unit.app.test_flashinfer_bench import BLOCKED, IDS, PLANS, _load, _run, _script
 from tests.unit.lang.test_security import CLEAN_ENV
 
 SOURCE = (ROOT / "kvplan" / "engines" / "kernels" / "flashinfer_decode.py").read_text(encoding="utf-8")

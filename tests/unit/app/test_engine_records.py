@@ -15,9 +15,11 @@ import shlex
 
 import pytest
 
+from kvplan.app import importer
+from kvplan.app.replan import emit
 from kvplan.catalog import devices, get_model
 from kvplan.catalog.engines import ENGINES, Engine, Flags, concrete, engine_ids, kv_refusal
-from kvplan.engines import TARGETS, common, default_targets, emit, importer
+from kvplan.engines import TARGETS, common, default_targets
 from kvplan.engines.common import EmitRequest, Emitted, EmittedFile
 from kvplan.engines.flagparse import Read, ReadFlag, bounded, model_flag, parse_flags, split_command, store
 from kvplan.lang import check_source
@@ -108,7 +110,7 @@ def test_emit_then_import_gives_back_the_plans_pins(engine: str, kv: str, block:
 # ------------------------------------------------------------ a toy engine: one record + one module
 
 TOY = Engine("toy", "Toy", "0.1", "Toy 0.1", {"bf16": "b16", "int8": "i8"}, False, 48, (48,), True, False,
-             "tests/unit/engines/test_engine_records.py: a made-up engine", pipeline=False,
+             "tests/unit/app/test_engine_records.py: a made-up engine", pipeline=False,
              kv_reads={"b16": ("bf16", ""), "i8": ("int8", "")},
              flags=Flags("--kv", "--page", "--seqs", "--ctx", "--tp", "--pp"), aliases=("plaything",))
 
@@ -143,7 +145,7 @@ def toy_read(text: str, base_dir: str = ".", where: str = "config") -> Read:
 
 
 TOY_BACKEND = common.engine_backend(TOY, flags=("--kv", "--page", "--seqs", "--ctx", "--tp"),
-                                    source="tests/unit/engines/test_engine_records.py", build=toy_render, read=toy_read)
+                                    source="tests/unit/app/test_engine_records.py", build=toy_render, read=toy_read)
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ from typing import Callable, Mapping, Optional, Sequence
 
 import attrs
 
+from kvplan.app.replan import emit
 from kvplan.base import controls, files, limits
 from kvplan.base.errors import CatalogError
 from kvplan.base.records import record
@@ -32,7 +33,7 @@ from kvplan.base.units import fmt_unit
 from kvplan.catalog import Model, aliases, by_repo_id, get_device, hub, models, settings, suggest, weight_bytes
 from kvplan.catalog.engines import get_engine
 from kvplan.catalog.quality import BUDGETS, admissible
-from kvplan.engines import TARGETS, emit
+from kvplan.engines import TARGETS
 from kvplan.engines.flagparse import LIMIT_HELP, MAX_TOKENS, DeploymentReadError, Read, in_range, split_command
 from kvplan.engines.sglang import sglang_tokens
 from kvplan.engines.trtllm import trtllm_tokens

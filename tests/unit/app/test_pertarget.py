@@ -1,4 +1,4 @@
-"""Each engine target written from the plan made for its engine (kvplan/engines/replan.py; issue 11, build 3).
+"""Each engine target written from the plan made for its engine (kvplan/app/replan.py; issue 11, build 3).
 
 The H100 `engine = any` W2 example: the plan picks int4 KV (only vLLM stores it); H100 has no FP4, so
 no file may name nvfp4, and SGLang and TensorRT-LLM get plans of their own (or an error where none fits).
@@ -11,14 +11,13 @@ import math
 import pytest
 import yaml
 
+from kvplan.app.replan import emit, written_from
 from kvplan.catalog import get_device, get_model
 from kvplan.catalog.engines import ENGINES, block_sizes_for, kv_dtypes_for, kv_refusal
-from kvplan.engines import emit
-from kvplan.engines.replan import written_from
 from kvplan.planner import for_engine, with_engines
 from kvplan.planner.plan import Plan
-from tests.unit.engines.test_backends import files, flags, plans, shell
-from tests.unit.engines.test_memory import plan_of
+from tests.unit.app.test_backends import files, flags, plans, shell
+from tests.unit.app.test_memory import plan_of
 from tests.unit.planner.test_suggestions import lint_text
 
 ANY = "tests/data/emit/w2-h100-any.kvp"      # devices = auto

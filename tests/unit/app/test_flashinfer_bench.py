@@ -7,7 +7,7 @@ at the page count; ceil(tokens / page) pages a sequence; last_page_len in [1, pa
 pool; and a pool whose bytes are the KV the plan states per rank. Without torch, FlashInfer or a GPU it exits 2
 with one line naming what is missing. The expected figures below are computed from the model's shape, not from the
 module. Since issue 20 the file is kvplan/engines/kernels/flashinfer_decode.py as the package ships it, with the
-plan's settings as one JSON literal (tests/unit/engines/test_flashinfer_module.py tests the module itself).
+plan's settings as one JSON literal (tests/unit/app/test_flashinfer_module.py tests the module itself).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from kvplan.engines.flashinfer import CSV_COLUMNS, benchmark_script
 from kvplan.model.kernels.flashinfer import KV_TORCH, kernel_config
 from kvplan.planner.plan import Plan
 from tests.paths import ROOT
-from tests.unit.engines.test_backends import plans
-from tests.unit.engines.test_memory import plan_of
+from tests.unit.app.test_backends import plans
+from tests.unit.app.test_memory import plan_of
 
 #: The columns issue 12 documents for `kvplan calibrate`'s CSV, in its order.
 CALIBRATE_COLUMNS = ("model", "device", "devices", "tensor_parallel", "weights", "kv_dtype", "batch", "context",

@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from kvplan.engines import emit
-from kvplan.engines.replan import written_from
+from kvplan.app.replan import emit, written_from
 from kvplan.lang import check_source
 from kvplan.planner import plans_for
 
@@ -90,7 +89,7 @@ def test_a_plan_that_fits_fits_every_backend_and_the_numbers_agree() -> None:
         assert p.metric("device_need").value == pytest.approx(by_hand, rel=1e-9)
         for target in ("vllm", "sglang", "trtllm"):
             out = emit(p, target, sizing="exact")
-            q = written_from(p, target)  # the plan the target is written from: its own (kvplan/engines/replan.py)
+            q = written_from(p, target)  # the plan the target is written from: its own (kvplan/app/replan.py)
             if out.errors:  # which does not fit: nothing written, said as an error
                 assert not out.files and any(u.constraint in ("fits", "layout", "engine") for u in q.unmet)
                 continue

@@ -7,8 +7,9 @@ import pytest
 
 from kvplan import catalog
 from kvplan.catalog.engines import ENGINES, get_engine, kv_refusal, kv_width
-from kvplan.engines import sglang, trtllm
 from kvplan.engines.common import kv_layout
+from kvplan.model.pools import sglang as sgl_pools
+from kvplan.model.pools import trtllm as trt_pools
 
 #: a device with FP4 formats, so that every engine's nvfp4 is in reach where the model allows it
 _FP4_DEVICE = catalog.get_device("b200")
@@ -28,13 +29,13 @@ def _values_per_token(model: catalog.Model) -> int:
 @pytest.mark.parametrize("model_id", _stored("sglang", "fp4"))
 def test_sglang_nvfp4_cell_is_the_planners_width(model_id: str) -> None:
     m = catalog.get_model(model_id)
-    assert sglang.cell_bytes(m, "fp4", 1, 1) == pytest.approx(kv_width("sglang", "fp4", m) * _values_per_token(m))
+    assert sgl_pools.cell_bytes(m, "fp4", 1, 1) == pytest.approx(kv_width("sglang", "fp4", m) * _values_per_token(m))
 
 
 @pytest.mark.parametrize("model_id", _stored("trtllm", "fp4"))
 def test_trtllm_nvfp4_token_bytes_are_the_planners_width(model_id: str) -> None:
     m = catalog.get_model(model_id)
-    assert trtllm.token_bytes(m, "fp4", 1, 1) == pytest.approx(kv_width("trtllm", "fp4", m) * _values_per_token(m))
+    assert trt_pools.token_bytes(m, "fp4", 1, 1) == pytest.approx(kv_width("trtllm", "fp4", m) * _values_per_token(m))
 
 
 @pytest.mark.parametrize("dtype", ["int8", "int4", "fp4"])
@@ -110,7 +111,7 @@ def test_r4_compares_the_dtypes_own_width_not_the_scale_bytes() -> None:
 def test_a_fallback_dtype_states_its_bytes_with_the_engines_scales() -> None:
     """int4 pinned, emitted for TensorRT-LLM (no int4 KV): the nvfp4 it is written as holds an FP8 scale per 16
     values, 0.5625 B a value against the plan's 0.5 B (the TensorRT-LLM plan's int4, which it has no scales for)."""
-    from kvplan.engines import emit
+    from kvplan.app.replan import emit
     from kvplan.lang import check_source
     from kvplan.planner import plans_for
 

@@ -12,8 +12,8 @@ from kvplan.catalog import devices
 from kvplan.engines import emit
 from kvplan.engines import vllm as vll
 from kvplan.planner import service
-from tests.unit.engines.test_backends import files, flags, shell
-from tests.unit.engines.test_vllm_sizing import plan_on
+from tests.unit.app.test_backends import files, flags, shell
+from tests.unit.app.test_vllm_sizing import plan_on
 
 
 def test_vllm_sizes_max_num_seqs_from_the_load_model() -> None:

@@ -14,7 +14,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvplan.engines import DeployOptions, emit, yamlout
+from kvplan.app.replan import emit
+from kvplan.engines import DeployOptions, yamlout
 from kvplan.lang import check_file
 from kvplan.planner import plans_for
 from tests.paths import ROOT

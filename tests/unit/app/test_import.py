@@ -12,8 +12,9 @@ from typing import Any, Optional
 
 import pytest
 
+from kvplan.app import importer
+from kvplan.app.replan import emit
 from kvplan.base.codes import Severity
-from kvplan.engines import emit, importer
 from kvplan.lang import check_source
 from kvplan.lang.fmt import format_source
 from kvplan.planner import plan

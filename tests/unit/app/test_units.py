@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from kvplan.app import importer
 from kvplan.base.units import Dim, parse_quantity
-from kvplan.engines import importer
 from kvplan.lang import check_source
 from tests.unit.lang.test_units import _kv125
 

@@ -18,8 +18,9 @@ import re
 from kvplan.catalog import get_model
 from kvplan.catalog.hf_config import load_config
 from kvplan.engines import emit, sglang
+from kvplan.model.pools import sglang as sgl_pools
 from tests.paths import ROOT
-from tests.unit.engines.test_backends import files, flags, plans, shell
+from tests.unit.app.test_backends import files, flags, plans, shell
 
 GPT_OSS = "tests/data/engine-check/gpt-oss.kvp"
 NO_RADIX = "tests/data/engine-check/gpt-oss-no-radix.kvp"
@@ -85,4 +86,4 @@ def test_only_sglangs_hybrid_architectures_get_two_pools() -> None:
     assert sglang.pool_shape(p, "bf16", 1).hybrid is False
     assert get_model("gpt-oss-120b").architecture == "GptOssForCausalLM"
     assert load_config(ROOT / "tests/data/hf/openai--gpt-oss-120b.json").architecture == "GptOssForCausalLM"
-    assert load_config(ROOT / "tests/data/hf/google--gemma-2-9b-it.json").architecture not in sglang.SWA_SINK_ARCHS
+    assert load_config(ROOT / "tests/data/hf/google--gemma-2-9b-it.json").architecture not in sgl_pools.SWA_SINK_ARCHS

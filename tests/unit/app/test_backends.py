@@ -3,7 +3,7 @@ flag name and value checked against the backend's capability table and against a
 shared/reference/engines.md, and the KV capacity each engine would allocate from the emitted settings
 recomputed here from engines.md's formulas and compared with the plan's footprint.
 
-Regenerate the goldens with `python -m pytest tests/unit/engines/test_backends.py --update-goldens` and review the diff.
+Regenerate the goldens with `python -m pytest tests/unit/app/test_backends.py --update-goldens` and review the diff.
 """
 
 from __future__ import annotations
@@ -23,16 +23,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvplan import catalog
+from kvplan.app.digest import check_digests
+from kvplan.app.replan import emit, written_from
 from kvplan.catalog.engines import ENGINES
-from kvplan.engines import TARGETS, Reserves, capacity_line, emit
+from kvplan.engines import TARGETS, Reserves, capacity_line
 from kvplan.engines import lmcache as lmc
 from kvplan.engines import sglang as sgl
 from kvplan.engines import trtllm as trt
 from kvplan.engines import vllm as vll
-from kvplan.engines.common import HEADER, GiB, fraction_up, nearest_dtype
-from kvplan.engines.digest import check_digests
-from kvplan.engines.replan import written_from
+from kvplan.engines.common import HEADER, GiB, nearest_dtype
 from kvplan.lang import check_file, check_source
+from kvplan.model.pools.trtllm import fraction_up
 from kvplan.planner import plans_for
 from kvplan.planner.plan import Plan
 from tests.paths import DATA, ROOT
@@ -200,7 +201,7 @@ def test_nearest_dtype_is_never_lossier() -> None:
 
 def _written_from(p: Plan, target: str, name: str) -> Plan:
     """The plan a file is written from: the one made for its engine (an engine target, a loader
-    lmcache-<engine>.sh, lmcache.yaml from the first loader's), else the spec's (kvplan/engines/replan.py)."""
+    lmcache-<engine>.sh, lmcache.yaml from the first loader's), else the spec's (kvplan/app/replan.py)."""
     loader = name.removeprefix("lmcache-").removesuffix(".sh") if name.startswith("lmcache-") else None
     engine = loader or (target if target in ("vllm", "sglang", "trtllm") else None)
     if name == "lmcache.yaml" and p.scenario.engine not in ("vllm", "sglang"):
@@ -357,7 +358,7 @@ def test_engine_capacity_is_the_plans_footprint_within_one_block(spec: str, p: P
     if target == "vllm" and not p.scenario.model.all_full:
         pytest.skip("vLLM's hybrid KV cache groups: test_vllm_windowed_capacity_is_vllms_own_figure")
     out = emit_exact(p, target, spec=spec)
-    p = written_from(p, target)  # the plan the target is written from (kvplan/engines/replan.py)
+    p = written_from(p, target)  # the plan the target is written from (kvplan/app/replan.py)
     if out.errors:  # its own plan does not fit: nothing written
         assert not out.files and any(u.constraint in ("fits", "layout", "engine") for u in p.unmet)
         return
@@ -589,7 +590,7 @@ def test_digest_check_reads_json_headers_and_missing_scenarios(tmp_path: Path) -
 
 #: The three examples, plus two with a second tier (host, ssd) so that LMCache writes something,
 GOLDEN_SPECS = [f"examples/{n}.kvp" for n in (*EXAMPLES, "w4-reuse")] + ["tests/data/emit/tier-ssd.kvp"]
-#: ... and W2 on H100 with engine = any: each engine target written from its own plan (kvplan/engines/replan.py).
+#: ... and W2 on H100 with engine = any: each engine target written from its own plan (kvplan/app/replan.py).
 GOLDEN_SPECS += ["tests/data/emit/w2-h100-any.kvp"]
 
 

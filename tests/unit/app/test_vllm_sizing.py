@@ -15,16 +15,17 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kvplan.app.replan import emit
 from kvplan.catalog import devices, get_model
 from kvplan.catalog.engines import get_engine, kv_dtypes_for
-from kvplan.engines import Reserves, emit
+from kvplan.engines import Reserves
 from kvplan.engines import lmcache as lmc
 from kvplan.engines import vllm as vll
 from kvplan.lang import check_source
 from kvplan.planner import plans_for
 from kvplan.planner.plan import Plan
 from tests.paths import ROOT
-from tests.unit.engines.test_backends import files, flags, shell
+from tests.unit.app.test_backends import files, flags, shell
 
 GiB = 2**30
 

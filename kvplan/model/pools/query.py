@@ -1,0 +1,92 @@
+"""What an engine's memory-pool formula reads of one candidate deployment, and the arithmetic every formula
+shares: the plan's KV bytes as token slots, and whole blocks of them (kvplan.model.pools)."""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from kvplan.base.records import record
+from kvplan.catalog import Device, Model
+from kvplan.model import memory
+from kvplan.model.memory import Reserves
+from kvplan.model.roofline import kv_replication
+
+
+@record
+class PoolSettings:
+    """What a plan's pool depends on beyond the candidate's dtype and layout: the page size, the reserves, prefix
+    caching and the pinned per-step token limit (None: the engine's default)."""
+
+    page: int
+    reserves: Reserves = Reserves()
+    prefix_caching: bool = True
+    max_batched_tokens: Optional[int] = None
+
+
+@record
+class Fit:
+    """One candidate against an engine's own pool: the pool's tokens that hold its KV (per attention group, whole
+    pages), the bytes of that pool and what the GPU needs with it (weights + pool + reserves), the engine setting
+    that gives exactly that pool, and whether it fits."""
+
+    tokens: int
+    pool: float
+    needed: float
+    setting: str             # the engine's flag: --mem-fraction-static, ...
+    value: str               # what it is written as to give that pool
+    fits: bool
+
+
+@record
+class PoolQuery:
+    """One candidate as an engine sizes its pool: the model on the most loaded GPU of `tp` × `pp`, its KV dtype
+    (`dtype_id`, `width` bytes per value as the engine stores it, scales included), the page size, the workload
+    (batch and context, `attention_dp` groups that each hold their own sequences), the plan's KV bytes over the
+    deployment (`kv_bytes`, replication included), the weights' bytes per parameter (`w_p`), the reserves, prefix
+    caching and the pinned per-step token limit (None: the engine's default)."""
+
+    model: Model
+    device: Device
+    dtype_id: str
+    width: float
+    tp: int
+    pp: int
+    page: int
+    batch: int
+    context: int
+    kv_bytes: float
+    w_p: float
+    reserves: Reserves = Reserves()
+    attention_dp: int = 1
+    prefix_caching: bool = True
+    max_batched_tokens: Optional[int] = None
+
+    @property
+    def plan_tokens(self) -> float:
+        """Token slots the plan's KV bytes hold: KV bytes / (bytes per token, all layers, replication included)."""
+        m = self.model
+        per_token = m.n_layers * m.kv_elems_per_layer * self.width * float(kv_replication(m, self.tp,
+                                                                                            self.attention_dp))
+        return whole(self.kv_bytes / per_token)
+
+    @property
+    def groups(self) -> int:
+        """Attention groups that each hold their own sequences: a count that does not divide tp counts as the
+        largest one that does (kvplan.model.roofline.kv_replication)."""
+        return math.gcd(self.tp, max(1, self.attention_dp))
+
+    @property
+    def weights(self) -> float:
+        """Weight bytes on the most loaded GPU (kvplan.model.memory)."""
+        return float(memory.weights_per_device(self.model, self.w_p, self.tp, self.pp))
+
+
+def whole(x: float) -> float:
+    """Snap a float that is an integer up to rounding error (62980095999.99999) to it."""
+    r = round(x)
+    return float(r) if abs(x - r) <= 1e-9 * max(1.0, abs(x)) else x
+
+
+def ceil_div(x: float, d: float) -> int:
+    return math.ceil(whole(x / d))

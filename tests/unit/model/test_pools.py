@@ -1,0 +1,49 @@
+"""Each engine's memory pool below the planner (kvplan.model.pools): the figures against arithmetic done here."""
+
+from __future__ import annotations
+
+from kvplan.catalog import get_device, get_model
+from kvplan.catalog.engines import ENGINES
+from kvplan.model import pools
+from kvplan.model.pools import sglang, trtllm
+
+
+def _gpt_oss(batch: int = 383, context: int = 4000, dtype: str = "bf16") -> pools.PoolQuery:
+    m = get_model("gpt-oss-120b")
+    # the plan's KV bytes counted as token slots in every layer: batch × context full-layer tokens at 16-bit
+    # are 18 full layers × context + 18 windowed layers × 128 per sequence
+    per_seq = (18 * context + 18 * 128) * m.kv_elems_per_layer * 2.0
+    return pools.PoolQuery(m, get_device("h200"), dtype, 2.0, 1, 1, 1, batch, context, batch * per_seq, 0.0)
+
+
+def test_every_formula_is_keyed_by_an_engine_record() -> None:
+    assert set(pools.FORMULAS) <= set(ENGINES)
+    assert pools.fit("vllm", _gpt_oss()) is None       # vLLM: the memory model's test
+    assert pools.fit("sglang", _gpt_oss()) == sglang.fit(_gpt_oss())
+
+
+def test_sglangs_hybrid_pool_for_gpt_oss_is_the_full_pool_and_the_swa_pool_beside_it() -> None:
+    f = pools.fit("sglang", _gpt_oss())
+    assert f is not None
+    cell = 18 * 8 * (64 + 64) * 2                       # 18 full-attention layers, 8 KV heads, d = d_v = 64, bf16
+    assert cell == 36_864
+    full = 383 * 4000                                   # each sequence's own context in one full-attention layer
+    swa = int(full * 0.8)                               # --swa-full-tokens-ratio 0.8
+    assert f.tokens == full
+    assert f.pool == (full + swa) * cell
+    assert not f.fits and f.setting == "--mem-fraction-static" and float(f.value) > 1
+
+
+def test_a_dtype_the_engine_does_not_store_has_no_fit_of_its_own() -> None:
+    assert "int4" not in ENGINES["sglang"].kv_names
+    assert sglang.fit(_gpt_oss(dtype="int4")) is None
+    assert trtllm.fit(_gpt_oss(dtype="int4")) is None
+
+
+def test_trtllm_fits_when_a_fraction_below_one_buys_the_plans_blocks() -> None:
+    small = _gpt_oss(batch=1, context=4000)
+    f = trtllm.fit(small)
+    assert f is not None and f.fits and 0 < float(f.value) < 1
+    per_token = trtllm.token_bytes(small.model, "bf16", 1, 1)
+    assert per_token == 2 * 36 * 64 * 8 * 2             # kv_factor 2 × layers × head_dim × n_kv × 2 B
+    assert f.pool == f.tokens * per_token
