@@ -211,8 +211,7 @@ def plan_reserve_options(fn: F) -> F:
 def planner_options(fn: F) -> F:
     """--reserve, --min-gain, --prefill-efficiency and the reserves: the planner's assumed defaults, overridable;
     --calibration and --slo-on; the command gets them as one `planner`."""
-    fn = expected_options(_gathered(fn, "planner", PlannerOptions, _PLANNER))
-    fn = reserve_options(fn)
+    fn = plan_reserve_options(fn)
     fn = click.option("--prefill-efficiency", type=real_type(0.01, 1.0, "0.7"), default=None, metavar="ETA",
                       help="Fraction of dense peak prefill runs at, for reuse economics  "
                            "[assumed default: 0.7].")(fn)
