@@ -1,4 +1,6 @@
-"""Shared pytest set-up: the `--update-goldens` option and the `golden` fixture."""
+"""Shared pytest set-up: the `--update-goldens` option and the `golden` fixture, and `--run-slow`: the default
+`python -m pytest` leaves out the tests marked `slow` (a contributor's run stays under 3 minutes on 2 cores);
+the README's test command, `.ci/run` and CI pass --run-slow and run them all. `-m` chooses for itself."""
 
 from __future__ import annotations
 
@@ -16,6 +18,18 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--update-goldens", action="store_true", default=False,
                      help="rewrite golden files from the current output instead of comparing (review the diff)")
+    parser.addoption("--run-slow", action="store_true", default=False,
+                     help="also run the tests marked slow (the README's test command and CI do)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without --run-slow or a -m of the caller's own, leave out the tests marked slow (said as deselected)."""
+    if config.getoption("--run-slow") or config.getoption("markexpr"):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if item.get_closest_marker("slow") is None]
 
 
 @pytest.fixture

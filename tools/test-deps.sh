@@ -6,6 +6,8 @@
 #   tools/test-deps.sh newest  # the newest release of each within its declared range
 #   PYTHON=python3.13 tools/test-deps.sh min -x   # another interpreter; arguments after the mode go to pytest
 #
+# Either runs the whole suite, the tests marked slow too (--run-slow, tests/conftest.py).
+#
 # The `==` pins of `min` come from pyproject.toml (tools/dep_pins.py), not from a list kept by hand. Wheels
 # only: a minimum that would have to be compiled for this Python is not one this Python supports.
 # Exit status: pip's if an install fails, else pytest's (5, no tests collected, fails too); 2 on bad usage.
@@ -53,7 +55,7 @@ for req in dep_pins.declared():
 PY
 
 set +e
-python -m pytest -p no:cacheprovider "$@"
+python -m pytest -p no:cacheprovider --run-slow "$@"
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then

@@ -36,6 +36,10 @@ from kvplan.lang.fmt import format_source
 from tests.paths import ROOT
 from tests.unit.lang.test_fuzz import spec
 
+# Slow: hypothesis drives every command through mutated specs (about 45 s on 2 cores).
+# The default `python -m pytest` leaves it out; --run-slow and CI run it.
+pytestmark = pytest.mark.slow
+
 HF = ROOT / "tests" / "data" / "hf"
 LLAMA_8B = json.loads((HF / "meta-llama--Meta-Llama-3.1-8B.json").read_text(encoding="utf-8"))
 

@@ -27,6 +27,10 @@ from tests.acceptance.test_service import _applied
 from tests.paths import ROOT
 from tests.unit.lang.test_security import CLEAN_ENV
 
+# Slow: hostile names through every command and the scripts emit writes (about 12 s).
+# The default `python -m pytest` leaves it out; --run-slow and CI run it.
+pytestmark = pytest.mark.slow
+
 SPEC = (ROOT / "tests" / "data" / "emit" / "host-tier.kvp").read_text(encoding="utf-8")
 
 needs_sh = pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")

@@ -110,6 +110,7 @@ def test_a_hard_link_where_the_file_goes_is_refused_and_the_other_name_untouched
     _no_temporary_files(tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
 @pytest.mark.parametrize("writer", [w for w in WRITERS if w != "fmt"])  # fmt reads its file first (tested below)
 def test_a_fifo_where_the_file_goes_is_refused_without_blocking(tmp_path: Path, writer: str) -> None:

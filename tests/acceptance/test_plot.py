@@ -17,6 +17,10 @@ from kvplan.cli import main
 from tests.paths import ROOT
 from tests.unit.render.test_plot import png_size
 
+# Slow: draws the figures of map, pareto and report with matplotlib (about 2 s).
+# The default `python -m pytest` leaves it out; --run-slow and CI run it.
+pytestmark = pytest.mark.slow
+
 MAP_ARGS = ["map", "--model", "llama-3-70b", "--device", "b200", "--devices", "2", "--batch", "8",
             "--context", "128k"]
 

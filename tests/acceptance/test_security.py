@@ -17,6 +17,10 @@ import pytest
 from tests.paths import ROOT
 from tests.unit.lang.test_security import CLEAN_ENV
 
+# Slow: hostile inputs through every command, with FIFOs, links and huge files (about 40 s).
+# The default `python -m pytest` leaves it out; --run-slow and CI run it.
+pytestmark = pytest.mark.slow
+
 EXAMPLE = ROOT / "examples" / "w2-batch32.kvp"
 
 

@@ -37,6 +37,7 @@ def test_a_dtype_suggestion_keeps_the_bit_width(tmp_path: Path) -> None:
 
 
 
+@pytest.mark.slow
 def test_lint_of_many_unfit_scenarios_stays_within_its_budget_and_its_note_works(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """On main lint verified every scenario's suggestions: 1,355 plans for these 150 (a file at the

@@ -19,6 +19,10 @@ from click.testing import CliRunner
 from kvplan.cli import main
 from tests.paths import ROOT
 
+# Slow: runs every command on every example to collect what they cite (about 13 s).
+# The default `python -m pytest` leaves it out; --run-slow and CI run it.
+pytestmark = pytest.mark.slow
+
 EXAMPLES = sorted((ROOT / "examples").glob("*.kvp"))
 DOCS = sorted((ROOT / "docs").rglob("*.md"))
 

@@ -104,6 +104,7 @@ def test_pre_commit_hooks_have_the_keys_pre_commit_reads() -> None:
             [True, False, False, True]
 
 
+@pytest.mark.slow
 def test_lint_hook_fails_a_spec_with_an_error_and_passes_a_clean_one(tmp_path: Path) -> None:
     (tmp_path / "chat-32k.kvp").write_text(PINNED_ON_B200, encoding="utf-8")
     (tmp_path / "w2-batch32.kvp").write_bytes(EXAMPLE.read_bytes())
@@ -118,6 +119,7 @@ def test_lint_hook_fails_a_spec_with_an_error_and_passes_a_clean_one(tmp_path: P
     assert (both.returncode, both.stdout) == (1, bad.stdout)
 
 
+@pytest.mark.slow
 def test_fmt_hook_rewrites_an_unformatted_spec(tmp_path: Path) -> None:
     from kvplan.lang.fmt import format_source
 
@@ -248,7 +250,7 @@ def _ci_run_lines() -> list[str]:
 
 def test_readme_opens_with_the_two_commands() -> None:
     assert _readme_commands() == ["pip install . && kvplan advise examples/w2-batch32.kvp",
-                                  "pip install '.[test]' && python -m pytest"]
+                                  "pip install '.[test]' && python -m pytest --run-slow"]
 
 
 def test_ci_run_runs_the_readmes_test_command_verbatim_in_a_fresh_venv() -> None:
@@ -328,7 +330,7 @@ def test_ci_run_makes_a_venv_runs_install_then_pytest_from_the_root_and_cleans_u
     assert Path(venv).name == "venv" and Path(venv).parent.parent == scratch  # mktemp -d under $TMPDIR
     # From the root, inside the venv, with the caller's PYTHONPATH (/nowhere) dropped.
     assert log[1:] == [f"pip install .[test] | cwd={ROOT} | venv={venv} | ci=true | pythonpath=unset",
-                       f"python -m pytest | cwd={ROOT} | venv={venv} | ci=true | pythonpath=unset"]
+                       f"python -m pytest --run-slow | cwd={ROOT} | venv={venv} | ci=true | pythonpath=unset"]
     assert list(scratch.iterdir()) == []  # the temporary directory is gone
 
 
@@ -336,7 +338,7 @@ def test_ci_run_makes_a_venv_runs_install_then_pytest_from_the_root_and_cleans_u
 def test_ci_run_exits_with_pytests_status_and_no_tests_fails(tmp_path: Path, rc: int, expected: int) -> None:
     out, log, scratch = _run_ci_with_fakes(tmp_path, FAKE_PYTEST_RC=rc)
     assert out.returncode == expected, (out.stderr, log)
-    assert [line.split(" |")[0] for line in log[1:]] == ["pip install .[test]", "python -m pytest"]
+    assert [line.split(" |")[0] for line in log[1:]] == ["pip install .[test]", "python -m pytest --run-slow"]
     assert ("collected no tests" in out.stderr) == (rc == 5)
     assert list(scratch.iterdir()) == []
 
@@ -441,7 +443,7 @@ def test_test_deps_min_installs_exactly_the_pins_from_pyproject_then_runs_pytest
     pins_file = re.fullmatch(r"pip install --quiet --disable-pip-version-check --only-binary=:all: -r (\S+)", steps[1])
     assert pins_file is not None and Path(pins_file.group(1)).parent.parent == scratch, steps[1]
     assert steps[2:] == [f"pip install --quiet --disable-pip-version-check -c {pins_file.group(1)} .[test]",
-                         "python -m pytest -p no:cacheprovider -x"]
+                         "python -m pytest -p no:cacheprovider --run-slow -x"]
     for step in steps[1:3]:  # the requirements file and the constraints file hold the pins, nothing else
         at = log.index(next(line for line in log if line.startswith(step + " |")))
         assert log[at + 1:at + 1 + len(pins)] == pins and not log[at + 1 + len(pins)].startswith("  ")
@@ -455,7 +457,7 @@ def test_test_deps_newest_upgrades_everything_and_passes_pytests_status_on(tmp_p
     assert "collected no tests" in out.stderr
     assert [line.split(" |")[0] for line in log[1:]] == [
         "pip install --quiet --disable-pip-version-check --upgrade --upgrade-strategy eager .[test]",
-        "python -m pytest -p no:cacheprovider"]
+        "python -m pytest -p no:cacheprovider --run-slow"]
     assert list(scratch.iterdir()) == []
 
 
@@ -584,6 +586,7 @@ def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return where
 
 
+@pytest.mark.slow
 def test_wheel_ships_the_grammar_the_catalogs_and_the_console_script(wheel: Path) -> None:
     assert VERSION is not None and wheel.name == f"{DIST_FILE}-{VERSION.group(1)}-py3-none-any.whl"
     with zipfile.ZipFile(wheel) as zf:
@@ -601,6 +604,7 @@ def test_wheel_ships_the_grammar_the_catalogs_and_the_console_script(wheel: Path
     assert re.search(rf"^Name: {re.escape(DIST)}$", metadata_text, re.MULTILINE)
 
 
+@pytest.mark.slow
 def test_sdist_and_the_wheel_built_from_it_ship_the_grammar(tmp_path: Path) -> None:
     # `python -m build` (the workflow's wheel job) builds the sdist, then the wheel from the unpacked sdist.
     # hatchling walks the tree once, following links and skipping a directory it has already seen: the top-level
@@ -632,6 +636,7 @@ def test_sdist_and_the_wheel_built_from_it_ship_the_grammar(tmp_path: Path) -> N
         assert "kvplan/grammar/kvp_parser.py" in zf.namelist()
 
 
+@pytest.mark.slow
 def test_readme_first_command_runs_from_the_installed_wheel(venv: Path, tmp_path: Path) -> None:
     (tmp_path / "examples").mkdir()
     (tmp_path / "examples" / EXAMPLE.name).write_bytes(EXAMPLE.read_bytes())
@@ -651,6 +656,7 @@ def test_readme_first_command_runs_from_the_installed_wheel(venv: Path, tmp_path
     assert source.returncode == 0 and installed.stdout == source.stdout
 
 
+@pytest.mark.slow
 def test_installed_python_m_kvplan_reports_the_package_version(venv: Path, tmp_path: Path) -> None:
     out = _run([str(venv / "bin" / "python"), "-m", "kvplan", "--version"], tmp_path)
     assert out.returncode == 0, out.stderr

@@ -12,8 +12,14 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from tests.paths import ROOT
 from tests.unit.lang.test_grammar import EXAMPLE
+
+# Slow: builds the wheel and installs it into a fresh virtual environment (about 3 s).
+# The default `python -m pytest` leaves it out; --run-slow and CI run it.
+pytestmark = pytest.mark.slow
 
 
 def test_wheel_ships_the_grammar_and_parses_from_the_installed_copy(tmp_path: Path) -> None:

@@ -70,6 +70,7 @@ def test_the_settings_read_back_are_the_plans(name: str, plan: Plan, tmp_path: P
     assert json.loads(json.dumps(dataclasses.asdict(s))) == json.loads(module.SETTINGS_JSON)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.text())
 def test_any_text_in_the_settings_reads_back_through_the_literal(text: str) -> None:

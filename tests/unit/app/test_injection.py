@@ -43,6 +43,10 @@ from kvplan.planner import for_engine, plans_for
 from kvplan.planner.plan import Plan
 from tests.paths import ROOT
 
+# Slow: hostile names through every engine target's files (about 3 s).
+# The default `python -m pytest` leaves it out; --run-slow and CI run it.
+pytestmark = pytest.mark.slow
+
 #: Hostile text: each class of control character, the line and paragraph separators, bidirectional overrides,
 #: quotes, shell substitutions, a YAML document marker, a Python docstring's quotes, a backslash, comment openers,
 #: the header's own separator, and the issue's two payloads.

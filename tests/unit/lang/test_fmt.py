@@ -263,6 +263,7 @@ def test_blocks_nest_at_most_the_limit_and_the_next_level_is_refused_where_it_op
     assert f"at most {limits.MAX_NESTING} deep" in err.message
 
 
+@pytest.mark.slow
 def test_formatted_text_stays_linear_in_the_input_at_the_nesting_limit() -> None:
     # The layout indents four spaces a level: under the cap an output line is at most 4 × MAX_NESTING
     # characters longer than its source line, and every source line here is two characters.

@@ -362,6 +362,7 @@ def test_arbitrary_text_always_gives_a_result(text: str) -> None:
     _law(check_source(text, "fuzz.kvp"), text)
 
 
+@pytest.mark.slow
 def test_deep_nesting_and_a_just_small_enough_file() -> None:
     deep = 'deployment "d" {\n' + "a {\n" * 3000 + "}\n" * 3001
     _law(check_source(deep, "fuzz.kvp"), deep)

@@ -39,6 +39,7 @@ def _scan(dep, ttft: float | None, itl: float | None, n_out: int = N_OUT, limit:
     return last, sat
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("ttft", "itl", "binds"), [(0.095, None, "ttft"), (None, 0.0117, "itl"),
                                                     (0.2, 0.0117, "itl"), (0.08, 0.02, "ttft")])
 def test_goodput_is_the_slo_boundary_a_fine_scan_of_the_rate_finds(dep, ttft, itl, binds) -> None:

@@ -182,6 +182,7 @@ def _uniform(rate: float) -> load.Service:
                         out_lo=OUT_RANGE[0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("share", [0.2, 0.5, 0.8])
 def test_with_uniform_lengths_the_closed_form_agrees_with_the_simulation(deployment, share: float) -> None:
     """Lengths drawn per request (seeded) from the uniform ranges; the closed form's M/G/1 wait, E[P] and the

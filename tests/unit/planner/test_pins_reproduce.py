@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Sequence
 
 import attrs
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -140,6 +141,7 @@ DEVICES = sorted(catalog.devices())
           suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(SCENARIOS), st.sampled_from(DEVICES), st.sampled_from([1, 4, 16, 64, 256]),
        st.sampled_from([1_000, 8_000, 32_000, 128_000]), st.lists(st.sampled_from(KEYS), min_size=1, unique=True))
+@pytest.mark.slow
 def test_pinning_any_of_the_plans_choices_gives_the_same_plan(sc: Scenario, device: str, batch: int, context: int,
                                                               keys: list[str]) -> None:
     context = context if context > sc.prefix else sc.context  # a shared prefix is part of every context

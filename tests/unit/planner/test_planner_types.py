@@ -49,6 +49,7 @@ def test_map_numbers_leave_out_a_map_without_a_device_count() -> None:
     assert [f.name for f in PlanMetrics.__attrs_attrs__] == [f.name for f in Metrics.__attrs_attrs__] + ["speedup"]
 
 
+@pytest.mark.slow
 def test_a_misspelt_figure_or_override_is_a_type_error(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text(

@@ -102,6 +102,7 @@ def test_each_override_changes_the_digest_exactly_when_the_plan_changes(name: st
 field_values = st.fixed_dictionaries({k: st.sampled_from(v) for k, v in FIELDS.items()})
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None, derandomize=True)
 @given(base=field_values, field=st.sampled_from(list(FIELDS)), data=st.data())
 def test_digest_tracks_the_plan_from_any_base(base: dict[str, str], field: str, data: Any) -> None:

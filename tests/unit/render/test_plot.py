@@ -21,6 +21,10 @@ from kvplan.planner.plan import Plan
 from kvplan.render import plot, report
 from tests.paths import ROOT
 
+# Slow: draws the figures with matplotlib at the corners of the ranges (about 12 s).
+# The default `python -m pytest` leaves it out; --run-slow and CI run it.
+pytestmark = pytest.mark.slow
+
 LLAMA = catalog.get_model("llama-3-70b")
 B200 = catalog.get_device("b200")
 

@@ -30,6 +30,10 @@ from kvplan.planner import pareto, plans_for
 from kvplan.render import plot, report
 from tests.paths import DATA, ROOT
 
+# Slow: draws the figures with matplotlib and compares them with their goldens (about 2 s).
+# The default `python -m pytest` leaves it out; --run-slow and CI run it.
+pytestmark = pytest.mark.slow
+
 GOLDEN = DATA / "golden" / "plots"
 #: RMS over the image without its text, 0-255 per channel. Measured with matplotlib 3.11 (and checked below):
 #: the map's point moved from 128k to 140k tokens differs by 3.3, to 160k by 4.1; int2's two curves left out
