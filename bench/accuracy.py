@@ -194,8 +194,8 @@ def evaluate(row: Row, where: Mapping[str, str]) -> Result:
         link = device.scaleup_link or ""
         bandwidth = catalog.get_link(link).bandwidth if link else None
         factors = ex.default_factors(device, kv.id, row.engine, link)
-        bound = float(rf.step_time(cfg, row.batch, row.context)["step"])
-        expected = float(ex.expected_step(cfg, row.batch, row.context, factors, bandwidth)["step"])
+        bound = float(rf.step_time(cfg, row.batch, row.context).step)
+        expected = float(ex.expected_step(cfg, row.batch, row.context, factors, bandwidth).step)
     except KvplanError as e:
         raise DataError(f"{where[stage]}: {e}") from None
     return Result(row, bound, expected)

@@ -48,7 +48,7 @@ for _ in range(5):
     kv = rf.kv_bytes_stored(cfg, b, s)
     t = rf.step_time(cfg, b, s)
     reg = rf.regime(s, s_star, s_cap)
-    thr = b / t["step"]
+    thr = b / t.step
     best = min(best, time.perf_counter() - t2)
 assert kv.shape == reg.shape == thr.shape == (1000, 1000)
 print(f"{t1 - t0:.4f} {best:.4f}")

@@ -35,6 +35,7 @@ def emit(req: EmitRequest) -> Said:
     from kvplan.app.replan import Reserves, capacity_line, emit, resolve_targets
     from kvplan.base.outputs import OutputTree, check_out_dir, scenario_folders
     from kvplan.planner import plans_for, with_engines
+    from kvplan.planner.plan import Constraint
 
     p_opts = req.planner
     reserves = Reserves(activation=p_opts.activation_reserve, runtime=p_opts.runtime_reserve,
@@ -47,11 +48,11 @@ def emit(req: EmitRequest) -> Said:
     result = with_expected(result, p_opts.calibration, p_opts.slo_on)
     plans = [with_engines(p) for p in plans_for(result, req.scenario, **p_opts.overrides())]
     for p in plans:  # a count the model cannot split has no configuration to write
-        gap = next((u for u in p.unmet if u.constraint == "layout"), None)
+        gap = next((u for u in p.unmet if u.constraint is Constraint.LAYOUT), None)
         if gap is not None:
             pin = p.scenario.pins.get("devices")
             raise KvplanError(f"scenario {p.scenario.name}: {gap.message}",
-                              help=("try " + "; or ".join(gap.suggestions)) if gap.suggestions else None,
+                              help="try " + "; or ".join(s.text for s in gap.suggestions) if gap.suggestions else None,
                               span=pin.span if pin is not None else p.scenario.spans.get("devices"))
     folders = scenario_folders(plans, req.out_dir)
     tree = None if req.out_dir is None else OutputTree(req.out_dir)

@@ -42,6 +42,7 @@ from kvplan.lang import check_source
 from kvplan.lang.fmt import format_source
 from kvplan.lang.spec import quote
 from kvplan.planner import plan
+from kvplan.planner.plan import Constraint
 from kvplan.planner.search import closest_tp, tp_options
 
 
@@ -465,7 +466,8 @@ def _derive(engine: str, wl: _Workload, spec: Callable[[tuple[int, str], tuple[i
         # kvplan's memory model, and the engine's own sizing of the pool the flags give (kvplan emit's): a
         # deployment the engine would hold fewer sequences in than the plan is not the one it runs
         p = plan(attrs.evolve(sc, batch=b, context=c), suggest=False)
-        return not any(u.constraint == "fits" for u in p.unmet) and not emit(p, engine, raise_fill=False).findings
+        fits = not any(u.constraint is Constraint.FITS for u in p.unmet)
+        return fits and not emit(p, engine, raise_fill=False).findings
 
     flag = get_engine(engine).flags.batch
     if wl.derive == "context":

@@ -151,11 +151,11 @@ def prefill_time(cfg: Config, prompts: int, prompt: int, f: Factors, link_bandwi
     batch — max(prompts · F_prefill(prompt) / (tp · η_π · π), weights read once / (tp · η_w · β)) plus the
     all-reduces over every prompt token and t_fixed. One prompt is expected_ttft exactly."""
     if prompts == 1:
-        return float(expected_ttft(cfg, prompt, f, link_bandwidth)["ttft"])
+        return float(expected_ttft(cfg, prompt, f, link_bandwidth).ttft)
     coef = _prefill_terms(cfg, prompts, prompt, link_bandwidth)
     prefill = max(coef["compute"] / f.eta_compute.value, coef["weights"] / f.eta_w.value)
     return (prefill + coef["latency"] * f.collective_latency.value + coef["bytes"] + f.t_fixed.value
-            + layer_time(cfg.model, f.t_layer.value))
+            + float(layer_time(cfg.model, f.t_layer.value)))
 
 
 def _prefill_terms(cfg: Config, prompts: int, prompt: int, link_bandwidth: Optional[float]) -> dict[str, float]:
@@ -189,11 +189,11 @@ def expected_time(m: Measurement, kind: str, d: Deployment, f: Factors) -> float
     if kind == "kernel":
         return float(m.kv_bytes or 0.0) / (f.eta_kv.value * kernel_bandwidth(m, d))
     if kind == "itl":
-        return float(expected_step(cfg, m.batch, m.context, f, link)["step"])
+        return float(expected_step(cfg, m.batch, m.context, f, link).step)
     if kind == "ttft":
         return prefill_time(cfg, m.prefill_prompts, m.input_len or 1, f, link)
     steps = request_steps(m)
-    decode = float(np.sum(expected_step(cfg, m.batch, steps, f, link)["step"])) if steps.size else 0.0
+    decode = float(np.sum(expected_step(cfg, m.batch, steps, f, link).step)) if steps.size else 0.0
     return prefill_time(cfg, m.batch, m.input_len or 1, f, link) + decode
 
 
@@ -234,11 +234,12 @@ def _pieces(m: Measurement, kind: str, d: Deployment, names: Sequence[str]) -> _
         a, b = np.array([t["bytes"]]), np.array([t["bytes"]])
     contexts = np.array([m.context]) if kind == "itl" else request_steps(m) if kind == "request" else np.zeros(0)
     if contexts.size:
-        bound = {k: np.broadcast_to(v, contexts.shape) for k, v in step_time(cfg, m.batch, contexts).items()}
+        bound = step_time(cfg, m.batch, contexts)
         sa, sb = np.zeros((contexts.size, P)), np.zeros((contexts.size, P))
-        sa[:, col["eta_w"]], sa[:, kv] = bound["weights"], bound["kv"]
+        sa[:, col["eta_w"]] = np.broadcast_to(bound.weights, contexts.shape)
+        sa[:, kv] = np.broadcast_to(bound.kv, contexts.shape)
         sa[:, col["collective_latency"]] = _collectives(cfg)
-        sb[:, col["eta_compute"]] = bound["compute"]
+        sb[:, col["eta_compute"]] = np.broadcast_to(bound.compute, contexts.shape)
         sa[:, col["t_fixed"]] = sb[:, col["t_fixed"]] = 1.0
         sa[:, col["t_layer"]] = sb[:, col["t_layer"]] = float(cfg.model.n_layers)
         comm = float(all_reduce_time(cfg.model, m.batch, cfg.tp, link, 0.0))

@@ -22,18 +22,19 @@ Every function broadcasts over numpy arrays of batch `b` and context `s`, like k
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Optional, Union
+from typing import TYPE_CHECKING, Optional, Sequence, Union
 
 import numpy as np
 
 from kvplan import catalog
 from kvplan.base.evidence import Evidence, Value
+from kvplan.base.records import record
 from kvplan.catalog import Device, Model, performance
 from kvplan.catalog.performance import Factor
 from kvplan.model.factors import Factors
 from kvplan.model.profile import Profile
 from kvplan.model.profile import factors as profile_factors
-from kvplan.model.roofline import Config, step_time, weight_bytes_read
+from kvplan.model.roofline import Config, StepTime, step_time, weight_bytes_read
 from kvplan.model.tiering import prefill_flops
 
 if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
@@ -55,69 +56,123 @@ def residual_width(model: Model) -> int:
     return model.n_q * model.attn_dims[1]
 
 
-def all_reduce_time(model: Model, tokens: ArrayLike, tp: int, link_bandwidth: Optional[float],
-                    latency: float) -> Array:
+def all_reduce_time(model: Model, tokens: ArrayLike, tp: ArrayLike, link_bandwidth: Optional[float],
+                    latency: ArrayLike) -> Array:
     """Seconds the tensor-parallel all-reduces of one forward pass over `tokens` tokens take: two per layer,
     each `latency` plus a ring all-reduce (2·(tp−1)/tp of tokens·hidden·2 B per rank) over the link;
-    0 on one rank. No link (None): the latency alone, and the caller says the bytes are not counted."""
+    0 on one rank. No link (None): the latency alone, and the caller says the bytes are not counted.
+    Over arrays of tokens, or of tensor-parallel sizes and latencies (the planner's candidates, one each)."""
     t = np.asarray(tokens, dtype=np.float64)
-    if tp <= 1:
-        return np.zeros_like(t)
-    per: Array = np.full(t.shape, float(latency), dtype=np.float64)
-    if link_bandwidth:
-        per = per + 2.0 * (tp - 1) / tp * t * residual_width(model) * ACTIVATION_WIDTH / link_bandwidth
-    out: Array = float(ALL_REDUCES_PER_LAYER * model.n_layers) * per
-    return out
-
-
-def all_reduce_times(model: Model, tokens: float, tp: ArrayLike, link_bandwidth: Optional[float],
-                     latency: ArrayLike) -> Array:
-    """all_reduce_time over arrays of tensor-parallel sizes and latencies (one per candidate), with the same
-    arithmetic element by element: the planner's search evaluates every candidate at once."""
     tp_a = np.asarray(tp, dtype=np.float64)
-    per = np.asarray(latency, dtype=np.float64) + np.zeros_like(tp_a)
+    per: Array = np.asarray(latency, dtype=np.float64) + np.zeros(np.broadcast(t, tp_a).shape)
     if link_bandwidth:
-        per = per + 2.0 * (tp_a - 1) / tp_a * float(tokens) * residual_width(model) * ACTIVATION_WIDTH / link_bandwidth
+        per = per + 2.0 * (tp_a - 1) / tp_a * t * residual_width(model) * ACTIVATION_WIDTH / link_bandwidth
     out: Array = np.where(tp_a > 1, float(ALL_REDUCES_PER_LAYER * model.n_layers) * per, 0.0)
     return out
 
 
-def layer_time(model: Model, t_layer: float) -> float:
+def layer_time(model: Model, t_layer: ArrayLike) -> Array:
     """Seconds one forward pass spends on its layers' fixed per-layer cost: L · t_layer (every layer runs on
     every step, whatever the parallelism)."""
-    return float(model.n_layers) * t_layer
+    out: Array = float(model.n_layers) * np.asarray(t_layer, dtype=np.float64)
+    return out
+
+
+@record
+class Rates:
+    """The factors' numbers the expected figures use: scalars for one deployment (`of`), arrays with one entry
+    per point for the planner's candidates (`over`, each candidate's KV dtype has its own)."""
+
+    eta_w: ArrayLike
+    eta_kv: ArrayLike
+    eta_compute: ArrayLike
+    t_fixed: ArrayLike
+    t_layer: ArrayLike
+    latency: ArrayLike      # collective_latency
+
+    @classmethod
+    def of(cls, f: Factors) -> Rates:
+        return cls(f.eta_w.value, f.eta_kv.value, f.eta_compute.value, f.t_fixed.value, f.t_layer.value,
+                   f.collective_latency.value)
+
+    @classmethod
+    def over(cls, fs: Sequence[Factors]) -> Rates:
+        def each(name: str) -> Array:
+            return np.array([getattr(f, name).value for f in fs], dtype=np.float64)
+
+        return cls(each("eta_w"), each("eta_kv"), each("eta_compute"), each("t_fixed"), each("t_layer"),
+                   each("collective_latency"))
+
+
+@record
+class ExpectedStep:
+    """The expected decode step and its terms, in seconds (docs/expected.md), each over the points evaluated."""
+
+    fixed: Array      # t_fixed
+    layers: Array     # L · t_layer
+    weights: Array    # the bound's weights term / η_w
+    kv: Array         # the bound's KV term / η_kv
+    comm: Array       # the all-reduces over the batch's tokens
+    compute: Array    # the bound's compute term / η_π (the floor)
+    step: Array       # max(fixed + layers + weights + kv + comm, fixed + layers + compute)
+
+
+@record
+class ExpectedTtft:
+    """The expected time to first token and its terms, in seconds (docs/expected.md)."""
+
+    prefill: Array    # max(F_prefill / (tp · η_π · π), weights read once / (tp · η_w · β))
+    comm: Array       # the prefill's all-reduces over the prompt's tokens
+    fixed: Array      # t_fixed
+    layers: Array     # L · t_layer
+    ttft: Array       # their sum
+
+
+def expected_from_bound(model: Model, bound: StepTime, b: ArrayLike, tp: ArrayLike, link_bandwidth: Optional[float],
+                        k: Rates) -> ExpectedStep:
+    """The expected step's equation from the bound's terms: expected_step() below and the planner's search
+    (every candidate at once, `tp` and `k` one entry each) both compute it here."""
+    t_w = bound.weights / k.eta_w
+    t_kv = bound.kv / k.eta_kv
+    t_comm = all_reduce_time(model, b, tp, link_bandwidth, k.latency)
+    t_comp = bound.compute / k.eta_compute
+    shape = np.broadcast(t_w, t_kv, t_comm).shape
+    fixed = np.broadcast_to(np.asarray(k.t_fixed, dtype=np.float64), shape)
+    layers = np.broadcast_to(layer_time(model, k.t_layer), shape)
+    memory_path = fixed + layers + t_w + t_kv + t_comm
+    return ExpectedStep(fixed=fixed, layers=layers, weights=t_w, kv=t_kv, comm=t_comm, compute=t_comp,
+                        step=np.maximum(memory_path, fixed + layers + t_comp))
 
 
 def expected_step(cfg: Config, b: ArrayLike, s: ArrayLike, f: Factors,
-                  link_bandwidth: Optional[float]) -> dict[str, Array]:
+                  link_bandwidth: Optional[float]) -> ExpectedStep:
     """The expected decode step and its terms (seconds): fixed, layers (L · t_layer), weights, kv, comm,
     compute (the floor) and step = max(fixed + layers + weights + kv + comm, fixed + layers + compute).
     `link_bandwidth` is the scale-up link's B/s per direction that the all-reduces cross (None: latency only)."""
-    bound = step_time(cfg, b, s)
-    t_w = bound["weights"] / f.eta_w.value
-    t_kv = bound["kv"] / f.eta_kv.value
-    t_comm = all_reduce_time(cfg.model, b, cfg.tp, link_bandwidth, f.collective_latency.value)
-    t_comp = bound["compute"] / f.eta_compute.value
-    fixed = np.full(np.shape(t_w), f.t_fixed.value)
-    layers = np.full(np.shape(t_w), layer_time(cfg.model, f.t_layer.value))
-    memory_path = fixed + layers + t_w + t_kv + t_comm
-    return {"fixed": fixed, "layers": layers, "weights": t_w, "kv": t_kv, "comm": t_comm, "compute": t_comp,
-            "step": np.maximum(memory_path, fixed + layers + t_comp)}
+    return expected_from_bound(cfg.model, step_time(cfg, b, s), b, cfg.tp, link_bandwidth, Rates.of(f))
 
 
-def expected_ttft(cfg: Config, prompt: ArrayLike, f: Factors, link_bandwidth: Optional[float]) -> dict[str, Array]:
+def prefill_ttft(model: Model, device: Device, prompt: ArrayLike, *, tp: ArrayLike, w_p: float,
+                 link_bandwidth: Optional[float], k: Rates) -> ExpectedTtft:
+    """The TTFT's equation over arrays of prompt lengths, or of the planner's candidates (`tp` and `k` one entry
+    each): expected_ttft() below and the planner's search both compute it here."""
+    p = np.asarray(prompt, dtype=np.float64)
+    compute = prefill_flops(model, p) / (tp * np.asarray(k.eta_compute, dtype=np.float64) * device.compute)
+    weights = weight_bytes_read(model, p, w_p) / (tp * np.asarray(k.eta_w, dtype=np.float64) * device.bandwidth)
+    prefill = np.maximum(compute, weights)
+    comm = all_reduce_time(model, p, tp, link_bandwidth, k.latency)
+    shape = np.broadcast(prefill, comm).shape
+    fixed = np.broadcast_to(np.asarray(k.t_fixed, dtype=np.float64), shape)
+    layers = np.broadcast_to(layer_time(model, k.t_layer), shape)
+    return ExpectedTtft(prefill=prefill, comm=comm, fixed=fixed, layers=layers, ttft=prefill + comm + fixed + layers)
+
+
+def expected_ttft(cfg: Config, prompt: ArrayLike, f: Factors, link_bandwidth: Optional[float]) -> ExpectedTtft:
     """The expected time to first token of one request of `prompt` tokens prefilled alone (seconds):
     prefill = max(F_prefill / (tp · η_π · π), weights read once / (tp · η_w · β)), plus comm (the prefill's
     all-reduces over `prompt` tokens), fixed and layers (L · t_layer); ttft = their sum."""
-    p = np.asarray(prompt, dtype=np.float64)
-    compute = prefill_flops(cfg.model, p) / (cfg.tp * f.eta_compute.value * cfg.device.compute)
-    weights = weight_bytes_read(cfg.model, p, cfg.w_p) / (cfg.tp * f.eta_w.value * cfg.device.bandwidth)
-    prefill = np.maximum(compute, weights)
-    comm = all_reduce_time(cfg.model, p, cfg.tp, link_bandwidth, f.collective_latency.value)
-    fixed = np.full(p.shape, f.t_fixed.value)
-    layers = np.full(p.shape, layer_time(cfg.model, f.t_layer.value))
-    return {"prefill": prefill, "comm": comm, "fixed": fixed, "layers": layers,
-            "ttft": prefill + comm + fixed + layers}
+    return prefill_ttft(cfg.model, cfg.device, prompt, tp=cfg.tp, w_p=cfg.w_p, link_bandwidth=link_bandwidth,
+                        k=Rates.of(f))
 
 
 def link_bandwidth(device: Device) -> Optional[float]:
@@ -161,6 +216,6 @@ def default_factors(device: Device, kv_dtype: str, engine: str = "any", link: st
     return Factors(eta_w, eta_kv, eta_compute, t_fixed, latency, t_layer)
 
 
-__all__ = ["ACTIVATION_WIDTH", "ALL_REDUCES_PER_LAYER", "Factors", "all_reduce_time", "all_reduce_times",
-           "default_factors", "deployment_factors", "expected_step", "expected_ttft", "layer_time", "link_bandwidth",
-           "residual_width"]
+__all__ = ["ACTIVATION_WIDTH", "ALL_REDUCES_PER_LAYER", "ExpectedStep", "ExpectedTtft", "Factors", "Rates",
+           "all_reduce_time", "default_factors", "deployment_factors", "expected_from_bound", "expected_step",
+           "expected_ttft", "layer_time", "link_bandwidth", "prefill_ttft", "residual_width"]

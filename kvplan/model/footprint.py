@@ -47,13 +47,15 @@ def _segments(model: Model) -> tuple[Array, Array]:
     return breaks, np.array(slopes, dtype=np.float64)
 
 
-def kv_bytes_per_seq(model: Model, s: ArrayLike, w_kv: float) -> Array:
-    """B_kv(s): bytes one sequence of `s` tokens stores, windows applied (before any factor)."""
+def kv_bytes_per_seq(model: Model, s: ArrayLike, w_kv: ArrayLike) -> Array:
+    """B_kv(s): bytes one sequence of `s` tokens stores, windows applied (before any factor). `w_kv` may be an
+    array too (the planner's candidates, one width each)."""
     s_arr = np.asarray(s, dtype=np.float64)
-    if model.all_full:
-        return s_arr * kappa(model, w_kv)
-    e = float(model.kv_elems_per_layer) * w_kv
-    total = np.zeros_like(s_arr)
+    if model.all_full:  # s · κ, κ = L · (elements per layer) · w_kv as kappa() computes it
+        per_token: Array = model.n_layers * model.kv_elems_per_layer * np.asarray(w_kv, dtype=np.float64)
+        return s_arr * per_token
+    e = float(model.kv_elems_per_layer) * np.asarray(w_kv, dtype=np.float64)
+    total = np.zeros(np.broadcast(s_arr, e).shape)
     for window, n in model.window_groups:
         held = s_arr if window is None else np.minimum(s_arr, float(window))
         total = total + e * n * held

@@ -145,7 +145,7 @@ class Model:
         lengths, weights = support(inputs)
         ttft = expected_ttft(cfg, lengths, f, link)
         # P(n_in): what the chunks add to the steps they ride on (the step already pays t_fixed and L · t_layer)
-        p = ttft["ttft"] - f.t_fixed.value - ttft["layers"]
+        p = ttft.ttft - f.t_fixed.value - ttft.layers
         k = np.ceil(lengths / sv.chunk)
         self.prefill = float(np.dot(weights, p))            # E[P]
         self.chunks = math.ceil(sv.n_in / sv.chunk)          # k of the longest prompt
@@ -165,7 +165,7 @@ class Model:
     def step(self, n: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """T(N): the expected decode step at batch N (0 allowed: an iteration of the prefill alone) and s̄."""
         out: npt.NDArray[np.float64] = expected_step(self.cfg, np.asarray(n, dtype=np.float64),
-                                                           self.mean_context, self.f, self.link)["step"]
+                                                           self.mean_context, self.f, self.link).step
         return out
 
     def cap(self) -> float:

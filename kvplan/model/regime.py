@@ -244,7 +244,7 @@ def _results(cfg: rf.Config, batch: int, context: int, w_held: float, sstar: flo
     w_read = _scalar(rf.weight_bytes_read(m, batch, cfg.w_p))
     kv_read = _scalar(rf.kv_bytes_read(cfg, batch, context))
     kv_held = _scalar(rf.kv_bytes_stored(cfg, batch, context))
-    t = {key: _scalar(v) for key, v in rf.step_time(cfg, batch, context).items()}
+    t = rf.step_time(cfg, batch, context)
     flops = _scalar(rf.decode_flops(m, batch, context))
     inten = _scalar(rf.intensity(cfg, batch, context))
     short, long = rf.intensity_limits(m, batch, cfg.w_p, cfg.w_kv)
@@ -274,11 +274,11 @@ def _results(cfg: rf.Config, batch: int, context: int, w_held: float, sstar: flo
                                           "2·b·P_active / weight bytes read (= 2b/w_p dense; docs/model.md §4)")),
         ("intensity_long_limit", derived(long, "FLOP/B", "2g/w_kv (docs/model.md §4)")),
         ("ridge", derived(d.ridge, "FLOP/B", "π/β")),
-        ("step_time_weights", derived(t["weights"], "s", "weight bytes / (tp·β_eff striped)")),
-        ("step_time_kv", derived(t["kv"], "s", f"KV bytes / (tp·β_eff {cfg.placement})")),
-        ("step_time_compute", derived(t["compute"], "s", "F / (tp·π)")),
-        ("step_time", derived(t["step"], "s", "T_step ≥ max(M/β_eff, F/π) (docs/model.md §4)")),
-        ("throughput", derived(batch / t["step"], "tok/s", "b / T_step")),
+        ("step_time_weights", derived(_scalar(t.weights), "s", "weight bytes / (tp·β_eff striped)")),
+        ("step_time_kv", derived(_scalar(t.kv), "s", f"KV bytes / (tp·β_eff {cfg.placement})")),
+        ("step_time_compute", derived(_scalar(t.compute), "s", "F / (tp·π)")),
+        ("step_time", derived(_scalar(t.step), "s", "T_step ≥ max(M/β_eff, F/π) (docs/model.md §4)")),
+        ("throughput", derived(batch / _scalar(t.step), "tok/s", "b / T_step")),
         ("ceiling_rate", derived(_scalar(rf.ceiling_rate(cfg, batch)), "tokens/s", "R_∞ = β_eff/κ (docs/model.md §7)")),
     ]
 
@@ -305,7 +305,7 @@ def _dtype_rows(cfg: rf.Config, batch: int, context: int, kv_dtypes: Sequence[st
     m = cfg.model
     rows = []
     base_cfg = attrs.evolve(cfg, w_kv=DTYPES["bf16"].width)
-    base_t = _scalar(rf.step_time(base_cfg, batch, context)["memory"])
+    base_t = _scalar(rf.step_time(base_cfg, batch, context).memory)
     for name in kv_dtypes:
         dt = DTYPES[name]
         c2 = attrs.evolve(cfg, w_kv=dt.width)
@@ -319,8 +319,8 @@ def _dtype_rows(cfg: rf.Config, batch: int, context: int, kv_dtypes: Sequence[st
             s_cap=cap_value(sc, "s_cap(b) (docs/model.md §5)", w_held, cfg.capacity, c2),
             kv_bytes=derived(_scalar(rf.kv_bytes_stored(c2, batch, context)), "B", "b·B_kv(s)"),
             regime=str(rf.regime(context, ss, sc)),
-            step_time=derived(_scalar(tt["step"]), "s", "T_step lower bound"),
-            speedup=derived(base_t / _scalar(tt["memory"]), "x", "S(c) = (W+K)/(W+K/c) vs bf16 KV (docs/model.md §6)"),
+            step_time=derived(_scalar(tt.step), "s", "T_step lower bound"),
+            speedup=derived(base_t / _scalar(tt.memory), "x", "S(c) = (W+K)/(W+K/c) vs bf16 KV (docs/model.md §6)"),
             step_time_expected=_expected_step(c2, batch, context, ex.deployment_factors(cfg.device, name, engine,
                                                                                           profile)),
         ))
@@ -352,15 +352,15 @@ def expected_results(cfg: rf.Config, batch: int, context: int, f: ex.Factors) ->
                   f"{cfg.device.id} has no scale-up link in the catalog: the all-reduces' latency only, their bytes "
                   "not counted")
     words = f"{_factor_words(f)}; {link_words}" + (f"; profile {f.profile}" if f.profile else "")
-    t = {k: _scalar(v) for k, v in ex.expected_step(cfg, batch, context, f, link).items()}
-    ttft = {k: _scalar(v) for k, v in ex.expected_ttft(cfg, context, f, link).items()}
+    t = ex.expected_step(cfg, batch, context, f, link)
+    ttft = ex.expected_ttft(cfg, context, f, link)
     return [
-        ("step_time_expected", derived(t["step"], "s", "T = max(t_fixed + L·t_layer + W/(η_w·β_eff) + "
+        ("step_time_expected", derived(_scalar(t.step), "s", "T = max(t_fixed + L·t_layer + W/(η_w·β_eff) + "
                                                        "K/(η_kv·β_eff) + T_comm, t_fixed + L·t_layer + F/(η_π·π)) "
                                                        f"(docs/expected.md): {words}")),
-        ("step_time_expected_comm", derived(t["comm"], "s", f"T_comm: 2 all-reduces per layer ({link_words})")),
-        ("throughput_expected", derived(batch / t["step"], "tok/s", "b / T_expected")),
-        ("ttft_expected", derived(ttft["ttft"], "s", "max(F_prefill/(tp·η_π·π), W/(tp·η_w·β)) + T_comm + t_fixed "
+        ("step_time_expected_comm", derived(_scalar(t.comm), "s", f"T_comm: 2 all-reduces per layer ({link_words})")),
+        ("throughput_expected", derived(batch / _scalar(t.step), "tok/s", "b / T_expected")),
+        ("ttft_expected", derived(_scalar(ttft.ttft), "s", "max(F_prefill/(tp·η_π·π), W/(tp·η_w·β)) + T_comm + t_fixed "
                                                     "+ L·t_layer, one prompt of the workload's context, "
                                                     f"{context:,} tokens "
                                                     f"(docs/expected.md): {words}")),
@@ -369,7 +369,7 @@ def expected_results(cfg: rf.Config, batch: int, context: int, f: ex.Factors) ->
 
 def _expected_step(cfg: rf.Config, batch: int, context: int, f: ex.Factors) -> Value:
     """The expected step alone, at factors `f` (a row of the by-KV-dtype table)."""
-    step = _scalar(ex.expected_step(cfg, batch, context, f, ex.link_bandwidth(cfg.device))["step"])
+    step = _scalar(ex.expected_step(cfg, batch, context, f, ex.link_bandwidth(cfg.device)).step)
     return derived(step, "s", f"T_expected (docs/expected.md): {_factor_words(f)}")
 
 

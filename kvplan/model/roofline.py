@@ -160,16 +160,25 @@ def decode_flops(model: Model, b: ArrayLike, s: ArrayLike) -> Array:
     return 2.0 * model.params_active * b_arr + per_pos * b_arr * held
 
 
+def kv_bytes(model: Model, b: ArrayLike, s: ArrayLike, *, w_kv: ArrayLike, factor: ArrayLike,
+             replication: ArrayLike) -> Array:
+    """b · B_kv(s) · factor · replication (SPEC §3): the KV bytes of b sequences of s tokens at width w_kv, over
+    the deployment; `factor` is r/σ for the bytes a step reads, r(1+φ)/σ for those stored (KvFactors). Every
+    argument may be an array: a grid of batch × context, or the planner's candidates (one width, factor and
+    replication each)."""
+    b_arr = np.asarray(b, dtype=np.float64)
+    out: Array = b_arr * kv_bytes_per_seq(model, s, w_kv) * factor * replication
+    return out
+
+
 def kv_bytes_read(cfg: Config, b: ArrayLike, s: ArrayLike) -> Array:
     """KV bytes a step reads over the whole deployment: b · B_kv(s) · r/σ · replication."""
-    b_arr = np.asarray(b, dtype=np.float64)
-    return b_arr * kv_bytes_per_seq(cfg.model, s, cfg.w_kv) * cfg.factors.traffic * cfg.kv_replication
+    return kv_bytes(cfg.model, b, s, w_kv=cfg.w_kv, factor=cfg.factors.traffic, replication=cfg.kv_replication)
 
 
 def kv_bytes_stored(cfg: Config, b: ArrayLike, s: ArrayLike) -> Array:
     """KV bytes held for the batch: b · B_kv(s) · r(1+φ)/σ · replication."""
-    b_arr = np.asarray(b, dtype=np.float64)
-    return b_arr * kv_bytes_per_seq(cfg.model, s, cfg.w_kv) * cfg.factors.capacity * cfg.kv_replication
+    return kv_bytes(cfg.model, b, s, w_kv=cfg.w_kv, factor=cfg.factors.capacity, replication=cfg.kv_replication)
 
 
 def decode_bytes(cfg: Config, b: ArrayLike, s: ArrayLike) -> Array:
@@ -218,7 +227,31 @@ def beta_eff(device: Device, placement: str, b: ArrayLike = 1) -> tuple[Array, b
     raise ModelInputError(f"unknown placement '{placement}'", help="use striped, pinned or affinity")
 
 
-def step_time(cfg: Config, b: ArrayLike, s: ArrayLike) -> dict[str, Array]:
+@record
+class StepTime:
+    """The lower bound on one decode step and its terms, in seconds (SPEC §4), each over the points evaluated."""
+
+    weights: Array    # weight bytes read / (tp · β_eff striped)
+    kv: Array         # KV bytes read / (tp · β_eff of the placement)
+    memory: Array     # weights + kv
+    compute: Array    # FLOPs / (tp · π)
+    step: Array       # max(memory, compute)
+
+
+def step_bound(model: Model, device: Device, b: ArrayLike, s: ArrayLike, *, w_p: float, tp: ArrayLike,
+               kv_read: ArrayLike, beta_kv: ArrayLike) -> StepTime:
+    """The bound's equation, T = max((W/β_w + K/β_kv)/tp, F/(tp·π)), over arrays of batch and context or of the
+    planner's candidates (`tp`, `kv_read` and `beta_kv` one each): step_time() below and the planner's search
+    (kvplan.planner.search) both compute it here."""
+    beta_w, _ = beta_eff(device, "striped", b)
+    t_w = weight_bytes_read(model, b, w_p) / (tp * beta_w)
+    t_kv = kv_read / (tp * np.asarray(beta_kv, dtype=np.float64))
+    t_mem = t_w + t_kv
+    t_comp = decode_flops(model, b, s) / (tp * device.compute)
+    return StepTime(weights=t_w, kv=t_kv, memory=t_mem, compute=t_comp, step=np.maximum(t_mem, t_comp))
+
+
+def step_time(cfg: Config, b: ArrayLike, s: ArrayLike) -> StepTime:
     """Lower bound on one decode step: max(memory time, compute time) per SPEC §4.
 
     Weights stream at the striped bandwidth (the framework spreads them over all
@@ -226,13 +259,9 @@ def step_time(cfg: Config, b: ArrayLike, s: ArrayLike) -> dict[str, Array]:
     Tensor parallelism divides both across `tp` ranks; pipeline stages run one
     after another, so they add capacity, not speed.
     """
-    beta_w, _ = beta_eff(cfg.device, "striped", b)
     beta_kv, _ = beta_eff(cfg.device, cfg.placement, b)
-    t_w = weight_bytes_read(cfg.model, b, cfg.w_p) / (cfg.tp * beta_w)
-    t_kv = kv_bytes_read(cfg, b, s) / (cfg.tp * beta_kv)
-    t_mem = t_w + t_kv
-    t_comp = decode_flops(cfg.model, b, s) / (cfg.tp * cfg.device.compute)
-    return {"weights": t_w, "kv": t_kv, "memory": t_mem, "compute": t_comp, "step": np.maximum(t_mem, t_comp)}
+    return step_bound(cfg.model, cfg.device, b, s, w_p=cfg.w_p, tp=cfg.tp, kv_read=kv_bytes_read(cfg, b, s),
+                      beta_kv=beta_kv)
 
 
 # ---------------------------------------------------------------- crossovers
@@ -287,8 +316,8 @@ def ceiling_rate(cfg: Config, b: ArrayLike = 1) -> Array:
 
 
 __all__ = [
-    "Config", "PLACEMENTS", "REGIMES", "beta_eff", "ceiling_rate", "check_batch_context", "decode_bytes",
-    "decode_flops", "experts_touched_fraction", "intensity", "intensity_limits", "kv_bytes_read",
-    "kv_bytes_stored", "regime", "s_cap", "s_star", "speedup", "step_time", "weight_bytes_held",
-    "weight_bytes_read",
+    "Config", "PLACEMENTS", "REGIMES", "StepTime", "beta_eff", "ceiling_rate", "check_batch_context",
+    "decode_bytes", "decode_flops", "experts_touched_fraction", "intensity", "intensity_limits", "kv_bytes",
+    "kv_bytes_read", "kv_bytes_stored", "regime", "s_cap", "s_star", "speedup", "step_bound", "step_time",
+    "weight_bytes_held", "weight_bytes_read",
 ]

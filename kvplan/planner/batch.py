@@ -23,14 +23,14 @@ from kvplan.model.tiering import DEFAULT_PREFILL_EFFICIENCY
 from kvplan.planner import search
 from kvplan.planner.decisions import build_decisions
 from kvplan.planner.figures import (
-    _assumptions,
-    _byte_factors,
-    _Map0,
-    _map_after,
-    _map_before,
-    _metrics,
-    _regime_map,
-    _tier,
+    Map0,
+    assumptions_of,
+    byte_factors,
+    map_after,
+    map_before,
+    metrics_of,
+    regime_map,
+    tier_for,
 )
 from kvplan.planner.plan import Plan, Rejection
 from kvplan.planner.rules import RULES, Rule, SearchView
@@ -38,25 +38,25 @@ from kvplan.planner.search import Evaluated, Space
 from kvplan.planner.space import (
     DEFAULT_MIN_GAIN,
     DEFAULT_RESERVE,
-    _f,
-    _Found,
-    _reserve_for,
-    _runnable_dtypes,
-    _search_space,
-    _Setup,
-    _setup,
+    Found,
+    Setup,
     factors_for,
+    reserve_for,
+    runnable_dtypes,
+    scalar,
+    search_space,
+    setup_for,
     slos,
 )
-from kvplan.planner.suggest import Planner, Replans, _Knobs, _ReplansSpent, unsearched
-from kvplan.planner.unmet import _no_fit, _no_layout, _slo_reason, _unmet
+from kvplan.planner.suggest import Knobs, Planner, Replans, ReplansSpent, unsearched
+from kvplan.planner.unmet import no_fit, no_layout, slo_reason, unmet_constraints
 
 if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
     import numpy.typing as npt
 
 
 @record
-class _Filtered:
+class Filtered:
     """The candidates left after the rules, fit and the SLOs."""
 
     feasible: list[int]      # fit, pass every rule and meet the SLOs
@@ -65,7 +65,7 @@ class _Filtered:
     bound: frozenset[int]    # removed by a binding rule (its rejection's `rule`), whatever else: never the closest plan
 
 
-def _plan_batch(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT_MIN_GAIN,
+def plan_batch(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT_MIN_GAIN,
                 eta: float = DEFAULT_PREFILL_EFFICIENCY, activation_reserve: Optional[float] = None,
                 runtime_reserve: Optional[float] = None, suggest: bool = True,
                 rules: Mapping[str, Rule] = RULES, replans: Optional[Replans] = None,
@@ -80,22 +80,22 @@ def _plan_batch(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: flo
     if replans is not None and not suggest:
         replans.take()
     rf.check_batch_context(sc.batch, sc.context)
-    reserve = _reserve_for(sc, reserve)
+    reserve = reserve_for(sc, reserve)
     reserves = memory.Reserves(activation=activation_reserve, runtime=runtime_reserve, fraction=reserve)
-    setup = _setup(sc, reserves)
-    map0 = _regime_map(sc)                                             # R1
-    found = _search_space(sc)                                          # space
+    setup = setup_for(sc, reserves)
+    map0 = regime_map(sc)                                             # R1
+    found = search_space(sc)                                          # space
     ev = _evaluate(sc, setup, found)                                   # evaluate
     overruled = _overruled(sc, setup, rules, min_gain)
     kept = _apply_rules(sc, ev, found.space, found.why, rules, found.layout_gap, overruled)  # rules
     best = _choose(sc, ev, kept, min_gain)                             # choose
-    knobs = _Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, setup.reserved, planner,
+    knobs = Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, setup.reserved, planner,
                    replans=replans)
     spent = suggest and replans is not None and replans.used >= replans.size
     if not spent:
         try:
             p = _outcome(sc, setup, map0, ev, best, found, kept, knobs, suggest)  # tier, maps, unmet
-        except _ReplansSpent:
+        except ReplansSpent:
             spent = True
     if spent:
         p = _outcome(sc, setup, map0, ev, best, found, kept, knobs, False)
@@ -108,7 +108,7 @@ def _plan_batch(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: flo
                         options=tuple((k, float(v)) for k, v in given.items() if v is not None))
 
 
-def _evaluate(sc: Scenario, setup: _Setup, found: _Found) -> Evaluated:
+def _evaluate(sc: Scenario, setup: Setup, found: Found) -> Evaluated:
     """Every candidate of the space, evaluated at once (search.evaluate) with the scenario's expected factors."""
     return search.evaluate(sc.model, sc.device, batch=sc.batch, context=sc.context, w_p=sc.weights.width,
                            sharing=setup.sigma, frag=setup.phi, reserved=setup.reserved, space=found.space,
@@ -117,7 +117,7 @@ def _evaluate(sc: Scenario, setup: _Setup, found: _Found) -> Evaluated:
                            factors={d: factors_for(sc, d) for d in found.space.dtypes}, pool=_pool(sc, setup))
 
 
-def _pool(sc: Scenario, setup: _Setup) -> pools.PoolSettings:
+def _pool(sc: Scenario, setup: Setup) -> pools.PoolSettings:
     """What the engine's own pool formula reads beyond a candidate (kvplan.model.pools): page, reserves, prefix
     caching and the pinned per-step token limit."""
     return pools.PoolSettings(setup.block, setup.reserves, setup.prefix_caching,
@@ -150,14 +150,14 @@ def candidates(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, activation_res
     (`min_gain` only says, as in plan(), whether a kv_dtype or retention pin confirms the choice, _overruled)."""
     rf.check_batch_context(sc.batch, sc.context)
     reserves = memory.Reserves(activation=activation_reserve, runtime=runtime_reserve,
-                               fraction=_reserve_for(sc, reserve))
-    setup = _setup(sc, reserves)
-    found = _search_space(sc)
+                               fraction=reserve_for(sc, reserve))
+    setup = setup_for(sc, reserves)
+    found = search_space(sc)
     ev = _evaluate(sc, setup, found)
     kept = _apply_rules(sc, ev, found.space, found.why, rules, found.layout_gap, _overruled(sc, setup, rules, min_gain))
     gap = ""
     if found.layout_gap is not None:
-        gap = _no_layout(sc.model, max(found.layout_gap))
+        gap = no_layout(sc.model, max(found.layout_gap))
     elif found.engine_gap is not None:
         gap = (f"{sc.engine} has no pipeline parallelism, and {', '.join(map(str, found.engine_gap))} devices "
                f"cannot all be tensor-parallel ranks of {sc.model.id}")
@@ -165,7 +165,7 @@ def candidates(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, activation_res
                       gap)
 
 
-def _overruled(sc: Scenario, setup: _Setup, rules: Mapping[str, Rule], min_gain: float) -> frozenset[str]:
+def _overruled(sc: Scenario, setup: Setup, rules: Mapping[str, Rule], min_gain: float) -> frozenset[str]:
     """The rules whose filters the pins overrule (Rule.overruled_by): none for a pin that confirms what the planner
     chooses without it (the same kv_dtype or retention), so that pinning the plan's own choices gives the same plan;
     for a pin that changes the choice, each rule it overrules (the operator decided: the rule's lint reports it)."""
@@ -173,7 +173,7 @@ def _overruled(sc: Scenario, setup: _Setup, rules: Mapping[str, Rule], min_gain:
     if not keys:
         return frozenset()
     free = attrs.evolve(sc, pins={k: v for k, v in sc.pins.items() if k not in keys})
-    found = _search_space(free)
+    found = search_space(free)
     ev = _evaluate(free, setup, found)
     best = _choose(free, ev, _apply_rules(free, ev, found.space, dict(found.why), rules, found.layout_gap),
                    min_gain)
@@ -185,15 +185,15 @@ def _overruled(sc: Scenario, setup: _Setup, rules: Mapping[str, Rule], min_gain:
 
 
 def _apply_rules(sc: Scenario, ev: Evaluated, space: Space, why: dict[str, str], rules: Mapping[str, Rule],
-                 layout_gap: Optional[tuple[int, ...]], overruled: frozenset[str] = frozenset()) -> _Filtered:
+                 layout_gap: Optional[tuple[int, ...]], overruled: frozenset[str] = frozenset()) -> Filtered:
     """Ask each rule's filter about each candidate (the first rejection names it), then fit, which
     takes precedence as the reason given, then the SLOs; with a layout gap every candidate is
     rejected for it. When nothing is left, a rule that yields to capacity readmits what it removed
     that fits and keeps every token. The `overruled` rules' filters are not asked (_overruled). Records each
     rejection in `ev.reject` and each rule's note in `why`."""
     # the narrowest the budget admits, pinned or not: a pin of the plan's own dtype leaves R4 as it was
-    narrowest = min((DTYPES[x].width for x in (*_runnable_dtypes(sc), *space.dtypes)), default=2.0)
-    view = SearchView(sc, ev, _f(rf.weight_bytes_read(sc.model, sc.batch, sc.weights.width)), narrowest)
+    narrowest = min((DTYPES[x].width for x in (*runnable_dtypes(sc), *space.dtypes)), default=2.0)
+    view = SearchView(sc, ev, scalar(rf.weight_bytes_read(sc.model, sc.batch, sc.weights.width)), narrowest)
     filters = [r for r in rules.values() if r.reject is not None and r.id not in overruled]
     for r in rules.values():
         said = r.note(view) if r.note is not None else None
@@ -206,8 +206,8 @@ def _apply_rules(sc: Scenario, ev: Evaluated, space: Space, why: dict[str, str],
     meets = np.array([search.slo_violation(ev, i, want) <= 1.0 + 1e-12 for i in range(len(ev))])
     for i in range(len(ev)):
         if ok[i] and not meets[i]:
-            ev.reject[i] = Rejection(None, _slo_reason(ev, i, want), cause="slo")
-    return _Filtered([i for i in range(len(ev)) if ok[i] and meets[i]], [i for i in range(len(ev)) if ok[i]],
+            ev.reject[i] = Rejection(None, slo_reason(ev, i, want), cause="slo")
+    return Filtered([i for i in range(len(ev)) if ok[i] and meets[i]], [i for i in range(len(ev)) if ok[i]],
                      yielded, frozenset(bound))
 
 
@@ -219,13 +219,13 @@ def _rejections(sc: Scenario, ev: Evaluated, view: SearchView, filters: list[Rul
     bound: set[int] = set()
     for i in range(len(ev)):
         if layout_gap is not None:  # no split of the model takes the count: no rule or fit is asked
-            ev.reject[i], ok[i] = Rejection(None, _no_layout(sc.model, int(ev.n[i])), cause="layout"), False
+            ev.reject[i], ok[i] = Rejection(None, no_layout(sc.model, int(ev.n[i])), cause="layout"), False
             continue
         rejection = _first_rejection(view, filters, i)
         if rejection is not None and rejection.rule in binding:
             bound.add(i)
         if not ev.fits[i]:  # not fitting decides it before any design rule: the reason given is that one
-            rejection = Rejection(None, _no_fit(sc.model, ev, i), cause="fit")
+            rejection = Rejection(None, no_fit(sc.model, ev, i), cause="fit")
         ev.reject[i] = rejection
         ok[i] = rejection is None
     return ok, bound
@@ -261,7 +261,7 @@ def _rejected_by(ev: Evaluated, i: int, rule: str) -> bool:
     return x is not None and x.rule == rule
 
 
-def _choose(sc: Scenario, ev: Evaluated, kept: _Filtered, min_gain: float) -> int:
+def _choose(sc: Scenario, ev: Evaluated, kept: Filtered, min_gain: float) -> int:
     """The chosen candidate by the objective, and why each other one lost (into `ev.reject`). `cheapest` at a
     declared rate is the least $/hour, the fewest devices: every plan that carries the rate serves the same tokens
     (docs/planner.md)."""
@@ -289,8 +289,8 @@ def _choose(sc: Scenario, ev: Evaluated, kept: _Filtered, min_gain: float) -> in
     return best
 
 
-def _outcome(sc: Scenario, setup: _Setup, map0: _Map0, ev: Evaluated, best: int, found: _Found, kept: _Filtered,
-             knobs: _Knobs, suggest: bool) -> Plan:
+def _outcome(sc: Scenario, setup: Setup, map0: Map0, ev: Evaluated, best: int, found: Found, kept: Filtered,
+             knobs: Knobs, suggest: bool) -> Plan:
     """The plan of the chosen candidate without its decisions: metrics, what is unmet, the tier,
     the regime map re-evaluated (R8), the byte factors and the assumptions."""
     m, d, w_p = sc.model, sc.device, sc.weights.width
@@ -303,24 +303,24 @@ def _outcome(sc: Scenario, setup: _Setup, map0: _Map0, ev: Evaluated, best: int,
                     reserved=setup.reserved, attention_dp=sc.attention_dp)
     base = rf.Config(m, d, n_devices=n, tp=tp, w_p=w_p, w_kv=2.0, placement="striped", reserved=setup.reserved,
                      attention_dp=sc.attention_dp)
-    baseline = _metrics(base, b, s, setup.reserves, sc.replicas, factors_for(sc, "bf16"))
+    baseline = metrics_of(base, b, s, setup.reserves, sc.replicas, factors_for(sc, "bf16"))
     f_plan = factors_for(sc, kv.id)
-    laid = _metrics(cfg, b, s, setup.reserves, sc.replicas, f_plan)
+    laid = metrics_of(cfg, b, s, setup.reserves, sc.replicas, f_plan)
     metrics = laid.with_speedup(derived(baseline.step_time.value / laid.step_time.value, "x",
                                         "baseline step time / plan step time (memory-bound, docs/model.md §6)"))
-    unmet = _unmet(sc, ev, best, found, setup, knobs, suggest)
-    tier = _tier(sc, w_kv, factors, tp, knobs.eta)                 # tier
-    s_star1 = _f(rf.s_star(cfg, b))
-    s_cap1 = _f(rf.s_cap(cfg, b, setup.block))
+    unmet = unmet_constraints(sc, ev, best, found, setup, knobs, suggest)
+    tier = tier_for(sc, w_kv, factors, tp, knobs.eta)                 # tier
+    s_star1 = scalar(rf.s_star(cfg, b))
+    s_cap1 = scalar(rf.s_cap(cfg, b, setup.block))
     return Plan(
         scenario=sc, kv_dtype=kv, retention=r, block_size=setup.block, prefix_caching=setup.prefix_caching,
         sharing=setup.sigma, placement=placement, n_devices=n, tp=tp, pp=n // tp, tier=tier,
         regime_before=map0.regime, regime_after=str(rf.regime(s, s_star1, s_cap1)),
-        map_before=_map_before(sc, map0),
-        map_after=_map_after(sc, cfg, w_kv, factors, s_star1, s_cap1, setup.block),
+        map_before=map_before(sc, map0),
+        map_after=map_after(sc, cfg, w_kv, factors, s_star1, s_cap1, setup.block),
         metrics=metrics, baseline=baseline,
-        byte_factors=_byte_factors(w_kv, r, s, setup), decisions=(), unmet=tuple(unmet),
-        assumptions=_assumptions(sc, knobs, setup.reserves, tier, setup.sigma),
+        byte_factors=byte_factors(w_kv, r, s, setup), decisions=(), unmet=tuple(unmet),
+        assumptions=assumptions_of(sc, knobs, setup.reserves, tier, setup.sigma),
         candidates_evaluated=len(ev), feasible=bool(kept.feasible), reserves=setup.reserves,
         expected_factors=f_plan.items(),
     )

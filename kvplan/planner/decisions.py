@@ -15,7 +15,7 @@ from kvplan.catalog.quality import QualityResult, admissible, for_choice
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import KvFactors, fragmentation
 from kvplan.model.scenario import Pins
-from kvplan.planner.plan import Decision, Numbers, Option, Plan
+from kvplan.planner.plan import Constraint, Decision, Numbers, Option, Plan
 from kvplan.planner.search import Evaluated, Space
 
 
@@ -184,7 +184,7 @@ def _devices(inp: _Inputs) -> Decision:
         dev_opts.append(Option(f"{', '.join(map(str, more))} × {d.id}", f"more devices than the {n} that suffice"))
     return Decision(
         domain="devices", title="How many devices", choice=(
-            f"{n} × {d.id}: no valid tensor × pipeline split" if any(u.constraint == "layout" for u in p.unmet)
+            f"{n} × {d.id}: no valid tensor × pipeline split" if any(u.constraint is Constraint.LAYOUT for u in p.unmet)
             else f"{n} × {d.id} (tensor parallel {p.tp}, pipeline {p.pp})"),
         rules=("R6",) if p.regime_before == "capacity-bound" or n0 > 1 else (),
         context=(f"memory needed {p.metrics.memory_needed.human}, usable {p.metrics.memory_usable.human}",

@@ -14,12 +14,12 @@ from kvplan.lang import CheckResult
 from kvplan.model.scenario import Scenario
 from kvplan.model.tiering import DEFAULT_PREFILL_EFFICIENCY
 from kvplan.planner import cost
-from kvplan.planner.batch import _plan_batch
+from kvplan.planner.batch import plan_batch
 from kvplan.planner.plan import Plan
 from kvplan.planner.rules import RULES, Rule
-from kvplan.planner.serving import _plan_service
+from kvplan.planner.serving import plan_service
 from kvplan.planner.space import DEFAULT_MIN_GAIN, DEFAULT_RESERVE
-from kvplan.planner.suggest import Replans, _Knobs
+from kvplan.planner.suggest import Knobs, Replans
 
 if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
     from typing_extensions import Unpack
@@ -48,14 +48,14 @@ def plan(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DE
     (`unsearched`) and no suggestion: what was found before is dropped with the rest, since a search cut
     short can name a change that is not the smallest."""
     def at(s: Scenario) -> Plan:
-        return _plan_batch(s, reserve=reserve, min_gain=min_gain, eta=eta, activation_reserve=activation_reserve,
+        return plan_batch(s, reserve=reserve, min_gain=min_gain, eta=eta, activation_reserve=activation_reserve,
                            runtime_reserve=runtime_reserve, suggest=suggest, rules=rules, replans=replans,
                            planner=plan)
 
     if sc.rate is None:
         return cost.priced(at(sc))
-    knobs = _Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, 0.0, plan, replans=replans)
-    return _plan_service(sc, at, knobs, suggest)
+    knobs = Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, 0.0, plan, replans=replans)
+    return plan_service(sc, at, knobs, suggest)
 
 
 def for_engine(p: Plan, engine: str, suggest: bool = True) -> Plan:

@@ -20,15 +20,15 @@ from kvplan.model.regime import cap_value, devices_for_weights, over_cap_value, 
 from kvplan.model.scenario import Scenario
 from kvplan.model.tiering import DEFAULT_PREFILL_EFFICIENCY, fetch_time, prefill_time
 from kvplan.planner.plan import ByteFactors, MapNumbers, Metrics, TierPlan
-from kvplan.planner.space import DEFAULT_MIN_GAIN, DEFAULT_RESERVE, _f, _Setup
-from kvplan.planner.suggest import _Knobs
+from kvplan.planner.space import DEFAULT_MIN_GAIN, DEFAULT_RESERVE, Setup, scalar
+from kvplan.planner.suggest import Knobs
 
 if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
     pass
 
 
 @record
-class _Map0:
+class Map0:
     """R1: the regime map of the uncompressed deployment, on n0 devices (tp0 tensor-parallel)."""
 
     n0: int
@@ -40,7 +40,7 @@ class _Map0:
     n_fit: Optional[int]     # the fewest devices that hold the weights; None when no count up to the limit does
 
 
-def _regime_map(sc: Scenario) -> _Map0:
+def regime_map(sc: Scenario) -> Map0:
     """R1: the regime of the uncompressed deployment on one device, or, where the weights alone
     exceed one device, on the fewest devices that hold them (all tensor-parallel where the heads
     allow): a map at a device count that cannot hold the weights has no capacity crossover."""
@@ -49,12 +49,12 @@ def _regime_map(sc: Scenario) -> _Map0:
     n0 = 1 if n_fit is None else n_fit  # no count up to the device limit holds them: one device, said so
     tp0 = widest_tp(m, n0)
     base1 = rf.Config(m, d, n_devices=n0, tp=tp0, w_p=w_p, w_kv=2.0, reserve=0.0, attention_dp=sc.attention_dp)
-    s_star0 = _f(rf.s_star(base1, b))
-    s_cap0 = _f(rf.s_cap(base1, b))
-    return _Map0(n0, tp0, base1, s_star0, s_cap0, str(rf.regime(sc.context, s_star0, s_cap0)), n_fit)
+    s_star0 = scalar(rf.s_star(base1, b))
+    s_cap0 = scalar(rf.s_cap(base1, b))
+    return Map0(n0, tp0, base1, s_star0, s_cap0, str(rf.regime(sc.context, s_star0, s_cap0)), n_fit)
 
 
-def _map_before(sc: Scenario, map0: _Map0) -> MapNumbers:
+def map_before(sc: Scenario, map0: Map0) -> MapNumbers:
     """R1's figures: κ, s*, s_cap and where the context sits, on the map's n0 devices."""
     m, d, s, n0 = sc.model, sc.device, sc.context, map0.n0
     w_held = rf.weight_bytes_held(m, sc.weights.width)
@@ -74,13 +74,13 @@ def _map_before(sc: Scenario, map0: _Map0) -> MapNumbers:
     )
 
 
-def _where0(map0: _Map0) -> str:
+def _where0(map0: Map0) -> str:
     n0, tp0 = map0.n0, map0.tp0
     return "one device" if n0 == 1 else (f"N = {n0} (tp {tp0} × pp {n0 // tp0}, the layout `kvplan map --devices {n0} "
                                          f"--tp {tp0}` draws), the fewest devices that hold the weights")
 
 
-def _cap_source(m: Model, map0: _Map0, where0: str) -> str:
+def _cap_source(m: Model, map0: Map0, where0: str) -> str:
     """The R1 map's s_cap formula as the layout computes it: ρ copies over the tp ranks, and the most
     loaded device when the pipeline stages split the layers unevenly."""
     n0, pp0 = map0.n0, map0.n0 // map0.tp0
@@ -98,7 +98,7 @@ def _cap_source(m: Model, map0: _Map0, where0: str) -> str:
             f"{where0}{rho_note}, 16-bit KV (docs/model.md §5)")
 
 
-def _map_after(sc: Scenario, cfg: rf.Config, w_kv: float, factors: KvFactors, s_star1: float, s_cap1: float,
+def map_after(sc: Scenario, cfg: rf.Config, w_kv: float, factors: KvFactors, s_star1: float, s_cap1: float,
                block: int) -> MapNumbers:
     """R8: the map re-evaluated for the chosen plan."""
     m, s, n = sc.model, sc.context, cfg.n_devices
@@ -113,7 +113,7 @@ def _map_after(sc: Scenario, cfg: rf.Config, w_kv: float, factors: KvFactors, s_
     )
 
 
-def _byte_factors(w_kv: float, r: float, s: int, setup: _Setup) -> ByteFactors:
+def byte_factors(w_kv: float, r: float, s: int, setup: Setup) -> ByteFactors:
     phi, sigma, block = setup.phi, setup.sigma, setup.block
     return ByteFactors(
         quantization=derived(w_kv / 2.0, "x", f"w_q/w_kv = {w_kv:g}/2"),
@@ -124,7 +124,7 @@ def _byte_factors(w_kv: float, r: float, s: int, setup: _Setup) -> ByteFactors:
     )
 
 
-def _assumptions(sc: Scenario, knobs: _Knobs, reserves: memory.Reserves, tier: TierPlan,
+def assumptions_of(sc: Scenario, knobs: Knobs, reserves: memory.Reserves, tier: TierPlan,
                  sigma: float) -> tuple[Value, ...]:
     """The spec's defaults, then the planner's assumed defaults and overrides this plan used."""
     m, d, b = sc.model, sc.device, sc.batch
@@ -153,16 +153,16 @@ def _assumptions(sc: Scenario, knobs: _Knobs, reserves: memory.Reserves, tier: T
     return assumptions
 
 
-def _metrics(cfg: rf.Config, b: int, s: int, reserves: memory.Reserves, replicas: int,
+def metrics_of(cfg: rf.Config, b: int, s: int, reserves: memory.Reserves, replicas: int,
              factors: ex.Factors) -> Metrics:
     t = rf.step_time(cfg, b, s)
     weights = rf.weight_bytes_held(cfg.model, cfg.w_p)
-    kv = _f(rf.kv_bytes_stored(cfg, b, s))
-    step = _f(t["step"])
+    kv = scalar(rf.kv_bytes_stored(cfg, b, s))
+    step = scalar(t.step)
     link = ex.link_bandwidth(cfg.device)
-    step_exp = _f(ex.expected_step(cfg, b, s, factors, link)["step"])
-    ttft = _f(ex.expected_ttft(cfg, s, factors.perfect(), None)["ttft"])
-    ttft_exp = _f(ex.expected_ttft(cfg, s, factors, link)["ttft"])
+    step_exp = scalar(ex.expected_step(cfg, b, s, factors, link).step)
+    ttft = scalar(ex.expected_ttft(cfg, s, factors.perfect(), None).ttft)
+    ttft_exp = scalar(ex.expected_ttft(cfg, s, factors, link).ttft)
     words = ", ".join(f"{k} = {v.human} {v.evidence.value}" for k, v in factors.items())
     per = "b / T" if replicas == 1 else f"replicas · b / T ({replicas} replicas, pin.replicas)"
     dev = memory.per_device(cfg.model, cfg.device.memory, w_p=cfg.w_p, kv_bytes=kv, tp=cfg.tp, pp=cfg.pp,
@@ -194,11 +194,11 @@ def _metrics(cfg: rf.Config, b: int, s: int, reserves: memory.Reserves, replicas
                                                 f"the reserves ({fmt_unit(dev.reserves, 'B')}) take all of the "
                                                 f"device's {fmt_unit(dev.total, 'B')}"),
                      absent="none (reserves exceed device)"),
-        kv_bytes_read=derived(_f(rf.kv_bytes_read(cfg, b, s)), "B", "KV bytes read per step"),
+        kv_bytes_read=derived(scalar(rf.kv_bytes_read(cfg, b, s)), "B", "KV bytes read per step"),
     )
 
 
-def _tier(sc: Scenario, w_kv: float, factors: KvFactors, tp: int, eta: float) -> TierPlan:
+def tier_for(sc: Scenario, w_kv: float, factors: KvFactors, tp: int, eta: float) -> TierPlan:
     """Reuse economics (SPEC §7): keep reused contexts in host memory when fetching them
     over the host link beats recomputing them; never as a read inside a step (R6)."""
     pin = sc.pinned.tier
@@ -206,13 +206,13 @@ def _tier(sc: Scenario, w_kv: float, factors: KvFactors, tp: int, eta: float) ->
         return TierPlan("none", None, None, None, None)
     m, d = sc.model, sc.device
     link = get_link(d.host_link) if d.host_link else None
-    t_pre = _f(prefill_time(m, sc.context, d.compute * tp, eta))
+    t_pre = scalar(prefill_time(m, sc.context, d.compute * tp, eta))
     pre = derived(t_pre, "s", f"(2·P_active·s + 2·L·n_q·d_h·s²)/(η·π·tp), tp = {tp}, "
                               f"η = {eta:g} assumed (docs/model.md §9)")
     if link is None:
         return TierPlan("none" if pin is None else str(pin), None, None, pre, None)
-    per_seq = _f(kv_bytes_per_seq(m, sc.context, w_kv)) * factors.capacity
-    t_fetch = _f(fetch_time(m, sc.context, w_kv, link.bandwidth)) * factors.retention
+    per_seq = scalar(kv_bytes_per_seq(m, sc.context, w_kv)) * factors.capacity
+    t_fetch = scalar(fetch_time(m, sc.context, w_kv, link.bandwidth)) * factors.retention
     fetch = derived(t_fetch, "s",
                     f"B_kv(s)·r/({link.name} {fmt_unit(link.bandwidth, 'B/s')} per direction) (docs/model.md §9)")
     size = derived(sc.reuse * sc.batch * per_seq, "B", "reuse × batch × KV bytes per sequence")

@@ -17,7 +17,7 @@ from kvplan.lang import CheckResult
 from kvplan.lang import fixes as fx
 from kvplan.model.scenario import PinValue, Scenario
 from kvplan.planner import Overrides, Replans, plan
-from kvplan.planner.plan import Plan, PlanResult, Unmet
+from kvplan.planner.plan import Constraint, Plan, PlanResult, Unmet
 from kvplan.planner.rules import RULES, PinView, Rule
 from kvplan.planner.rules.rule import Context, fix_for, pinned_kv, span_of
 from kvplan.planner.search import tp_options
@@ -35,12 +35,18 @@ _span = span_of
 _fix = fix_for
 
 
+#: The unmet constraints that mean the plan does not fit (KV301): memory, or no split of the model.
+_NO_FIT = frozenset({Constraint.FITS, Constraint.LAYOUT})
+#: The rate-like constraints (KV303) and the setting each finding points at.
+_RATES = {Constraint.THROUGHPUT: "slo.throughput", Constraint.RATE: "workload.rate", Constraint.GOODPUT: "slo.rate"}
+
+
 def metric_value(plan: Plan, metric: str) -> PinValue:
     """The plan's value for an `expect` metric, in base units."""
     if metric == "regime":
         return plan.regime_after
     if metric == "fits":
-        return plan.regime_after != "capacity-bound" and not any(u.constraint in ("fits", "layout") for u in plan.unmet)
+        return plan.regime_after != "capacity-bound" and not any(u.constraint in _NO_FIT for u in plan.unmet)
     if metric == "devices":
         return plan.n_devices
     if metric == "kv_bytes":
@@ -61,11 +67,10 @@ def _fmt_metric(metric: str, v: PinValue) -> str:
 
 def _unmet_help(sc: Scenario, ctx: Optional[Context], u: Unmet, lead: str, sep: str) -> tuple[str, list[Optional[Fix]]]:
     """The help line and its fixes; the lead ("smallest change that fits: ") only before changes."""
-    pairs = list(zip(u.suggestions, u.changes or ((),) * len(u.suggestions), strict=True))
-    found = [_fix(sc, ctx, text, ch) for text, ch in pairs]
-    if not any(ch for _, ch in pairs):
+    found = [_fix(sc, ctx, s.text, s.changes) for s in u.suggestions]
+    if not any(s.changes for s in u.suggestions):
         lead = ""
-    return lead + sep.join(u.suggestions), found
+    return lead + sep.join(s.text for s in u.suggestions), found
 
 
 def _page_pin(sc: Scenario, ctx: Optional[Context]) -> list[Diagnostic]:
@@ -110,24 +115,24 @@ def findings(sc: Scenario, plan: Plan, ctx: Optional[Context] = None,
 
     # KV301-303, KV306: what the plan cannot meet
     for u in plan.unmet:
-        if u.constraint in ("fits", "layout"):  # no valid split is KV301 as not fitting is
-            lead = "smallest change that fits: " if u.constraint == "fits" else "would meet it: "
+        if u.constraint in _NO_FIT:  # no valid split is KV301 as not fitting is
+            lead = "smallest change that fits: " if u.constraint is Constraint.FITS else "would meet it: "
             text, found = _unmet_help(sc, ctx, u, lead, "; or ")
             out.append(make("KV301", u.message, _span(sc, "pin.devices", "devices", "deployment"),
                             help=text, fixes=found))
-        elif u.constraint in ("step_time", "itl"):  # the ITL under load is a service's step time (docs/service.md)
+        elif u.constraint in (Constraint.STEP_TIME, Constraint.ITL):  # ITL under load: a service's step time
             text, found = _unmet_help(sc, ctx, u, "would meet it: ", "; or ")
-            out.append(make("KV302", u.message, _span(sc, f"slo.{u.constraint}", "deployment"), help=text,
+            out.append(make("KV302", u.message, _span(sc, f"slo.{u.constraint.value}", "deployment"), help=text,
                             fixes=found))
-        elif u.constraint == "engine":
+        elif u.constraint is Constraint.ENGINE:
             text, found = _unmet_help(sc, ctx, u, "", "; or ")
             out.append(make("KV305", u.message, _span(sc, "pin.devices", "devices", "engine", "deployment"),
                             help=text or None, fixes=found))
-        elif u.constraint in ("throughput", "rate", "goodput"):  # a rate past saturation, or a goodput below
-            text, found = _unmet_help(sc, ctx, u, "would meet it: ", "; or ")  # slo.rate (docs/service.md)
-            at = {"throughput": "slo.throughput", "rate": "workload.rate", "goodput": "slo.rate"}[u.constraint]
+        elif u.constraint in _RATES:  # a rate past saturation, or a goodput below slo.rate (docs/service.md)
+            text, found = _unmet_help(sc, ctx, u, "would meet it: ", "; or ")
+            at = _RATES[u.constraint]
             out.append(make("KV303", u.message, _span(sc, at, "deployment"), help=text, fixes=found))
-        elif u.constraint == "ttft":
+        elif u.constraint is Constraint.TTFT:
             text, found = _unmet_help(sc, ctx, u, "would meet it: ", "; or ")
             out.append(make("KV306", u.message, _span(sc, "slo.ttft", "deployment"), help=text, fixes=found))
 
@@ -150,7 +155,7 @@ def _layout_findings(sc: Scenario, plan: Plan) -> list[Diagnostic]:
     take: the plan ran it as pinned, so the finding is the pin's."""
     pinned = [k for k, n in (("tensor_parallel", sc.pinned.tensor_parallel),
                              ("pipeline_parallel", sc.pinned.pipeline_parallel)) if n is not None]
-    if not pinned or any(u.constraint == "layout" for u in plan.unmet):  # no count splits: KV301 says so
+    if not pinned or any(u.constraint is Constraint.LAYOUT for u in plan.unmet):  # no count splits: KV301 says so
         return []
     m, n = sc.model, plan.n_devices
     opts = tp_options(m, n)

@@ -71,7 +71,7 @@ def unfit(spec_plan: Plan, own: Plan) -> Optional[str]:
     u = blocking[0]
     diff = differences(spec_plan, own)
     tried = f"; it differs from the spec's plan: {'; '.join(diff)}" if diff else ""
-    fix = f" (would meet it: {'; or '.join(u.suggestions)})" if u.suggestions else ""
+    fix = f" (would meet it: {'; or '.join(s.text for s in u.suggestions)})" if u.suggestions else ""
     return (f"{eng.described}: planned for {eng.id}, no plan fits: {_choices(own)}: {u.message}{fix}{tried}; "
             f"nothing written for {eng.id}")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 import weakref
@@ -211,17 +212,33 @@ class Suggestion:
     changes: tuple[Change, ...] = ()
 
 
+class Constraint(str, enum.Enum):
+    """What an unmet constraint is about. The value is the name the JSON contract, the digest and lint's spans
+    use (`slo.<value>` for an SLO); a str so that it serializes as that name."""
+
+    FITS = "fits"                 # memory: the chosen candidate does not fit
+    LAYOUT = "layout"             # no tensor × pipeline split of the model takes the device count
+    ENGINE = "engine"             # the engine cannot run the count (no pipeline stages, heads that do not split)
+    STEP_TIME = "step_time"
+    THROUGHPUT = "throughput"
+    TTFT = "ttft"
+    ITL = "itl"                   # a request workload's ITL under load
+    RATE = "rate"                 # a request workload's rate past saturation
+    GOODPUT = "goodput"           # a request workload's goodput below slo.rate
+
+    def __str__(self) -> str:  # the name, in f-strings too (a str-mixin Enum formats as `Constraint.FITS`)
+        return str.__str__(self)
+
+
 @record
 class Unmet:
-    """A constraint the best plan misses, by how much, and what would meet it.
+    """A constraint the best plan misses, by how much, and what would meet it: each suggestion carries its text
+    and the changes it is made of, verified by planning them (kvplan.planner.suggest)."""
 
-    `changes[i]` is what `suggestions[i]` says, as data; each was verified by planning it."""
-
-    constraint: str                   # fits | layout | step_time | throughput | ttft | itl | rate | goodput | engine
+    constraint: Constraint = attrs.field(validator=attrs.validators.instance_of(Constraint))
     message: str
     shortfall: Value
-    suggestions: tuple[str, ...]
-    changes: tuple[tuple[Change, ...], ...] = ()
+    suggestions: tuple[Suggestion, ...] = ()
 
 
 @record
@@ -333,7 +350,7 @@ class Plan:
                 ("baseline", self.baseline), ("byte_factors", self.byte_factors))},
             "tier": tier,
             "expected_factors": [[k, _val(v)] for k, v in self.expected_factors],
-            "unmet": [[u.constraint, _val(u.shortfall)] for u in self.unmet],
+            "unmet": [[u.constraint.value, _val(u.shortfall)] for u in self.unmet],
             # only a request workload has them: the batch form's digests stay as they were
             **({"load": [[k, _val(v)] for k, v in self.load.items()]} if self.load is not None else {}),
             # `devices = auto` and `placement = auto` (with its device cap) only say the planner chooses:

@@ -19,9 +19,7 @@ from kvplan.catalog.quality import lossiness_rank
 from kvplan.model import expected as ex
 from kvplan.model import memory, pools
 from kvplan.model import roofline as rf
-from kvplan.model.footprint import kv_bytes_per_seq
 from kvplan.model.regime import widest_tp
-from kvplan.model.tiering import prefill_flops
 from kvplan.planner.plan import Rejection
 
 if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
@@ -143,26 +141,17 @@ class Evaluated:
         return self.step_exp, self.throughput * self.step / self.step_exp, self.ttft_exp
 
 
-def _expected(model: Model, device: Device, grid_dtypes: Sequence[str], tp: Array, batch: int, context: int,
-              w_p: float, t_w: Array, t_kv: Array, t_comp: Array,
-              factors: Mapping[str, ex.Factors]) -> tuple[Array, Array, Array]:
-    """Each candidate's expected step, TTFT bound and expected TTFT from its bound's terms (t_w, t_kv, t_comp)
-    and its KV dtype's factors: kvplan.model.expected's formulas, vectorized over the candidates."""
+def _expected(model: Model, device: Device, bound: rf.StepTime, batch: int, context: int, tp: Array, w_p: float,
+              factors: Mapping[str, ex.Factors], dtypes: Sequence[str]) -> tuple[Array, Array, Array]:
+    """Each candidate's expected step, TTFT bound and expected TTFT from its bound and its KV dtype's factors
+    (`dtypes`: one per candidate): kvplan.model.expected's equations, evaluated over the candidates."""
+    rates = ex.Rates.over([factors[d] for d in dtypes])
     link = ex.link_bandwidth(device)
-    f = [factors[d] for d in grid_dtypes]
-    eta_w = np.array([x.eta_w.value for x in f])
-    eta_kv = np.array([x.eta_kv.value for x in f])
-    eta_c = np.array([x.eta_compute.value for x in f])
-    fixed = np.array([x.t_fixed.value + ex.layer_time(model, x.t_layer.value) for x in f])  # + L · t_layer
-    lat = np.array([x.collective_latency.value for x in f])
-    comm_b = ex.all_reduce_times(model, batch, tp, link, lat)
-    comm_s = ex.all_reduce_times(model, context, tp, link, lat)
-    step_exp = np.maximum(fixed + t_w / eta_w + t_kv / eta_kv + comm_b, fixed + t_comp / eta_c)
-    f_pre = float(prefill_flops(model, context)) / (tp * device.compute)
-    w_pre = float(rf.weight_bytes_read(model, context, w_p)) / (tp * device.bandwidth)
-    ttft = np.maximum(f_pre, w_pre)
-    ttft_exp = np.maximum(f_pre / eta_c, w_pre / eta_w) + comm_s + fixed
-    return step_exp, ttft, ttft_exp
+    perfect = {d: f.perfect() for d, f in factors.items()}  # the bound: every fraction 1, every time 0
+    ttft = ex.prefill_ttft(model, device, context, tp=tp, w_p=w_p, link_bandwidth=None,
+                           k=ex.Rates.over([perfect[d] for d in dtypes])).ttft
+    return (ex.expected_from_bound(model, bound, batch, tp, link, rates).step, ttft,
+            ex.prefill_ttft(model, device, context, tp=tp, w_p=w_p, link_bandwidth=link, k=rates).ttft)
 
 
 def evaluate(model: Model, device: Device, *, batch: int, context: int, w_p: float, sharing: float, frag: float,
@@ -192,24 +181,20 @@ def evaluate(model: Model, device: Device, *, batch: int, context: int, w_p: flo
     tp = np.array([g[3] for g in grid], dtype=np.int64)
     pl = np.array([g[4] for g in grid])
     rep = rf.kv_replication(model, tp.astype(np.float64), attention_dp)
-    seq1 = float(kv_bytes_per_seq(model, context, 1.0))
-    kv_read = batch * seq1 * w * r / sharing * rep
-    kv_stored = batch * seq1 * w * r * (1.0 + frag) / sharing * rep
+    # the model's equations, every candidate at once: footprint (SPEC §3), the bound (§4), the expected figures
+    kv_read = rf.kv_bytes(model, batch, context, w_kv=w, factor=r / sharing, replication=rep)
+    kv_stored = rf.kv_bytes(model, batch, context, w_kv=w, factor=r * (1.0 + frag) / sharing, replication=rep)
     # the pool must hold one sequence of the bound on its attention group: that group's share of the pool
-    one = (float(kv_bytes_per_seq(model, bound, 1.0)) * w * (1.0 + frag) * rep * attention_dp
+    one = (rf.kv_bytes(model, 1, bound, w_kv=w, factor=1.0 + frag, replication=rep) * attention_dp
            if bound is not None and bound > context else np.zeros(len(grid)))
-    w_read = float(rf.weight_bytes_read(model, batch, w_p))
     w_held = rf.weight_bytes_held(model, w_p)
-    beta_w = float(rf.beta_eff(device, "striped", batch)[0])
     beta_kv = np.array([beta_of[g[4]] for g in grid])
     tpf = tp.astype(np.float64)
-    t_w, t_kv = w_read / (tpf * beta_w), kv_read / (tpf * beta_kv)
-    t_comp = float(rf.decode_flops(model, batch, context)) / (tpf * device.compute)
-    step = np.maximum(t_w + t_kv, t_comp)
+    t = rf.step_bound(model, device, batch, context, w_p=w_p, tp=tpf, kv_read=kv_read, beta_kv=beta_kv)
     if factors is None:
         factors = {d: ex.default_factors(device, d, engine, device.scaleup_link or "") for d in space.dtypes}
-    step_exp, ttft, ttft_exp = _expected(model, device, list(dt), tpf, batch, context, w_p,
-                                         t_w, t_kv, t_comp, factors)
+    step_exp, ttft, ttft_exp = _expected(model, device, t, batch, context, tpf, w_p, factors, list(dt))
+    step = t.step
     usable = np.full(len(grid), device.memory - reserved, dtype=np.float64)
     kv_fit = np.maximum(kv_stored, one)
     need_dev, fits, by_engine = _fit(model, device, engine, pool, dt, w, tp, n // tp, kv_fit, w_p, batch, context,

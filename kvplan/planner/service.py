@@ -16,7 +16,7 @@ from kvplan.model import load
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import KvFactors, fragmentation
 from kvplan.model.scenario import Lengths, Scenario
-from kvplan.planner.plan import Change, LoadFigures, Plan, Unmet
+from kvplan.planner.plan import Constraint, LoadFigures, Plan, Suggestion, Unmet
 
 #: GiB, for the prefill chunk's device tiers.
 _GIB = 2**30
@@ -154,12 +154,12 @@ def unmet(fig: LoadFigures) -> Optional[Unmet]:
     if not fig.saturated:
         return None
     over = fig.rate.value - fig.saturation_rate.value
-    return Unmet("rate", f"the rate {fig.rate.human} is past the saturation rate {fig.saturation_rate.human} "
+    return Unmet(Constraint.RATE, f"the rate {fig.rate.human} is past the saturation rate {fig.saturation_rate.human} "
                          f"({fig.saturation_rate.evidence.value}), set by {_binding(fig.binding)}: the queue of "
                          "requests grows without bound and there is no steady ITL or TTFT; the plan is sized at the "
                          "most the steady state runs",
                  derived(over, "req/s", "rate − saturation rate"),
-                 ("lower the rate, or add devices or replicas (pin replicas)",))  # the planner puts verified ones
+                 (Suggestion("lower the rate, or add devices or replicas (pin replicas)"),))  # verified: the planner's
 
 
 def has_slos(sc: Scenario) -> bool:
@@ -196,19 +196,19 @@ def meets(sc: Scenario, fig: LoadFigures, bound: Optional[load.Load] = None) -> 
 
 
 def service_unmet(sc: Scenario, fig: LoadFigures, bound: Optional[load.Load],
-                  suggest: tuple[tuple[str, tuple[Change, ...]], ...]) -> tuple[Unmet, ...]:
+                  suggest: tuple[Suggestion, ...]) -> tuple[Unmet, ...]:
     """Each service SLO the plan misses at the declared rate (mean TTFT, ITL on the `--slo-on` figures, printed
     beside the other) and a goodput below slo.rate; each with the suggestions given (verified by the caller).
     `bound` is the load on the bound step (for --slo-on bound and the figure printed beside the expected one)."""
     if sc.rate is None or fig.saturated:
         return ()
     out = []
-    texts, changes = tuple(t for t, _ in suggest), tuple(c for _, c in suggest)
     on_bound = sc.slo_on == "bound" and bound is not None and not bound.saturated
-    for key, name, slo, shown in (("ttft", "TTFT", sc.slo_ttft, fig.ttft), ("itl", "ITL", sc.slo_itl, fig.itl)):
+    for key, name, slo, shown in ((Constraint.TTFT, "TTFT", sc.slo_ttft, fig.ttft),
+                                  (Constraint.ITL, "ITL", sc.slo_itl, fig.itl)):
         if slo is None or shown is None:
             continue
-        other = None if bound is None or bound.saturated else float(getattr(bound, key))
+        other = None if bound is None or bound.saturated else float(getattr(bound, key.value))
         got, alt = (other, shown.value) if on_bound and other is not None else (shown.value, other)
         on, alt_name = ("bound", "expected") if on_bound else ("expected", "bound")
         if got <= slo:
@@ -217,15 +217,15 @@ def service_unmet(sc: Scenario, fig: LoadFigures, bound: Optional[load.Load],
         out.append(Unmet(key, f"{name} under load {fmt_unit(got, 's')} at {fig.rate.human} ({on}{beside}) exceeds "
                          f"the SLO {fmt_unit(slo, 's')} by {fmt_unit(got - slo, 's')}",
                          derived(got - slo, "s", f"plan {name} at the declared rate ({on}, load model) − SLO"),
-                         texts, changes))
+                         suggest))
     if sc.slo_rate is not None:
         good = fig.goodput if fig.goodput is not None else fig.saturation_rate
         if good.value < sc.slo_rate:
             what = "goodput" if fig.goodput is not None else "saturation rate (no ttft or itl SLO: the most it carries)"
-            out.append(Unmet("goodput", f"the {what} {good.human} is below the SLO rate >= "
+            out.append(Unmet(Constraint.GOODPUT, f"the {what} {good.human} is below the SLO rate >= "
                              f"{fmt_unit(sc.slo_rate, 'req/s')} by {fmt_unit(sc.slo_rate - good.value, 'req/s')}",
                              derived(sc.slo_rate - good.value, "req/s", f"SLO rate − plan {what.split(' (')[0]}"),
-                             texts, changes))
+                             suggest))
     return tuple(out)
 
 

@@ -15,14 +15,22 @@ from kvplan.catalog.engines import get_engine
 from kvplan.model import load
 from kvplan.model.scenario import DeviceCount, Scenario
 from kvplan.planner import cost, search, service
-from kvplan.planner.plan import Option, Plan, Rejection
-from kvplan.planner.suggest import Replans, _Knobs, _ReplansSpent, _service_suggestions, _with_pin, unsearched
+from kvplan.planner.plan import Constraint, Option, Plan, Rejection
+from kvplan.planner.suggest import (
+    LAYOUT_UNMET,
+    Knobs,
+    Replans,
+    ReplansSpent,
+    service_suggestions,
+    unsearched,
+    with_pin,
+)
 
 if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
     pass
 
 
-def _plan_service(sc: Scenario, at: Callable[[Scenario], Plan], knobs: _Knobs, suggest: bool) -> Plan:
+def plan_service(sc: Scenario, at: Callable[[Scenario], Plan], knobs: Knobs, suggest: bool) -> Plan:
     """A request workload's plan (docs/service.md): settled at the load model's batch, with its goodput; with
     `devices = auto` or `<= N` (no devices pin), planned again on each larger count of search.AUTO_DEVICE_COUNTS
     until the declared rate has a steady state and meets the service SLOs: the fewest devices that do, the
@@ -53,12 +61,12 @@ def _plan_service(sc: Scenario, at: Callable[[Scenario], Plan], knobs: _Knobs, s
     slo_short = service.service_unmet(sc, fig, bound, ())
     try:
         if short is not None and suggest:  # past saturation: what would give the rate a steady state, each planned
-            said = _service_suggestions(sc, knobs, p, fig, {"saturation"})
-            short = attrs.evolve(short, suggestions=tuple(t for t, _ in said), changes=tuple(c for _, c in said))
+            short = attrs.evolve(short, suggestions=service_suggestions(sc, knobs, p, fig,
+                                                                         frozenset({Constraint.RATE})))
         if slo_short and suggest:
-            sugg = _service_suggestions(sc, knobs, p, fig, {u.constraint for u in slo_short})
+            sugg = service_suggestions(sc, knobs, p, fig, frozenset(u.constraint for u in slo_short))
             slo_short = service.service_unmet(sc, fig, bound, sugg)
-    except _ReplansSpent:
+    except ReplansSpent:
         spent = cast(Replans, knobs.replans)  # only a search with a budget runs out of it
         short = unsearched(sc, short, spent) if short is not None else None
         slo_short = tuple(unsearched(sc, u, spent) for u in service.service_unmet(sc, fig, bound, ()))
@@ -107,7 +115,7 @@ def _replicated(sc: Scenario, at: Callable[[Scenario], Plan], smaller: list[_Ser
                 if r == r0:
                     passed.append(_too_many(q, fig, per, r, sc.devices.n if best is None else best))
                 break
-            pins = _with_pin(sc, "replicas", float(r))
+            pins = with_pin(sc, "replicas", float(r))
             t = _service(attrs.evolve(sc, devices=DeviceCount("fixed", q.n_devices), pins=pins), at)
             t = (attrs.evolve(t[0], scenario=attrs.evolve(t[0].scenario, devices=sc.devices)), t[1], t[2])
             if _serves(*t):
@@ -160,13 +168,10 @@ def _service(sc: Scenario, at: Callable[[Scenario], Plan]) -> tuple[Plan, servic
     return p, service.with_goodput(p, fig), service.solve(p, "bound")[0]
 
 
-#: What a plan at a device count must not miss for `devices = auto` to stop there (besides the service SLOs).
-_LAYOUT_UNMET = ("fits", "layout", "engine")
-
-
 def _fits(p: Plan) -> bool:
-    """Whether the plan fits on a layout its engine runs (nothing of _LAYOUT_UNMET is unmet)."""
-    return not any(u.constraint in _LAYOUT_UNMET for u in p.unmet)
+    """Whether the plan fits on a layout its engine runs (nothing of suggest.LAYOUT_UNMET is unmet): what a count
+    `devices = auto` stops at must not miss, besides the service SLOs."""
+    return not any(u.constraint in LAYOUT_UNMET for u in p.unmet)
 
 
 def _serves(p: Plan, fig: service.LoadFigures, bound: load.Load) -> bool:
@@ -183,7 +188,7 @@ def _rejected_count(p: Plan, fig: service.LoadFigures, bound: load.Load) -> Opti
     elif service.service_unmet(sc, fig, bound, ()):
         why = "misses the service SLO: " + "; ".join(u.message for u in service.service_unmet(sc, fig, bound, ()))
     else:
-        why = "; ".join(u.message for u in p.unmet if u.constraint in _LAYOUT_UNMET)
+        why = "; ".join(u.message for u in p.unmet if u.constraint in LAYOUT_UNMET)
     nums = tuple((k, v) for k, v in (("rate", fig.rate), ("saturation_rate", fig.saturation_rate),
                                      ("itl", fig.itl), ("ttft", fig.ttft), ("goodput", fig.goodput)) if v is not None)
     return Option(f"{p.n_devices} × {sc.device.id} (tp {p.tp})", Rejection(None, why, nums, cause="slo"), nums)

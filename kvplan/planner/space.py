@@ -32,7 +32,7 @@ DEFAULT_RESERVE = memory.DEFAULT_RESERVE
 DEFAULT_MIN_GAIN = 1.10
 
 
-def _f(x: npt.ArrayLike) -> float:
+def scalar(x: npt.ArrayLike) -> float:
     return float(np.asarray(x))
 
 
@@ -49,7 +49,7 @@ def eviction_admissible(sc: Scenario) -> bool:
     return admissible(sc.budget, sc.eviction_allowed).eviction and get_engine(sc.engine).eviction
 
 
-def _runnable_dtypes(sc: Scenario) -> tuple[str, ...]:
+def runnable_dtypes(sc: Scenario) -> tuple[str, ...]:
     """The KV dtypes the budget admits that the engine stores on this device for this model (FP4 only with FP4
     hardware; the record's conditions), before a kv_dtype pin."""
     runs = kv_dtypes_for(get_engine(sc.engine), sc.device, sc.model)
@@ -61,7 +61,7 @@ def _space(sc: Scenario) -> tuple[Space, dict[str, str]]:
     R3 is applied per candidate afterwards: whether a layout is below s* depends on its
     tensor-parallel replication."""
     why: dict[str, str] = {}
-    dtypes = _runnable_dtypes(sc)
+    dtypes = runnable_dtypes(sc)
     pins = sc.pinned
     pin_dt = pins.kv_dtype
     if pin_dt is not None:
@@ -96,11 +96,11 @@ def _sharing(sc: Scenario, prefix_caching: bool) -> float:
     if not prefix_caching or sc.prefix <= 0 or sc.fanout <= 1:
         return 1.0
     n = min(sc.fanout, sc.batch)
-    return _f(sharing_factor(n, sc.context, sc.prefix)) if n > 1 else 1.0
+    return scalar(sharing_factor(n, sc.context, sc.prefix)) if n > 1 else 1.0
 
 
 @record
-class _Setup:
+class Setup:
     """What every step of one plan reads: the reserves, the engine and the lossless domains (R2)."""
 
     reserves: memory.Reserves
@@ -111,7 +111,7 @@ class _Setup:
     phi: float
 
 
-def _reserve_for(sc: Scenario, reserve: float) -> float:
+def reserve_for(sc: Scenario, reserve: float) -> float:
     """The reserve fraction a plan is made with: the pinned memory fraction's rest, unless --reserve was given."""
     return 1.0 - sc.memory_fraction if sc.memory_fraction is not None and reserve == DEFAULT_RESERVE else reserve
 
@@ -124,21 +124,21 @@ def factors_for(sc: Scenario, kv_dtype: str) -> ex.Factors:
 
 def slos(sc: Scenario) -> Slos:
     """The scenario's SLOs on a step and the figures they are checked against (`--slo-on`, default expected).
-    A request workload's ttft is the TTFT under load, checked on the service figures (_plan_service), not here."""
+    A request workload's ttft is the TTFT under load, checked on the service figures (plan_service), not here."""
     return Slos(sc.slo_step_time, sc.slo_throughput, sc.slo_ttft if sc.rate is None else None, sc.slo_on)
 
 
-def _setup(sc: Scenario, reserves: memory.Reserves) -> _Setup:
+def setup_for(sc: Scenario, reserves: memory.Reserves) -> Setup:
     pin_pc = sc.pinned.prefix_caching
     prefix_caching = True if pin_pc is None else pin_pc
     block = sc.pinned.block_size or default_block_for(get_engine(sc.engine), sc.device, sc.model)
-    return _Setup(reserves, reserves.total(sc.device.memory), block, prefix_caching,
-                  _sharing(sc, prefix_caching), _f(fragmentation(sc.context, block)))
+    return Setup(reserves, reserves.total(sc.device.memory), block, prefix_caching,
+                 _sharing(sc, prefix_caching), scalar(fragmentation(sc.context, block)))
 
 
 @record
-class _Found:
-    """The candidate space and what the engine and the model's layouts left of it (_search_space)."""
+class Found:
+    """The candidate space and what the engine and the model's layouts left of it (search_space)."""
 
     space: Space
     why: dict[str, str]      # what removed an option; the rules add their notes to it
@@ -147,7 +147,7 @@ class _Found:
     layout_gap: Optional[tuple[int, ...]]  # counts no tensor × pipeline split takes, when none does, else None
 
 
-def _search_space(sc: Scenario) -> _Found:
+def search_space(sc: Scenario) -> Found:
     """The candidate space, whether it may use pipeline stages, the device counts the engine
     cannot run (no pipeline parallelism and no count that splits the heads), else None, and the
     counts no tensor × pipeline split of the model takes when none of them does, else None."""
@@ -175,4 +175,4 @@ def _search_space(sc: Scenario) -> _Found:
     kept = tuple(c for c in space.counts if space.pinned_splits(sc.model, c, pipeline))
     if kept and (space.tp is not None or space.pp is not None):
         space = attrs.evolve(space, counts=kept)
-    return _Found(space, why, pipeline, engine_gap, layout_gap)
+    return Found(space, why, pipeline, engine_gap, layout_gap)

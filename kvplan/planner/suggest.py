@@ -1,6 +1,6 @@
 """Verified suggestions: the changes that would meet an unmet constraint, each checked by planning it.
 
-A suggestion is planned again (`_replan`, through the `plan` function its `_Knobs` carry, so that this module
+A suggestion is planned again (`replan`, through the `plan` function its `Knobs` carry, so that this module
 sits below the steps that call it) before it is printed; the plans of one file come out of one budget
 (`Replans`), and a search that runs out of it names no change (`unsearched`)."""
 
@@ -21,9 +21,9 @@ from kvplan.model import roofline as rf
 from kvplan.model.footprint import KvFactors
 from kvplan.model.scenario import DeviceCount, Pin, PinValue, Scenario
 from kvplan.planner import search, service
-from kvplan.planner.plan import Change, Plan, Suggestion, Unmet
+from kvplan.planner.plan import Change, Constraint, Plan, Suggestion, Unmet
 from kvplan.planner.search import Evaluated, Space
-from kvplan.planner.space import _f
+from kvplan.planner.space import scalar
 
 if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
     pass
@@ -42,8 +42,8 @@ class Replans:
     Mutable on purpose: `kvplan lint` hands one to every scenario of a file in the file's order, so the
     suggestion search of the whole file is bounded (a scenario costs tens of them; a file holds up to
     kvplan.base.limits.MAX_FILE_SCENARIOS). Each batch plan made to verify a suggestion takes one; a
-    scenario whose search needs one more than is left gets no suggestions and says so (plan() below),
-    never a partial search."""
+    scenario whose search needs one more than is left gets no suggestions and says so
+    (kvplan.planner.entry.plan), never a partial search."""
 
     __slots__ = ("size", "used")
 
@@ -53,12 +53,13 @@ class Replans:
 
     def take(self) -> None:
         if self.used >= self.size:
-            raise _ReplansSpent
+            raise ReplansSpent
         self.used += 1
 
 
-class _ReplansSpent(Exception):
-    """Raised out of a suggestion search when its file's Replans are spent; plan() catches it."""
+class ReplansSpent(Exception):
+    """Raised out of a suggestion search when its file's Replans are spent; batch.plan_batch and
+    serving.plan_service catch it."""
 
 
 #: The largest device count a suggestion searches when nothing allowed fits.
@@ -71,8 +72,12 @@ SUGGESTED_COUNTS = tuple(sorted(set(search.AUTO_DEVICE_COUNTS)
                                    if 2 ** k <= SUGGESTION_MAX_DEVICES}))
 
 
+#: What a plan must not miss to be a layout that runs: it fits, its count splits, its engine runs the split.
+LAYOUT_UNMET = frozenset({Constraint.FITS, Constraint.LAYOUT, Constraint.ENGINE})
+
+
 class Planner(Protocol):
-    """plan() as a suggestion calls it (kvplan.planner.entry.plan), handed down in `_Knobs`."""
+    """plan() as a suggestion calls it (kvplan.planner.entry.plan), handed down in `Knobs`."""
 
     def __call__(self, sc: Scenario, *, reserve: float, min_gain: float, eta: float,
                  activation_reserve: Optional[float], runtime_reserve: Optional[float], suggest: bool,
@@ -80,7 +85,7 @@ class Planner(Protocol):
 
 
 @record
-class _Knobs:
+class Knobs:
     reserve: float
     min_gain: float
     eta: float
@@ -113,7 +118,7 @@ class _Rescope:
             batch=sc.batch if self.batch is None else self.batch)
 
 
-def _replan(sc: Scenario, knobs: _Knobs, changes: _Rescope) -> Optional[Plan]:
+def replan(sc: Scenario, knobs: Knobs, changes: _Rescope) -> Optional[Plan]:
     """The plan of the scenario with `changes` applied, when it meets every constraint; else None.
     Every suggestion is checked this way before it is printed."""
 
@@ -124,7 +129,7 @@ def _replan(sc: Scenario, knobs: _Knobs, changes: _Rescope) -> Optional[Plan]:
     except (KvplanError, ValueError, ArithmeticError):
         return None
     if knobs.fit_only:
-        return None if any(u.constraint in ("fits", "engine", "layout") for u in p.unmet) else p
+        return None if any(u.constraint in LAYOUT_UNMET for u in p.unmet) else p
     return None if p.unmet else p
 
 
@@ -133,10 +138,10 @@ def unsearched(sc: Scenario, u: Unmet, replans: Replans) -> Unmet:
     note = (f"no suggestion searched: lint verifies at most {replans.size:,} changed plans per file and the "
             f"scenarios before this one used them; `kvplan advise --scenario {shlex.quote(sc.name)}` on this "
             "file searches this one's")
-    return attrs.evolve(u, suggestions=(note,), changes=((),))
+    return attrs.evolve(u, suggestions=(Suggestion(note),))
 
 
-def _with_pin(sc: Scenario, key: str, value: Optional[PinValue]) -> dict[str, Pin]:
+def with_pin(sc: Scenario, key: str, value: Optional[PinValue]) -> dict[str, Pin]:
     pins = dict(sc.pins)
     if value is None:
         pins.pop(key, None)
@@ -146,14 +151,14 @@ def _with_pin(sc: Scenario, key: str, value: Optional[PinValue]) -> dict[str, Pi
     return pins
 
 
-def _devices_change(sc: Scenario, n: int) -> tuple[_Rescope, tuple[Change, ...]]:
+def devices_change(sc: Scenario, n: int) -> tuple[_Rescope, tuple[Change, ...]]:
     """Scenario changes and spec changes that make the planner use n devices."""
 
     pins: Optional[dict[str, Pin]] = None
     devices: Optional[DeviceCount] = None
     edits: list[Change] = []
     if sc.pinned.devices is not None:
-        pins = _with_pin(sc, "devices", float(n))
+        pins = with_pin(sc, "devices", float(n))
         edits.append(Change("pin.devices", "=", str(n)))
         if "devices" in sc.spans and sc.devices.mode != "auto":  # keep the two from contradicting (KV120)
             devices = DeviceCount(sc.devices.mode, n)
@@ -171,33 +176,28 @@ def _devices_change(sc: Scenario, n: int) -> tuple[_Rescope, tuple[Change, ...]]
     return _Rescope(pins=pins, devices=devices), tuple(edits)
 
 
-def _texts_and_changes(sugg: Sequence[Suggestion]) -> tuple[tuple[str, ...], tuple[tuple[Change, ...], ...]]:
-    """Unmet's `suggestions` and `changes`: the texts, and the changes each is made of."""
-    return tuple(x.text for x in sugg), tuple(x.changes for x in sugg)
-
-
 def _say(change: Change) -> str:
     """`pin devices = 8`, `devices = <= 16`: a change as the spec would read."""
     section, _, key = change.path.rpartition(".")
     return f"{section + ' ' if section else ''}{key} {change.op} {change.value}"
 
 
-def _say_count(edits: Sequence[Change]) -> str:
+def say_count(edits: Sequence[Change]) -> str:
     """A device-count change as the spec would read, and the pins of the old split it removes."""
     gone = [c.path.rpartition(".")[2] for c in edits if c.op == "" and c.path.startswith("pin.")]
     return _say(edits[0]) + (f" and remove the {' and '.join(gone)} pins" if gone else "")
 
 
-def _device_suggestion(sc: Scenario, knobs: _Knobs, at_least: int, why: str) -> Optional[Suggestion]:
+def _device_suggestion(sc: Scenario, knobs: Knobs, at_least: int, why: str) -> Optional[Suggestion]:
     """The smallest count the search would consider, above `at_least`, with which the plan meets
     every constraint; verified by planning it."""
     for n in SUGGESTED_COUNTS:
         if n <= at_least:
             continue
-        changes, edits = _devices_change(sc, n)
-        p = _replan(sc, knobs, changes)
+        changes, edits = devices_change(sc, n)
+        p = replan(sc, knobs, changes)
         if p is not None:
-            return Suggestion(f"{_say_count(edits)} (the smallest count kvplan searches that {why}; "
+            return Suggestion(f"{say_count(edits)} (the smallest count kvplan searches that {why}; "
                               f"{p.kv_dtype.id} KV)", edits)
     return None
 
@@ -206,7 +206,7 @@ def _least_budget(dt: str) -> Optional[str]:
     return next((b for b in BUDGETS if dt in admissible(b, False).kv_dtypes), None)
 
 
-def _dtype_suggestion(sc: Scenario, knobs: _Knobs, current: str) -> Optional[Suggestion]:
+def _dtype_suggestion(sc: Scenario, knobs: Knobs, current: str) -> Optional[Suggestion]:
     """A narrower KV dtype that meets every constraint: change the kv_dtype pin (the budget too when
     it does not admit the dtype) or, without a pin, loosen the budget to the least lossy that admits it."""
 
@@ -222,8 +222,8 @@ def _dtype_suggestion(sc: Scenario, knobs: _Knobs, current: str) -> Optional[Sug
         edits: list[Change] = [Change("quality.budget", "=", budget)] if budget != sc.budget else []
         if pinned:
             edits.insert(0, Change("pin.kv_dtype", "=", dt))
-        p = _replan(sc, knobs, _Rescope(budget=budget if budget != sc.budget else None,
-                                       pins=_with_pin(sc, "kv_dtype", dt) if pinned else None))
+        p = replan(sc, knobs, _Rescope(budget=budget if budget != sc.budget else None,
+                                       pins=with_pin(sc, "kv_dtype", dt) if pinned else None))
         if p is None:
             continue
         where = f"{p.n_devices} device{'s' if p.n_devices > 1 else ''}"
@@ -232,7 +232,7 @@ def _dtype_suggestion(sc: Scenario, knobs: _Knobs, current: str) -> Optional[Sug
             return Suggestion(f"pin kv_dtype = {dt}{also} ({dt} KV fits on {where})", tuple(edits))
         return Suggestion(f"budget = {budget} ({p.kv_dtype.id} KV fits on {where})", tuple(edits))
     if pinned:
-        p = _replan(sc, knobs, _Rescope(pins=_with_pin(sc, "kv_dtype", None)))
+        p = replan(sc, knobs, _Rescope(pins=with_pin(sc, "kv_dtype", None)))
         if p is not None:
             return Suggestion(f"remove the kv_dtype pin (the planner then takes {p.kv_dtype.id} KV on {p.n_devices} "
                               f"device{'s' if p.n_devices > 1 else ''})", (Change("pin.kv_dtype", "", None),))
@@ -258,7 +258,7 @@ def _largest(lo: int, hi: int, works: Callable[[int], bool], guess: int) -> Opti
     return a
 
 
-def _fit_suggestions(sc: Scenario, ev: Evaluated, best: int, space: Space, sigma: float, phi: float, knobs: _Knobs,
+def fit_suggestions(sc: Scenario, ev: Evaluated, best: int, space: Space, sigma: float, phi: float, knobs: Knobs,
                      w_p: float) -> list[Suggestion]:
     dtype, r, placement = str(ev.dtype[best]), float(ev.retention[best]), str(ev.placement[best])
     sugg: list[Suggestion] = []
@@ -271,24 +271,24 @@ def _fit_suggestions(sc: Scenario, ev: Evaluated, best: int, space: Space, sigma
     cfg = rf.Config(sc.model, sc.device, n_devices=int(ev.n[best]), tp=int(ev.tp[best]), w_p=w_p,
                     w_kv=kv_width(sc.engine, dtype, sc.model), factors=KvFactors(r, sigma, phi), placement=placement,
                     reserved=knobs.reserved, attention_dp=sc.attention_dp)
-    s_fit = _f(rf.s_cap(cfg, sc.batch))
+    s_fit = scalar(rf.s_cap(cfg, sc.batch))
     if s_fit > 0 and sc.rate is None:  # a request workload has no batch or context to change (docs/service.md)
         c = _largest(max(1, sc.prefix), sc.context - 1,
-                     lambda x: _replan(sc, knobs, _Rescope(context=x)) is not None, int(s_fit))
+                     lambda x: replan(sc, knobs, _Rescope(context=x)) is not None, int(s_fit))
         if c is not None:
             sugg.append(Suggestion(f"context = {c} (the longest that fits at batch {sc.batch})",
                                    (Change("workload.context", "=", str(c)),)))
-        per_seq = _f(rf.kv_bytes_stored(cfg, 1, sc.context))
+        per_seq = scalar(rf.kv_bytes_stored(cfg, 1, sc.context))
         free = cfg.kv_room  # the deployment's KV bytes when its most loaded device is full
         guess = int(free // per_seq) if per_seq > 0 else 1
-        bfit = _largest(1, sc.batch - 1, lambda x: _replan(sc, knobs, _Rescope(batch=x)) is not None, guess)
+        bfit = _largest(1, sc.batch - 1, lambda x: replan(sc, knobs, _Rescope(batch=x)) is not None, guess)
         if bfit is not None:
             sugg.append(Suggestion(f"batch = {bfit} (the largest that fits at {sc.context:,} tokens)",
                                    (Change("workload.batch", "=", str(bfit)),)))
     return sugg
 
 
-def _slo_suggestions(sc: Scenario, knobs: _Knobs, space: Space, suggest: bool, dtype: str) -> list[Suggestion]:
+def slo_suggestions(sc: Scenario, knobs: Knobs, space: Space, suggest: bool, dtype: str) -> list[Suggestion]:
     """More devices, or a narrower KV dtype, that meet every constraint (verified by planning);
     else a plain statement that no allowed plan does."""
     if not suggest:
@@ -299,34 +299,40 @@ def _slo_suggestions(sc: Scenario, knobs: _Knobs, space: Space, suggest: bool, d
                               "context")]
 
 
-def _service_suggestions(sc: Scenario, knobs: _Knobs, p: Plan, fig: service.LoadFigures, missed: set[str]
-                         ) -> tuple[tuple[str, tuple[Change, ...]], ...]:
+def service_suggestions(sc: Scenario, knobs: Knobs, p: Plan, fig: service.LoadFigures,
+                         missed: frozenset[Constraint]) -> tuple[Suggestion, ...]:
     """Changes that make a request workload meet its service SLOs, each verified by planning it: more devices,
-    replicas (pin replicas: the rate is split over them), or a declared rate at the goodput."""
-    out: list[tuple[str, tuple[Change, ...]]] = []
+    replicas (pin replicas: the rate is split over them), or a declared rate at the goodput. `missed` holds
+    Constraint.RATE for a rate past saturation."""
+    out: list[Suggestion] = []
     dev = _device_suggestion(sc, knobs, p.n_devices, "meets the service SLOs")
     if dev is not None:
-        out.append((dev.text, dev.changes))
+        out.append(dev)
     for r in (2, 4, 8):
         if r <= sc.replicas:
             continue
-        if _replan(sc, knobs, _Rescope(pins=_with_pin(sc, "replicas", float(r)))) is not None:
-            out.append((f"pin replicas = {r} (each replica serves 1/{r} of the rate on {p.n_devices} × "
-                        f"{sc.device.id})", (Change("pin.replicas", "=", str(r)),)))
+        if replan(sc, knobs, _Rescope(pins=with_pin(sc, "replicas", float(r)))) is not None:
+            out.append(Suggestion(f"pin replicas = {r} (each replica serves 1/{r} of the rate on {p.n_devices} × "
+                                  f"{sc.device.id})", (Change("pin.replicas", "=", str(r)),)))
             break
-    if "saturation" in missed and (fig.goodput is None or fig.goodput.value <= 0):  # no latency SLO: below it
+    if Constraint.RATE in missed and (fig.goodput is None or fig.goodput.value <= 0):  # no latency SLO: below it
         lower = _round_down(fig.saturation_rate.value * (1 - 1e-9))
-        ok = lower > 0 and _replan(attrs.evolve(sc, rate=lower), knobs, _Rescope()) is not None
+        ok = lower > 0 and replan(attrs.evolve(sc, rate=lower), knobs, _Rescope()) is not None
         if ok and (sc.slo_rate is None or lower >= sc.slo_rate):
-            out.append((f"workload rate = {lower:g}/s (below the saturation rate {fig.saturation_rate.human}, "
-                        "rounded down)", (Change("workload.rate", "=", f"{lower:g}/s"),)))
-    if fig.goodput is not None and fig.goodput.value > 0 and missed & {"ttft", "itl", "saturation"}:
+            out.append(Suggestion(f"workload rate = {lower:g}/s (below the saturation rate "
+                                  f"{fig.saturation_rate.human}, rounded down)",
+                                  (Change("workload.rate", "=", f"{lower:g}/s"),)))
+    if fig.goodput is not None and fig.goodput.value > 0 and missed & _LATENCY:
         lower = _round_down(fig.goodput.value)
-        ok = lower > 0 and _replan(attrs.evolve(sc, rate=lower), knobs, _Rescope()) is not None
+        ok = lower > 0 and replan(attrs.evolve(sc, rate=lower), knobs, _Rescope()) is not None
         if ok and (sc.slo_rate is None or lower >= sc.slo_rate):
-            out.append((f"workload rate = {lower:g}/s (the plan's goodput, {fig.goodput.human}, rounded down)",
-                        (Change("workload.rate", "=", f"{lower:g}/s"),)))
-    return tuple(out) or (("no allowed plan meets it: allow more devices, or lower the rate", ()),)
+            out.append(Suggestion(f"workload rate = {lower:g}/s (the plan's goodput, {fig.goodput.human}, "
+                                  "rounded down)", (Change("workload.rate", "=", f"{lower:g}/s"),)))
+    return tuple(out) or (Suggestion("no allowed plan meets it: allow more devices, or lower the rate"),)
+
+
+#: What a rate at the plan's goodput may meet: the latency SLOs under load, and a rate past saturation.
+_LATENCY = frozenset({Constraint.TTFT, Constraint.ITL, Constraint.RATE})
 
 
 def _round_down(x: float) -> float:
@@ -337,19 +343,19 @@ def _round_down(x: float) -> float:
     return math.floor(x / step + 1e-9) * step
 
 
-def _engine_gap_suggestions(sc: Scenario, knobs: _Knobs, engine_gap: tuple[int, ...]) -> list[Suggestion]:
+def engine_gap_suggestions(sc: Scenario, knobs: Knobs, engine_gap: tuple[int, ...]) -> list[Suggestion]:
     """A device count the engine splits into tensor-parallel ranks, nearest the counts it cannot run, and an
     engine with pipeline stages: the first of each that meets every constraint (verified by planning it)."""
     gap: list[Suggestion] = []
     near = sorted((c for c in SUGGESTED_COUNTS if c in search.tp_options(sc.model, c)),
                   key=lambda c: (abs(c - max(engine_gap)), c))
     for c in near:
-        changes, edits = _devices_change(sc, c)
-        if _replan(sc, knobs, changes) is not None:
+        changes, edits = devices_change(sc, c)
+        if replan(sc, knobs, changes) is not None:
             gap.append(Suggestion(f"devices = {c} (splits into {c} tensor-parallel ranks)", edits))
             break
     for e in concrete():  # the engines' records say which run pipeline stages
-        if get_engine(e).pipeline and _replan(sc, knobs, _Rescope(engine=e)) is not None:
+        if get_engine(e).pipeline and replan(sc, knobs, _Rescope(engine=e)) is not None:
             gap.append(Suggestion(f"engine = {e} (it has pipeline parallelism)", (Change("engine", "=", e),)))
             break
     return gap

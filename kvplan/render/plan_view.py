@@ -7,7 +7,7 @@ from typing import Sequence, Union
 
 from kvplan.base.evidence import Value, to_jsonable
 from kvplan.planner import per_engine
-from kvplan.planner.plan import Decision, Plan, Rejection
+from kvplan.planner.plan import Decision, Plan, Rejection, Unmet
 from kvplan.planner.rules import RULES
 from kvplan.render.common import dump_json
 
@@ -103,7 +103,7 @@ def _text_one(p: Plan) -> list[str]:
         for u in p.unmet:
             out.extend(_wrap(u.message, "  "))
             for s in u.suggestions:
-                out.extend(_wrap(f"would meet it: {s}", "    ", "      "))
+                out.extend(_wrap(f"would meet it: {s.text}", "    ", "      "))
     out.append("")
     out.append("assumptions")
     for a in p.assumptions:
@@ -214,13 +214,18 @@ def plan_payload(p: Plan) -> dict[str, object]:
         "tier": {"tier": p.tier.tier, "link": p.tier.link, "bytes": p.tier.bytes,
                  "prefill_time": p.tier.prefill_time, "fetch_time": p.tier.fetch_time},
         "decisions": [_decision_json(d) for d in p.decisions],
-        "unmet": [{"constraint": u.constraint, "message": u.message, "shortfall": u.shortfall,
-                   "suggestions": list(u.suggestions)} for u in p.unmet],
+        "unmet": [_unmet_json(u) for u in p.unmet],
         "assumptions": list(p.assumptions),
         "candidates_evaluated": p.candidates_evaluated,
         "kernel": p.kernel,
         **({"engines": [_engine_json(p, q) for q in p.engines]} if p.engines else {}),
     }
+
+
+def _unmet_json(u: Unmet) -> dict[str, object]:
+    """An unmet constraint as the JSON contract writes it: its kind's name and each suggestion's text."""
+    return {"constraint": u.constraint.value, "message": u.message, "shortfall": u.shortfall,
+            "suggestions": [s.text for s in u.suggestions]}
 
 
 def _engine_json(p: Plan, q: Plan) -> dict[str, object]:
@@ -229,8 +234,7 @@ def _engine_json(p: Plan, q: Plan) -> dict[str, object]:
     return {"engine": q.scenario.engine, "choices": q.choices, "digest": q.digest, "feasible": q.feasible,
             "written": error is None, "differences": per_engine.differences(p, q),
             "metrics": dict(q.metrics.items()),
-            "unmet": [{"constraint": u.constraint, "message": u.message, "shortfall": u.shortfall,
-                       "suggestions": list(u.suggestions)} for u in q.unmet],
+            "unmet": [_unmet_json(u) for u in q.unmet],
             "summary": per_engine.side_by_side(p, q)}
 
 
@@ -325,7 +329,7 @@ def index_markdown(p: Plan) -> str:
         out += ["", "## Unmet", ""]
         for u in p.unmet:
             out.append(f"- {u.message}")
-            out += [f"  - would meet it: {s}" for s in u.suggestions]
+            out += [f"  - would meet it: {s.text}" for s in u.suggestions]
     if p.engines:
         out += ["", "## Per engine", "",
                 "`engine = any`: each engine target is written from the plan made for it (`kvplan emit`).", ""]

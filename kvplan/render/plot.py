@@ -426,7 +426,7 @@ def _roofline(cfg: rf.Config, batch: int, context: int, path: PathLike) -> PlotI
     short, long = rf.intensity_limits(m, batch, cfg.w_p, cfg.w_kv)
     short_v = float(short)
     t = rf.step_time(cfg, batch, context)
-    achieved = float(rf.decode_flops(m, batch, context)) / (cfg.tp * float(t["step"]))
+    achieved = float(rf.decode_flops(m, batch, context)) / (cfg.tp * float(t.step))
     beta_kv, upper = rf.beta_eff(d, cfg.placement, batch)
 
     x_lo = 10 ** math.floor(math.log10(min(short_v, long, inten, 1.0) / 2))

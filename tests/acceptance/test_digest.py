@@ -193,12 +193,12 @@ def test_check_digest_plans_without_searching_suggestions(tmp_path: Path, monkey
     (tmp_path / "unfit.kvplan" / "vllm.sh").write_text(
         f"# kvplan 0.1 · spec unfit.kvp · scenario {first} · plan sha256:0123456789abcdef · vllm\n")
     searched: list[str] = []
-    real = suggest._replan  # what plans a changed scenario to verify a suggestion
+    real = suggest.replan  # what plans a changed scenario to verify a suggestion
 
     def counted(sc: Any, *args: Any) -> Any:
         searched.append(sc.name)
         return real(sc, *args)
 
-    monkeypatch.setattr(suggest, "_replan", counted)
+    monkeypatch.setattr(suggest, "replan", counted)
     (stale,) = check_digests(result)
     assert stale.code == "KV401" and not searched

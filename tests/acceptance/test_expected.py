@@ -125,8 +125,8 @@ def test_sweep_expected_column_is_the_model_at_the_default_factors() -> None:
     cfg = rf.Config(m, d, w_kv=1.0)
     f = ex.default_factors(d, "fp8", "any", "nvlink4")
     t = rf.step_time(cfg, 4, 8000)
-    want = max(f.t_fixed.value + float(t["weights"]) / f.eta_w.value + float(t["kv"]) / f.eta_kv.value,
-               f.t_fixed.value + float(t["compute"]) / f.eta_compute.value)  # one rank: no all-reduce
+    want = max(f.t_fixed.value + float(t.weights) / f.eta_w.value + float(t.kv) / f.eta_kv.value,
+               f.t_fixed.value + float(t.compute) / f.eta_compute.value)  # one rank: no all-reduce
     assert float(row["step_time_expected_s"]) == pytest.approx(want, rel=1e-12)
 
 

@@ -144,13 +144,13 @@ def test_rows_equal_single_point_core(model: str, device: str, placement: str) -
         n, b, s = int(row["devices"]), int(row["batch"]), int(row["context"])
         cfg = rf.Config(m, d, n_devices=n, w_kv=catalog.dtype(row["kv_dtype"]).width, placement=placement)
         t = rf.step_time(cfg, b, s)
-        base = rf.step_time(attrs.evolve(cfg, w_kv=2.0), b, s)["memory"]
+        base = rf.step_time(attrs.evolve(cfg, w_kv=2.0), b, s).memory
         s_star, s_cap = float(rf.s_star(cfg, b)), float(rf.s_cap(cfg, b))
         expect = {
             "kappa_bytes": kappa(m, cfg.w_kv), "kv_bytes": float(rf.kv_bytes_stored(cfg, b, s)),
             "weight_bytes": rf.weight_bytes_held(m, cfg.w_p), "s_star_tokens": s_star, "s_cap_tokens": s_cap,
-            "step_time_s": float(t["step"]), "throughput_tok_s": b / float(t["step"]),
-            "speedup_vs_bf16": float(base / t["memory"]),
+            "step_time_s": float(t.step), "throughput_tok_s": b / float(t.step),
+            "speedup_vs_bf16": float(base / t.memory),
         }
         for key, value in expect.items():
             if key == "s_cap_tokens" and value <= 0:

@@ -88,3 +88,33 @@ def test_the_length_check_counts_lines_and_sees_the_reason() -> None:
     assert _long_functions(f"\n\ndef f() -> None:\n{body}", "p.py") == [f"p.py:3: f is {MAX_LINES + 1} lines"]
     assert _long_functions(f"\n# a flat table\ndef f() -> None:\n{body}", "p.py") == []
     assert _long_functions(f"\n\ndef f() -> None:\n{body[:-len('    x59 = 59')-1]}", "p.py") == []
+
+
+# ------------------------------------------------------------------ rooms sized to their job (issue 20 item 3)
+
+#: The most lines a module of kvplan may have (issue 20: "no module over 800 lines").
+MAX_MODULE_LINES = 800
+
+
+def _long_modules(paths: list[Path], root: Path) -> list[str]:
+    """`path: n lines` (relative to `root`) for each module over MAX_MODULE_LINES."""
+    found = []
+    for p in paths:
+        n = len(p.read_text(encoding="utf-8").splitlines())
+        if n > MAX_MODULE_LINES:
+            found.append(f"{p.relative_to(root)}: {n} lines")
+    return found
+
+
+def test_no_module_is_over_800_lines() -> None:
+    paths = _sources()  # every layer, less lark's generated parser
+    assert len(paths) > 60
+    found = _long_modules(paths, PACKAGE.parent)
+    assert found == [], f"modules over {MAX_MODULE_LINES} lines, to split along their jobs:\n" + "\n".join(found)
+
+
+def test_the_module_length_check_counts_lines(tmp_path: Path) -> None:
+    at, over = tmp_path / "at.py", tmp_path / "over.py"
+    at.write_text("x = 1\n" * MAX_MODULE_LINES, encoding="utf-8")
+    over.write_text("x = 1\n" * (MAX_MODULE_LINES + 1), encoding="utf-8")
+    assert _long_modules([at, over], tmp_path) == [f"over.py: {MAX_MODULE_LINES + 1} lines"]

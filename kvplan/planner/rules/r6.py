@@ -5,12 +5,13 @@ reports a pinned tier standing in for memory the deployment lacks (KV206)."""
 from __future__ import annotations
 
 from kvplan.base.diagnostics import Diagnostic, make
+from kvplan.planner.plan import Constraint
 from kvplan.planner.rules.rule import PinView, Rule
 
 
 def lint(v: PinView) -> list[Diagnostic]:
     tier = v.scenario.pinned.tier
-    short = next((u.shortfall for u in v.plan.unmet if u.constraint == "fits"), None)
+    short = next((u.shortfall for u in v.plan.unmet if u.constraint is Constraint.FITS), None)
     if tier is None or tier == "none" or short is None:
         return []
     return [make("KV206", f"{short.human} of KV does not fit in device memory and would be read from the "

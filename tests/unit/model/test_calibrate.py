@@ -68,9 +68,9 @@ def test_a_compute_bound_step_takes_the_compute_branch() -> None:
     m = cal.Measurement("llama-3-8b", "h100-sxm", 1, 1, "", "bf16", "vllm", 256, 128, 1.0)
     d = cal.deployment(m)
     step = ex.expected_step(d.cfg, 256, 128, factors("bf16"), None)
-    assert float(step["compute"]) + 2e-3 > float(step["fixed"] + step["weights"] + step["kv"])
+    assert float(step.compute) + 2e-3 > float(step.fixed + step.weights + step.kv)
     (fit,) = cal.fit(grid(), "p.toml")
-    hit = [r for r in fit.residuals if r.kind == "itl" and r.measured.value == pytest.approx(float(step["step"]))]
+    hit = [r for r in fit.residuals if r.kind == "itl" and r.measured.value == pytest.approx(float(step.step))]
     assert hit and abs(hit[0].error) < 1e-9
 
 
@@ -94,7 +94,7 @@ def test_the_request_latency_is_the_prefill_plus_output_len_minus_one_steps() ->
     m = cal.Measurement("llama-3-8b", "h100-sxm", 1, 1, "", "bf16", "vllm", 8, 1_064, None, request_s=1.0,
                         input_len=1_024, output_len=80, prefill_prompts=8)
     d, f = cal.deployment(m), factors("bf16")
-    steps = sum(float(ex.expected_step(d.cfg, 8, 1_024 + i, f, d.link_bandwidth)["step"]) for i in range(1, 80))
+    steps = sum(float(ex.expected_step(d.cfg, 8, 1_024 + i, f, d.link_bandwidth).step) for i in range(1, 80))
     assert cal.expected_time(m, "request", d, f) == pytest.approx(cal.prefill_time(d.cfg, 8, 1_024, f,
                                                                                    d.link_bandwidth) + steps,
                                                                   rel=1e-12)
@@ -104,7 +104,7 @@ def test_one_prompt_prefills_as_expected_ttft_and_a_batch_as_the_sum_of_its_flop
     m, d = catalog.get_model("llama-3-70b"), catalog.get_device("h100-sxm")
     cfg, f, link = rf.Config(m, d, n_devices=2), factors("bf16"), 450e9
     one = cal.prefill_time(cfg, 1, 2_000, f, link)
-    assert one == pytest.approx(float(ex.expected_ttft(cfg, 2_000, f, link)["ttft"]), rel=1e-12)
+    assert one == pytest.approx(float(ex.expected_ttft(cfg, 2_000, f, link).ttft), rel=1e-12)
     # independently: 4 prompts are 4 × the FLOPs of one over tp ranks at η_π·π, the weights read once,
     # two all-reduces per layer of all 8,000 tokens' activations, t_fixed and 80 layers' t_layer
     compute = 4 * float(prefill_flops(m, 2_000)) / (2 * 0.45 * d.compute)

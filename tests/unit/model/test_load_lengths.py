@@ -54,7 +54,7 @@ def test_the_prefill_moments_are_the_sums_over_the_prompt_lengths() -> None:
     ps, ks = [], []
     for n in range(500, 3001):
         t = ex.expected_ttft(cfg, float(n), f, link)
-        ps.append(float(t["ttft"]) - f.t_fixed.value - float(t["layers"]))
+        ps.append(float(t.ttft) - f.t_fixed.value - float(t.layers))
         ks.append(math.ceil(n / 1024))
     step = 0.01
     s = [k * step + p for k, p in zip(ks, ps, strict=True)]

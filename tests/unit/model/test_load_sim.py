@@ -61,14 +61,14 @@ def simulate(cfg: rf.Config, f: ex.Factors, link: float | None, rate: float, arr
     request's lengths are drawn (seeded) uniformly from the integers of `inputs` and `outputs`, inclusive, as
     vLLM's random dataset draws them; fixed by default."""
     times, n_in, n_out = _requests(random.Random(seed), rate, arrivals, requests, inputs, outputs)
-    prefill = {n: float(ex.expected_ttft(cfg, float(n), f, link)["ttft"]) - f.t_fixed.value for n in set(n_in)}
+    prefill = {n: float(ex.expected_ttft(cfg, float(n), f, link).ttft) - f.t_fixed.value for n in set(n_in)}
 
     cache: dict[tuple[int, int], float] = {}
 
     def step(n: int, ctx_sum: int) -> float:
         key = (n, round(ctx_sum / n) if n else 0)
         if key not in cache:
-            cache[key] = float(ex.expected_step(cfg, float(n), float(key[1]), f, link)["step"])
+            cache[key] = float(ex.expected_step(cfg, float(n), float(key[1]), f, link).step)
         return cache[key]
 
     queue: deque[int] = deque()

@@ -163,8 +163,8 @@ def test_tensor_parallel_replication() -> None:
 def test_pipeline_adds_capacity_not_speed() -> None:
     m = llama70()
     one = rf.Config(m, b200(), n_devices=2, tp=1)
-    t_pp = float(rf.step_time(one, 8, 64_000)["memory"])
-    t_single = float(rf.step_time(rf.Config(m, b200()), 8, 64_000)["memory"])
+    t_pp = float(rf.step_time(one, 8, 64_000).memory)
+    t_single = float(rf.step_time(rf.Config(m, b200()), 8, 64_000).memory)
     assert t_pp == pytest.approx(t_single)
     assert float(rf.s_cap(one, 8)) > float(rf.s_cap(rf.Config(m, b200()), 8))
 
@@ -256,7 +256,7 @@ def test_vectorized_equals_scalar() -> None:
     cfg = rf.Config(llama70(), b200())
     bs = np.array([[1.0], [8.0], [32.0]])
     ss = np.array([[1e3, 1e4, 1e5]])
-    grid = rf.step_time(cfg, bs, ss)["step"]
+    grid = rf.step_time(cfg, bs, ss).step
     for i, b in enumerate((1, 8, 32)):
         for j, s in enumerate((1e3, 1e4, 1e5)):
-            assert grid[i, j] == float(rf.step_time(cfg, b, s)["step"])
+            assert grid[i, j] == float(rf.step_time(cfg, b, s).step)

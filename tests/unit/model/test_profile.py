@@ -88,8 +88,8 @@ def test_a_calibrated_step_follows_the_fitted_factors() -> None:
     cfg = rf.Config(m, d, w_kv=1.0)
     f = ex.deployment_factors(d, "fp8", "vllm", pr.load_profile(str(GOOD)))
     bound = rf.step_time(cfg, 8, 4096)
-    want = 1.2e-3 + 32 * 25e-6 + float(bound["weights"]) / 0.87 + float(bound["kv"]) / (0.87 * 0.93)
-    assert float(ex.expected_step(cfg, 8, 4096, f, ex.link_bandwidth(d))["step"]) == pytest.approx(want, rel=1e-12)
+    want = 1.2e-3 + 32 * 25e-6 + float(bound.weights) / 0.87 + float(bound.kv) / (0.87 * 0.93)
+    assert float(ex.expected_step(cfg, 8, 4096, f, ex.link_bandwidth(d)).step) == pytest.approx(want, rel=1e-12)
 
 
 BASE = '[[fit]]\ndevice = "h100-sxm"\nengine = "vllm"\n'

@@ -61,7 +61,7 @@ def test_the_expected_step_of_the_int2_option_is_the_formula() -> None:
     eta_w = ex.performance.factor("eta_w", device="b200").value
     assert f.eta_kv.value == pytest.approx(eta_w * 0.2)
     comm = float(ex.all_reduce_time(m, 16, 2, ex.link_bandwidth(d), f.collective_latency.value))
-    want = f.t_fixed.value + float(t["weights"]) / eta_w + float(t["kv"]) / (eta_w * 0.2) + comm
+    want = f.t_fixed.value + float(t.weights) / eta_w + float(t.kv) / (eta_w * 0.2) + comm
     got = dict(_option(p, "quantization", "int2").numbers)["step_time_expected"].value
     assert got == pytest.approx(want, rel=1e-9)
 

@@ -90,7 +90,7 @@ def test_a_devices_suggestion_removes_the_pins_of_the_old_split() -> None:
     p = plan(scenario(text))
     unmet = next(u for u in p.unmet if u.constraint == "fits")
     said = re.match(r"pin devices = (\d+) and remove the tensor_parallel and pipeline_parallel pins ",
-                    unmet.suggestions[0])
+                    unmet.suggestions[0].text)
     assert said is not None and int(said.group(1)) > 1, unmet.suggestions
-    paths = {(c.path, c.op) for c in unmet.changes[0]}
+    paths = {(c.path, c.op) for c in unmet.suggestions[0].changes}
     assert {("pin.devices", "="), ("pin.tensor_parallel", ""), ("pin.pipeline_parallel", "")} <= paths

@@ -96,7 +96,7 @@ def test_a_point_s_figures_are_the_expected_model_s(w2: pareto.Front) -> None:
                         factors=KvFactors(1.0, 1.0, float(fragmentation(sc.context, 16))), placement=p.placement)
         assert p.kv_dtype == "int4"
         t = float(ex.expected_step(cfg, sc.batch, sc.context, factors_for(sc, "int4"),
-                                   ex.link_bandwidth(sc.device))["step"])
+                                   ex.link_bandwidth(sc.device)).step)
         assert p.per_user.value == pytest.approx(1 / t, rel=1e-9)
         assert p.per_device.value == pytest.approx(sc.batch / (t * p.devices), rel=1e-9)
         assert p.per_user.unit == p.per_device.unit == "tok/s"

@@ -52,8 +52,8 @@ def test_a_count_with_no_split_is_unmet_with_a_verified_suggestion(text: str) ->
     assert len(gap) == 1, [u.message for u in p.unmet]
     assert "no layout" in gap[0].message and "1,024" in gap[0].message
     # the suggestion is applied to the spec and planned again: it splits and meets everything
-    assert gap[0].changes, gap[0].suggestions
-    change, = gap[0].changes[0]
+    assert gap[0].suggestions[0].changes, gap[0].suggestions
+    change, = gap[0].suggestions[0].changes
     path, n = change.path, int(str(change.value))
     key = "pin { devices = " if "pin.devices" == path else "devices = "
     fixed = text.replace(f"{key}{int(p.n_devices)}", f"{key}{n}")

@@ -80,7 +80,7 @@ def test_a_request_workload_that_does_not_fit_is_not_told_to_change_a_batch_or_c
     p = plan(sc)
     fits = [u for u in p.unmet if u.constraint == "fits"]
     assert fits, p.unmet
-    keys = {c.path for u in fits for changes in u.changes for c in changes}
+    keys = {c.path for u in fits for s in u.suggestions for c in s.changes}
     assert not keys & {"workload.batch", "workload.context"}
 
 

@@ -367,20 +367,20 @@ def _verifying_plans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The scenario of every batch plan made to verify a suggestion (a plan without `suggest`), in order;
     not the one refused when the budget is spent (it raises before any work)."""
     made: list[str] = []
-    real = entry._plan_batch
+    real = entry.plan_batch
 
     def counted(sc: Scenario, **kw: Any) -> Plan:
         verifying = kw.get("suggest") is False
         try:
             return real(sc, **kw)
-        except suggest._ReplansSpent:
+        except suggest.ReplansSpent:
             verifying = False
             raise
         finally:
             if verifying:
                 made.append(sc.name)
 
-    monkeypatch.setattr(entry, "_plan_batch", counted)
+    monkeypatch.setattr(entry, "plan_batch", counted)
     return made
 
 
@@ -405,7 +405,7 @@ def test_lint_verifies_at_most_the_files_budget_of_plans_and_says_where_it_stopp
     for d in noted:
         assert f"--scenario '{_tag(d)}'" in (d.help or "") and not d.fixes
         sc = next(s for s in check_source(text, "unfit.kvp").scenarios if s.name == _tag(d))
-        assert planner.plan(sc).unmet[0].changes[0]
+        assert planner.plan(sc).unmet[0].suggestions[0].changes
     assert not check_all_suggestions(text, "unfit.kvp")    # what was printed still works when applied
 
 
@@ -423,5 +423,5 @@ def test_a_scenario_past_the_budget_is_laid_out_once(monkeypatch: pytest.MonkeyP
     scenarios = check_source(_unfit_list(2, 2), "unfit.kvp").scenarios
     for sc in scenarios:
         p = planner.plan(sc, replans=spent)
-        assert p.unmet and all(u.suggestions[0].startswith("no suggestion searched") for u in p.unmet)
+        assert p.unmet and all(u.suggestions[0].text.startswith("no suggestion searched") for u in p.unmet)
     assert outcomes == [False] * len(scenarios) and spent.used == 0
