@@ -56,7 +56,10 @@ class Read(str, enum.Enum):
 
     WHOLE = "whole"          # a whole number in the row's range; a token count as the engine reads it (`8k`)
     FRACTION = "fraction"    # a fraction in (0, 1] (`--gpu-memory-utilization 0.9`)
-    OWN = "own"              # the engine module's own handler (a switch pair, a data-parallel split, a dtype name)
+    DTYPE = "dtype"          # an engine dtype name, through the engine record's kv_reads (`fp8_e4m3`)
+    LIMIT = "limit"          # a token limit as the engine reads it, how it read a binary suffix kept beside it
+    SWITCH = "switch"        # switches without a value, each meaning on or off (Carrier.switch)
+    OWN = "own"              # the engine module's own handler (TensorRT-LLM's YAML keys)
     NONE = "none"            # not read back
 
 
@@ -130,6 +133,11 @@ class Carrier:
     #: for a setting import reads into its own field (the batch, the page, the layout): that field of
     #: kvplan.engines.flagparse.Read, whose range (flagparse.MAXIMUM) the value must be in; "": a pin of Read.pins
     into: str = ""
+    #: Read.SWITCH: each switch import reads, and whether it means on (`--disable-radix-cache`: off)
+    switch: Mapping[str, bool] = field(factory=dict)
+    #: values import takes as "the engine's own choice" (`auto`, `-1`): nothing read, `off_note` said instead
+    off: tuple[str, ...] = ()
+    off_note: str = ""
 
 
 @record
@@ -198,6 +206,8 @@ def _device_range(lo: float, hi: float) -> Range:
 
 
 _PREFIX_CACHING = ("prefix caching on or off; vLLM's and SGLang's own switch")
+#: What `kvplan import` says of a per-step token limit (SGLang --chunked-prefill-size, TensorRT-LLM max_num_tokens).
+CHUNK = "a per-iteration (prefill chunk) token limit; decode planning ignores it"
 _WHY_TRT_DP = ("kvplan writes no TensorRT-LLM data-parallel launch; run {n} copies of this config, each serving "
                "1/{n} of the rate")
 
@@ -250,8 +260,9 @@ SETTINGS: tuple[Setting, ...] = (
             default=Default("0", "no context comes back")),
     Setting("workload.max_context", Takes.QUANTITY, "the longest sequence the engine admits", dim=Dim.TOKENS,
             integer=True, range=_TOKENS,
-            engines={"vllm": Carrier(record="context", read=Read.OWN, write=Write.PLAN),
-                     "sglang": Carrier(record="context", read=Read.OWN, write=Write.PLAN),
+            engines={"vllm": Carrier(record="context", read=Read.LIMIT, write=Write.PLAN, off=("auto", "-1"),
+                                     off_note="vLLM derives the limit from the model config"),
+                     "sglang": Carrier(record="context", read=Read.LIMIT, write=Write.PLAN),
                      "trtllm": Carrier(record="context", read=Read.OWN, write=Write.PLAN)}),
     # -- quality
     Setting("quality.budget", Takes.WORD, "how much quality the KV may lose",
@@ -277,8 +288,8 @@ SETTINGS: tuple[Setting, ...] = (
             units="request-rate", range=_POSITIVE_RATE, ops=(">=", ">"), example="20/s"),
     # -- pin: choices already made
     Setting("pin.kv_dtype", Takes.DTYPE, "the KV cache's dtype", what="kv",
-            engines={"vllm": Carrier(record="kv_dtype", write=Write.PLAN),
-                     "sglang": Carrier(record="kv_dtype", write=Write.PLAN),
+            engines={"vllm": Carrier(record="kv_dtype", read=Read.DTYPE, write=Write.PLAN),
+                     "sglang": Carrier(record="kv_dtype", read=Read.DTYPE, write=Write.PLAN),
                      "trtllm": Carrier(record="kv_dtype", write=Write.PLAN)}),
     Setting("pin.retention", Takes.QUANTITY, "the share of tokens eviction keeps", dim=Dim.FRACTION,
             range=_share()),
@@ -288,8 +299,11 @@ SETTINGS: tuple[Setting, ...] = (
                      "sglang": Carrier(record="block", read=Read.WHOLE, write=Write.PLAN, into="block_size"),
                      "trtllm": Carrier(record="block", write=Write.PLAN)}),
     Setting("pin.prefix_caching", Takes.SWITCH, _PREFIX_CACHING, choices=tuple(SWITCH_WORDS),
-            engines={"vllm": Carrier("--enable-prefix-caching", write=Write.PLAN),
-                     "sglang": Carrier("--disable-radix-cache", write=Write.PLAN),
+            engines={"vllm": Carrier("--enable-prefix-caching", Read.SWITCH, Write.PLAN, into="prefix_caching",
+                                     switch={"--enable-prefix-caching": True, "--no-enable-prefix-caching": False,
+                                             "--disable-prefix-caching": False}),
+                     "sglang": Carrier("--disable-radix-cache", Read.SWITCH, Write.PLAN, into="prefix_caching",
+                                       switch={"--disable-radix-cache": False}),
                      "trtllm": Carrier("kv_cache_config.enable_block_reuse", write=Write.PLAN)}),
     Setting("pin.tier", Takes.WORD, "the second KV tier", choices=("none", "host", "peer", "ssd", "remote")),
     Setting("pin.placement", Takes.WORD, "how KV pages lie over the devices", choices=("striped", "pinned", "affinity"),
@@ -316,19 +330,22 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("pin.max_batched_tokens", Takes.QUANTITY, "the most tokens one engine step takes", dim=Dim.TOKENS,
             integer=True, range=_TOKENS,
             engines={"vllm": Carrier("--max-num-batched-tokens", Read.WHOLE, Write.SIZING),
-                     "sglang": Carrier("--chunked-prefill-size", Read.OWN, Write.PIN),
+                     "sglang": Carrier("--chunked-prefill-size", Read.WHOLE, Write.PIN, off=("-1",),
+                                       off_note="chunked prefill is off; " + CHUNK),
                      "trtllm": Carrier(write=Write.NONE, why="kvplan writes no TensorRT-LLM max_num_tokens")}),
     Setting("pin.replicas", Takes.QUANTITY, "independent copies of the deployment", dim=Dim.COUNT, units="count",
             integer=True, range=_DEVICES, default=Default("1", "one copy"),
-            engines={"vllm": Carrier("--data-parallel-size", Read.OWN, Write.PIN),
-                     "sglang": Carrier("--dp-size", Read.OWN, Write.PIN),
+            engines={"vllm": Carrier("--data-parallel-size", Read.WHOLE, Write.PIN, into="dp", aliases=("-dp",)),
+                     "sglang": Carrier("--dp-size", Read.WHOLE, Write.PIN, into="dp", aliases=("--dp",)),
                      "trtllm": Carrier(write=Write.NONE, why=_WHY_TRT_DP)}),
     Setting("pin.attention_dp", Takes.QUANTITY, "attention data-parallel groups inside the tensor-parallel group",
             dim=Dim.COUNT, units="count", integer=True, range=_DEVICES, default=Default("1", "one group"),
             aside=" (SGLang's DP attention)",
             engines={"vllm": Carrier(write=Write.NONE, why="kvplan writes no vLLM flag for attention groups inside "
                                                            "one tensor-parallel group"),
-                     "sglang": Carrier("--dp-size", Read.OWN, Write.PIN, also="--enable-dp-attention"),
+                     # --dp-size itself is read by pin.replicas' row; the switch beside it says which of the two
+                     "sglang": Carrier("--dp-size", Read.SWITCH, Write.PIN, also="--enable-dp-attention",
+                                       into="dp_attention", switch={"--enable-dp-attention": True}),
                      "trtllm": Carrier(write=Write.NONE, why="kvplan writes no TensorRT-LLM setting for attention "
                                                              "groups")}),
     # -- expect: assertions on the plan

@@ -143,6 +143,24 @@ def test_every_flag_the_table_reads_is_in_the_engines_reader(engine: str) -> Non
             assert {settings.engine_flag(row, engine), *c.aliases} <= names, row.path
 
 
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_every_carrier_is_read_from_the_table_not_by_hand(engine: str) -> None:
+    # each flag a row carries is read by the reader the row derives (flagparse.table_readers), none by a
+    # handler of the engine module's own: no Read.OWN is left on vLLM or SGLang, and no flag is read twice
+    from kvplan.engines.flagparse import table_readers
+
+    derived = {n for f in table_readers(engine, lambda v, flag: (int(v), "")) for n in f.names}
+    own = [n for f in {"vllm": vll._vllm_table, "sglang": sgl._sglang_table}[engine]() for n in f.names]
+    assert len(own) == len(set(own)), sorted(n for n in own if own.count(n) > 1)
+    for row in SETTINGS:
+        c = row.engines.get(engine)
+        if c is None or c.read is Read.NONE or (c.write is Write.NONE and not c.flag):
+            continue
+        assert c.read is not Read.OWN, row.path
+        names = set(c.switch) if c.read is Read.SWITCH else {settings.engine_flag(row, engine), *c.aliases}
+        assert names <= derived, (row.path, names - derived)
+
+
 def test_the_vllm_flag_set_is_the_tables() -> None:
     assert settings.flag_names("vllm", ENGINES["vllm"].flags) == (
         "--max-num-seqs", "--max-model-len", "--kv-cache-dtype", "--block-size", "--enable-prefix-caching",
