@@ -208,6 +208,10 @@ def _device_range(lo: float, hi: float) -> Range:
 _PREFIX_CACHING = ("prefix caching on or off; vLLM's and SGLang's own switch")
 #: What `kvplan import` says of a per-step token limit (SGLang --chunked-prefill-size, TensorRT-LLM max_num_tokens).
 CHUNK = "a per-iteration (prefill chunk) token limit; decode planning ignores it"
+#: TensorRT-LLM's own fraction is of another quantity (shared/reference/engines.md § TensorRT-LLM; trtllm.py).
+_WHY_TRT_FRACTION = ("TensorRT-LLM's kv_cache_config.free_gpu_memory_fraction is a share of the memory free after "
+                     "the weights and the profiling run, not of total memory; the plan's pool is sized under the pin "
+                     "and kvplan writes the fraction its own sizing gives (--sizing exact: max_tokens = that pool)")
 _WHY_TRT_DP = ("kvplan writes no TensorRT-LLM data-parallel launch; run {n} copies of this config, each serving "
                "1/{n} of the rate")
 
@@ -326,7 +330,8 @@ SETTINGS: tuple[Setting, ...] = (
                                      note="weights + KV pool, a fraction of total memory"),
                      "sglang": Carrier("--mem-fraction-static", Read.FRACTION, Write.SIZING,
                                        note="weights + KV pool, a fraction of the memory free at start-up, which "
-                                            "kvplan takes as total memory")}),
+                                            "kvplan takes as total memory"),
+                     "trtllm": Carrier(write=Write.NONE, why=_WHY_TRT_FRACTION)}),
     Setting("pin.max_batched_tokens", Takes.QUANTITY, "the most tokens one engine step takes", dim=Dim.TOKENS,
             integer=True, range=_TOKENS,
             engines={"vllm": Carrier("--max-num-batched-tokens", Read.WHOLE, Write.SIZING),

@@ -5,6 +5,7 @@ pin is one row of the table: the checker takes it, the typed pins carry it, the 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -201,3 +202,20 @@ def test_without_the_row_the_pin_is_an_unknown_key() -> None:
     # the row is all it takes: the same spec fails on the table as shipped
     found = check_source(spec("max_loras = 4"), "d.kvp").diagnostics
     assert any(d.message == "unknown key `max_loras` in pin" for d in found)
+
+
+
+def test_trtllm_says_it_does_not_write_the_memory_fraction_and_its_advice_holds_the_pin() -> None:
+    # TensorRT-LLM's free_gpu_memory_fraction is of the memory free after the weights, not of total memory: the
+    # row's carrier says it is not written (never dropped silently), and the way out it names, --sizing exact,
+    # writes a pool that keeps weights + KV within the pinned share of the device
+    p = plan(scenario(spec("memory_fraction = 0.8", top="engine = trtllm")))
+    said = [w for w in emit(p, "trtllm").warnings if "pin memory_fraction = 0.8 is not written" in w]
+    assert said and "--sizing exact" in said[0]
+    exact = emit(p, "trtllm", sizing="exact")
+    kv = yaml.safe_load(next(f.text for f in exact.files if f.name == "trtllm.yaml"))["kv_cache_config"]
+    m = p.scenario.model
+    assert kv["dtype"] == "auto" and m.n_kv % p.tp == 0 and "max_tokens" in kv   # bf16 KV, heads split evenly
+    # K and V in 2 bytes, the most loaded stage's layers and this rank's KV heads; weights split over every GPU
+    per_token = 2 * math.ceil(m.n_layers / p.pp) * (m.n_kv // p.tp) * m.head_dim * 2
+    assert m.params * 2 / (p.tp * p.pp) + kv["max_tokens"] * per_token <= 0.8 * p.scenario.device.memory
