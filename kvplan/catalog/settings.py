@@ -133,6 +133,8 @@ class Carrier:
     #: for a setting import reads into its own field (the batch, the page, the layout): that field of
     #: kvplan.engines.flagparse.Read, whose range (flagparse.MAXIMUM) the value must be in; "": a pin of Read.pins
     into: str = ""
+    #: the other flags (or keys) the writer writes for the setting beside `flag` (a tier's size beside its switch)
+    writes: tuple[str, ...] = ()
     #: Read.SWITCH: each switch import reads, and whether it means on (`--disable-radix-cache`: off)
     switch: Mapping[str, bool] = field(factory=dict)
     #: values import takes as "the engine's own choice" (`auto`, `-1`): nothing read, `off_note` said instead
@@ -304,12 +306,18 @@ SETTINGS: tuple[Setting, ...] = (
                      "trtllm": Carrier(record="block", write=Write.PLAN)}),
     Setting("pin.prefix_caching", Takes.SWITCH, _PREFIX_CACHING, choices=tuple(SWITCH_WORDS),
             engines={"vllm": Carrier("--enable-prefix-caching", Read.SWITCH, Write.PLAN, into="prefix_caching",
+                                     writes=("--disable-prefix-caching",),
                                      switch={"--enable-prefix-caching": True, "--no-enable-prefix-caching": False,
                                              "--disable-prefix-caching": False}),
                      "sglang": Carrier("--disable-radix-cache", Read.SWITCH, Write.PLAN, into="prefix_caching",
                                        switch={"--disable-radix-cache": False}),
                      "trtllm": Carrier("kv_cache_config.enable_block_reuse", write=Write.PLAN)}),
-    Setting("pin.tier", Takes.WORD, "the second KV tier", choices=("none", "host", "peer", "ssd", "remote")),
+    Setting("pin.tier", Takes.WORD, "the second KV tier", choices=("none", "host", "peer", "ssd", "remote"),
+            engines={"vllm": Carrier("--kv-offloading-size", Read.OWN, Write.PLAN,
+                                     writes=("--kv-offloading-backend", "--kv-transfer-config")),
+                     "sglang": Carrier("--enable-hierarchical-cache", Read.OWN, Write.PLAN,
+                                       writes=("--hicache-size", "--enable-lmcache", "--lmcache-config-file")),
+                     "trtllm": Carrier("kv_cache_config.host_cache_size", Read.OWN, Write.PLAN)}),
     Setting("pin.placement", Takes.WORD, "how KV pages lie over the devices", choices=("striped", "pinned", "affinity"),
             what="pinned placement"),
     Setting("pin.devices", Takes.QUANTITY, "how many devices the deployment runs on", dim=Dim.COUNT, units="count",
@@ -442,12 +450,13 @@ def _flag_name(c: Carrier, record_flags: Optional[object]) -> str:
 
 def flag_names(engine: str, record_flags: Optional[object] = None) -> tuple[str, ...]:
     """Every flag name `engine` carries a setting under (each row's, or the engine record's `flags` attribute
-    it names), in table order, without repeats."""
+    it names, with what the carrier writes beside it), in table order, without repeats."""
     out: list[str] = []
     for s in SETTINGS:
         c = s.engines.get(engine)
-        name = "" if c is None or c.write is Write.NONE else _flag_name(c, record_flags)
-        for n in (name, c.also if c is not None else ""):
+        if c is None or c.write is Write.NONE:
+            continue
+        for n in (_flag_name(c, record_flags), c.also, *c.writes):
             if n and n not in out:
                 out.append(n)
     return tuple(out)

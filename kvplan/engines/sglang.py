@@ -76,10 +76,6 @@ F = ENGINE.flags
 #: kvplan dtype -> SGLang's --kv-cache-dtype name (the catalog record's, kvplan.catalog.engines).
 KV_DTYPES = ENGINE.kv_names
 
-FLAGS = ("--model-path", "--kv-cache-dtype", "--page-size", "--mem-fraction-static", "--tp-size", "--pp-size",
-         "--context-length", "--max-running-requests", "--disable-radix-cache", "--enable-hierarchical-cache",
-         "--hicache-size", "--enable-lmcache", "--lmcache-config-file")
-
 MiB = 2**20
 #: arg_groups/attention_hook.py:243-268: aiter at a context above this scales --mem-fraction-static by AITER_SCALE.
 AITER_CONTEXT = 8192
@@ -680,5 +676,5 @@ def read(text: str, base_dir: str = ".", where: str = "config") -> Read:
 
 
 BACKEND = common.engine_backend(
-    ENGINE, flags=FLAGS, source="docs/engines.md § SGLang 0.5.23", build=lambda req: render(req), read=read,
+    ENGINE, source="docs/engines.md § SGLang 0.5.23", build=lambda req: render(req), read=read,
 )

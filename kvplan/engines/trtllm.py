@@ -78,10 +78,6 @@ ENGINE = get_engine("trtllm")
 #: kvplan dtype -> kv_cache_config.dtype (the catalog record's, kvplan.catalog.engines).
 KV_DTYPES = ENGINE.kv_names
 
-FLAGS = ("--config", "kv_cache_config", "free_gpu_memory_fraction", "max_tokens", "enable_block_reuse",
-         "tokens_per_block", "dtype", "host_cache_size", "max_batch_size", "max_seq_len", "tensor_parallel_size",
-         "pipeline_parallel_size")
-
 #: KvCacheConfig.free_gpu_memory_fraction's default (tensorrt_llm/llmapi/llm_args.py, commit 0004396).
 DEFAULT_FRACTION = 0.9
 
@@ -470,7 +466,9 @@ def read(text: str, base_dir: str = ".", where: str = "config") -> Read:
 
 
 BACKEND = common.engine_backend(
-    ENGINE, flags=FLAGS,
+    ENGINE,
     source="docs/engines.md § TensorRT-LLM (tensorrt_llm/llmapi/llm_args.py, main newer than 1.2.1)",
     build=render, read=read,
 )
+#: Every key trtllm.yaml may hold and flag trtllm.sh may write (the settings table's, kvplan.engines.common.flag_set).
+FLAGS = BACKEND.flags

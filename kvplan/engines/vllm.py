@@ -67,12 +67,6 @@ F = ENGINE.flags
 #: kvplan dtype -> vLLM's --kv-cache-dtype name (the catalog record's, kvplan.catalog.engines).
 KV_DTYPES = ENGINE.kv_names
 
-FLAGS = ("--kv-cache-dtype", "--block-size", "--enable-prefix-caching", "--disable-prefix-caching",
-         "--tensor-parallel-size", "--pipeline-parallel-size", "--max-model-len", "--max-num-seqs",
-         "--kv-cache-memory-bytes", "--gpu-memory-utilization", "--max-num-batched-tokens", "--kv-offloading-size",
-         "--kv-offloading-backend",
-         "--kv-transfer-config", "kv_connector", "kv_role", "LMCacheConnectorV1", "kv_both")
-
 LMCACHE_CONNECTOR = {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
 
 
@@ -554,7 +548,7 @@ def read(text: str, base_dir: str = ".", where: str = "config") -> Read:
 
 
 BACKEND = common.engine_backend(
-    ENGINE, flags=FLAGS,
+    ENGINE,
     source="docs/engines.md § vLLM 0.33.0 (vllm/config/cache.py, vllm/engine/arg_utils.py, vllm/config/kv_transfer.py)",
     build=lambda req: render(req), read=read,
 )

@@ -128,7 +128,9 @@ def test_every_engine_writes_the_flags_the_table_gives_it(engine: str) -> None:
         names, said = _written(plan(scenario(spec(ALL + extra, top=f"engine = {engine}"))), engine)
         written |= names
         warnings += said
-    assert set(settings.flag_names(engine, ENGINES[engine].flags)) <= written
+    # the tier's flags are written where the plan holds a tier (test_backends parses every emitted file for them)
+    tier = {settings.engine_flag(settings.pin("tier"), engine), *settings.pin("tier").engines[engine].writes}
+    assert set(settings.flag_names(engine, ENGINES[engine].flags)) - tier <= written
     for row, c in settings.carried(engine):
         if c.write is Write.NONE:  # each pin it does not write is said, not dropped
             assert any(f"pin {row.key} = " in w and "is not written" in w for w in warnings), row.key
@@ -157,16 +159,40 @@ def test_every_carrier_is_read_from_the_table_not_by_hand(engine: str) -> None:
         c = row.engines.get(engine)
         if c is None or c.read is Read.NONE or (c.write is Write.NONE and not c.flag):
             continue
-        assert c.read is not Read.OWN, row.path
         names = set(c.switch) if c.read is Read.SWITCH else {settings.engine_flag(row, engine), *c.aliases}
-        assert names <= derived, (row.path, names - derived)
+        if c.read is Read.OWN:  # only the tier's flags (a JSON connector config, a size in GiB) have own readers
+            assert row.path == "pin.tier" and names <= set(own) - derived, row.path
+        else:
+            assert names <= derived, (row.path, names - derived)
 
 
 def test_the_vllm_flag_set_is_the_tables() -> None:
     assert settings.flag_names("vllm", ENGINES["vllm"].flags) == (
         "--max-num-seqs", "--max-model-len", "--kv-cache-dtype", "--block-size", "--enable-prefix-caching",
+        "--disable-prefix-caching", "--kv-offloading-size", "--kv-offloading-backend", "--kv-transfer-config",
         "--tensor-parallel-size", "--pipeline-parallel-size", "--gpu-memory-utilization",
         "--max-num-batched-tokens", "--data-parallel-size")
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_every_engine_flag_set_is_derived_from_the_table(engine: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the backend's flag set is the table's carriers plus the record's own flags, nothing kept by hand: each
+    # written carrier's flag, its switch and what it writes beside it, a YAML key path as its keys
+    from kvplan.engines import TARGETS, common
+
+    record = ENGINES[engine]
+    f = record.flags
+    expected: set[str] = {f.kv_dtype, f.block, f.batch, f.context, f.tp, f.pp, *f.own}
+    for row in SETTINGS:
+        c = row.engines.get(engine)
+        if c is not None and c.write is not Write.NONE:
+            expected |= {settings.engine_flag(row, engine), c.also, *c.writes} - {""}
+    flat = {part for name in expected for part in (name.split(".") if not name.startswith("-") else [name])}
+    assert set(TARGETS[engine].flags) == flat == set(common.flag_set(record))
+    # and a row added to the table is in the flag set with no other edit
+    monkeypatch.setattr(settings, "SETTINGS", (*SETTINGS, TOY))
+    assert {"vllm": "--max-loras", "sglang": "--max-loras-per-batch"}.get(engine, "--max-loras") in \
+        common.flag_set(record) or engine == "trtllm"
 
 
 #: A pin kvplan does not have: LoRA adapters served at once (vLLM --max-loras, SGLang --max-loras-per-batch).
