@@ -59,6 +59,7 @@ class Read(str, enum.Enum):
     DTYPE = "dtype"          # an engine dtype name, through the engine record's kv_reads (`fp8_e4m3`)
     LIMIT = "limit"          # a token limit as the engine reads it, how it read a binary suffix kept beside it
     SWITCH = "switch"        # switches without a value, each meaning on or off (Carrier.switch)
+    BOOL = "bool"            # a config file's true or false (TensorRT-LLM's `enable_block_reuse: true`)
     OWN = "own"              # the engine module's own handler (TensorRT-LLM's YAML keys)
     NONE = "none"            # not read back
 
@@ -135,6 +136,9 @@ class Carrier:
     into: str = ""
     #: the other flags (or keys) the writer writes for the setting beside `flag` (a tier's size beside its switch)
     writes: tuple[str, ...] = ()
+    #: the engine's command-line name where it differs from its config key, `flag` (TensorRT-LLM's
+    #: `--max_batch_size` beside `max_batch_size`): import reads both, the config file's over the command line's
+    cli: str = ""
     #: Read.SWITCH: each switch import reads, and whether it means on (`--disable-radix-cache`: off)
     switch: Mapping[str, bool] = field(factory=dict)
     #: values import takes as "the engine's own choice" (`auto`, `-1`): nothing read, `off_note` said instead
@@ -247,7 +251,8 @@ SETTINGS: tuple[Setting, ...] = (
             integer=True, range=_BATCH, example="32",
             engines={"vllm": Carrier(record="batch", read=Read.WHOLE, write=Write.PLAN, into="batch"),
                      "sglang": Carrier(record="batch", read=Read.WHOLE, write=Write.PLAN, into="batch"),
-                     "trtllm": Carrier(record="batch", write=Write.PLAN)}),
+                     "trtllm": Carrier(record="batch", read=Read.WHOLE, write=Write.PLAN, into="batch",
+                                       cli="--max_batch_size")}),
     Setting("workload.context", Takes.QUANTITY, "tokens each sequence holds", dim=Dim.TOKENS, integer=True,
             range=_TOKENS, example="128k"),
     Setting("workload.rate", Takes.QUANTITY, "requests per second (the request form)", dim=Dim.RATE,
@@ -269,7 +274,7 @@ SETTINGS: tuple[Setting, ...] = (
             engines={"vllm": Carrier(record="context", read=Read.LIMIT, write=Write.PLAN, off=("auto", "-1"),
                                      off_note="vLLM derives the limit from the model config"),
                      "sglang": Carrier(record="context", read=Read.LIMIT, write=Write.PLAN),
-                     "trtllm": Carrier(record="context", read=Read.OWN, write=Write.PLAN)}),
+                     "trtllm": Carrier(record="context", read=Read.LIMIT, write=Write.PLAN, cli="--max_seq_len")}),
     # -- quality
     Setting("quality.budget", Takes.WORD, "how much quality the KV may lose",
             choices=("lossless", "near-lossless", "moderate", "aggressive"),
@@ -296,14 +301,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("pin.kv_dtype", Takes.DTYPE, "the KV cache's dtype", what="kv",
             engines={"vllm": Carrier(record="kv_dtype", read=Read.DTYPE, write=Write.PLAN),
                      "sglang": Carrier(record="kv_dtype", read=Read.DTYPE, write=Write.PLAN),
-                     "trtllm": Carrier(record="kv_dtype", write=Write.PLAN)}),
+                     "trtllm": Carrier(record="kv_dtype", read=Read.DTYPE, write=Write.PLAN)}),
     Setting("pin.retention", Takes.QUANTITY, "the share of tokens eviction keeps", dim=Dim.FRACTION,
             range=_share()),
     Setting("pin.block_size", Takes.QUANTITY, "tokens per KV page", dim=Dim.COUNT, units="count", integer=True,
             range=_TOKENS,
             engines={"vllm": Carrier(record="block", read=Read.WHOLE, write=Write.PLAN, into="block_size"),
                      "sglang": Carrier(record="block", read=Read.WHOLE, write=Write.PLAN, into="block_size"),
-                     "trtllm": Carrier(record="block", write=Write.PLAN)}),
+                     "trtllm": Carrier(record="block", read=Read.WHOLE, write=Write.PLAN, into="block_size")}),
     Setting("pin.prefix_caching", Takes.SWITCH, _PREFIX_CACHING, choices=tuple(SWITCH_WORDS),
             engines={"vllm": Carrier("--enable-prefix-caching", Read.SWITCH, Write.PLAN, into="prefix_caching",
                                      writes=("--disable-prefix-caching",),
@@ -311,7 +316,8 @@ SETTINGS: tuple[Setting, ...] = (
                                              "--disable-prefix-caching": False}),
                      "sglang": Carrier("--disable-radix-cache", Read.SWITCH, Write.PLAN, into="prefix_caching",
                                        switch={"--disable-radix-cache": False}),
-                     "trtllm": Carrier("kv_cache_config.enable_block_reuse", write=Write.PLAN)}),
+                     "trtllm": Carrier("kv_cache_config.enable_block_reuse", Read.BOOL, Write.PLAN,
+                                       into="prefix_caching")}),
     Setting("pin.tier", Takes.WORD, "the second KV tier", choices=("none", "host", "peer", "ssd", "remote"),
             engines={"vllm": Carrier("--kv-offloading-size", Read.OWN, Write.PLAN,
                                      writes=("--kv-offloading-backend", "--kv-transfer-config")),
@@ -326,12 +332,14 @@ SETTINGS: tuple[Setting, ...] = (
             integer=True, range=_DEVICES,
             engines={"vllm": Carrier(record="tp", read=Read.WHOLE, write=Write.PLAN, into="tp", aliases=("-tp",)),
                      "sglang": Carrier(record="tp", read=Read.WHOLE, write=Write.PLAN, into="tp", aliases=("--tp",)),
-                     "trtllm": Carrier(record="tp", write=Write.PLAN)}),
+                     "trtllm": Carrier(record="tp", read=Read.WHOLE, write=Write.PLAN, into="tp", aliases=("tp_size",),
+                                       cli="--tp_size")}),
     Setting("pin.pipeline_parallel", Takes.QUANTITY, "the pipeline-parallel size", dim=Dim.COUNT, units="count",
             integer=True, range=_DEVICES,
             engines={"vllm": Carrier(record="pp", read=Read.WHOLE, write=Write.PLAN, into="pp", aliases=("-pp",)),
                      "sglang": Carrier(record="pp", read=Read.WHOLE, write=Write.PLAN, into="pp", aliases=("--pp",)),
-                     "trtllm": Carrier(record="pp", write=Write.PLAN)}),
+                     "trtllm": Carrier(record="pp", read=Read.WHOLE, write=Write.PLAN, into="pp", aliases=("pp_size",),
+                                       cli="--pp_size")}),
     Setting("pin.memory_fraction", Takes.QUANTITY, "the share of each device's memory weights and the KV pool take",
             dim=Dim.FRACTION, range=_share(),
             engines={"vllm": Carrier("--gpu-memory-utilization", Read.FRACTION, Write.SIZING,

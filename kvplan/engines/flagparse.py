@@ -306,18 +306,19 @@ def whole_flag(key: str, tokens: Callable[[str, str], tuple[int, str]], maximum:
     return h
 
 
-def table_readers(engine: str, tokens: Callable[[str, str], tuple[int, str]]) -> list[ReadFlag]:
+def table_readers(engine: str, tokens: Callable[[str, str], tuple[int, str]], cli: bool = False) -> list[ReadFlag]:
     """The readers of every setting the table maps to one of `engine`'s flags, each the way its carrier says
     (settings.Read): into Read's own field where the carrier names one (the batch, the page, the layout, the
-    context, the data-parallel size), else into Read.pins. Only Read.OWN is left to the engine module's table."""
+    context, the data-parallel size), else into Read.pins. Only Read.OWN is left to the engine module's table.
+    `cli`: the command-line names of an engine whose flags differ from its config keys (Carrier.cli), only."""
     R = settings.Read
     out: list[ReadFlag] = []
     for row in settings.SETTINGS:
         c = row.engines.get(engine)
-        name = "" if c is None else settings.engine_flag(row, engine)
-        if c is None or c.read in (R.OWN, R.NONE):
+        name = "" if c is None else c.cli if cli else settings.engine_flag(row, engine)
+        if c is None or c.read in (R.OWN, R.NONE, R.BOOL) or not name:
             continue
-        names = (*c.aliases, name)
+        names = (name,) if cli else (*c.aliases, name)
         if c.read is R.SWITCH:
             out += [ReadFlag((flag,), False, store(c.into, value=on)) for flag, on in c.switch.items()]
         elif c.read is R.DTYPE:

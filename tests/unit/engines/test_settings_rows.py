@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import attrs
 import pytest
 import yaml
 
@@ -245,3 +246,35 @@ def test_trtllm_says_it_does_not_write_the_memory_fraction_and_its_advice_holds_
     # K and V in 2 bytes, the most loaded stage's layers and this rank's KV heads; weights split over every GPU
     per_token = 2 * math.ceil(m.n_layers / p.pp) * (m.n_kv // p.tp) * m.head_dim * 2
     assert m.params * 2 / (p.tp * p.pp) + kv["max_tokens"] * per_token <= 0.8 * p.scenario.device.memory
+
+
+def test_every_trtllm_carrier_is_read_from_the_table_not_by_hand() -> None:
+    # TensorRT-LLM's config keys differ from its command-line names: each carrier's YAML key (and its aliases) is
+    # read by the reader the row derives, and its command-line name (Carrier.cli) by the derived flag reader
+    from kvplan.engines import trtllm as trt
+    from kvplan.engines.flagparse import table_readers
+
+    yaml_keys = set(trt._yaml_readers())
+    cli = {n for f in table_readers("trtllm", trt.trtllm_tokens, cli=True) for n in f.names}
+    for row in SETTINGS:
+        c = row.engines.get("trtllm")
+        if c is None or c.write is Write.NONE:
+            continue
+        if c.read is Read.OWN:  # only the tier's host_cache_size (a byte size, not a count) has its own reader
+            assert row.path == "pin.tier", row.path
+            continue
+        assert {settings.engine_flag(row, "trtllm"), *c.aliases} <= yaml_keys, row.path
+        assert not c.cli or c.cli in cli, row.path
+    assert cli == {"--max_batch_size", "--max_seq_len", "--tp_size", "--pp_size"}
+
+
+def test_a_trtllm_yaml_key_added_as_a_row_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a row whose TensorRT-LLM carrier names a config key is read from the YAML with no edit of trtllm.py
+    from kvplan.engines import trtllm as trt
+
+    batch = settings.row("workload.batch")
+    moved = attrs.evolve(batch, engines={**batch.engines, "trtllm": attrs.evolve(
+        batch.engines["trtllm"], record="", flag="scheduler_config.max_batch_size_toy", aliases=("toy_batch",))})
+    monkeypatch.setattr(settings, "SETTINGS", tuple(moved if s is batch else s for s in SETTINGS))
+    r = trt.read("toy_batch: 48\nmax_seq_len: 4096\n", ".", "t.yaml")
+    assert r.batch == (48, "toy_batch: 48") and r.context == (4096, "max_seq_len: 4096")
