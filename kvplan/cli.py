@@ -867,6 +867,7 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
     the spec cannot be planned.
     """
     from kvplan.base.outputs import OutputTree, check_out_dir, scenario_folders
+    from kvplan.catalog.settings import pin as pin_row
     from kvplan.engines import Reserves, capacity_line, emit, resolve_targets
     from kvplan.planner import plans_for, with_engines
 
@@ -881,12 +882,9 @@ def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario:
     for p in plans:  # a count the model cannot split has no configuration to write
         gap = next((u for u in p.unmet if u.constraint == "layout"), None)
         if gap is not None:
-            from kvplan.catalog.settings import pin as pin_row  # at run time: start-up stays small
-
-            pin = p.scenario.pinned.span(pin_row("devices"))
             raise KvplanError(f"scenario {p.scenario.name}: {gap.message}",
                               help=("try " + "; or ".join(gap.suggestions)) if gap.suggestions else None,
-                              span=pin if pin is not None else p.scenario.spans.get("devices"))
+                              span=p.scenario.pinned.span(pin_row("devices")) or p.scenario.spans.get("devices"))
     folders = scenario_folders(plans, out_dir)
     tree = None if out_dir is None else OutputTree(out_dir)
     findings = 0
