@@ -34,6 +34,7 @@ def emit(req: EmitRequest) -> Said:
     when a target's config has findings."""
     from kvplan.app.replan import Reserves, capacity_line, emit, resolve_targets
     from kvplan.base.outputs import OutputTree, check_out_dir, scenario_folders
+    from kvplan.catalog.settings import pin as pin_row
     from kvplan.planner import plans_for, with_engines
     from kvplan.planner.plan import Constraint
 
@@ -50,10 +51,9 @@ def emit(req: EmitRequest) -> Said:
     for p in plans:  # a count the model cannot split has no configuration to write
         gap = next((u for u in p.unmet if u.constraint is Constraint.LAYOUT), None)
         if gap is not None:
-            pin = p.scenario.pins.get("devices")
             raise KvplanError(f"scenario {p.scenario.name}: {gap.message}",
                               help="try " + "; or ".join(s.text for s in gap.suggestions) if gap.suggestions else None,
-                              span=pin.span if pin is not None else p.scenario.spans.get("devices"))
+                              span=p.scenario.pinned.span(pin_row("devices")) or p.scenario.spans.get("devices"))
     folders = scenario_folders(plans, req.out_dir)
     tree = None if req.out_dir is None else OutputTree(req.out_dir)
     n_findings = 0

@@ -308,15 +308,15 @@ def _parallel(engine: str, r: Read, tp: int) -> list[tuple[str, str, str]]:
     group into attention groups (the devices stay tp × pp); every other --dp / --data-parallel-size is
     that many replicas of the tp × pp deployment."""
     if r.dp_attention is not None and r.dp is None:
-        r.note(f"{r.dp_attention} without --dp: one attention group, the same as without DP attention")
+        r.note(f"{r.dp_attention[1]} without --dp: one attention group, the same as without DP attention")
         return []
     if r.dp is None or r.dp[0] == 1:
         return []
     if r.dp_attention is not None:
         if tp % r.dp[0]:
-            raise DeploymentReadError(f"{r.dp[1]} with {r.dp_attention}: the DP size must divide the "
+            raise DeploymentReadError(f"{r.dp[1]} with {r.dp_attention[1]}: the DP size must divide the "
                                       f"tensor-parallel size {tp}", help="SGLang refuses it; check --dp and --tp")
-        return [("attention_dp", str(r.dp[0]), f"{r.dp[1]} {r.dp_attention}: {r.dp[0]} attention groups of "
+        return [("attention_dp", str(r.dp[0]), f"{r.dp[1]} {r.dp_attention[1]}: {r.dp[0]} attention groups of "
                  f"{tp // r.dp[0]} rank{'s' if tp // r.dp[0] > 1 else ''}, each holding its own sequences' KV")]
     return [("replicas", str(r.dp[0]), f"{r.dp[1]}: {r.dp[0]} data-parallel replicas, each on the devices below")]
 

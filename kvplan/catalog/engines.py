@@ -34,6 +34,9 @@ class Flags:
     context: str
     tp: str
     pp: str
+    #: the flags (or keys) its launch writes that carry no setting of kvplan.catalog.settings: the model path,
+    #: the config file, the KV pool size its sizing writes. With the table's carriers, the engine's flag set.
+    own: tuple[str, ...] = ()
 
 
 @record
@@ -213,7 +216,7 @@ ENGINES: dict[str, Engine] = {
                    "octave_k3v3": (None, "3-bit"), "octave_k3v3_compact": (None, "3-bit"),
                },
                flags=Flags("--kv-cache-dtype", "--block-size", "--max-num-seqs", "--max-model-len",
-                           "--tensor-parallel-size", "--pipeline-parallel-size"),
+                           "--tensor-parallel-size", "--pipeline-parallel-size", own=("--kv-cache-memory-bytes",)),
                # vLLM 0.33.0's MLA backends list only auto/float16/bfloat16/fp8 (v1/attention/backends/mla/*.py,
                # supported_kv_cache_dtypes): the *_per_token_head modes are TRITON_ATTN's, and nvfp4 is a VllmConfig
                # error, "nvfp4 KV cache is not supported with MLA (Multi-head Latent Attention) backends"
@@ -251,7 +254,7 @@ ENGINES: dict[str, Engine] = {
                    "nvfp4": ("fp4", ""), "fp4_mx_block16": ("fp4", "MX block scales"),
                },
                flags=Flags("--kv-cache-dtype", "--page-size", "--max-running-requests", "--context-length",
-                           "--tp-size", "--pp-size"),
+                           "--tp-size", "--pp-size", own=("--model-path",)),
                aliases=("sg-lang",), page_scales=_SGLANG_SCALES,
                blackwell_pages=BlackwellPages(
                    (16, 32, 64, 128), (32, 64), 64,
@@ -267,7 +270,8 @@ ENGINES: dict[str, Engine] = {
                kv_requires={"fp4": KvRequires(fp4_hardware="NVFP4 KV needs FP4 tensor cores (Blackwell)")},
                kv_reads={"auto": _AUTO, "fp8": ("fp8", ""), "nvfp4": ("fp4", "")},
                flags=Flags("kv_cache_config.dtype", "kv_cache_config.tokens_per_block", "max_batch_size",
-                           "max_seq_len", "tensor_parallel_size", "pipeline_parallel_size"),
+                           "max_seq_len", "tensor_parallel_size", "pipeline_parallel_size",
+                           own=("--config", "kv_cache_config.free_gpu_memory_fraction", "kv_cache_config.max_tokens")),
                aliases=("trt-llm", "tensorrt-llm", "tensorrt"), page_scales=_TRTLLM_SCALES),
     )
 }

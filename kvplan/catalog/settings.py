@@ -56,7 +56,11 @@ class Read(str, enum.Enum):
 
     WHOLE = "whole"          # a whole number in the row's range; a token count as the engine reads it (`8k`)
     FRACTION = "fraction"    # a fraction in (0, 1] (`--gpu-memory-utilization 0.9`)
-    OWN = "own"              # the engine module's own handler (a switch pair, a data-parallel split, a dtype name)
+    DTYPE = "dtype"          # an engine dtype name, through the engine record's kv_reads (`fp8_e4m3`)
+    LIMIT = "limit"          # a token limit as the engine reads it, how it read a binary suffix kept beside it
+    SWITCH = "switch"        # switches without a value, each meaning on or off (Carrier.switch)
+    BOOL = "bool"            # a config file's true or false (TensorRT-LLM's `enable_block_reuse: true`)
+    OWN = "own"              # the engine module's own handler (TensorRT-LLM's YAML keys)
     NONE = "none"            # not read back
 
 
@@ -130,6 +134,16 @@ class Carrier:
     #: for a setting import reads into its own field (the batch, the page, the layout): that field of
     #: kvplan.engines.flagparse.Read, whose range (flagparse.MAXIMUM) the value must be in; "": a pin of Read.pins
     into: str = ""
+    #: the other flags (or keys) the writer writes for the setting beside `flag` (a tier's size beside its switch)
+    writes: tuple[str, ...] = ()
+    #: the engine's command-line name where it differs from its config key, `flag` (TensorRT-LLM's
+    #: `--max_batch_size` beside `max_batch_size`): import reads both, the config file's over the command line's
+    cli: str = ""
+    #: Read.SWITCH: each switch import reads, and whether it means on (`--disable-radix-cache`: off)
+    switch: Mapping[str, bool] = field(factory=dict)
+    #: values import takes as "the engine's own choice" (`auto`, `-1`): nothing read, `off_note` said instead
+    off: tuple[str, ...] = ()
+    off_note: str = ""
 
 
 @record
@@ -198,6 +212,12 @@ def _device_range(lo: float, hi: float) -> Range:
 
 
 _PREFIX_CACHING = ("prefix caching on or off; vLLM's and SGLang's own switch")
+#: What `kvplan import` says of a per-step token limit (SGLang --chunked-prefill-size, TensorRT-LLM max_num_tokens).
+CHUNK = "a per-iteration (prefill chunk) token limit; decode planning ignores it"
+#: TensorRT-LLM's own fraction is of another quantity (shared/reference/engines.md § TensorRT-LLM; trtllm.py).
+_WHY_TRT_FRACTION = ("TensorRT-LLM's kv_cache_config.free_gpu_memory_fraction is a share of the memory free after "
+                     "the weights and the profiling run, not of total memory; the plan's pool is sized under the pin "
+                     "and kvplan writes the fraction its own sizing gives (--sizing exact: max_tokens = that pool)")
 _WHY_TRT_DP = ("kvplan writes no TensorRT-LLM data-parallel launch; run {n} copies of this config, each serving "
                "1/{n} of the rate")
 
@@ -231,7 +251,8 @@ SETTINGS: tuple[Setting, ...] = (
             integer=True, range=_BATCH, example="32",
             engines={"vllm": Carrier(record="batch", read=Read.WHOLE, write=Write.PLAN, into="batch"),
                      "sglang": Carrier(record="batch", read=Read.WHOLE, write=Write.PLAN, into="batch"),
-                     "trtllm": Carrier(record="batch", write=Write.PLAN)}),
+                     "trtllm": Carrier(record="batch", read=Read.WHOLE, write=Write.PLAN, into="batch",
+                                       cli="--max_batch_size")}),
     Setting("workload.context", Takes.QUANTITY, "tokens each sequence holds", dim=Dim.TOKENS, integer=True,
             range=_TOKENS, example="128k"),
     Setting("workload.rate", Takes.QUANTITY, "requests per second (the request form)", dim=Dim.RATE,
@@ -250,9 +271,10 @@ SETTINGS: tuple[Setting, ...] = (
             default=Default("0", "no context comes back")),
     Setting("workload.max_context", Takes.QUANTITY, "the longest sequence the engine admits", dim=Dim.TOKENS,
             integer=True, range=_TOKENS,
-            engines={"vllm": Carrier(record="context", read=Read.OWN, write=Write.PLAN),
-                     "sglang": Carrier(record="context", read=Read.OWN, write=Write.PLAN),
-                     "trtllm": Carrier(record="context", read=Read.OWN, write=Write.PLAN)}),
+            engines={"vllm": Carrier(record="context", read=Read.LIMIT, write=Write.PLAN, off=("auto", "-1"),
+                                     off_note="vLLM derives the limit from the model config"),
+                     "sglang": Carrier(record="context", read=Read.LIMIT, write=Write.PLAN),
+                     "trtllm": Carrier(record="context", read=Read.LIMIT, write=Write.PLAN, cli="--max_seq_len")}),
     # -- quality
     Setting("quality.budget", Takes.WORD, "how much quality the KV may lose",
             choices=("lossless", "near-lossless", "moderate", "aggressive"),
@@ -277,21 +299,31 @@ SETTINGS: tuple[Setting, ...] = (
             units="request-rate", range=_POSITIVE_RATE, ops=(">=", ">"), example="20/s"),
     # -- pin: choices already made
     Setting("pin.kv_dtype", Takes.DTYPE, "the KV cache's dtype", what="kv",
-            engines={"vllm": Carrier(record="kv_dtype", write=Write.PLAN),
-                     "sglang": Carrier(record="kv_dtype", write=Write.PLAN),
-                     "trtllm": Carrier(record="kv_dtype", write=Write.PLAN)}),
+            engines={"vllm": Carrier(record="kv_dtype", read=Read.DTYPE, write=Write.PLAN),
+                     "sglang": Carrier(record="kv_dtype", read=Read.DTYPE, write=Write.PLAN),
+                     "trtllm": Carrier(record="kv_dtype", read=Read.DTYPE, write=Write.PLAN)}),
     Setting("pin.retention", Takes.QUANTITY, "the share of tokens eviction keeps", dim=Dim.FRACTION,
             range=_share()),
     Setting("pin.block_size", Takes.QUANTITY, "tokens per KV page", dim=Dim.COUNT, units="count", integer=True,
             range=_TOKENS,
             engines={"vllm": Carrier(record="block", read=Read.WHOLE, write=Write.PLAN, into="block_size"),
                      "sglang": Carrier(record="block", read=Read.WHOLE, write=Write.PLAN, into="block_size"),
-                     "trtllm": Carrier(record="block", write=Write.PLAN)}),
+                     "trtllm": Carrier(record="block", read=Read.WHOLE, write=Write.PLAN, into="block_size")}),
     Setting("pin.prefix_caching", Takes.SWITCH, _PREFIX_CACHING, choices=tuple(SWITCH_WORDS),
-            engines={"vllm": Carrier("--enable-prefix-caching", write=Write.PLAN),
-                     "sglang": Carrier("--disable-radix-cache", write=Write.PLAN),
-                     "trtllm": Carrier("kv_cache_config.enable_block_reuse", write=Write.PLAN)}),
-    Setting("pin.tier", Takes.WORD, "the second KV tier", choices=("none", "host", "peer", "ssd", "remote")),
+            engines={"vllm": Carrier("--enable-prefix-caching", Read.SWITCH, Write.PLAN, into="prefix_caching",
+                                     writes=("--disable-prefix-caching",),
+                                     switch={"--enable-prefix-caching": True, "--no-enable-prefix-caching": False,
+                                             "--disable-prefix-caching": False}),
+                     "sglang": Carrier("--disable-radix-cache", Read.SWITCH, Write.PLAN, into="prefix_caching",
+                                       switch={"--disable-radix-cache": False}),
+                     "trtllm": Carrier("kv_cache_config.enable_block_reuse", Read.BOOL, Write.PLAN,
+                                       into="prefix_caching")}),
+    Setting("pin.tier", Takes.WORD, "the second KV tier", choices=("none", "host", "peer", "ssd", "remote"),
+            engines={"vllm": Carrier("--kv-offloading-size", Read.OWN, Write.PLAN,
+                                     writes=("--kv-offloading-backend", "--kv-transfer-config")),
+                     "sglang": Carrier("--enable-hierarchical-cache", Read.OWN, Write.PLAN,
+                                       writes=("--hicache-size", "--enable-lmcache", "--lmcache-config-file")),
+                     "trtllm": Carrier("kv_cache_config.host_cache_size", Read.OWN, Write.PLAN)}),
     Setting("pin.placement", Takes.WORD, "how KV pages lie over the devices", choices=("striped", "pinned", "affinity"),
             what="pinned placement"),
     Setting("pin.devices", Takes.QUANTITY, "how many devices the deployment runs on", dim=Dim.COUNT, units="count",
@@ -300,35 +332,41 @@ SETTINGS: tuple[Setting, ...] = (
             integer=True, range=_DEVICES,
             engines={"vllm": Carrier(record="tp", read=Read.WHOLE, write=Write.PLAN, into="tp", aliases=("-tp",)),
                      "sglang": Carrier(record="tp", read=Read.WHOLE, write=Write.PLAN, into="tp", aliases=("--tp",)),
-                     "trtllm": Carrier(record="tp", write=Write.PLAN)}),
+                     "trtllm": Carrier(record="tp", read=Read.WHOLE, write=Write.PLAN, into="tp", aliases=("tp_size",),
+                                       cli="--tp_size")}),
     Setting("pin.pipeline_parallel", Takes.QUANTITY, "the pipeline-parallel size", dim=Dim.COUNT, units="count",
             integer=True, range=_DEVICES,
             engines={"vllm": Carrier(record="pp", read=Read.WHOLE, write=Write.PLAN, into="pp", aliases=("-pp",)),
                      "sglang": Carrier(record="pp", read=Read.WHOLE, write=Write.PLAN, into="pp", aliases=("--pp",)),
-                     "trtllm": Carrier(record="pp", write=Write.PLAN)}),
+                     "trtllm": Carrier(record="pp", read=Read.WHOLE, write=Write.PLAN, into="pp", aliases=("pp_size",),
+                                       cli="--pp_size")}),
     Setting("pin.memory_fraction", Takes.QUANTITY, "the share of each device's memory weights and the KV pool take",
             dim=Dim.FRACTION, range=_share(),
             engines={"vllm": Carrier("--gpu-memory-utilization", Read.FRACTION, Write.SIZING,
                                      note="weights + KV pool, a fraction of total memory"),
                      "sglang": Carrier("--mem-fraction-static", Read.FRACTION, Write.SIZING,
                                        note="weights + KV pool, a fraction of the memory free at start-up, which "
-                                            "kvplan takes as total memory")}),
+                                            "kvplan takes as total memory"),
+                     "trtllm": Carrier(write=Write.NONE, why=_WHY_TRT_FRACTION)}),
     Setting("pin.max_batched_tokens", Takes.QUANTITY, "the most tokens one engine step takes", dim=Dim.TOKENS,
             integer=True, range=_TOKENS,
             engines={"vllm": Carrier("--max-num-batched-tokens", Read.WHOLE, Write.SIZING),
-                     "sglang": Carrier("--chunked-prefill-size", Read.OWN, Write.PIN),
+                     "sglang": Carrier("--chunked-prefill-size", Read.WHOLE, Write.PIN, off=("-1",),
+                                       off_note="chunked prefill is off; " + CHUNK),
                      "trtllm": Carrier(write=Write.NONE, why="kvplan writes no TensorRT-LLM max_num_tokens")}),
     Setting("pin.replicas", Takes.QUANTITY, "independent copies of the deployment", dim=Dim.COUNT, units="count",
             integer=True, range=_DEVICES, default=Default("1", "one copy"),
-            engines={"vllm": Carrier("--data-parallel-size", Read.OWN, Write.PIN),
-                     "sglang": Carrier("--dp-size", Read.OWN, Write.PIN),
+            engines={"vllm": Carrier("--data-parallel-size", Read.WHOLE, Write.PIN, into="dp", aliases=("-dp",)),
+                     "sglang": Carrier("--dp-size", Read.WHOLE, Write.PIN, into="dp", aliases=("--dp",)),
                      "trtllm": Carrier(write=Write.NONE, why=_WHY_TRT_DP)}),
     Setting("pin.attention_dp", Takes.QUANTITY, "attention data-parallel groups inside the tensor-parallel group",
             dim=Dim.COUNT, units="count", integer=True, range=_DEVICES, default=Default("1", "one group"),
             aside=" (SGLang's DP attention)",
             engines={"vllm": Carrier(write=Write.NONE, why="kvplan writes no vLLM flag for attention groups inside "
                                                            "one tensor-parallel group"),
-                     "sglang": Carrier("--dp-size", Read.OWN, Write.PIN, also="--enable-dp-attention"),
+                     # --dp-size itself is read by pin.replicas' row; the switch beside it says which of the two
+                     "sglang": Carrier("--dp-size", Read.SWITCH, Write.PIN, also="--enable-dp-attention",
+                                       into="dp_attention", switch={"--enable-dp-attention": True}),
                      "trtllm": Carrier(write=Write.NONE, why="kvplan writes no TensorRT-LLM setting for attention "
                                                              "groups")}),
     # -- expect: assertions on the plan
@@ -420,12 +458,13 @@ def _flag_name(c: Carrier, record_flags: Optional[object]) -> str:
 
 def flag_names(engine: str, record_flags: Optional[object] = None) -> tuple[str, ...]:
     """Every flag name `engine` carries a setting under (each row's, or the engine record's `flags` attribute
-    it names), in table order, without repeats."""
+    it names, with what the carrier writes beside it), in table order, without repeats."""
     out: list[str] = []
     for s in SETTINGS:
         c = s.engines.get(engine)
-        name = "" if c is None or c.write is Write.NONE else _flag_name(c, record_flags)
-        for n in (name, c.also if c is not None else ""):
+        if c is None or c.write is Write.NONE:
+            continue
+        for n in (_flag_name(c, record_flags), c.also, *c.writes):
             if n and n not in out:
                 out.append(n)
     return tuple(out)

@@ -135,15 +135,25 @@ class Backend:
         return f"{self.engine} {self.version}"
 
 
-def engine_backend(engine: EngineRecord, *, flags: tuple[str, ...], source: str,
-                   build: Callable[["EmitRequest"], Emitted],
+def flag_set(engine: EngineRecord) -> tuple[str, ...]:
+    """Every flag or key name `engine`'s writer may write: the settings table's carriers (settings.flag_names),
+    the engine record's named flags (those the plan's choices are written under) and its own (Flags.own), a YAML
+    key path (`kv_cache_config.dtype`) as its keys."""
+    f = engine.flags
+    names = (*settings.flag_names(engine.id, f), f.kv_dtype, f.block, f.batch, f.context, f.tp, f.pp, *f.own)
+    return tuple(dict.fromkeys(part for name in names if name
+                               for part in (name.split(".") if not name.startswith("-") else [name])))
+
+
+def engine_backend(engine: EngineRecord, *, source: str, build: Callable[["EmitRequest"], Emitted],
                    read: Optional[Callable[[str, str, str], Read]] = None) -> Backend:
     """The Backend of an engine target, its capabilities taken from the engine's catalog record
-    (kvplan.catalog.engines), so that the planner, the checker and the target read one set of facts."""
+    (kvplan.catalog.engines) and its flag set from the settings table (flag_set), so that the planner, the
+    checker and the target read one set of facts."""
     return Backend(id=engine.id, engine=engine.name, version=engine.version, kv_dtypes=engine.kv_names,
                    block_sizes=engine.block_sizes, default_block=engine.default_block,
                    prefix_caching=engine.prefix_caching, tiers=engine.tiers, eviction=engine.eviction,
-                   flags=flags, source=source, build=build, read=read, writes_for=lambda _: (engine.id,))
+                   flags=flag_set(engine), source=source, build=build, read=read, writes_for=lambda _: (engine.id,))
 
 
 @record

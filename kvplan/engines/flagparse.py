@@ -52,7 +52,7 @@ class Read:
     #: the engine pins read (kvplan.catalog.settings): pin key -> (its value as a .kvp writes it, the flag as written)
     pins: dict[str, tuple[str, str]] = attrs.Factory(dict)
     dp: Optional[tuple[int, str]] = None                  # vLLM --data-parallel-size, SGLang --dp
-    dp_attention: Optional[str] = None                    # SGLang --enable-dp-attention, as written
+    dp_attention: Optional[tuple[bool, str]] = None       # SGLang --enable-dp-attention, and as written
     warnings: list[str] = attrs.Factory(list)
     notes: list[str] = attrs.Factory(list)
     ignored: list[str] = attrs.Factory(list)
@@ -76,7 +76,8 @@ class Read:
 #: The largest value of each whole-number setting: the .kvp key it becomes takes the same range
 #: (kvplan.base.limits), so an imported spec never fails `kvplan lint` on a range.
 MAXIMUM: Mapping[str, int] = {"batch": limits.MAX_BATCH, "context": limits.MAX_TOKENS,
-                              "block_size": limits.MAX_TOKENS, "tp": limits.MAX_DEVICES, "pp": limits.MAX_DEVICES}
+                              "block_size": limits.MAX_TOKENS, "tp": limits.MAX_DEVICES, "pp": limits.MAX_DEVICES,
+                              "dp": limits.MAX_DEVICES}
 LIMIT_HELP = "kvplan's limit, docs/cli-import.md"
 
 
@@ -248,7 +249,7 @@ Handler = Callable[[Read, str, str], None]
 
 NO_RESERVE = "the .kvp has no such key (kvplan keeps an assumed 8% reserve)"
 FREE_FRACTION = "a fraction of FREE memory after weights; " + NO_RESERVE
-CHUNK = "a per-iteration (prefill chunk) token limit; decode planning ignores it"
+CHUNK = settings.CHUNK
 POOL_CAP = "a cap on the KV pool in tokens; kvplan sizes the pool"
 
 
@@ -265,13 +266,14 @@ def store(attr: str, conv: Optional[Callable[[str, str], int]] = None,
     return h
 
 
-def context_flag(read: Callable[[str, str], tuple[int, str]], auto: bool = False) -> Handler:
+def context_flag(read: Callable[[str, str], tuple[int, str]], off: tuple[str, ...] = (), off_note: str = ""
+                 ) -> Handler:
     """Store the engine's context limit as the engine reads it, saying how when a suffix was binary.
-    `auto`: the engine also takes `auto` / `-1`, deriving the limit from the model config."""
+    `off`: the values (`auto`, `-1`) with which the engine derives the limit itself; `off_note` is said then."""
     def h(r: Read, v: str, w: str) -> None:
         flag = w.split(" ")[0].split("=")[0]
-        if auto and v.strip().lower() in ("auto", "-1"):
-            r.note(f"{w}: {get_engine(r.engine).name} derives the limit from the model config")
+        if v.strip().lower() in off:
+            r.note(f"{w}: {off_note}")
             return
         n, how = read(v, flag)
         r.context = (n, f"{w} ({how})" if how else w)
@@ -290,33 +292,46 @@ def fraction_flag(key: str) -> Handler:
     return h
 
 
-def whole_flag(key: str, tokens: Callable[[str, str], tuple[int, str]], maximum: int) -> Handler:
+def whole_flag(key: str, tokens: Callable[[str, str], tuple[int, str]], maximum: int, off: tuple[str, ...] = (),
+               off_note: str = "") -> Handler:
     """A whole number stored as the pin `key`: a token count as the engine reads it (`tokens`), else a plain
-    count of at most `maximum`."""
+    count of at most `maximum`; a value among `off` (SGLang's `-1`: no limit) stores nothing, `off_note` said."""
     def h(r: Read, v: str, w: str) -> None:
+        if v.strip() in off:
+            r.note(f"{w}: {off_note}")
+            return
         flag = w.split(" ")[0].split("=")[0]
         n = tokens(v, flag)[0] if maximum == limits.MAX_TOKENS else whole(v, flag, maximum)
         r.pins[key] = (str(n), w)
     return h
 
 
-def table_readers(engine: str, tokens: Callable[[str, str], tuple[int, str]]) -> list[ReadFlag]:
-    """The readers of the settings the table maps to one of `engine`'s flags and reads the table's way
-    (Read.WHOLE, Read.FRACTION): into Read's own field where the carrier names one (the batch, the page, the
-    layout), else into Read.pins; the engine module's table holds its own handlers (Read.OWN) beside them."""
+def table_readers(engine: str, tokens: Callable[[str, str], tuple[int, str]], cli: bool = False) -> list[ReadFlag]:
+    """The readers of every setting the table maps to one of `engine`'s flags, each the way its carrier says
+    (settings.Read): into Read's own field where the carrier names one (the batch, the page, the layout, the
+    context, the data-parallel size), else into Read.pins. Only Read.OWN is left to the engine module's table.
+    `cli`: the command-line names of an engine whose flags differ from its config keys (Carrier.cli), only."""
+    R = settings.Read
     out: list[ReadFlag] = []
     for row in settings.SETTINGS:
         c = row.engines.get(engine)
-        name = "" if c is None else settings.engine_flag(row, engine)
-        if c is None or not name or c.read not in (settings.Read.WHOLE, settings.Read.FRACTION):
+        name = "" if c is None else c.cli if cli else settings.engine_flag(row, engine)
+        if c is None or c.read in (R.OWN, R.NONE, R.BOOL) or not name:
             continue
-        if c.into:
-            out.append(ReadFlag((*c.aliases, name), True, store(c.into, bounded(c.into))))
-        elif c.read is settings.Read.FRACTION:
-            out.append(ReadFlag((c.flag,), True, fraction_flag(row.key)))
+        names = (name,) if cli else (*c.aliases, name)
+        if c.read is R.SWITCH:
+            out += [ReadFlag((flag,), False, store(c.into, value=on)) for flag, on in c.switch.items()]
+        elif c.read is R.DTYPE:
+            out.append(ReadFlag(names, True, kv_flag(get_engine(engine).kv_reads)))
+        elif c.read is R.LIMIT:
+            out.append(ReadFlag(names, True, context_flag(tokens, c.off, c.off_note)))
+        elif c.into:
+            out.append(ReadFlag(names, True, store(c.into, bounded(c.into))))
+        elif c.read is R.FRACTION:
+            out.append(ReadFlag(names, True, fraction_flag(row.key)))
         else:
             most = int(row.range.hi.value) if row.range.hi else limits.MAX_BATCH
-            out.append(ReadFlag((c.flag,), True, whole_flag(row.key, tokens, most)))
+            out.append(ReadFlag(names, True, whole_flag(row.key, tokens, most, c.off, c.off_note)))
     return out
 
 

@@ -38,17 +38,13 @@ from kvplan.catalog.engines import block_sizes_for, get_engine, kv_refusal
 from kvplan.engines import common
 from kvplan.engines.common import EmitRequest, Emitted, EmittedFile, Flag
 from kvplan.engines.flagparse import (
-    CHUNK,
     POOL_CAP,
     DeploymentReadError,
     Read,
     ReadFlag,
-    bounded,
-    context_flag,
     cut,
     digits_in_range,
     exp2,
-    kv_flag,
     model_flag,
     note_flag,
     parse_flags,
@@ -76,10 +72,6 @@ ENGINE = get_engine("sglang")
 F = ENGINE.flags
 #: kvplan dtype -> SGLang's --kv-cache-dtype name (the catalog record's, kvplan.catalog.engines).
 KV_DTYPES = ENGINE.kv_names
-
-FLAGS = ("--model-path", "--kv-cache-dtype", "--page-size", "--mem-fraction-static", "--tp-size", "--pp-size",
-         "--context-length", "--max-running-requests", "--disable-radix-cache", "--enable-hierarchical-cache",
-         "--hicache-size", "--enable-lmcache", "--lmcache-config-file")
 
 
 # --------------------------------------------------------------- SGLang's memory arithmetic (kvplan.model.pools)
@@ -352,26 +344,10 @@ def sglang_tokens(value: str, flag: str) -> tuple[int, str]:
     return tokens_in_range(n, value, flag), ""
 
 
-def _dp_attention(r: Read, v: str, w: str) -> None:
-    r.dp_attention = w
-
-
-def _chunked_prefill(r: Read, v: str, w: str) -> None:
-    """--chunked-prefill-size N: at most N prompt tokens per step; -1 turns chunking off (SGLang's
-    server_args), and then no per-step limit is imported."""
-    if v.strip() == "-1":
-        r.note(f"{w}: chunked prefill is off; {CHUNK}")
-        return
-    r.pins["max_batched_tokens"] = (str(sglang_tokens(v, w.split(" ")[0].split("=")[0])[0]), w)
-
-
 def _sglang_table() -> list[ReadFlag]:
     tier_sizing = "kvplan sizes the tier from the reuse economics"
     return [
         ReadFlag(("--model-path", "--model"), True, model_flag),
-        ReadFlag((F.kv_dtype,), True, kv_flag(ENGINE.kv_reads)),
-        ReadFlag(("--disable-radix-cache",), False, store("prefix_caching", value=False)),
-        ReadFlag((F.context,), True, context_flag(sglang_tokens)),
         ReadFlag(("--enable-hierarchical-cache",), False, store("tier", value="host")),
         ReadFlag(("--enable-lmcache",), False, store("tier", value="host")),
         ReadFlag(("--lmcache-config-file",), True, note_flag("LMCache settings are read by LMCache, not imported")),
@@ -386,9 +362,6 @@ def _sglang_table() -> list[ReadFlag]:
         ReadFlag(("--max-total-tokens",), True, note_flag(POOL_CAP)),
         ReadFlag(("--attention-backend",), True,
                  note_flag("the attention kernel; see `kvplan emit --target flashinfer`")),
-        ReadFlag(("--dp-size", "--dp"), True, store("dp", bounded("tp"))),
-        ReadFlag(("--enable-dp-attention",), False, _dp_attention),
-        ReadFlag(("--chunked-prefill-size",), True, _chunked_prefill),
         ReadFlag(("--dtype",), True, weights_dtype),
         ReadFlag(("--quantization",), True, quantization),
     ]
@@ -415,5 +388,5 @@ def read(text: str, base_dir: str = ".", where: str = "config") -> Read:
 
 
 BACKEND = common.engine_backend(
-    ENGINE, flags=FLAGS, source="docs/engines.md § SGLang 0.5.23", build=lambda req: render(req), read=read,
+    ENGINE, source="docs/engines.md § SGLang 0.5.23", build=lambda req: render(req), read=read,
 )

@@ -42,12 +42,13 @@ import math
 import os
 import re
 import shlex
-from typing import Mapping, Protocol, Union
+from typing import Callable, Mapping, Protocol, Union
 
 from kvplan.base import files
 from kvplan.base.errors import Span
 from kvplan.base.evidence import Value, derived
 from kvplan.base.units import fmt_bytes
+from kvplan.catalog import settings
 from kvplan.catalog.engines import get_engine, kv_refusal
 from kvplan.engines import common, yamlout
 from kvplan.engines.common import EmitRequest, Emitted, EmittedFile
@@ -59,16 +60,14 @@ from kvplan.engines.flagparse import (
     DeploymentReadError,
     Read,
     ReadFlag,
-    bounded,
-    context_flag,
     note_flag,
     number,
     parse_flags,
     plain_tokens,
     read_kv_dtype,
     split_command,
-    store,
     strip_env,
+    table_readers,
     whole,
 )
 from kvplan.model.pools import trtllm as pools
@@ -77,10 +76,6 @@ from kvplan.planner.plan import Plan
 ENGINE = get_engine("trtllm")
 #: kvplan dtype -> kv_cache_config.dtype (the catalog record's, kvplan.catalog.engines).
 KV_DTYPES = ENGINE.kv_names
-
-FLAGS = ("--config", "kv_cache_config", "free_gpu_memory_fraction", "max_tokens", "enable_block_reuse",
-         "tokens_per_block", "dtype", "host_cache_size", "max_batch_size", "max_seq_len", "tensor_parallel_size",
-         "pipeline_parallel_size")
 
 
 
@@ -282,23 +277,56 @@ def _override(r: Read, attr: str, new: tuple[int, str]) -> None:
     setattr(r, attr, new)
 
 
-def _trtllm_yaml(r: Read, cfg: Mapping[YAMLScalar, YAMLValue], where: str) -> None:  # noqa: C901  one branch per TensorRT-LLM YAML key kvplan reads
+#: (read, the value, the key as the file writes it, the key and value as said) -> None
+YamlHandler = Callable[[Read, YAMLValue, str, str], None]
+
+
+def _yaml_handler(c: settings.Carrier) -> YamlHandler:
+    """The reader of one YAML key the settings table maps to TensorRT-LLM, the way its carrier says: a top-level
+    key over the command line's value (_override), a kv_cache_config key into Read's field."""
+    R = settings.Read
+
+    def h(r: Read, v: YAMLValue, key: str, w: str) -> None:
+        if c.read is R.DTYPE:
+            read_kv_dtype(r, ENGINE.kv_reads, str(v), w)
+        elif c.read is R.BOOL:
+            if not isinstance(v, bool):
+                raise DeploymentReadError(f"{w}: takes true or false")
+            setattr(r, c.into, (v, w))
+        elif c.read is R.LIMIT:
+            _override(r, "context", (trtllm_tokens(str(v), key)[0], w))
+        elif "." in key:
+            setattr(r, c.into, (whole(str(v), w, MAXIMUM[c.into]), w))
+        else:
+            _override(r, c.into, (whole(str(v), key, MAXIMUM[c.into]), w))
+    return h
+
+
+def _yaml_readers() -> dict[str, YamlHandler]:
+    """The YAML keys (`max_batch_size`, `kv_cache_config.dtype`, and the carriers' aliases) the settings table
+    maps to TensorRT-LLM and reads the table's way, with their readers; Read.OWN ones are this module's own."""
+    out: dict[str, YamlHandler] = {}
+    for row in settings.SETTINGS:
+        c = row.engines.get(ENGINE.id)
+        if c is None or c.read in (settings.Read.OWN, settings.Read.NONE):
+            continue
+        for key in (settings.engine_flag(row, ENGINE.id), *c.aliases):
+            out[key] = _yaml_handler(c)
+    return out
+
+
+def _trtllm_yaml(r: Read, cfg: Mapping[YAMLScalar, YAMLValue], where: str) -> None:
     """Apply a TensorRT-LLM YAML mapping. Values of the keys kvplan imports are quoted as the reason for
     a pin; keys it does not know or ignores are named without their value (the file may hold anything)."""
+    readers = _yaml_readers()
     for raw_key in sorted(cfg, key=str):
         val = cfg[raw_key]
         key = str(raw_key)
         w = f"{key}: {_yaml_scalar(val)}" if not isinstance(val, (dict, list)) else key
         if key == "model":
             r.model_ref = str(val)
-        elif key == "max_batch_size":
-            _override(r, "batch", (whole(str(val), key, MAXIMUM["batch"]), w))
-        elif key == "max_seq_len":
-            _override(r, "context", (trtllm_tokens(str(val), key)[0], w))
-        elif key in ("tensor_parallel_size", "tp_size"):
-            _override(r, "tp", (whole(str(val), key, MAXIMUM["tp"]), w))
-        elif key in ("pipeline_parallel_size", "pp_size"):
-            _override(r, "pp", (whole(str(val), key, MAXIMUM["pp"]), w))
+        elif key in readers:
+            readers[key](r, val, key, w)
         elif key == "max_num_tokens":
             r.note(f"{w}: {CHUNK}")
         elif key == "kv_cache_config":
@@ -329,18 +357,13 @@ def _trtllm_quant(r: Read, qc: Mapping[YAMLScalar, YAMLValue]) -> None:
 
 
 def _trtllm_kv_cache(r: Read, kc: Mapping[YAMLScalar, YAMLValue]) -> None:
+    readers = _yaml_readers()
     for raw in sorted(kc, key=str):
         v = kc[raw]
         k = str(raw)
         w = f"kv_cache_config.{k}: {_yaml_scalar(v)}"
-        if k == "dtype":
-            read_kv_dtype(r, ENGINE.kv_reads, str(v), w)
-        elif k == "tokens_per_block":
-            r.block_size = (whole(str(v), w, MAXIMUM["block_size"]), w)
-        elif k == "enable_block_reuse":
-            if not isinstance(v, bool):
-                raise DeploymentReadError(f"{w}: takes true or false")
-            r.prefix_caching = (v, w)
+        if f"kv_cache_config.{k}" in readers:
+            readers[f"kv_cache_config.{k}"](r, v, f"kv_cache_config.{k}", w)
         elif k == "host_cache_size":
             if number(v, w) > 0:
                 r.tier = ("host", f"{w} bytes")
@@ -378,10 +401,7 @@ def _read_command(r: Read, words: list[str], base_dir: str) -> None:
 
     table = [
         ReadFlag(("--config", "--extra_llm_api_options"), True, config),
-        ReadFlag(("--max_batch_size",), True, store("batch", bounded("batch"))),
-        ReadFlag(("--max_seq_len",), True, context_flag(trtllm_tokens)),
-        ReadFlag(("--tp_size",), True, store("tp", bounded("tp"))),
-        ReadFlag(("--pp_size",), True, store("pp", bounded("pp"))),
+        *table_readers(ENGINE.id, trtllm_tokens, cli=True),
         ReadFlag(("--ep_size",), True,
                  note_flag("expert parallelism is not modelled; devices = tensor × pipeline")),
         ReadFlag(("--max_num_tokens",), True, note_flag(CHUNK)),
@@ -430,7 +450,9 @@ def read(text: str, base_dir: str = ".", where: str = "config") -> Read:
 
 
 BACKEND = common.engine_backend(
-    ENGINE, flags=FLAGS,
+    ENGINE,
     source="docs/engines.md § TensorRT-LLM (tensorrt_llm/llmapi/llm_args.py, main newer than 1.2.1)",
     build=render, read=read,
 )
+#: Every key trtllm.yaml may hold and flag trtllm.sh may write (the settings table's, kvplan.engines.common.flag_set).
+FLAGS = BACKEND.flags

@@ -42,14 +42,11 @@ from kvplan.engines.flagparse import (
     DeploymentReadError,
     Read,
     ReadFlag,
-    bounded,
-    context_flag,
     cut,
     digits_in_range,
     exp2,
     json_float,
     json_int,
-    kv_flag,
     model_flag,
     note_flag,
     number,
@@ -57,7 +54,6 @@ from kvplan.engines.flagparse import (
     plain_tokens,
     quantization,
     split_command,
-    store,
     strip_env,
     table_readers,
     tokens_in_range,
@@ -70,12 +66,6 @@ ENGINE = get_engine("vllm")
 F = ENGINE.flags
 #: kvplan dtype -> vLLM's --kv-cache-dtype name (the catalog record's, kvplan.catalog.engines).
 KV_DTYPES = ENGINE.kv_names
-
-FLAGS = ("--kv-cache-dtype", "--block-size", "--enable-prefix-caching", "--disable-prefix-caching",
-         "--tensor-parallel-size", "--pipeline-parallel-size", "--max-model-len", "--max-num-seqs",
-         "--kv-cache-memory-bytes", "--gpu-memory-utilization", "--max-num-batched-tokens", "--kv-offloading-size",
-         "--kv-offloading-backend",
-         "--kv-transfer-config", "kv_connector", "kv_role", "LMCacheConnectorV1", "kv_both")
 
 LMCACHE_CONNECTOR = {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
 
@@ -513,15 +503,9 @@ def _vllm_table() -> list[ReadFlag]:
     removed = warn_flag(f"removed in {ENGINE.label} (unrecognized there; the server would not start); not imported")
     return [
         ReadFlag(("--model",), True, model_flag),
-        ReadFlag((F.kv_dtype,), True, kv_flag(ENGINE.kv_reads)),
-        ReadFlag(("--enable-prefix-caching",), False, store("prefix_caching", value=True)),
-        ReadFlag(("--no-enable-prefix-caching", "--disable-prefix-caching"), False,
-                 store("prefix_caching", value=False)),
-        ReadFlag((F.context,), True, context_flag(vllm_tokens, auto=True)),
         ReadFlag(("-dcp", "--decode-context-parallel-size"), True,
               note_flag("decode context parallelism shards the KV cache over tensor-parallel ranks; "
                     "kvplan does not model it")),
-        ReadFlag(("-dp", "--data-parallel-size"), True, store("dp", bounded("tp"))),
         ReadFlag(("--kv-cache-memory-bytes",), True,
               note_flag("a fixed KV budget per GPU; the .kvp has no such key (kvplan sizes the cache)")),
         *table_readers(ENGINE.id, vllm_tokens),
@@ -564,7 +548,7 @@ def read(text: str, base_dir: str = ".", where: str = "config") -> Read:
 
 
 BACKEND = common.engine_backend(
-    ENGINE, flags=FLAGS,
+    ENGINE,
     source="docs/engines.md § vLLM 0.33.0 (vllm/config/cache.py, vllm/engine/arg_utils.py, vllm/config/kv_transfer.py)",
     build=lambda req: render(req), read=read,
 )

@@ -30,6 +30,7 @@ from kvplan.model.scenario import (
     DeviceCount,
     Expectation,
     Pin,
+    Pins,
     choice,
 )
 
@@ -192,7 +193,7 @@ class _Sections(_Values):
             value = self._plain(node, settings.pin(key), e)
             if value is not None:
                 pins[key] = Pin(key, value, e.span)
-        pd = pins.get("devices")
+        pd = Pins(pins).pin(settings.pin("devices"))
         if pd is not None and devices is not None and devices.mode != "auto" and "devices" in top:
             limit_ok = pd.value == devices.n if devices.mode == "fixed" else float(pd.value) <= devices.n
             if not limit_ok:
@@ -203,7 +204,7 @@ class _Sections(_Values):
                             fixes=[fx.replace(top["devices"].span, f"devices = {agree}")])
         self._attention_dp(pins)
         self._layout(pins, devices)
-        pp = pins.get("placement")
+        pp = Pins(pins).pin(settings.pin("placement"))
         if pp is not None and placement not in (None, "auto", pp.value):
             fix = fx.replace(top["placement"].span, f"placement = {pp.value}") if "placement" in top else None
             self.report(codes.CONFLICTING_SETTINGS, f"pin placement = {pp.value} contradicts placement = {placement}",
@@ -214,10 +215,11 @@ class _Sections(_Values):
         """A pinned tensor × pipeline split takes the deployment's devices: with both pinned their product is
         the pinned or fixed count (at most a `<=` one), one alone divides it. Whether the model's heads take
         the split is the planner's layout rule, reported by lint on the pin (kvplan.planner.lint)."""
-        tp, pp = pins.get("tensor_parallel"), pins.get("pipeline_parallel")
+        typed = Pins(pins)
+        tp, pp = typed.pin(settings.pin("tensor_parallel")), typed.pin(settings.pin("pipeline_parallel"))
         if tp is None and pp is None:
             return
-        pd = pins.get("devices")
+        pd = typed.pin(settings.pin("devices"))
         n = float(pd.value) if pd is not None else (
             float(devices.n) if devices is not None and devices.mode == "fixed" else None)
         what = "pin devices" if pd is not None else "devices"
@@ -239,7 +241,8 @@ class _Sections(_Values):
 
     def _attention_dp(self, pins: Mapping[str, Pin]) -> None:
         """Attention data-parallel groups split the tensor-parallel group: their count divides it."""
-        dp, n = pins.get("attention_dp"), pins.get("devices")
+        typed = Pins(pins)
+        dp, n = typed.pin(settings.pin("attention_dp")), typed.pin(settings.pin("devices"))
         if dp is not None and n is not None and float(n.value) % float(dp.value):
             self.report(codes.CONFLICTING_SETTINGS, f"pin attention_dp = {dp.value:g} does not divide pin devices = "
                         f"{n.value:g}: each attention group takes an equal share of the tensor-parallel ranks",

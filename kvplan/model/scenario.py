@@ -71,6 +71,19 @@ class Pins:
     def __contains__(self, row: object) -> bool:
         return isinstance(row, Setting) and row.key in self.pins
 
+    def has(self, row: Setting) -> bool:
+        """Whether the spec pins `row` (at any value, its default included)."""
+        return row.key in self.pins
+
+    def pin(self, row: Setting) -> Optional[Pin]:
+        """The Pin of `row` as written, with its span; None where not pinned."""
+        return self.pins.get(row.key)
+
+    def span(self, row: Setting) -> Optional[Span]:
+        """Where the spec pins `row`; None where it does not."""
+        pin = self.pins.get(row.key)
+        return None if pin is None else pin.span
+
     def _word(self, key: str) -> Optional[str]:
         v = self.value(settings.pin(key))
         return None if v is None else str(v)

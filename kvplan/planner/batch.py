@@ -13,7 +13,7 @@ import numpy as np
 
 from kvplan.base.evidence import derived
 from kvplan.base.records import record
-from kvplan.catalog import DTYPES
+from kvplan.catalog import DTYPES, settings
 from kvplan.catalog.engines import kv_width
 from kvplan.model import memory, pools
 from kvplan.model import roofline as rf
@@ -169,7 +169,7 @@ def _overruled(sc: Scenario, setup: Setup, rules: Mapping[str, Rule], min_gain: 
     """The rules whose filters the pins overrule (Rule.overruled_by): none for a pin that confirms what the planner
     chooses without it (the same kv_dtype or retention), so that pinning the plan's own choices gives the same plan;
     for a pin that changes the choice, each rule it overrules (the operator decided: the rule's lint reports it)."""
-    keys = {k for r in rules.values() for k in r.overruled_by if k in sc.pins}
+    keys = {k for r in rules.values() for k in r.overruled_by if sc.pinned.has(settings.pin(k))}
     if not keys:
         return frozenset()
     free = attrs.evolve(sc, pins={k: v for k, v in sc.pins.items() if k not in keys})

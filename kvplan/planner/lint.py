@@ -11,6 +11,7 @@ import attrs
 from kvplan.base.codes import Severity
 from kvplan.base.diagnostics import Diagnostic, Fix, make
 from kvplan.base.units import fmt_unit
+from kvplan.catalog import settings
 from kvplan.catalog.engines import block_sizes_for, get_engine
 from kvplan.catalog.quality import admissible
 from kvplan.lang import CheckResult
@@ -84,7 +85,7 @@ def _page_pin(sc: Scenario, ctx: Optional[Context]) -> list[Diagnostic]:
     source, dep = (ctx.source, ctx.dep) if ctx is not None else ("", None)
     return [make("KV305", f"engine {sc.engine} does not accept {block}-token pages"
                  + ("" if pages == eng.block_sizes else f" on {sc.device.id}"),
-                 sc.pins["block_size"].span, help=f"use one of {', '.join(map(str, pages))}",
+                 sc.pinned.span(settings.pin("block_size")), help=f"use one of {', '.join(map(str, pages))}",
                  fixes=[fx.set_setting(source, dep, "pin.block_size", str(n)) for n in pages])]
 
 
@@ -166,7 +167,7 @@ def _layout_findings(sc: Scenario, plan: Plan) -> list[Diagnostic]:
     return [make("KV305", f"{split} cannot split {m.id} ({m.n_q} query heads, {m.n_kv} KV heads, "
                  f"{m.n_layers} layers) on {n} devices: tensor parallel must divide the query heads and divide "
                  "or be a multiple of the KV heads, and pipeline parallel be at most the layers",
-                 sc.pins[pinned[0]].span,
+                 sc.pinned.span(settings.pin(pinned[0])),
                  help=f"pin one the model takes (tensor × pipeline): {takes}" if takes else None)]
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Callable, Optional, cast
 import attrs
 
 from kvplan.base.evidence import Value
+from kvplan.catalog import settings
 from kvplan.catalog.engines import get_engine
 from kvplan.model import load
 from kvplan.model.scenario import DeviceCount, Scenario
@@ -97,8 +98,8 @@ def _replicated(sc: Scenario, at: Callable[[Scenario], Plan], smaller: list[_Ser
     above the rate over the layout's goodput (its saturation rate without ttft/itl SLOs), verified by planning
     it, and once more at r + 1 (the goodput is per replica at 1/r of the rate, so rounding can leave it short).
     The fewest devices in all wins, then the lower ITL. Returns the plan and the replica counts passed over."""
-    if sc.pinned.devices is not None or "replicas" in sc.pins or sc.devices.mode == "fixed" or get_engine(
-            sc.engine).data_parallel is None:
+    if (sc.pinned.devices is not None or sc.pinned.has(settings.pin("replicas")) or sc.devices.mode == "fixed"
+            or get_engine(sc.engine).data_parallel is None):
         return None
     found: list[_Served] = []
     passed: list[Option] = []

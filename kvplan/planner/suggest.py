@@ -14,7 +14,7 @@ import attrs
 
 from kvplan.base.errors import KvplanError
 from kvplan.base.records import record
-from kvplan.catalog import DTYPE_ORDER, DTYPES
+from kvplan.catalog import DTYPE_ORDER, DTYPES, settings
 from kvplan.catalog.engines import concrete, get_engine, kv_width
 from kvplan.catalog.quality import BUDGETS, admissible
 from kvplan.model import roofline as rf
@@ -169,7 +169,8 @@ def devices_change(sc: Scenario, n: int) -> tuple[_Rescope, tuple[Change, ...]]:
     else:
         devices = DeviceCount("fixed", n)
         edits.append(Change("devices", "=", str(n)))
-    layout = [k for k in ("tensor_parallel", "pipeline_parallel") if k in sc.pins]  # a split of the old count
+    # a split of the old count
+    layout = [k for k in ("tensor_parallel", "pipeline_parallel") if sc.pinned.has(settings.pin(k))]
     if layout:
         pins = {k: v for k, v in (sc.pins if pins is None else pins).items() if k not in layout}
         edits += [Change(f"pin.{k}", "", None) for k in layout]

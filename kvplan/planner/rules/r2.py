@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from kvplan.base.codes import Severity
 from kvplan.base.diagnostics import Diagnostic, make
+from kvplan.catalog import settings
 from kvplan.lang import fixes as fx
 from kvplan.model.footprint import sharing_factor
 from kvplan.planner.rules.rule import PinView, Rule
@@ -19,7 +20,7 @@ def lint(v: PinView) -> list[Diagnostic]:
     return [make("KV202", "prefix caching is pinned off" + (
         f"; the declared {sc.prefix:,}-token prefix shared by {sc.fanout} requests would give σ = "
         f"{float(sharing_factor(n, sc.context, sc.prefix)):.3g}" if shared else ""),
-        sc.pins["prefix_caching"].span,
+        sc.pinned.span(settings.pin("prefix_caching")),
         help="prefix caching is lossless: set `prefix_caching = on` (R2)",
         severity=Severity.ERROR if shared else Severity.WARNING,
         fixes=[fx.set_setting(v.source, v.dep, "pin.prefix_caching", "on")])]

@@ -9,6 +9,7 @@ from typing import Optional
 from kvplan.base.diagnostics import Diagnostic, make
 from kvplan.base.evidence import derived
 from kvplan.base.units import fmt_unit
+from kvplan.catalog import settings
 from kvplan.planner.decisions import compression_gain
 from kvplan.planner.plan import Change, Rejection
 from kvplan.planner.rules.rule import PinView, Rule, SearchView, fix_for, pinned_kv
@@ -21,7 +22,8 @@ def _kv_read_16bit(v: SearchView, i: int) -> float:
 
 
 def _pinned_lossy(v: SearchView) -> bool:
-    return v.pinned("kv_dtype") or v.pinned("retention")  # the operator decided: lint reports it
+    # the operator decided: lint reports it
+    return v.pinned(settings.pin("kv_dtype")) or v.pinned(settings.pin("retention"))
 
 
 def reject(v: SearchView, i: int) -> Optional[Rejection]:
@@ -57,7 +59,7 @@ def lint(v: PinView) -> list[Diagnostic]:
     if not sc.context < g.s_star:
         return []
     span = next(x.span for x in (pin_dt, pin_r) if x is not None)
-    pins = [k for k in ("kv_dtype", "retention") if k in sc.pins]
+    pins = [k for k in ("kv_dtype", "retention") if sc.pinned.has(settings.pin(k))]
     return [make("KV203", f"KV compressed below s*: context {sc.context:,} is {sc.context / g.s_star:.2f}× s* "
                  f"({fmt_unit(g.s_star, 'tokens')} on {plan.n_devices} × {sc.device.id}, tp {plan.tp}), so the "
                  f"{c:g}× byte cut buys only {g.gain:.2f}× (KV {fmt_unit(g.kv, 'B')} vs weights "

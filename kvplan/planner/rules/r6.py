@@ -5,6 +5,7 @@ reports a pinned tier standing in for memory the deployment lacks (KV206)."""
 from __future__ import annotations
 
 from kvplan.base.diagnostics import Diagnostic, make
+from kvplan.catalog import settings
 from kvplan.planner.plan import Constraint
 from kvplan.planner.rules.rule import PinView, Rule
 
@@ -15,7 +16,7 @@ def lint(v: PinView) -> list[Diagnostic]:
     if tier is None or tier == "none" or short is None:
         return []
     return [make("KV206", f"{short.human} of KV does not fit in device memory and would be read from the "
-                 f"{tier} tier inside every decode step", v.scenario.pins["tier"].span,
+                 f"{tier} tier inside every decode step", v.scenario.pinned.span(settings.pin("tier")),
                  help="shard over more devices or shrink the KV; use the tier only for reuse between steps (R6)")]
 
 

@@ -15,7 +15,8 @@ from kvplan.base.codes import CODES, Stage
 from kvplan.base.diagnostics import Diagnostic, Edit, Fix
 from kvplan.base.errors import Span
 from kvplan.base.records import field, record
-from kvplan.catalog import DTYPES, Dtype
+from kvplan.catalog import DTYPES, Dtype, settings
+from kvplan.catalog.settings import Setting
 from kvplan.lang import fixes as fx
 from kvplan.lang.spec import DeploymentDecl, ListValue
 from kvplan.model.scenario import Pin, Scenario
@@ -40,8 +41,8 @@ class SearchView:
     weights_read: float    # weight bytes one step reads (B)
     narrowest: float       # the narrowest KV dtype width in the space (B per element, no scale bytes)
 
-    def pinned(self, key: str) -> bool:
-        return key in self.scenario.pins
+    def pinned(self, row: Setting) -> bool:
+        return self.scenario.pinned.has(row)
 
 
 @record
@@ -103,8 +104,9 @@ class Rule:
 def span_of(sc: Scenario, *keys: str) -> Optional[Span]:
     """The span of the first of `keys` the spec sets (`pin.x` for a pin)."""
     for k in keys:
-        if k.startswith("pin.") and k[4:] in sc.pins:
-            return sc.pins[k[4:]].span
+        span = sc.pinned.span(settings.row(k)) if k.startswith("pin.") else None
+        if span is not None:
+            return span
         if k in sc.spans:
             return sc.spans[k]
     return None
@@ -152,7 +154,7 @@ def pinned_kv(sc: Scenario) -> PinnedKv:
     """The scenario's pinned KV dtype and retention (PinnedKv)."""
     pins = sc.pinned
     dt = DTYPES.get(pins.kv_dtype) if pins.kv_dtype is not None else None
-    return PinnedKv(sc.pins.get("kv_dtype"), dt, sc.pins.get("retention"), pins.retention)
+    return PinnedKv(pins.pin(settings.pin("kv_dtype")), dt, pins.pin(settings.pin("retention")), pins.retention)
 
 
 def placement_fix(sc: Scenario, ctx: Optional[Context], to: str) -> Optional[Fix]:

@@ -144,8 +144,8 @@ def toy_read(text: str, base_dir: str = ".", where: str = "config") -> Read:
     return r
 
 
-TOY_BACKEND = common.engine_backend(TOY, flags=("--kv", "--page", "--seqs", "--ctx", "--tp"),
-                                    source="tests/unit/app/test_engine_records.py", build=toy_render, read=toy_read)
+TOY_BACKEND = common.engine_backend(TOY, source="tests/unit/app/test_engine_records.py", build=toy_render,
+                                    read=toy_read)
 
 
 @pytest.fixture

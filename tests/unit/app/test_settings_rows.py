@@ -5,8 +5,10 @@ pin is one row of the table: the checker takes it, the typed pins carry it, the 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+import attrs
 import pytest
 import yaml
 
@@ -128,7 +130,9 @@ def test_every_engine_writes_the_flags_the_table_gives_it(engine: str) -> None:
         names, said = _written(plan(scenario(spec(ALL + extra, top=f"engine = {engine}"))), engine)
         written |= names
         warnings += said
-    assert set(settings.flag_names(engine, ENGINES[engine].flags)) <= written
+    # the tier's flags are written where the plan holds a tier (test_backends parses every emitted file for them)
+    tier = {settings.engine_flag(settings.pin("tier"), engine), *settings.pin("tier").engines[engine].writes}
+    assert set(settings.flag_names(engine, ENGINES[engine].flags)) - tier <= written
     for row, c in settings.carried(engine):
         if c.write is Write.NONE:  # each pin it does not write is said, not dropped
             assert any(f"pin {row.key} = " in w and "is not written" in w for w in warnings), row.key
@@ -144,11 +148,53 @@ def test_every_flag_the_table_reads_is_in_the_engines_reader(engine: str) -> Non
             assert {settings.engine_flag(row, engine), *c.aliases} <= names, row.path
 
 
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_every_carrier_is_read_from_the_table_not_by_hand(engine: str) -> None:
+    # each flag a row carries is read by the reader the row derives (flagparse.table_readers), none by a
+    # handler of the engine module's own: no Read.OWN is left on vLLM or SGLang, and no flag is read twice
+    from kvplan.engines.flagparse import table_readers
+
+    derived = {n for f in table_readers(engine, lambda v, flag: (int(v), "")) for n in f.names}
+    own = [n for f in {"vllm": vll._vllm_table, "sglang": sgl._sglang_table}[engine]() for n in f.names]
+    assert len(own) == len(set(own)), sorted(n for n in own if own.count(n) > 1)
+    for row in SETTINGS:
+        c = row.engines.get(engine)
+        if c is None or c.read is Read.NONE or (c.write is Write.NONE and not c.flag):
+            continue
+        names = set(c.switch) if c.read is Read.SWITCH else {settings.engine_flag(row, engine), *c.aliases}
+        if c.read is Read.OWN:  # only the tier's flags (a JSON connector config, a size in GiB) have own readers
+            assert row.path == "pin.tier" and names <= set(own) - derived, row.path
+        else:
+            assert names <= derived, (row.path, names - derived)
+
+
 def test_the_vllm_flag_set_is_the_tables() -> None:
     assert settings.flag_names("vllm", ENGINES["vllm"].flags) == (
         "--max-num-seqs", "--max-model-len", "--kv-cache-dtype", "--block-size", "--enable-prefix-caching",
+        "--disable-prefix-caching", "--kv-offloading-size", "--kv-offloading-backend", "--kv-transfer-config",
         "--tensor-parallel-size", "--pipeline-parallel-size", "--gpu-memory-utilization",
         "--max-num-batched-tokens", "--data-parallel-size")
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_every_engine_flag_set_is_derived_from_the_table(engine: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the backend's flag set is the table's carriers plus the record's own flags, nothing kept by hand: each
+    # written carrier's flag, its switch and what it writes beside it, a YAML key path as its keys
+    from kvplan.engines import TARGETS, common
+
+    record = ENGINES[engine]
+    f = record.flags
+    expected: set[str] = {f.kv_dtype, f.block, f.batch, f.context, f.tp, f.pp, *f.own}
+    for row in SETTINGS:
+        c = row.engines.get(engine)
+        if c is not None and c.write is not Write.NONE:
+            expected |= {settings.engine_flag(row, engine), c.also, *c.writes} - {""}
+    flat = {part for name in expected for part in (name.split(".") if not name.startswith("-") else [name])}
+    assert set(TARGETS[engine].flags) == flat == set(common.flag_set(record))
+    # and a row added to the table is in the flag set with no other edit
+    monkeypatch.setattr(settings, "SETTINGS", (*SETTINGS, TOY))
+    assert {"vllm": "--max-loras", "sglang": "--max-loras-per-batch"}.get(engine, "--max-loras") in \
+        common.flag_set(record) or engine == "trtllm"
 
 
 #: A pin kvplan does not have: LoRA adapters served at once (vLLM --max-loras, SGLang --max-loras-per-batch).
@@ -184,3 +230,52 @@ def test_without_the_row_the_pin_is_an_unknown_key() -> None:
     # the row is all it takes: the same spec fails on the table as shipped
     found = check_source(spec("max_loras = 4"), "d.kvp").diagnostics
     assert any(d.message == "unknown key `max_loras` in pin" for d in found)
+
+
+
+def test_trtllm_says_it_does_not_write_the_memory_fraction_and_its_advice_holds_the_pin() -> None:
+    # TensorRT-LLM's free_gpu_memory_fraction is of the memory free after the weights, not of total memory: the
+    # row's carrier says it is not written (never dropped silently), and the way out it names, --sizing exact,
+    # writes a pool that keeps weights + KV within the pinned share of the device
+    p = plan(scenario(spec("memory_fraction = 0.8", top="engine = trtllm")))
+    said = [w for w in emit(p, "trtllm").warnings if "pin memory_fraction = 0.8 is not written" in w]
+    assert said and "--sizing exact" in said[0]
+    exact = emit(p, "trtllm", sizing="exact")
+    kv = yaml.safe_load(next(f.text for f in exact.files if f.name == "trtllm.yaml"))["kv_cache_config"]
+    m = p.scenario.model
+    assert kv["dtype"] == "auto" and m.n_kv % p.tp == 0 and "max_tokens" in kv   # bf16 KV, heads split evenly
+    # K and V in 2 bytes, the most loaded stage's layers and this rank's KV heads; weights split over every GPU
+    per_token = 2 * math.ceil(m.n_layers / p.pp) * (m.n_kv // p.tp) * m.head_dim * 2
+    assert m.params * 2 / (p.tp * p.pp) + kv["max_tokens"] * per_token <= 0.8 * p.scenario.device.memory
+
+
+def test_every_trtllm_carrier_is_read_from_the_table_not_by_hand() -> None:
+    # TensorRT-LLM's config keys differ from its command-line names: each carrier's YAML key (and its aliases) is
+    # read by the reader the row derives, and its command-line name (Carrier.cli) by the derived flag reader
+    from kvplan.engines import trtllm as trt
+    from kvplan.engines.flagparse import table_readers
+
+    yaml_keys = set(trt._yaml_readers())
+    cli = {n for f in table_readers("trtllm", trt.trtllm_tokens, cli=True) for n in f.names}
+    for row in SETTINGS:
+        c = row.engines.get("trtllm")
+        if c is None or c.write is Write.NONE:
+            continue
+        if c.read is Read.OWN:  # only the tier's host_cache_size (a byte size, not a count) has its own reader
+            assert row.path == "pin.tier", row.path
+            continue
+        assert {settings.engine_flag(row, "trtllm"), *c.aliases} <= yaml_keys, row.path
+        assert not c.cli or c.cli in cli, row.path
+    assert cli == {"--max_batch_size", "--max_seq_len", "--tp_size", "--pp_size"}
+
+
+def test_a_trtllm_yaml_key_added_as_a_row_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a row whose TensorRT-LLM carrier names a config key is read from the YAML with no edit of trtllm.py
+    from kvplan.engines import trtllm as trt
+
+    batch = settings.row("workload.batch")
+    moved = attrs.evolve(batch, engines={**batch.engines, "trtllm": attrs.evolve(
+        batch.engines["trtllm"], record="", flag="scheduler_config.max_batch_size_toy", aliases=("toy_batch",))})
+    monkeypatch.setattr(settings, "SETTINGS", tuple(moved if s is batch else s for s in SETTINGS))
+    r = trt.read("toy_batch: 48\nmax_seq_len: 4096\n", ".", "t.yaml")
+    assert r.batch == (48, "toy_batch: 48") and r.context == (4096, "max_seq_len: 4096")

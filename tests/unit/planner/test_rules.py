@@ -11,6 +11,7 @@ import pytest
 
 from kvplan.base.codes import CODES, Code, Severity, Stage
 from kvplan.base.diagnostics import Diagnostic, make
+from kvplan.catalog import settings
 from kvplan.planner import plan
 from kvplan.planner.lint import findings
 from kvplan.planner.plan import Rejection
@@ -22,7 +23,7 @@ PLANNER = ROOT / "kvplan" / "planner"
 
 
 def _toy_reject(v: SearchView, i: int) -> Optional[Rejection]:
-    if v.ev.dtype[i] != "int2" or v.pinned("kv_dtype"):
+    if v.ev.dtype[i] != "int2" or v.pinned(settings.pin("kv_dtype")):
         return None
     return Rejection("R9", "2-bit KV is not certified on this fleet")
 
