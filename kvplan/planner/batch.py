@@ -119,9 +119,9 @@ def _evaluate(sc: Scenario, setup: _Setup, found: _Found) -> Evaluated:
 
 def _pool(sc: Scenario, setup: _Setup) -> pools.PoolSettings:
     """What the engine's own pool formula reads beyond a candidate (kvplan.model.pools): page, reserves, prefix
-    caching and the pinned per-step token limit."""
+    caching, the pinned per-step token limit and memory fraction, and the spec's context bound."""
     return pools.PoolSettings(setup.block, setup.reserves, setup.prefix_caching,
-                              sc.pinned.max_batched_tokens)
+                              sc.pinned.max_batched_tokens, sc.memory_fraction, sc.context_bound)
 
 
 @record

@@ -5,7 +5,7 @@ from __future__ import annotations
 from kvplan.catalog import get_device, get_model
 from kvplan.catalog.engines import ENGINES
 from kvplan.model import pools
-from kvplan.model.pools import sglang, trtllm
+from kvplan.model.pools import sglang, trtllm, vllm
 
 
 def _gpt_oss(batch: int = 383, context: int = 4000, dtype: str = "bf16") -> pools.PoolQuery:
@@ -18,7 +18,8 @@ def _gpt_oss(batch: int = 383, context: int = 4000, dtype: str = "bf16") -> pool
 
 def test_every_formula_is_keyed_by_an_engine_record() -> None:
     assert set(pools.FORMULAS) <= set(ENGINES)
-    assert pools.fit("vllm", _gpt_oss()) is None       # vLLM: the memory model's test
+    assert pools.fit("vllm", _gpt_oss()) == vllm.fit(_gpt_oss())
+    assert pools.fit("lmcache", _gpt_oss()) is None    # LMCache: the memory model's test (no GPU pool of its own)
     assert pools.fit("sglang", _gpt_oss()) == sglang.fit(_gpt_oss())
 
 
@@ -47,3 +48,28 @@ def test_trtllm_fits_when_a_fraction_below_one_buys_the_plans_blocks() -> None:
     per_token = trtllm.token_bytes(small.model, "bf16", 1, 1)
     assert per_token == 2 * 36 * 64 * 8 * 2             # kv_factor 2 × layers × head_dim × n_kv × 2 B
     assert f.pool == f.tokens * per_token
+
+
+def _llama70b_128k(dtype: str, width: float) -> pools.PoolQuery:
+    """examples/w4-reuse.kvp: Llama-3.1-70B on one B200, one sequence of 128,000 tokens, 16-token pages."""
+    m = get_model("meta-llama/Llama-3.1-70B-Instruct")
+    per_token = 80 * 8 * 128 * 2 * width                # layers × KV heads × head_dim × (K, V) × bytes
+    return pools.PoolQuery(m, get_device("b200"), dtype, width, 1, 1, 16, 1, 128_000, 128_000 * per_token, 2.0)
+
+
+def test_vllms_pool_is_raised_to_the_least_hundredth_that_holds_the_plan_and_fits_within_the_memory_model() -> None:
+    q = _llama70b_128k("bf16", 2.0)
+    f = vllm.fit(q)
+    assert f is not None and f.setting == "--gpu-memory-utilization"
+    block = 80 * 8 * 16 * (128 + 128) * 2               # one 16-token page of every layer, bf16
+    blocks = 128_000 // 16
+    assert f.tokens == 128_000 and f.pool == (blocks + 1) * block   # and vLLM's null block
+    terms = 2**30 + 16_384 * 131_072 + 2**30            # non-torch, activation peak at 16,384 tokens, CUDA graphs
+    assert f.needed == q.weights + f.pool + terms
+    assert f.value == "0.98"                            # ceil(needed / 192 GB, hundredths): 0.9758 -> 0.98
+    # vLLM's pool at 0.98 would hold it, but the raise takes back no more than the memory model reserves: the
+    # memory model's 176.6 GB usable do not hold weights + 42 GB of KV, so the planner keeps to fp8 (w4-reuse)
+    assert q.weights + 128_000 * 327_680 > 0.92 * 192e9
+    assert not f.fits
+    small = vllm.fit(_llama70b_128k("fp8", 1.0))
+    assert small is not None and small.fits and small.value == "0.92"  # vLLM's default holds 21 GB of fp8 KV
