@@ -73,3 +73,19 @@ def test_vllms_pool_is_raised_to_the_least_hundredth_that_holds_the_plan_and_fit
     assert not f.fits
     small = vllm.fit(_llama70b_128k("fp8", 1.0))
     assert small is not None and small.fits and small.value == "0.92"  # vLLM's default holds 21 GB of fp8 KV
+
+
+def test_trtllm_allocates_a_whole_kv_head_per_rank_when_tp_exceeds_the_kv_heads() -> None:
+    """KVCacheManager's num_kv_heads_per_layer = ceil(n_kv / tp) (resource_manager.py, commit d2a5560): Llama-3-70B
+    (8 KV heads) at tp 16 holds one head of 128 per layer and rank, as the memory model's replicated heads."""
+    m = get_model("llama-3-70b")
+    assert m.n_kv == 8 and m.head_dim == 128 and m.n_layers == 80
+    assert trtllm.token_bytes(m, "bf16", 16, 1) == 2 * 80 * 128 * 1 * 2
+    assert trtllm.token_bytes(m, "bf16", 8, 1) == 2 * 80 * 128 * 1 * 2
+    assert trtllm.token_bytes(m, "fp8", 4, 1) == 2 * 80 * 128 * 2 * 1
+    assert trtllm.token_bytes(m, "bf16", 3, 1) == 2 * 80 * 128 * 3 * 2   # ceil(8 / 3)
+
+
+def test_the_planner_fits_trtllm_candidates_against_trtllms_pool() -> None:
+    q = _gpt_oss(batch=1)
+    assert pools.fit("trtllm", q) == trtllm.fit(q)
