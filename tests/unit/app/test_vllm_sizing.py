@@ -19,8 +19,8 @@ from kvplan.app.replan import emit
 from kvplan.catalog import devices, get_model
 from kvplan.catalog.engines import get_engine, kv_dtypes_for
 from kvplan.engines import Reserves
-from kvplan.engines import lmcache as lmc
 from kvplan.lang import check_source
+from kvplan.model.pools import lmcache as lpool
 from kvplan.model.pools import vllm as vpool
 from kvplan.planner import plans_for
 from kvplan.planner.plan import Plan
@@ -237,9 +237,9 @@ def test_lmcache_sizes_are_gib_and_its_tokens_whole_chunks() -> None:
 
 
 def test_lmcache_stores_int4_at_one_byte_per_element() -> None:
-    assert lmc.element_bytes("int4") == lmc.element_bytes("fp8") == lmc.element_bytes("int8") == 1
-    assert lmc.element_bytes("bf16") == 2
-    assert lmc.lmcache_bytes(19.54) == int(19.54 * 1024**3)
+    assert lpool.element_bytes("int4") == lpool.element_bytes("fp8") == lpool.element_bytes("int8") == 1
+    assert lpool.element_bytes("bf16") == 2
+    assert lpool.lmcache_bytes(19.54) == int(19.54 * 1024**3)
 
 
 @pytest.mark.parametrize("spec", ["examples/w2-batch32.kvp", "tests/data/emit/host-tier.kvp"])

@@ -5,7 +5,8 @@ from __future__ import annotations
 from kvplan.catalog import get_device, get_model
 from kvplan.catalog.engines import ENGINES
 from kvplan.model import pools
-from kvplan.model.pools import sglang, trtllm, vllm
+from kvplan.model.pools import lmcache, sglang, trtllm, vllm
+from kvplan.model.pools.query import kv_layout
 
 
 def _gpt_oss(batch: int = 383, context: int = 4000, dtype: str = "bf16") -> pools.PoolQuery:
@@ -89,3 +90,16 @@ def test_trtllm_allocates_a_whole_kv_head_per_rank_when_tp_exceeds_the_kv_heads(
 def test_the_planner_fits_trtllm_candidates_against_trtllms_pool() -> None:
     q = _gpt_oss(batch=1)
     assert pools.fit("trtllm", q) == trtllm.fit(q)
+
+
+def test_lmcaches_host_tier_is_the_fewest_hundredths_of_a_gib_that_hold_the_plans_bytes() -> None:
+    """examples/w4-reuse.kvp's host tier: 128,000 tokens of Llama-70B's fp8 KV per worker."""
+    m = get_model("meta-llama/Llama-3.1-70B-Instruct")
+    per_worker = 128_000 * 80 * 8 * 128 * 2 * 1.0       # tokens × layers × KV heads × head_dim × (K, V) × 1 B
+    t = lmcache.tier(kv_layout(m, 1, 1, 1.0), "fp8", False, per_worker, local=True)
+    assert t.size == 19.54                               # 19.53 GiB × 1024³ is short of 20,971,520,000 B
+    assert int(19.53 * 2**30) < per_worker <= int(19.54 * 2**30) == t.held
+    assert t.chunk == 80 * 2 * 256 * 8 * 128 * 1         # one chunk of 256 tokens, 1 B per fp8 element
+    assert t.tokens == t.held // t.chunk * 256 == 500 * 256
+    remote = lmcache.tier(kv_layout(m, 1, 1, 1.0), "fp8", False, per_worker, local=False)
+    assert remote.held == 5 * 2**30                      # LMCache's default CPU level, staging for a remote store
