@@ -136,3 +136,13 @@ def test_the_planners_fit_is_the_emitted_configs_capacity(spec: str, engine: str
         if "kv_sequences" not in rows:
             continue
         assert _fits(p) == (rows["kv_sequences"].value >= p.scenario.batch), (sc.name, p.n_devices, p.unmet[:1])
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_a_plan_that_does_not_fit_is_short_by_a_positive_amount(engine: str) -> None:
+    """dp-attention.kvp at 16 × its batch fits no device count kvplan searches under any engine: the fit finding's
+    shortfall (the engine's need − usable) is positive, never a need below the usable memory."""
+    (sc,) = check_file(str(DATA / "engine-check" / "dp-attention.kvp")).scenarios
+    p = plan(attrs.evolve(sc, engine=engine, batch=sc.batch * 16), suggest=False)
+    (fit,) = [u for u in p.unmet if u.constraint == "fits"]
+    assert fit.shortfall.value > 0, fit.message

@@ -246,7 +246,8 @@ def fit(q: PoolQuery) -> Optional[Fit]:
     """The candidate against vLLM's own pool, as vllm.sh is written in fill mode (the default): the pinned or
     default --gpu-memory-utilization, raised where its pool is too small, fits when its pool admits one request at
     --max-model-len and holds the batch. The need is the weights + the plan's own pool (exact mode's, the null
-    block included) + vLLM's non-torch, activation and CUDA-graph terms. None for a KV dtype vLLM does not store."""
+    block included) + vLLM's non-torch, activation and CUDA-graph terms, or the memory model's where that is
+    more. None for a KV dtype vLLM does not store."""
     if q.dtype_id not in VLLM.kv_names:
         return None
     layout = kv_layout(q.model, q.tp, q.pp, DTYPES[q.dtype_id].width, VLLM.page_scales.get(q.dtype_id))
@@ -259,11 +260,12 @@ def fit(q: PoolQuery) -> Optional[Fit]:
     if q.memory_fraction is None:
         frac = raised(total, weights, sh, q.page, bound, frac, terms, tokens) or frac
     held = fill_pool(total, weights, sh, q.page, bound, frac, terms)
-    blocks = math.ceil(whole(tokens / max(1, q.attention_dp) / q.page))
+    blocks = math.ceil(whole(tokens / q.page))  # vLLM writes no DP attention: its one pool holds every sequence
     pool = float(exact_blocks(sh, blocks, q.batch) * sh.block_bytes)
     # the raise takes back vLLM's own terms from the share the memory model reserves, never more: as the writer
-    # raises only for a plan that fits, a candidate the memory model does not fit is not made to fit by it
-    model_fits = weights + float(memory.kv_per_device(q.model, q.kv_bytes, q.tp, q.pp)) <= total - q.reserves.total(
-        total)
-    return Fit(blocks * q.page, pool, weights + pool + terms, "--gpu-memory-utilization", f"{frac:g}",
-               model_fits and held.requests >= 1 and held.sequences(tokens, q.batch) >= q.batch)
+    # raises only for a plan that fits, a candidate the memory model does not fit is not made to fit by it (and
+    # its need is the larger of the two)
+    reserves = q.reserves.total(total)
+    model_need = weights + float(memory.kv_per_device(q.model, q.kv_bytes, q.tp, q.pp)) + reserves
+    return Fit(blocks * q.page, pool, max(weights + pool + terms, model_need), "--gpu-memory-utilization",
+               f"{frac:g}", model_need <= total and held.requests >= 1 and held.sequences(tokens, q.batch) >= q.batch)
