@@ -20,6 +20,7 @@ from typing import Literal, Optional
 
 from kvplan import engines
 from kvplan.engines import DeployOptions, Emitted, OwnPlan, Reserves, capacity_line, resolve_targets
+from kvplan.model.pools.query import Sizing
 from kvplan.planner import for_engine
 from kvplan.planner.per_engine import planned_line, unfit
 from kvplan.planner.plan import Plan
@@ -28,30 +29,31 @@ from kvplan.planner.plan import Plan
 __all__ = ["Reserves", "capacity_line", "emit", "own_plan", "own_plans", "resolve_targets", "written_from"]
 
 
-def own_plan(spec_plan: Plan, engine: str) -> OwnPlan:
+def own_plan(spec_plan: Plan, engine: str, sizing: Sizing = "fill") -> OwnPlan:
     """The plan `engine`'s target is written from: the spec's when the plan made for that engine is the same
     plan (the same digest: its record changed nothing), else that engine's own, with the words that say so and
     the error when it does not run."""
-    own = for_engine(spec_plan, engine)
+    own = for_engine(spec_plan, engine, sizing=sizing)
     if own.digest == spec_plan.digest:
         return OwnPlan(engine, spec_plan)
     return OwnPlan(engine, own, unfit(spec_plan, own), planned_line(spec_plan, own))
 
 
-def own_plans(spec_plan: Plan, target: str) -> tuple[OwnPlan, ...]:
+def own_plans(spec_plan: Plan, target: str, sizing: Sizing = "fill") -> tuple[OwnPlan, ...]:
     """The plans of every engine `target` writes for (its Backend.writes_for the spec's engine)."""
     backend = engines.TARGETS.get(target)
     if backend is None:
         return ()
-    return tuple(own_plan(spec_plan, e) for e in backend.writes_for(spec_plan.scenario.engine))
+    return tuple(own_plan(spec_plan, e, sizing) for e in backend.writes_for(spec_plan.scenario.engine))
 
 
 def emit(plan: Plan, target: str, *, spec: str = "", reserves: Optional[Reserves] = None,
          deploy: Optional[DeployOptions] = None, sizing: Literal["fill", "exact"] = "fill",
          raise_fill: bool = True) -> Emitted:
-    """kvplan.engines.emit with the plans made for the target's engines: what `kvplan emit` writes."""
+    """kvplan.engines.emit with the plans made for the target's engines, sized as the file is (`sizing`): what
+    `kvplan emit` writes."""
     return engines.emit(plan, target, spec=spec, reserves=reserves, deploy=deploy, sizing=sizing,
-                        raise_fill=raise_fill, own_plans=own_plans(plan, target))
+                        raise_fill=raise_fill, own_plans=own_plans(plan, target, sizing))
 
 
 def written_from(spec_plan: Plan, engine: str) -> Plan:

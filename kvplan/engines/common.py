@@ -47,12 +47,12 @@ from kvplan.engines.flagparse import Read
 from kvplan.model import memory
 from kvplan.model.footprint import fragmentation
 from kvplan.model.memory import DEFAULT_RUNTIME_RESERVE, GiB, Reserves
-from kvplan.model.pools.query import PoolQuery
+from kvplan.model.pools.query import KvLayout, PoolQuery, kv_layout
 from kvplan.model.roofline import Config
 from kvplan.model.scenario import Scenario
 from kvplan.planner.plan import Plan
 
-__all__ = ["DEFAULT_RUNTIME_RESERVE", "GiB", "Reserves"]  # re-exported: the memory model's names
+__all__ = ["DEFAULT_RUNTIME_RESERVE", "GiB", "KvLayout", "Reserves", "kv_layout"]  # re-exported: the model's names
 
 #: The tiers a backend can be asked for (TierPlan.tier, besides "none").
 TIERS = ("host", "peer", "ssd", "remote")
@@ -357,42 +357,6 @@ def runnable(backend: Backend, engine: EngineRecord, plan: Plan) -> Backend:
 
 
 # ---------------------------------------------------------------- memory accounting
-
-@record
-class KvLayout:
-    """What one GPU stores per token: the most loaded pipeline stage's layers, the KV heads of one
-    tensor-parallel shard (replicated beyond n_kv; an MLA latent on every rank)."""
-
-    layers: int
-    heads: int
-    head_size: int
-    head_size_v: int
-    dtype_bytes: float
-    scale_bytes: float = 0.0    # per token and KV head, K and V together: the engine's inline scales
-
-    def page_bytes_per_layer(self, block: int) -> float:
-        """engines.md: num_kv_heads (per TP shard) × block_size × ((head_size + head_size_v) × dtype bytes
-        + the scale bytes the engine stores inline per token-head: vLLM's per-token-head fp32 scales)."""
-        return self.heads * block * ((self.head_size + self.head_size_v) * self.dtype_bytes + self.scale_bytes)
-
-    def block_bytes(self, block: int) -> float:
-        return self.layers * self.page_bytes_per_layer(block)
-
-    @property
-    def token_bytes(self) -> float:
-        return self.block_bytes(1)
-
-
-def kv_layout(model: Model, tp: int, pp: int, dtype_bytes: float, scale: Optional[PageScale] = None) -> KvLayout:
-    """`scale`: the engine's inline scale bytes for the dtype (its record's page_scales), none on MLA latents."""
-    layers = math.ceil(model.n_layers / max(1, pp))
-    if model.kv_kind == "mla":
-        return KvLayout(layers, 1, model.mla_kv_rank + model.mla_rope_dim, 0, dtype_bytes)
-    heads = math.ceil(model.n_kv / tp) if tp <= model.n_kv else 1
-    dv = model.v_head_dim or model.head_dim
-    extra = scale.bytes_per_token_head(model.head_dim, dv) if scale is not None else 0.0
-    return KvLayout(layers, heads, model.head_dim, dv, dtype_bytes, extra)
-
 
 def pinned_engine_flags(sc: Scenario, engine: str) -> list[Flag]:
     """The engine settings a spec pins (what `kvplan import` read), written back under `engine`'s flags as

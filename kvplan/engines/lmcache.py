@@ -1,7 +1,8 @@
 """LMCache 0.5.6: the plan's second tier as lmcache.yaml, and the vLLM or SGLang commands that load it.
 
 Written only when the plan has a tier; otherwise a warning says there is
-nothing to tier. Sizes are per engine worker (one per GPU): the plan's tier
+nothing to tier. The sizes are kvplan.model.pools.lmcache's (below the planner); this
+module writes what it derives. Sizes are per engine worker (one per GPU): the plan's tier
 bytes, replicated as the GPU pool is, divided over the GPUs, in whole blocks.
 
 - host: `local_cpu: true`, `max_local_cpu_size` = that size in GiB: LMCache
@@ -32,7 +33,6 @@ unimplemented stub in 0.5.6 and never written.
 from __future__ import annotations
 
 import functools
-import math
 
 import attrs
 
@@ -42,12 +42,9 @@ from kvplan.catalog.engines import get_engine
 from kvplan.catalog.quality import admissible
 from kvplan.engines import common, own, sglang, vllm, yamlout
 from kvplan.engines.common import Backend, EmitRequest, Emitted, EmittedFile
+from kvplan.model.pools import lmcache as lpool
+from kvplan.model.pools.lmcache import CHUNK_SIZE, DEFAULT_CPU_GB, element_bytes
 
-#: LMCache's default chunk size in tokens (engines.md).
-CHUNK_SIZE = 256
-#: LMCache's default CPU size in GiB (lmcache/v1/config.py:88-113), kept as the staging level in front of a disk or
-#: remote tier.
-DEFAULT_CPU_GB = 5.0
 #: Where the SSD tier lives: a placeholder to edit (LMCache takes `file:///path/`).
 DISK_PLACEHOLDER = "file:///mnt/nvme/lmcache/"
 
@@ -62,33 +59,6 @@ def _loaders(engine: str) -> tuple[str, ...]:
     """The loaders written for the spec's `engine`: its own, or (`any`, or an engine LMCache does not plug
     into) all of them."""
     return (engine,) if engine in LOADERS else tuple(LOADERS)
-
-
-GiB = 1024**3
-
-
-def _gib_up(x: float) -> float:
-    """The fewest hundredths of a GiB whose int(value × 1024³) bytes, as LMCache reads them, hold `x` bytes."""
-    v = max(1, math.ceil(x / GiB * 100))
-    while int(v / 100 * GiB) < x:
-        v += 1
-    return v / 100
-
-
-def lmcache_bytes(size_gib: float) -> int:
-    """The bytes LMCache allocates for a size in GiB: int(size × 1024**3) (cache_engine.py:2087-2110)."""
-    return int(size_gib * GiB)
-
-
-def element_bytes(dtype_id: str) -> int:
-    """Bytes per element of vLLM's KV torch dtype, which LMCache's chunks use: 2 for 16-bit, else 1 (uint8)."""
-    return 2 if dtype_id in ("bf16", "fp16") else 1
-
-
-def chunk_bytes(layout: common.KvLayout, dtype_id: str, mla: bool) -> int:
-    """One LMCache chunk: kv_shape (layers, 1 if MLA else 2, chunk_size, KV heads, head size) × element bytes
-    (lmcache/integration/vllm/utils.py:405-415)."""
-    return layout.layers * (1 if mla else 2) * CHUNK_SIZE * layout.heads * layout.head_size * element_bytes(dtype_id)
 
 
 def _lossy_transport_admitted(budget: str) -> bool:
@@ -116,10 +86,8 @@ def _config(req: EmitRequest, mapped: common.Mapped, sz: common.Sizing) -> _Conf
     findings: list[str] = []
     per_gpu = sz.tier_bytes_per_gpu()
     body: dict[str, object] = {"chunk_size": CHUNK_SIZE, "local_cpu": True}
-    size = _gib_up(per_gpu)
-    chunk = chunk_bytes(sz.layout, mapped.dtype.id, sc.model.kv_kind == "mla")
-    held = lmcache_bytes(size if mapped.tier in ("host", "ssd") else DEFAULT_CPU_GB)
-    tokens = held // chunk * CHUNK_SIZE
+    t = lpool.tier(sz.layout, mapped.dtype.id, sc.model.kv_kind == "mla", per_gpu, mapped.tier in ("host", "ssd"))
+    size, chunk, held, tokens = t.size, t.chunk, t.held, t.tokens
     key = "max_local_disk_size" if mapped.tier == "ssd" else "max_local_cpu_size"
     comments = [common.header(req, BACKEND.label)]
     if mapped.tier in ("host", "ssd"):

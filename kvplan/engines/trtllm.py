@@ -5,10 +5,11 @@ How TensorRT-LLM sizes its KV pool (docs/engine-memory.md § TensorRT-LLM; NVIDI
 commits named):
 
     bytes per token  = x × 2 (16-bit), x (FP8), ceil(x/2) + ceil(x/16) (NVFP4: FP8 scale per 16 values)
-    x                = kv_factor × layers on the rank × head_dim × n_kv // tp   (MHA, kv_factor 2)
-                       1 × layers × (kv_lora_rank + qk_rope_head_dim)            (MLA: no TP division)
-                       (tensorrt_llm/_torch/pyexecutor/resource_manager.py, KVCacheManager.get_cache_size_per_token,
-                        commit d2a5560abdadfbdf496ce057696103e0509a71ed)
+    x                = kv_factor × layers on the rank × head_dim × ceil(n_kv / tp)   (MHA, kv_factor 2)
+                       1 × layers × (kv_lora_rank + qk_rope_head_dim)                 (MLA: no TP division)
+                       (tensorrt_llm/_torch/pyexecutor/resource_manager.py, KVCacheManager.__init__'s
+                        num_kv_heads_per_layer and get_cache_bytes_per_token, commit
+                        d2a5560abdadfbdf496ce057696103e0509a71ed)
     free_gpu_memory_fraction of the memory free after the profiling run: (total − peak) × fraction, peak = weights
                        + activations at max_num_tokens + non-torch memory (tensorrt_llm/_torch/pyexecutor/_util.py,
                        KvCacheCreator._cal_max_memory, commit 0004396720054fd8e205cbf616f21f0b57c6b412); kvplan

@@ -9,7 +9,9 @@ assumed, overridable defaults); `exact` writes `--kv-cache-memory-bytes`, the pl
 blocks plus the null block vLLM's BlockPool holds back (v1/core/block_pool.py:191).
 Pages are vLLM's: the per-token-head dtypes carry fp32 scales (TRITON_ATTN), nvfp4
 FP8 block scales; a windowed model's layers form KV cache groups that share one pool
-(v1/core/kv_cache_planning.py). docs/cli-emit.md "Sizing" has the formulas.
+(v1/core/kv_cache_planning.py). docs/cli-emit.md "Sizing" has the formulas; the arithmetic
+is kvplan.model.pools.vllm, which the planner fits each candidate against, and this writer
+writes what it derives.
 
 A host tier uses vLLM's own offloading (`--kv-offloading-size`, summed over TP
 ranks, with `--kv-offloading-backend native`); an SSD or remote tier goes
@@ -27,14 +29,13 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Optional, Sequence
+from typing import Optional
 
 import attrs
 
 from kvplan.base import limits
 from kvplan.base.evidence import Value, assumed, derived, reported
 from kvplan.base.units import fmt_bytes
-from kvplan.catalog import Model
 from kvplan.catalog.engines import get_engine
 from kvplan.engines import common
 from kvplan.engines.common import EmitRequest, Emitted, EmittedFile, Flag, Reserves
@@ -60,6 +61,8 @@ from kvplan.engines.flagparse import (
     warn_flag,
     weights_dtype,
 )
+from kvplan.model.pools import vllm as vpool
+from kvplan.model.pools.vllm import Pool, Shape
 from kvplan.planner.plan import Plan
 
 ENGINE = get_engine("vllm")
@@ -74,151 +77,11 @@ def _gib_up(x: float) -> int:
     return max(1, math.ceil(x / common.GiB))
 
 
-def _gib(b: float) -> str:
-    """vLLM's format_gib (vllm/utils/mem_utils.py:30): GiB rounded to 2 decimals, as its messages print them."""
-    return f"{round(b / common.GiB, 2)}"
-
-
-def default_batched_tokens(device_memory: float, device_id: str) -> tuple[int, str]:
-    """vLLM 0.33.0's default --max-num-batched-tokens for `vllm serve` (OPENAI_API_SERVER) on a GPU of this much
-    memory (vllm/engine/arg_utils.py:2955-3005): 16,384 from 160 GiB, 8,192 from 70 GiB (not A100), else 2,048."""
-    gib = device_memory / common.GiB
-    if gib >= 160:
-        return 16384, "vLLM's default for GPUs of 160 GiB or more (engine/arg_utils.py:2975)"
-    if gib >= 70 and "a100" not in device_id:
-        return 8192, "vLLM's default for GPUs of 70 GiB or more but A100 (engine/arg_utils.py:2989)"
-    return 2048, "vLLM's default for smaller GPUs and A100 (engine/arg_utils.py:2999)"
-
-
-@attrs.frozen(slots=True)
-class Groups:
-    """vLLM's KV cache groups on one GPU (v1/core/kv_cache_planning.py:416-560): layers bucketed by attention
-    window, each bucket split into groups of `group_size` layers; all groups draw block ids from one pool, and
-    one pool block is one page of `group_size` layers."""
-
-    group_size: int
-    windows: tuple[Optional[int], ...]   # one per group: None for full attention
-
-    @property
-    def hybrid(self) -> bool:
-        return len(self.windows) > 1
-
-
-def kv_groups(windows: Sequence[Optional[int]]) -> Groups:
-    """_get_kv_cache_groups_uniform_page_size (kv_cache_planning.py:505-560) for layers of equal page size:
-    group size = the fewest layers of one window, or the most when no bucket has 1.5x the fewest."""
-    buckets: dict[Optional[int], int] = {}
-    for w in windows:
-        buckets[w] = buckets.get(w, 0) + 1
-    if len(buckets) == 1:
-        return Groups(len(windows), (next(iter(buckets)),))
-    least, most = min(buckets.values()), max(buckets.values())
-    size = most if most < least * 1.5 else least
-    return Groups(size, tuple(w for w, n in buckets.items() for _ in range(math.ceil(n / size))))
-
-
-def blocks_per_request(groups: Groups, max_len: int, block: int, in_flight: int) -> int:
-    """Pool blocks one request at max_len takes (kv_cache_utils.py:1061-1090, the sum over groups): a full
-    group cdiv(max_len, block) (kv_cache_interface.py:643-648); a sliding-window group
-    cdiv(min(window - 1 + in-flight tokens, max_len), block) + 1 (kv_cache_interface.py:918-944)."""
-    total = 0
-    for w in groups.windows:
-        if w is None:
-            total += math.ceil(max_len / block)
-        else:
-            total += math.ceil(min(w - 1 + in_flight, max_len) / block) + 1
-    return total
-
-
-@attrs.frozen(slots=True)
-class Pool:
-    """One GPU's vLLM KV pool: `num_blocks` pool blocks of `block_bytes` (the null block among them)."""
-
-    num_blocks: int
-    block_bytes: int
-    block: int
-    per_request: int          # pool blocks one request at --max-model-len takes
-    max_len: int
-    groups: Groups
-
-    @property
-    def bytes(self) -> int:
-        return self.num_blocks * self.block_bytes
-
-    @property
-    def tokens(self) -> int:
-        """The capacity kvplan states: usable token slots, (num_blocks - 1) x block (the BlockPool holds one
-        null block, v1/core/block_pool.py:191); with several KV cache groups vLLM's own figure,
-        int(num_blocks / blocks per request x max-model-len) (kv_cache_utils.py:1119-1128)."""
-        if self.groups.hybrid:
-            return int(self.num_blocks / self.per_request * self.max_len)
-        return max(0, self.num_blocks - 1) * self.block
-
-    @property
-    def requests(self) -> int:
-        """Requests at --max-model-len that fit beside the null block."""
-        return max(0, self.num_blocks - 1) // self.per_request if self.per_request else 0
-
-    def refusal(self, fix: str) -> Optional[str]:
-        """vLLM's own words when one request at --max-model-len does not fit (kv_cache_planning.py:50-88,
-        checked against the pool less the null block, 1533-1556), with the flag that would fix it."""
-        avail = self.bytes - self.block_bytes
-        needed = self.per_request * self.block_bytes
-        if self.bytes <= 0:
-            return ("vLLM would refuse to start: \"No available memory for the cache blocks. Try increasing "
-                    f"`gpu_memory_utilization` when initializing the engine\"; {fix}")
-        if needed <= avail:
-            return None
-        est = max(0, self.num_blocks - 1) * self.block if not self.groups.hybrid else 0
-        est_msg = f"Based on the available memory, the estimated maximum model length is {est}. " if est > 0 else ""
-        return (f"vLLM would refuse to start: \"To serve at least one request with the model's max seq len "
-                f"({self.max_len}), ({_gib(needed)} GiB KV cache is needed, which is larger than the available KV "
-                f"cache memory ({_gib(avail)} GiB). {est_msg}Try increasing "
-                f"`gpu_memory_utilization` ... or decreasing `max_model_len`\"; {fix}")
-
-
-def _layer_windows(model: Model, pp: int) -> tuple[Optional[int], ...]:
-    """The windows of the most loaded pipeline stage's layers (the first: vLLM's get_pp_indices)."""
-    return tuple(model.windows[:math.ceil(model.n_layers / max(1, pp))])
-
-
-def fill_fraction(plan: Plan) -> tuple[float, str]:
-    """The --gpu-memory-utilization fill mode writes: the spec's pin (what `kvplan import` read), else vLLM's
-    default (the engine record)."""
-    pinned = plan.scenario.memory_fraction
-    if pinned is not None:
-        return pinned, "pin memory_fraction: the deployment's --gpu-memory-utilization"
-    mem = ENGINE.memory
-    assert mem is not None
-    return mem.fraction, mem.fraction_source
-
-
-@attrs.frozen(slots=True)
-class Shape:
-    """What fixes vLLM's pool arithmetic for one GPU: its KV cache groups, the bytes of one pool block, the blocks
-    one request at --max-model-len takes, and the --max-num-batched-tokens written."""
-
-    groups: Groups
-    block_bytes: int
-    per_request: int
-    batched: int
-    batched_why: str
-
-
 def shape(p: Plan, sz: common.Sizing, block: int) -> Shape:
+    """vLLM's pool shape for the plan on its most loaded GPU (kvplan.model.pools.vllm.shape)."""
     sc = p.scenario
-    groups = kv_groups(_layer_windows(sc.model, p.pp))
-    page = sz.layout.page_bytes_per_layer(block)
-    block_bytes = math.ceil(page * groups.group_size) if groups.hybrid else math.ceil(sz.block_bytes)
-    pinned = sc.pinned.max_batched_tokens
-    if pinned is not None:
-        batched, why = pinned, "pin max_batched_tokens: the deployment's --max-num-batched-tokens"
-    else:
-        batched, why = default_batched_tokens(sz.total, sc.device.id)
-        batched = max(batched, sc.batch)  # vLLM requires max_num_batched_tokens >= max_num_seqs
-    in_flight = (2 if p.pp <= 1 else p.pp) * batched  # VllmConfig.max_in_flight_tokens (config/vllm.py:588-609)
-    # one request at --max-model-len must fit (kv_cache_planning.py:1533-1556): the spec's bound, not its context
-    return Shape(groups, block_bytes, blocks_per_request(groups, sc.context_bound, block, in_flight), batched, why)
+    return vpool.shape(sc.model, sc.device, p.pp, sc.batch, sc.context_bound, block,
+                       sz.layout.page_bytes_per_layer(block), sz.block_bytes, sc.pinned.max_batched_tokens)
 
 
 @attrs.frozen(slots=True)
@@ -246,8 +109,8 @@ def _on_pool(sz: common.Sizing, pool: Pool, activation: Optional[Value] = None,
 def size_exact(p: Plan, sz: common.Sizing, sh: Shape, block: int) -> Sized:
     """--kv-cache-memory-bytes: the plan's blocks (for hybrid groups the batch's requests) and the null block
     vLLM holds back, so every request at --max-model-len fits."""
-    want = p.scenario.batch * sh.per_request if sh.groups.hybrid else max(sz.blocks, sh.per_request)
-    pool = Pool(want + 1, sh.block_bytes, block, sh.per_request, p.scenario.context, sh.groups)
+    pool = Pool(vpool.exact_blocks(sh, sz.blocks, p.scenario.batch), sh.block_bytes, block, sh.per_request,
+                p.scenario.context, sh.groups)
     sized = _on_pool(sz, pool)
     util = math.ceil((sized.weights + pool.bytes + sized.reserves) / sized.total * 1e4) / 1e4
     line = (f"# --kv-cache-memory-bytes fixes the pool ({common.fmt_int(pool.num_blocks)} blocks, 1 of them "
@@ -261,66 +124,26 @@ def size_exact(p: Plan, sz: common.Sizing, sh: Shape, block: int) -> Sized:
                  (refused,) if refused else ())
 
 
-def _fill_terms(reserves: Reserves, total: float, batched: int) -> tuple[Value, Value, Value]:
-    """(non-torch, activation peak, CUDA graphs) per GPU: the user's figures, else kvplan's assumed defaults."""
-    mem = ENGINE.memory
-    assert mem is not None
-    _, runtime = reserves.resolve(total)
-    if reserves.activation is None:
-        activation = assumed(batched * mem.activation_per_token, "B",
-                             f"activation peak of vLLM's profile run at --max-num-batched-tokens {batched:,}: "
-                             f"{common.fmt_int(mem.activation_per_token)} B per batched token, a round default; "
-                             "vLLM logs the measured peak; --activation-reserve")
-    else:
-        activation = assumed(reserves.activation, "B", "activation peak per GPU (--activation-reserve)")
-    if reserves.cudagraph is None:
-        graphs = assumed(mem.cudagraph, "B", "CUDA-graph memory per GPU: 1 GiB, a round default; vLLM estimates "
-                                             "it at start-up (envs.py:329); --cudagraph-reserve")
-    else:
-        graphs = assumed(reserves.cudagraph, "B", "CUDA-graph memory per GPU (--cudagraph-reserve)")
-    return runtime, activation, graphs
-
-
-def _fill_pool(sz: common.Sizing, sh: Shape, block: int, context: int, frac: float, terms: float) -> Pool:
-    avail = math.ceil(sz.total * frac) - sz.weights - terms
-    return Pool(math.floor(avail) // sh.block_bytes if avail > 0 else 0, sh.block_bytes, block, sh.per_request,
-                context, sh.groups)
-
-
-def _raised(p: Plan, sz: common.Sizing, sh: Shape, block: int, frac: float, terms: float) -> Optional[float]:
-    """The least hundredth above vLLM's default --gpu-memory-utilization whose pool holds the plan (one request at
-    --max-model-len and the plan's tokens), where the default's does not and the fraction is not pinned: vLLM's
-    own advice in its refusal ("Try increasing `gpu_memory_utilization`"). None: keep the default."""
-    if p.scenario.memory_fraction is not None or sh.groups.hybrid or not p.feasible:
-        return None  # a pinned fraction is the deployment's; a plan that does not fit is not made to
-    pool = _fill_pool(sz, sh, block, p.scenario.context_bound, frac, terms)
-    if pool.requests >= 1 and pool.tokens >= sz.tokens:
-        return None
-    blocks = max(sh.per_request, math.ceil(sz.tokens / block)) + 1  # and vLLM's null block
-    least = math.ceil((sz.weights + terms + blocks * sh.block_bytes) / sz.total * 100) / 100
-    while least <= 1 and _fill_pool(sz, sh, block, p.scenario.context_bound, least, terms).tokens < sz.tokens:
-        least = round(least + 0.01, 2)  # ceil(total × u) rounds: one more hundredth at most
-    return least if frac < least <= 1 else None
-
-
 def size_fill(p: Plan, sz: common.Sizing, sh: Shape, block: int, reserves: Reserves,
               raise_fill: bool = True) -> Sized:
     """--gpu-memory-utilization: ceil(total × u) − weights − non-torch − activation peak − CUDA graphs
     (v1/worker/gpu_worker.py:641-757), in whole pool blocks, one of them the null block. u is vLLM's default, the
     deployment's pin, or, where the default's pool would not hold the plan, the least hundredth that does."""
     sc = p.scenario
-    frac, frac_why = fill_fraction(p)
-    runtime, activation, graphs = _fill_terms(reserves, sz.total, sh.batched)
+    frac, frac_why = vpool.fill_fraction(sc.memory_fraction)
+    runtime, activation, graphs = vpool.fill_terms(reserves, sz.total, sh.batched)
     terms = runtime.value + activation.value + graphs.value
     label = "the deployment's pin" if sc.memory_fraction is not None else "vLLM's default"
-    raised = _raised(p, sz, sh, block, frac, terms) if raise_fill else None
+    # a pinned fraction is the deployment's; a plan that does not fit is not made to
+    raised = (vpool.raised(sz.total, sz.weights, sh, block, sc.context_bound, frac, terms, sz.tokens)
+              if raise_fill and sc.memory_fraction is None and p.feasible else None)
     if raised is not None:
-        held = _fill_pool(sz, sh, block, sc.context_bound, frac, terms).tokens
+        held = vpool.fill_pool(sz.total, sz.weights, sh, block, sc.context_bound, frac, terms).tokens
         label = (f"raised from vLLM's default {frac:g}, whose pool holds {common.fmt_int(held)} tokens, fewer than "
                  f"the plan's {common.fmt_int(math.ceil(sz.tokens))}: the least hundredth that holds them")
         frac, frac_why = raised, f"{label} (kvplan emit --sizing fill; --sizing exact writes the plan's own pool)"
     avail = math.ceil(sz.total * frac) - sz.weights - terms
-    pool = _fill_pool(sz, sh, block, sc.context_bound, frac, terms)
+    pool = vpool.fill_pool(sz.total, sz.weights, sh, block, sc.context_bound, frac, terms)
     sized = _on_pool(sz, pool, activation=activation,
                      runtime=assumed(float(runtime.value + graphs.value), "B",
                                      f"vLLM's non-torch memory, the {runtime.source}; + {graphs.source}"))

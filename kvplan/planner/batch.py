@@ -18,6 +18,7 @@ from kvplan.catalog.engines import kv_width
 from kvplan.model import memory, pools
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import KvFactors
+from kvplan.model.pools.query import Sizing
 from kvplan.model.scenario import Scenario
 from kvplan.model.tiering import DEFAULT_PREFILL_EFFICIENCY
 from kvplan.planner import search
@@ -69,20 +70,21 @@ def plan_batch(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: floa
                 eta: float = DEFAULT_PREFILL_EFFICIENCY, activation_reserve: Optional[float] = None,
                 runtime_reserve: Optional[float] = None, suggest: bool = True,
                 rules: Mapping[str, Rule] = RULES, replans: Optional[Replans] = None,
-                planner: Planner) -> Plan:
+                planner: Planner, sizing: Sizing = "fill") -> Plan:
     """Plan one scenario at its batch. Never raises for a deployment that does not fit: the plan says so.
     The reserves (kvplan.model.memory.Reserves) are the ones every backend's accounting uses for this plan.
     With `suggest`, each unmet constraint carries changes that would meet it, each verified by
     planning the changed scenario (which is planned with suggest=False). `rules` is the registry
     the search filters by (kvplan.planner.rules.with_rules adds to it). A plan made with `replans` and
     without `suggest` verifies a suggestion: it takes one of them (kvplan.planner.entry.plan). `planner` plans
-    the changed scenarios that verify suggestions (entry.plan, handed down: it calls this module)."""
+    the changed scenarios that verify suggestions (entry.plan, handed down: it calls this module). `sizing` is how
+    the engine's target will be sized (`kvplan emit --sizing`), which its own pool formula reads."""
     if replans is not None and not suggest:
         replans.take()
     rf.check_batch_context(sc.batch, sc.context)
     reserve = reserve_for(sc, reserve)
     reserves = memory.Reserves(activation=activation_reserve, runtime=runtime_reserve, fraction=reserve)
-    setup = setup_for(sc, reserves)
+    setup = attrs.evolve(setup_for(sc, reserves), sizing=sizing)
     map0 = regime_map(sc)                                             # R1
     found = search_space(sc)                                          # space
     ev = _evaluate(sc, setup, found)                                   # evaluate
@@ -90,7 +92,7 @@ def plan_batch(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: floa
     kept = _apply_rules(sc, ev, found.space, found.why, rules, found.layout_gap, overruled)  # rules
     best = _choose(sc, ev, kept, min_gain)                             # choose
     knobs = Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, setup.reserved, planner,
-                   replans=replans)
+                   replans=replans, sizing=sizing)
     spent = suggest and replans is not None and replans.used >= replans.size
     if not spent:
         try:
@@ -119,9 +121,9 @@ def _evaluate(sc: Scenario, setup: Setup, found: Found) -> Evaluated:
 
 def _pool(sc: Scenario, setup: Setup) -> pools.PoolSettings:
     """What the engine's own pool formula reads beyond a candidate (kvplan.model.pools): page, reserves, prefix
-    caching and the pinned per-step token limit."""
+    caching, the pinned per-step token limit and memory fraction, and the spec's context bound."""
     return pools.PoolSettings(setup.block, setup.reserves, setup.prefix_caching,
-                              sc.pinned.max_batched_tokens)
+                              sc.pinned.max_batched_tokens, sc.memory_fraction, sc.context_bound, setup.sizing)
 
 
 @record

@@ -11,6 +11,7 @@ from kvplan.base.errors import KvplanError
 from kvplan.catalog import suggest
 from kvplan.catalog.engines import concrete, get_engine
 from kvplan.lang import CheckResult
+from kvplan.model.pools.query import Sizing
 from kvplan.model.scenario import Scenario
 from kvplan.model.tiering import DEFAULT_PREFILL_EFFICIENCY
 from kvplan.planner import cost
@@ -38,7 +39,7 @@ class Overrides(TypedDict, total=False):
 def plan(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DEFAULT_MIN_GAIN,
          eta: float = DEFAULT_PREFILL_EFFICIENCY, activation_reserve: Optional[float] = None,
          runtime_reserve: Optional[float] = None, suggest: bool = True,
-         rules: Mapping[str, Rule] = RULES, replans: Optional[Replans] = None) -> Plan:
+         rules: Mapping[str, Rule] = RULES, replans: Optional[Replans] = None, sizing: Sizing = "fill") -> Plan:
     """Plan one scenario: the batch form as it is written; a request workload (`rate = 20/s`) at the batch the
     load model derives from the rate on the plan's own layout, planned again until that batch settles (at most
     service.MAX_ROUNDS plans), with its service figures (docs/service.md).
@@ -46,34 +47,40 @@ def plan(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DE
     With `replans`, the plans that verify suggestions come out of that budget (one per batch plan); when it
     runs out during this scenario's search, every unmet constraint of the scenario carries one note instead
     (`unsearched`) and no suggestion: what was found before is dropped with the rest, since a search cut
-    short can name a change that is not the smallest."""
+    short can name a change that is not the smallest. `sizing` is how the engine's target will be sized
+    (`kvplan emit --sizing`): an engine's own pool formula fits a candidate as that file sizes it."""
     def at(s: Scenario) -> Plan:
         return plan_batch(s, reserve=reserve, min_gain=min_gain, eta=eta, activation_reserve=activation_reserve,
                            runtime_reserve=runtime_reserve, suggest=suggest, rules=rules, replans=replans,
-                           planner=plan)
+                           planner=plan, sizing=sizing)
 
     if sc.rate is None:
         return cost.priced(at(sc))
-    knobs = Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, 0.0, plan, replans=replans)
+    knobs = Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, 0.0, plan, replans=replans,
+                  sizing=sizing)
     return plan_service(sc, at, knobs, suggest)
 
 
-def for_engine(p: Plan, engine: str, suggest: bool = True) -> Plan:
+def for_engine(p: Plan, engine: str, suggest: bool = True, sizing: Sizing = "fill") -> Plan:
     """The plan of `p`'s scenario made under `engine`'s capabilities on its device for its model (the engine's
     record: KV dtypes and their conditions, pages, eviction, pipeline stages), with the options `p` was made
     with: `p` itself when it was made for that engine, else one of `p.engines`, else planned now (with its
     suggestions searched unless not `suggest`). What an emit target other than the plan's engine is written
-    from (docs/cli-emit.md)."""
+    from (docs/cli-emit.md). The plans made with the spec are fill mode's; `sizing = "exact"` plans anew, as the
+    exact file is sized (kvplan.model.pools.query.Sizing)."""
     sc = p.scenario
-    if sc.engine == engine:
-        return p
-    for q in p.engines:
-        if q.scenario.engine == engine:
-            return q
+    if sizing == "fill":
+        if sc.engine == engine:
+            return p
+        for q in p.engines:
+            if q.scenario.engine == engine:
+                return q
+    elif sc.engine == engine:
+        return plan(sc, suggest=suggest, sizing=sizing, **cast(Overrides, dict(p.options)))
     get_engine(engine)  # an unknown engine is a catalog error, not a plan
     # The scenario's assumptions stay the spec's (`engine = any` by default): a plan the engine's record leaves
     # as it was has the spec plan's digest, and `spec_engine` says for which engine it was made.
-    own = plan(attrs.evolve(sc, engine=engine), suggest=suggest, **cast(Overrides, dict(p.options)))
+    own = plan(attrs.evolve(sc, engine=engine), suggest=suggest, sizing=sizing, **cast(Overrides, dict(p.options)))
     return attrs.evolve(own, spec_engine=p.spec_engine or sc.engine)
 
 

@@ -224,7 +224,8 @@ def _fit(model: Model, device: Device, engine: str, pool: Optional[pools.PoolSet
     need_dev = memory.weights_per_device(model, w_p, tp, pp) + memory.kv_per_device(model, kv_fit, tp, pp)
     queries = [pools.PoolQuery(model, device, str(dt[i]), float(w[i]), int(tp[i]), int(pp[i]), pool.page, batch,
                                context, float(kv_fit[i]), w_p, pool.reserves, attention_dp, pool.prefix_caching,
-                               pool.max_batched_tokens) for i in range(len(dt))
+                               pool.max_batched_tokens, pool.memory_fraction, pool.context_bound, pool.sizing)
+               for i in range(len(dt))
                ] if pool is not None and engine in pools.FORMULAS else []
     return _engine_pool(engine, pool, queries, reserved, need_dev, need_dev <= usable)
 

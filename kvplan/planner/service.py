@@ -15,25 +15,19 @@ from kvplan.model import expected as ex
 from kvplan.model import load
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import KvFactors, fragmentation
+from kvplan.model.pools.vllm import batched_tier
 from kvplan.model.scenario import Lengths, Scenario
 from kvplan.planner.plan import Constraint, LoadFigures, Plan, Suggestion, Unmet
-
-#: GiB, for the prefill chunk's device tiers.
-_GIB = 2**30
 
 
 def default_chunk(memory: float, device_id: str) -> tuple[int, str]:
     """The prefill chunk, tokens per engine iteration, when `pin { max_batched_tokens }` does not give it: the
     --max-num-batched-tokens `kvplan emit` writes for vLLM by default (vLLM 0.33.0's own default for `vllm serve`,
-    vllm/engine/arg_utils.py:2955-3005; kvplan.engines.vllm.default_batched_tokens, which a test keeps equal):
+    vllm/engine/arg_utils.py:2955-3005; kvplan.model.pools.vllm.batched_tier):
     16,384 from 160 GiB, 8,192 from 70 GiB (not A100), else 2,048. SGLang's --chunked-prefill-size is the same
     from 60 GiB up. vLLM's budget also holds the iteration's decode tokens; the load model gives it all to the chunk."""
-    gib = memory / _GIB
-    if gib >= 160:
-        return 16384, "vLLM's default --max-num-batched-tokens on GPUs of 160 GiB or more"
-    if gib >= 70 and "a100" not in device_id:
-        return 8192, "vLLM's default --max-num-batched-tokens on GPUs of 70 GiB or more but A100"
-    return 2048, "vLLM's default --max-num-batched-tokens on smaller GPUs and A100"
+    n, gpus, _ = batched_tier(memory, device_id)
+    return n, f"vLLM's default --max-num-batched-tokens on {gpus}"
 
 
 #: Rounds of plan → load model → batch before the batch is taken as settled (each plan is made at the batch the

@@ -16,6 +16,7 @@ from kvplan.catalog.quality import admissible
 from kvplan.model import expected as ex
 from kvplan.model import memory
 from kvplan.model.footprint import fragmentation, sharing_factor
+from kvplan.model.pools.query import Sizing
 from kvplan.model.scenario import Scenario
 from kvplan.planner import search
 from kvplan.planner.search import Slos, Space
@@ -109,6 +110,7 @@ class Setup:
     prefix_caching: bool
     sigma: float
     phi: float
+    sizing: Sizing = "fill"  # how the engine's target is sized (kvplan.model.pools.query.Sizing)
 
 
 def reserve_for(sc: Scenario, reserve: float) -> float:

@@ -19,6 +19,7 @@ from kvplan.catalog.engines import concrete, get_engine, kv_width
 from kvplan.catalog.quality import BUDGETS, admissible
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import KvFactors
+from kvplan.model.pools.query import Sizing
 from kvplan.model.scenario import DeviceCount, Pin, PinValue, Scenario
 from kvplan.planner import search, service
 from kvplan.planner.plan import Change, Constraint, Plan, Suggestion, Unmet
@@ -81,7 +82,7 @@ class Planner(Protocol):
 
     def __call__(self, sc: Scenario, *, reserve: float, min_gain: float, eta: float,
                  activation_reserve: Optional[float], runtime_reserve: Optional[float], suggest: bool,
-                 replans: Optional[Replans]) -> Plan: ...
+                 replans: Optional[Replans], sizing: Sizing) -> Plan: ...
 
 
 @record
@@ -95,6 +96,7 @@ class Knobs:
     plan: Planner                         # what plans a changed scenario (kvplan.planner.entry.plan)
     fit_only: bool = False   # accept a change that fits even if an SLO is still missed
     replans: Optional[Replans] = None     # the file's budget of verifying plans (plan())
+    sizing: Sizing = "fill"               # how the engine's target is sized (kvplan emit --sizing)
 
 
 @record(kw_only=True)
@@ -125,7 +127,7 @@ def replan(sc: Scenario, knobs: Knobs, changes: _Rescope) -> Optional[Plan]:
     try:
         p = knobs.plan(changes.apply(sc), reserve=knobs.reserve, min_gain=knobs.min_gain, eta=knobs.eta,
                  activation_reserve=knobs.activation_reserve, runtime_reserve=knobs.runtime_reserve,
-                 suggest=False, replans=knobs.replans)
+                 suggest=False, replans=knobs.replans, sizing=knobs.sizing)
     except (KvplanError, ValueError, ArithmeticError):
         return None
     if knobs.fit_only:

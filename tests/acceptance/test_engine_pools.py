@@ -108,18 +108,19 @@ def test_gpt_oss_with_devices_auto_is_planned_on_what_sglang_holds(tmp_path: Pat
     assert _written_capacity(tmp_path / "out") >= 383
 
 
-#: Known to disagree: vLLM and TensorRT-LLM do not write SGLang's DP attention (pin attention_dp), and the planner
-#: still plans their KV as attention groups; their pool replicates the MLA latent on every rank. Strict: the day it
-#: agrees, this fails and the entry goes.
-KNOWN = {("tests/data/engine-check/dp-attention.kvp", e, 8) for e in ("vllm", "trtllm")}
+#: Known to disagree: TensorRT-LLM does not write SGLang's DP attention (pin attention_dp), and the planner still
+#: plans its KV as attention groups; its pool replicates the MLA latent on every rank. (vLLM agrees since the
+#: planner fits against vLLM's own pool, kvplan.model.pools.vllm.) Strict: the day it agrees, this fails and the
+#: entry goes.
+KNOWN = {("tests/data/engine-check/dp-attention.kvp", "trtllm", 8)}
 
 
 def _cases() -> list[object]:
     specs = sorted([*ROOT.glob("examples/*.kvp"), *(DATA / "engine-check").glob("*.kvp")])
     cases = [(str(s.relative_to(ROOT)), engine, mult) for s in specs for engine in ("vllm", "sglang", "trtllm")
              for mult in (1, 8, 32)]
-    known = pytest.mark.xfail(strict=True, reason="vLLM and TensorRT-LLM write no DP attention; the planner counts "
-                                                  "attention groups")
+    known = pytest.mark.xfail(strict=True, reason="TensorRT-LLM writes no DP attention; the planner counts attention "
+                                                  "groups")
     return [pytest.param(*c, marks=known) if c in KNOWN else c for c in cases]
 
 
@@ -135,3 +136,13 @@ def test_the_planners_fit_is_the_emitted_configs_capacity(spec: str, engine: str
         if "kv_sequences" not in rows:
             continue
         assert _fits(p) == (rows["kv_sequences"].value >= p.scenario.batch), (sc.name, p.n_devices, p.unmet[:1])
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_a_plan_that_does_not_fit_is_short_by_a_positive_amount(engine: str) -> None:
+    """dp-attention.kvp at 16 × its batch fits no device count kvplan searches under any engine: the fit finding's
+    shortfall (the engine's need − usable) is positive, never a need below the usable memory."""
+    (sc,) = check_file(str(DATA / "engine-check" / "dp-attention.kvp")).scenarios
+    p = plan(attrs.evolve(sc, engine=engine, batch=sc.batch * 16), suggest=False)
+    (fit,) = [u for u in p.unmet if u.constraint == "fits"]
+    assert fit.shortfall.value > 0, fit.message

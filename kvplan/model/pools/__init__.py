@@ -5,21 +5,18 @@ derives, so that advise, lint and the emitted file agree by construction.
     fit(engine, query) -> Fit | None     the candidate against the engine's pool; None: the engine's pool is
                                          kvplan.model.memory's share in whole blocks (the planner's own test)
 
-One module per engine that sizes its pool its own way: sglang.py (SGLang 0.5.23's --mem-fraction-static, its
-hybrid sliding-window pool for gpt-oss), which the planner fits against (`FORMULAS`, the literal table keyed by
-the engine record's id); trtllm.py (TensorRT-LLM's free_gpu_memory_fraction and max_tokens, its own bytes per
-token), which its writer computes with but the planner does not fit against yet: with tp above the KV heads
-TensorRT-LLM's n_kv // tp counts fewer bytes than the memory model's replicated heads, and fitting against it
-changes the plans of tests/data/emit/w2-h100-any.kvp. vLLM's pool is still computed in its writer
-(kvplan/engines/vllm.py): the planner fits vLLM candidates with kvplan.model.memory, and the writer raises
---gpu-memory-utilization to the plan's pool.
+One module per engine that sizes its pool its own way, each in `FORMULAS` (the literal table keyed by the engine
+record's id), which the planner fits every candidate against: vllm.py (vLLM 0.33.0's --gpu-memory-utilization,
+raised where its default does not hold the plan, its KV cache groups), sglang.py (SGLang 0.5.23's
+--mem-fraction-static, its hybrid sliding-window pool for gpt-oss) and trtllm.py (TensorRT-LLM's
+free_gpu_memory_fraction and max_tokens, its own bytes per token: ceil(n_kv / tp) heads per rank).
 """
 
 from __future__ import annotations
 
 from typing import Callable, Mapping, Optional
 
-from kvplan.model.pools import sglang
+from kvplan.model.pools import sglang, trtllm, vllm
 from kvplan.model.pools.query import Fit, PoolQuery, PoolSettings
 
 __all__ = ["FORMULAS", "Fit", "PoolQuery", "PoolSettings", "fit"]
@@ -27,6 +24,8 @@ __all__ = ["FORMULAS", "Fit", "PoolQuery", "PoolSettings", "fit"]
 #: engine id -> its pool formula (the engines whose pool is not kvplan.model.memory's share in whole blocks)
 FORMULAS: Mapping[str, Callable[[PoolQuery], Optional[Fit]]] = {
     "sglang": sglang.fit,
+    "trtllm": trtllm.fit,
+    "vllm": vllm.fit,
 }
 
 

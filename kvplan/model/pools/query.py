@@ -4,24 +4,33 @@ shares: the plan's KV bytes as token slots, and whole blocks of them (kvplan.mod
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Literal, Optional
 
 from kvplan.base.records import record
 from kvplan.catalog import Device, Model
+from kvplan.catalog.engines import PageScale
 from kvplan.model import memory
 from kvplan.model.memory import Reserves
 from kvplan.model.roofline import kv_replication
+
+#: How an engine's target is sized (`kvplan emit --sizing`): fill the engine's default share of memory, or write
+#: the exact pool the plan needs (vLLM's --kv-cache-memory-bytes, TensorRT-LLM's max_tokens).
+Sizing = Literal["fill", "exact"]
 
 
 @record
 class PoolSettings:
     """What a plan's pool depends on beyond the candidate's dtype and layout: the page size, the reserves, prefix
-    caching and the pinned per-step token limit (None: the engine's default)."""
+    caching, the pinned per-step token limit and memory fraction (None: the engine's default) and the spec's
+    context bound (None: its context), and how the target is sized (`sizing`)."""
 
     page: int
     reserves: Reserves = Reserves()
     prefix_caching: bool = True
     max_batched_tokens: Optional[int] = None
+    memory_fraction: Optional[float] = None
+    context_bound: Optional[int] = None
+    sizing: Sizing = "fill"
 
 
 @record
@@ -44,7 +53,8 @@ class PoolQuery:
     (`dtype_id`, `width` bytes per value as the engine stores it, scales included), the page size, the workload
     (batch and context, `attention_dp` groups that each hold their own sequences), the plan's KV bytes over the
     deployment (`kv_bytes`, replication included), the weights' bytes per parameter (`w_p`), the reserves, prefix
-    caching and the pinned per-step token limit (None: the engine's default)."""
+    caching, the pinned per-step token limit and memory fraction (None: the engine's default) and the longest
+    request the engine must admit (`context_bound`, the spec's bound; None: `context`)."""
 
     model: Model
     device: Device
@@ -61,6 +71,9 @@ class PoolQuery:
     attention_dp: int = 1
     prefix_caching: bool = True
     max_batched_tokens: Optional[int] = None
+    memory_fraction: Optional[float] = None
+    context_bound: Optional[int] = None
+    sizing: Sizing = "fill"
 
     @property
     def plan_tokens(self) -> float:
@@ -90,3 +103,39 @@ def whole(x: float) -> float:
 
 def ceil_div(x: float, d: float) -> int:
     return math.ceil(whole(x / d))
+
+
+@record
+class KvLayout:
+    """What one GPU stores per token: the most loaded pipeline stage's layers, the KV heads of one
+    tensor-parallel shard (replicated beyond n_kv; an MLA latent on every rank)."""
+
+    layers: int
+    heads: int
+    head_size: int
+    head_size_v: int
+    dtype_bytes: float
+    scale_bytes: float = 0.0    # per token and KV head, K and V together: the engine's inline scales
+
+    def page_bytes_per_layer(self, block: int) -> float:
+        """engines.md: num_kv_heads (per TP shard) × block_size × ((head_size + head_size_v) × dtype bytes
+        + the scale bytes the engine stores inline per token-head: vLLM's per-token-head fp32 scales)."""
+        return self.heads * block * ((self.head_size + self.head_size_v) * self.dtype_bytes + self.scale_bytes)
+
+    def block_bytes(self, block: int) -> float:
+        return self.layers * self.page_bytes_per_layer(block)
+
+    @property
+    def token_bytes(self) -> float:
+        return self.block_bytes(1)
+
+
+def kv_layout(model: Model, tp: int, pp: int, dtype_bytes: float, scale: Optional[PageScale] = None) -> KvLayout:
+    """`scale`: the engine's inline scale bytes for the dtype (its record's page_scales), none on MLA latents."""
+    layers = math.ceil(model.n_layers / max(1, pp))
+    if model.kv_kind == "mla":
+        return KvLayout(layers, 1, model.mla_kv_rank + model.mla_rope_dim, 0, dtype_bytes)
+    heads = math.ceil(model.n_kv / tp) if tp <= model.n_kv else 1
+    dv = model.v_head_dim or model.head_dim
+    extra = scale.bytes_per_token_head(model.head_dim, dv) if scale is not None else 0.0
+    return KvLayout(layers, heads, model.head_dim, dv, dtype_bytes, extra)

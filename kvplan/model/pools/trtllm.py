@@ -3,8 +3,9 @@ it and the TensorRT-LLM writer (kvplan/engines/trtllm.py) writes the free_gpu_me
 derives (issue 20, item 2). The formulas and their source lines are in kvplan/engines/trtllm.py's docstring and
 docs/engine-memory.md § TensorRT-LLM:
 
-    bytes per token  = x × 2 (16-bit), x (FP8), ceil(x/2) + ceil(x/16) (NVFP4), x = 2 × layers × head_dim × n_kv // tp
-                       (MHA), layers × (kv_lora_rank + qk_rope_head_dim) (MLA)
+    bytes per token  = x × 2 (16-bit), x (FP8), ceil(x/2) + ceil(x/16) (NVFP4),
+                       x = 2 × layers × head_dim × ceil(n_kv / tp) (MHA),
+                       layers × (kv_lora_rank + qk_rope_head_dim) (MLA)
     tokens           = int(fraction × free / bytes per token // tokens_per_block) × tokens_per_block,
                        free = device − weights − reserves, fraction < 1
 """
@@ -51,14 +52,24 @@ def exact_fraction(pool: float, free: float, block_bytes: float) -> float:
     return 1 - 10.0**-digits
 
 
+def kv_heads(model: Model, tp: int) -> int:
+    """KV heads per layer on one rank as TensorRT-LLM allocates them: KVCacheManager.__init__'s
+    num_kv_heads_per_layer = (num_kv_heads + tp_size - 1) // tp_size (resource_manager.py, commit d2a5560), so
+    with tp above the KV heads each rank holds one whole head (the memory model's replicated heads)."""
+    return -(-model.n_kv // max(1, tp))
+
+
 def token_bytes(model: Model, dtype_id: str, tp: int, pp: int) -> int:
-    """KVCacheManager.get_cache_size_per_token (resource_manager.py, commit d2a5560): bytes per token on the most
-    loaded rank (layers: ceil(L / pp), TensorRT-LLM's pp_layers gives the first ranks the extra layers)."""
+    """Bytes per token on the most loaded rank as the pool is allocated: KVCacheManager.get_cache_bytes_per_token,
+    kv_factor × sum(num_kv_heads_per_layer) × head_dim, which calculate_max_num_blocks divides the free memory by
+    (resource_manager.py, commit d2a5560; layers: ceil(L / pp), TensorRT-LLM's pp_layers gives the first ranks the
+    extra layers). Not the static get_cache_size_per_token, head_dim × n_kv // tp, which only estimates during
+    the profiling run and counts half a head per rank at tp = 2 × n_kv."""
     layers = math.ceil(model.n_layers / max(1, pp))
     if model.kv_kind == "mla":
         x = layers * (model.mla_kv_rank + model.mla_rope_dim)
     else:
-        x = 2 * layers * (model.head_dim * model.n_kv // tp)
+        x = 2 * layers * model.head_dim * kv_heads(model, tp)
     if dtype_id == "fp4":
         return math.ceil(x / 2) + math.ceil(x / 16)  # 1 B per 2 elements + an FP8 scale per 16 elements
     return x * (2 if dtype_id in ("bf16", "fp16") else 1)

@@ -300,11 +300,13 @@ def emit_exact(p: Plan, target: str, spec: str = "") -> Any:
 
 
 def trtllm_token_bytes(p: Plan, dtype: str) -> int:
-    """TensorRT-LLM's get_cache_size_per_token (resource_manager.py): x = 2 · layers · (d · n_kv // tp) elements
-    (MLA: layers · latent); 2 B, 1 B, or ceil(x/2) + ceil(x/16) B for NVFP4."""
+    """TensorRT-LLM's get_cache_bytes_per_token (resource_manager.py): x = 2 · layers · d · ceil(n_kv / tp)
+    elements, the heads each rank allocates (MLA: layers · latent); 2 B, 1 B, or ceil(x/2) + ceil(x/16) B for
+    NVFP4."""
     m = p.scenario.model
     layers = -(-m.n_layers // p.pp)
-    x = layers * (m.mla_kv_rank + m.mla_rope_dim) if m.kv_kind == "mla" else 2 * layers * (m.head_dim * m.n_kv // p.tp)
+    heads = -(-m.n_kv // p.tp)
+    x = layers * (m.mla_kv_rank + m.mla_rope_dim) if m.kv_kind == "mla" else 2 * layers * m.head_dim * heads
     if dtype == "nvfp4":
         return -(-x // 2) + -(-x // 16)
     # `auto` for an int8 or int4 plan is TensorRT-LLM's INT8 KV (the nearest it has to int4), 1 B per element

@@ -10,7 +10,7 @@ import pytest
 
 from kvplan.catalog import devices
 from kvplan.engines import emit
-from kvplan.engines import vllm as vll
+from kvplan.model.pools import vllm as vpool
 from kvplan.planner import service
 from tests.unit.app.test_backends import files, flags, shell
 from tests.unit.app.test_vllm_sizing import plan_on
@@ -35,4 +35,4 @@ def test_sglang_sizes_max_running_requests_from_the_load_model() -> None:
 @pytest.mark.parametrize("device", sorted(devices()))
 def test_the_default_chunk_is_the_batched_tokens_emit_writes_for_vllm(device: str) -> None:
     d = devices()[device]
-    assert service.default_chunk(d.memory, d.id)[0] == vll.default_batched_tokens(d.memory, d.id)[0]
+    assert service.default_chunk(d.memory, d.id)[0] == vpool.default_batched_tokens(d.memory, d.id)[0]

@@ -19,9 +19,9 @@ from kvplan.app.replan import emit
 from kvplan.catalog import devices, get_model
 from kvplan.catalog.engines import get_engine, kv_dtypes_for
 from kvplan.engines import Reserves
-from kvplan.engines import lmcache as lmc
-from kvplan.engines import vllm as vll
 from kvplan.lang import check_source
+from kvplan.model.pools import lmcache as lpool
+from kvplan.model.pools import vllm as vpool
 from kvplan.planner import plans_for
 from kvplan.planner.plan import Plan
 from tests.paths import ROOT
@@ -102,12 +102,12 @@ def test_batch_1_exact_pool_holds_one_request_beside_the_null_block() -> None:
     assert int(fl["--kv-cache-memory-bytes"]) == 8001 * block_bytes
     assert stated_tokens(files(out)["vllm.sh"]) == 128_000
     assert not [f for f in out.findings if "refuse" in f]
-    groups = vll.kv_groups([None] * 80)
-    short = vll.Pool(8000, block_bytes, BLOCK, 8000, 128_000, groups)   # the old pool: one block short
+    groups = vpool.kv_groups([None] * 80)
+    short = vpool.Pool(8000, block_bytes, BLOCK, 8000, 128_000, groups)   # the old pool: one block short
     said = short.refusal("--kv-cache-memory-bytes N")
     assert said is not None and "To serve at least one request with the model's max seq len (128000)" in said
     assert "the estimated maximum model length is 127984" in said      # (8,000 − 1 null) × 16
-    assert vll.Pool(8001, block_bytes, BLOCK, 8000, 128_000, groups).refusal("x") is None
+    assert vpool.Pool(8001, block_bytes, BLOCK, 8000, 128_000, groups).refusal("x") is None
 
 
 def test_vllm_windowed_capacity_is_vllms_own_figure() -> None:
@@ -237,9 +237,9 @@ def test_lmcache_sizes_are_gib_and_its_tokens_whole_chunks() -> None:
 
 
 def test_lmcache_stores_int4_at_one_byte_per_element() -> None:
-    assert lmc.element_bytes("int4") == lmc.element_bytes("fp8") == lmc.element_bytes("int8") == 1
-    assert lmc.element_bytes("bf16") == 2
-    assert lmc.lmcache_bytes(19.54) == int(19.54 * 1024**3)
+    assert lpool.element_bytes("int4") == lpool.element_bytes("fp8") == lpool.element_bytes("int8") == 1
+    assert lpool.element_bytes("bf16") == 2
+    assert lpool.lmcache_bytes(19.54) == int(19.54 * 1024**3)
 
 
 @pytest.mark.parametrize("spec", ["examples/w2-batch32.kvp", "tests/data/emit/host-tier.kvp"])
