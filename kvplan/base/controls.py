@@ -24,16 +24,17 @@ from typing import Optional
 
 #: C0 controls (NUL..US: TAB, LF, CR among them), DEL, the C1 controls (NEL among them), the Arabic letter mark,
 #: the left-to-right and right-to-left marks, the line and paragraph separators, and the bidirectional embeddings,
-#: overrides and isolates.
-CONTROL = "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+#: overrides and isolates, and the noncharacters U+FFFE and U+FFFF (YAML's and XML's streams refuse them: PyYAML
+#: will not load a file that holds one, even in a comment).
+CONTROL = "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufffe\uffff]"
 
 _CONTROL = re.compile(CONTROL)
 #: The ones json.dumps leaves as they are (it escapes those below U+0020 itself).
-_BEYOND_JSON = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_BEYOND_JSON = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufffe\uffff]")
 
 #: Names of the C0 and C1 controls, which unicodedata does not name.
 _NAMES = {0: "NUL", 9: "tab", 10: "line feed", 11: "vertical tab", 12: "form feed", 13: "carriage return",
-          27: "escape", 0x7F: "delete", 0x85: "next line"}
+          27: "escape", 0x7F: "delete", 0x85: "next line", 0xFFFE: "noncharacter", 0xFFFF: "noncharacter"}
 
 
 def first(text: str) -> Optional[int]:

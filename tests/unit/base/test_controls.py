@@ -16,7 +16,8 @@ EXPECTED = {chr(n) for n in range(0x110000)
             if unicodedata.category(chr(n)) == "Cc"                                   # C0, DEL, C1
             or chr(n) in "\u2028\u2029"                                                # Zl, Zp
             or unicodedata.bidirectional(chr(n)) in ("LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI")
-            or chr(n) in "\u200e\u200f\u061c"}                                         # the three marks
+            or chr(n) in "\u200e\u200f\u061c"                                          # the three marks
+            or (n & 0xFFFF) >= 0xFFFE and n <= 0xFFFF}                               # BMP noncharacters
 
 TEXT = st.text(st.one_of(st.sampled_from(sorted(EXPECTED)), st.characters()), max_size=40)
 

@@ -18,7 +18,8 @@ from kvplan.lang.fixes import apply
 #: APC), the Arabic letter mark, LRM, RLM, the line and paragraph separators, the embeddings and overrides
 #: (LRE, RLO, PDF) and the isolates (LRI, PDI).
 CHARACTERS = ["\x00", "\x01", "\t", "\x0b", "\x0c", "\r", "\x1b", "\x1f", "\x7f", "\x80", "\x85", "\x9f", "\u061c",
-              "\u200e", "\u200f", "\u2028", "\u2029", "\u202a", "\u202e", "\u202c", "\u2066", "\u2069"]
+              "\u200e", "\u200f", "\u2028", "\u2029", "\u202a", "\u202e", "\u202c", "\u2066", "\u2069",
+              "\ufffe", "\uffff"]
 
 #: A spec with a marker `@` in each kind of string: a deployment name, a model id, a model block's name and its
 #: config path, a device block's name. Each test puts the hostile text at one marker, the others stay plain.
