@@ -244,10 +244,11 @@ def step_bound(model: Model, device: Device, b: ArrayLike, s: ArrayLike, *, w_p:
     planner's candidates (`tp`, `kv_read` and `beta_kv` one each): step_time() below and the planner's search
     (kvplan.planner.search) both compute it here."""
     beta_w, _ = beta_eff(device, "striped", b)
-    t_w = weight_bytes_read(model, b, w_p) / (tp * beta_w)
-    t_kv = kv_read / (tp * np.asarray(beta_kv, dtype=np.float64))
+    # each term as float64 arrays: numpy 1.24's stubs type a sum of ArrayLike quotients as float-or-bool
+    t_w = np.asarray(weight_bytes_read(model, b, w_p) / (tp * beta_w), dtype=np.float64)
+    t_kv = np.asarray(kv_read / (tp * np.asarray(beta_kv, dtype=np.float64)), dtype=np.float64)
     t_mem = t_w + t_kv
-    t_comp = decode_flops(model, b, s) / (tp * device.compute)
+    t_comp = np.asarray(decode_flops(model, b, s) / (tp * device.compute), dtype=np.float64)
     return StepTime(weights=t_w, kv=t_kv, memory=t_mem, compute=t_comp, step=np.maximum(t_mem, t_comp))
 
 
