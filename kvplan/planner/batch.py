@@ -110,13 +110,15 @@ def plan_batch(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: floa
                         options=tuple((k, float(v)) for k, v in given.items() if v is not None))
 
 
-def _evaluate(sc: Scenario, setup: Setup, found: Found) -> Evaluated:
-    """Every candidate of the space, evaluated at once (search.evaluate) with the scenario's expected factors."""
+def _evaluate(sc: Scenario, setup: Setup, found: Found, pool: Optional[pools.PoolSettings] = None) -> Evaluated:
+    """Every candidate of the space, evaluated at once (search.evaluate) with the scenario's expected factors,
+    against the engine's pool as the scenario sets it (or `pool`)."""
     return search.evaluate(sc.model, sc.device, batch=sc.batch, context=sc.context, w_p=sc.weights.width,
                            sharing=setup.sigma, frag=setup.phi, reserved=setup.reserved, space=found.space,
                            pipeline=found.pipeline, bound=sc.max_context, attention_dp=sc.attention_dp,
                            replicas=sc.replicas, engine=sc.engine,
-                           factors={d: factors_for(sc, d) for d in found.space.dtypes}, pool=_pool(sc, setup))
+                           factors={d: factors_for(sc, d) for d in found.space.dtypes},
+                           pool=pool or _pool(sc, setup))
 
 
 def _pool(sc: Scenario, setup: Setup) -> pools.PoolSettings:
@@ -165,6 +167,16 @@ def candidates(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, activation_res
                f"cannot all be tensor-parallel ranks of {sc.model.id}")
     return Candidates(sc, ev, () if gap else tuple(kept.feasible), found.space, setup.block, setup.prefix_caching,
                       gap)
+
+
+def fits_at(sc: Scenario, memory_fraction: Optional[float]) -> bool:
+    """Whether some candidate of the batch-form scenario fits its device and its engine's own pool at the
+    engine's `memory_fraction` as the deployment sets it (search.evaluate's test: kvplan.model.memory, and
+    kvplan.model.pools for an engine with a formula), before the rules and the choice, with plan()'s default
+    reserves: what `kvplan import` sizes a deployment's open batch or context by, without a plan."""
+    setup = setup_for(sc, memory.Reserves(fraction=reserve_for(sc, DEFAULT_RESERVE)))
+    pool = attrs.evolve(_pool(sc, setup), memory_fraction=memory_fraction)
+    return bool(np.any(_evaluate(sc, setup, search_space(sc), pool).fits))
 
 
 def _overruled(sc: Scenario, setup: Setup, rules: Mapping[str, Rule], min_gain: float) -> frozenset[str]:
