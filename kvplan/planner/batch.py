@@ -27,6 +27,7 @@ from kvplan.planner.figures import (
     Map0,
     assumptions_of,
     byte_factors,
+    engine_pool_figures,
     map_after,
     map_before,
     metrics_of,
@@ -319,7 +320,8 @@ def _outcome(sc: Scenario, setup: Setup, map0: Map0, ev: Evaluated, best: int, f
                      attention_dp=sc.attention_dp)
     baseline = metrics_of(base, b, s, setup.reserves, sc.replicas, factors_for(sc, "bf16"))
     f_plan = factors_for(sc, kv.id)
-    laid = metrics_of(cfg, b, s, setup.reserves, sc.replicas, f_plan)
+    laid = engine_pool_figures(metrics_of(cfg, b, s, setup.reserves, sc.replicas, f_plan),
+                               ev.pools[best] if ev.pools else None, sc.engine, setup.reserved, d.memory)
     metrics = laid.with_speedup(derived(baseline.step_time.value / laid.step_time.value, "x",
                                         "baseline step time / plan step time (memory-bound, docs/model.md §6)"))
     unmet = unmet_constraints(sc, ev, best, found, setup, knobs, suggest)
