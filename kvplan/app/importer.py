@@ -25,7 +25,6 @@ from typing import Callable, Mapping, Optional, Sequence
 
 import attrs
 
-from kvplan.app.replan import emit
 from kvplan.base import controls, files, limits
 from kvplan.base.errors import CatalogError
 from kvplan.base.records import record
@@ -41,8 +40,7 @@ from kvplan.engines.vllm import vllm_tokens
 from kvplan.lang import check_source
 from kvplan.lang.fmt import format_source
 from kvplan.lang.spec import quote
-from kvplan.planner import plan
-from kvplan.planner.plan import Constraint
+from kvplan.planner.batch import fits_at
 from kvplan.planner.search import closest_tp, tp_options
 
 
@@ -445,7 +443,9 @@ def _checkpoint_weights(r: Read, opts: Options, model: Model) -> None:
 def _derive(engine: str, wl: _Workload, spec: Callable[[tuple[int, str], tuple[int, str]], str],
             opts: Options) -> tuple[tuple[int, str], tuple[int, str]]:
     """(batch, context): what the flags left open is what the deployment's pool holds, by kvplan's own
-    memory model (the plan of the written spec), so that lint sees the deployment the engine runs: with a
+    memory model and the engine's own pool at the memory setting the flags give (kvplan.planner.batch.fits_at
+    over kvplan.model.pools, the formulas the engine's file is written from: no plan and no emitted file per
+    probe), so that lint sees the deployment the engine runs: with a
     batch limit, the longest context its sequences fit at (the engine runs them at any length up to the
     bound, within the pool); without one, the sequences at the context the pool holds. Where even the
     least does not fit, the bound stays and lint reports it."""
@@ -461,13 +461,15 @@ def _derive(engine: str, wl: _Workload, spec: Callable[[tuple[int, str], tuple[i
         raise DeploymentReadError("the imported spec does not check: " + "; ".join(
             d.message for d in checked.diagnostics if d.severity.value == "error")[:300])
     sc = attrs.evolve(checked.scenarios[0], max_context=wl.bound[0])
+    # the share of memory the deployment gives its engine: its own flag (a pin), else the engine's default
+    # (vLLM's 0.92, not raised: the deployment runs at it); None: the engine sizes its pool by its own rule
+    default = get_engine(engine).memory
+    fraction = sc.memory_fraction if sc.memory_fraction is not None else default.fraction if default else None
 
     def fits(b: int, c: int) -> bool:
-        # kvplan's memory model, and the engine's own sizing of the pool the flags give (kvplan emit's): a
-        # deployment the engine would hold fewer sequences in than the plan is not the one it runs
-        p = plan(attrs.evolve(sc, batch=b, context=c), suggest=False)
-        fits = not any(u.constraint is Constraint.FITS for u in p.unmet)
-        return fits and not emit(p, engine, raise_fill=False).findings
+        # kvplan's memory model and the engine's own pool at the setting the flags give (kvplan.model.pools, the
+        # formula the engine's writer sizes by): no plan and no emitted file per probe
+        return fits_at(attrs.evolve(sc, batch=b, context=c), fraction)
 
     flag = get_engine(engine).flags.batch
     if wl.derive == "context":

@@ -64,6 +64,7 @@ from kvplan.model.pools.sglang import (  # the names the writer and the tests re
     AITER_SCALE,
     PoolShape,
     SglangMemory,
+    fits_under,
     refusal,
 )
 from kvplan.planner.plan import Plan
@@ -278,7 +279,10 @@ def _memory_findings(mem: SglangMemory, sz: common.Sizing, context: int) -> list
 
 
 def _unfit(mem: SglangMemory, sz: common.Sizing) -> str:
-    """SGLang's pool short of the plan's: the fraction that would hold it, above 1."""
+    """SGLang's pool short of the plan's: the fraction that would hold it, above 1, or the pinned one's pool."""
+    if fits_under(mem.exact_text, mem.needed, mem.total):  # a pinned fraction whose pool is short of the plan's
+        return (f"pin memory_fraction {mem.fraction_text} gives SGLang a pool short of the plan's: "
+                f"--mem-fraction-static {mem.exact_text} holds it")
     return (f"the plan's pool does not fit under SGLang: it needs --mem-fraction-static {mem.exact_text} > 1 "
             f"(weights {fmt_bytes(sz.weights)} + KV {fmt_bytes(_pool_bytes(mem, sz.blocks * sz.block))} of "
             f"{fmt_bytes(mem.pre * GiB)} free after start-up)")

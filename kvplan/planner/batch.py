@@ -27,6 +27,7 @@ from kvplan.planner.figures import (
     Map0,
     assumptions_of,
     byte_factors,
+    engine_pool_figures,
     map_after,
     map_before,
     metrics_of,
@@ -110,13 +111,15 @@ def plan_batch(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: floa
                         options=tuple((k, float(v)) for k, v in given.items() if v is not None))
 
 
-def _evaluate(sc: Scenario, setup: Setup, found: Found) -> Evaluated:
-    """Every candidate of the space, evaluated at once (search.evaluate) with the scenario's expected factors."""
+def _evaluate(sc: Scenario, setup: Setup, found: Found, pool: Optional[pools.PoolSettings] = None) -> Evaluated:
+    """Every candidate of the space, evaluated at once (search.evaluate) with the scenario's expected factors,
+    against the engine's pool as the scenario sets it (or `pool`)."""
     return search.evaluate(sc.model, sc.device, batch=sc.batch, context=sc.context, w_p=sc.weights.width,
                            sharing=setup.sigma, frag=setup.phi, reserved=setup.reserved, space=found.space,
                            pipeline=found.pipeline, bound=sc.max_context, attention_dp=sc.attention_dp,
                            replicas=sc.replicas, engine=sc.engine,
-                           factors={d: factors_for(sc, d) for d in found.space.dtypes}, pool=_pool(sc, setup))
+                           factors={d: factors_for(sc, d) for d in found.space.dtypes},
+                           pool=pool or _pool(sc, setup))
 
 
 def _pool(sc: Scenario, setup: Setup) -> pools.PoolSettings:
@@ -165,6 +168,16 @@ def candidates(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, activation_res
                f"cannot all be tensor-parallel ranks of {sc.model.id}")
     return Candidates(sc, ev, () if gap else tuple(kept.feasible), found.space, setup.block, setup.prefix_caching,
                       gap)
+
+
+def fits_at(sc: Scenario, memory_fraction: Optional[float]) -> bool:
+    """Whether some candidate of the batch-form scenario fits its device and its engine's own pool at the
+    engine's `memory_fraction` as the deployment sets it (search.evaluate's test: kvplan.model.memory, and
+    kvplan.model.pools for an engine with a formula), before the rules and the choice, with plan()'s default
+    reserves: what `kvplan import` sizes a deployment's open batch or context by, without a plan."""
+    setup = setup_for(sc, memory.Reserves(fraction=reserve_for(sc, DEFAULT_RESERVE)))
+    pool = attrs.evolve(_pool(sc, setup), memory_fraction=memory_fraction)
+    return bool(np.any(_evaluate(sc, setup, search_space(sc), pool).fits))
 
 
 def _overruled(sc: Scenario, setup: Setup, rules: Mapping[str, Rule], min_gain: float) -> frozenset[str]:
@@ -307,7 +320,8 @@ def _outcome(sc: Scenario, setup: Setup, map0: Map0, ev: Evaluated, best: int, f
                      attention_dp=sc.attention_dp)
     baseline = metrics_of(base, b, s, setup.reserves, sc.replicas, factors_for(sc, "bf16"))
     f_plan = factors_for(sc, kv.id)
-    laid = metrics_of(cfg, b, s, setup.reserves, sc.replicas, f_plan)
+    laid = engine_pool_figures(metrics_of(cfg, b, s, setup.reserves, sc.replicas, f_plan),
+                               ev.pools[best] if ev.pools else None, sc.engine, setup.reserved, d.memory)
     metrics = laid.with_speedup(derived(baseline.step_time.value / laid.step_time.value, "x",
                                         "baseline step time / plan step time (memory-bound, docs/model.md §6)"))
     unmet = unmet_constraints(sc, ev, best, found, setup, knobs, suggest)

@@ -13,7 +13,7 @@ from kvplan.base.records import record
 from kvplan.base.units import fmt_unit
 from kvplan.catalog import Model, get_link
 from kvplan.model import expected as ex
-from kvplan.model import memory
+from kvplan.model import memory, pools
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import KvFactors, kappa, kv_bytes_per_seq
 from kvplan.model.regime import cap_value, devices_for_weights, over_cap_value, weights_unheld_note, widest_tp
@@ -196,6 +196,28 @@ def metrics_of(cfg: rf.Config, b: int, s: int, reserves: memory.Reserves, replic
                      absent="none (reserves exceed device)"),
         kv_bytes_read=derived(scalar(rf.kv_bytes_read(cfg, b, s)), "B", "KV bytes read per step"),
     )
+
+
+def engine_pool_figures(metrics: Metrics, fit: Optional[pools.Fit], engine: str, reserved: float,
+                        total: float) -> Metrics:
+    """`metrics` with the device need and headroom of the engine's own pool where the plan was fitted against it
+    (kvplan.model.pools.<engine>: what the engine's file is written from), else as they are."""
+    if fit is None:
+        return metrics
+    usable = total - reserved
+    if usable <= 0:
+        return attrs.evolve(metrics, device_need=derived(fit.needed, "B", _pool_source(fit, engine)))
+    return attrs.evolve(
+        metrics,
+        device_need=derived(fit.needed, "B", _pool_source(fit, engine)),
+        headroom=derived(1.0 - (fit.needed - reserved) / usable, "%",
+                         f"1 − (weights + {engine}'s KV pool)/(C − reserves), most loaded device "
+                         f"(kvplan.model.pools.{engine})"))
+
+
+def _pool_source(fit: pools.Fit, engine: str) -> str:
+    return (f"most loaded device: weights + {engine}'s KV pool for the plan ({fit.tokens:,} tokens, {fit.setting} "
+            f"{fit.value}) + reserves (kvplan.model.pools.{engine})")
 
 
 def tier_for(sc: Scenario, w_kv: float, factors: KvFactors, tp: int, eta: float) -> TierPlan:

@@ -129,6 +129,9 @@ class Evaluated:
     bound_binds: Optional[npt.NDArray[np.bool_]] = None  # one sequence of the bound needs more KV than the batch
     #: the memory model fits it and the engine's own pool does not (kvplan.model.pools); None: no engine pool
     by_engine: Optional[npt.NDArray[np.bool_]] = None
+    #: each candidate against the engine's own pool (kvplan.model.pools.fit); empty: no engine pool, None: the
+    #: memory model's figures for that candidate (a dtype the engine does not store)
+    pools: tuple[Optional[pools.Fit], ...] = ()
 
     def __len__(self) -> int:
         return len(self.width)
@@ -197,8 +200,8 @@ def evaluate(model: Model, device: Device, *, batch: int, context: int, w_p: flo
     step = t.step
     usable = np.full(len(grid), device.memory - reserved, dtype=np.float64)
     kv_fit = np.maximum(kv_stored, one)
-    need_dev, fits, by_engine = _fit(model, device, engine, pool, dt, w, tp, n // tp, kv_fit, w_p, batch, context,
-                                     attention_dp, reserved, usable)
+    need_dev, fits, by_engine, found = _fit(model, device, engine, pool, dt, w, tp, n // tp, kv_fit, w_p, batch,
+                                            context, attention_dp, reserved, usable)
     capacity, need = n * usable, w_held + kv_fit
     with np.errstate(divide="ignore", invalid="ignore"):
         headroom = np.where(usable > 0, 1.0 - need_dev / np.where(usable > 0, usable, 1.0), -np.inf)
@@ -209,18 +212,18 @@ def evaluate(model: Model, device: Device, *, batch: int, context: int, w_p: flo
         headroom=headroom, fits=fits,
         lossy=np.array([lossy_of[g[0], g[1]] for g in grid], dtype=np.int64),
         reject=[None] * len(grid), step_exp=step_exp, ttft=ttft, ttft_exp=ttft_exp, bound_binds=one > kv_stored,
-        by_engine=by_engine)
+        by_engine=by_engine, pools=found)
 
 
 def _fit(model: Model, device: Device, engine: str, pool: Optional[pools.PoolSettings], dt: npt.NDArray[np.str_],
          w: Array, tp: npt.NDArray[np.int64], pp: npt.NDArray[np.int64], kv_fit: Array, w_p: float, batch: int,
          context: int, attention_dp: int, reserved: float, usable: Array
-         ) -> tuple[Array, npt.NDArray[np.bool_], Optional[npt.NDArray[np.bool_]]]:
-    """(need per device, fits, decided by the engine) of every candidate: weights + KV on its most loaded device
-    (kvplan.model.memory) against the usable memory; with `pool` (the plan's page, reserves, prefix caching and
-    pinned step limit), a candidate for an engine that sizes its pool its own way (kvplan.model.pools.FORMULAS:
-    SGLang) fits when that engine's pool holds its KV, the need being the weights + the engine's pool, what the
-    engine's writer derives its setting from."""
+         ) -> tuple[Array, npt.NDArray[np.bool_], Optional[npt.NDArray[np.bool_]], tuple[Optional[pools.Fit], ...]]:
+    """(need per device, fits, decided by the engine, the engine's Fits) of every candidate: weights + KV on its
+    most loaded device (kvplan.model.memory) against the usable memory; with `pool` (the plan's page, reserves,
+    prefix caching and pinned step limit), a candidate for an engine that sizes its pool its own way
+    (kvplan.model.pools.FORMULAS) fits when that engine's pool holds its KV, the need being the weights + the
+    engine's pool, what the engine's writer derives its setting from."""
     need_dev = memory.weights_per_device(model, w_p, tp, pp) + memory.kv_per_device(model, kv_fit, tp, pp)
     queries = [pools.PoolQuery(model, device, str(dt[i]), float(w[i]), int(tp[i]), int(pp[i]), pool.page, batch,
                                context, float(kv_fit[i]), w_p, pool.reserves, attention_dp, pool.prefix_caching,
@@ -232,19 +235,20 @@ def _fit(model: Model, device: Device, engine: str, pool: Optional[pools.PoolSet
 
 def _engine_pool(engine: str, pool: Optional[pools.PoolSettings], queries: Sequence[pools.PoolQuery],
                  reserved: float, need_dev: Array, fits: npt.NDArray[np.bool_]
-                 ) -> tuple[Array, npt.NDArray[np.bool_], Optional[npt.NDArray[np.bool_]]]:
-    """(need per device, fits, decided by the engine) of each candidate against `engine`'s own pool
+                 ) -> tuple[Array, npt.NDArray[np.bool_], Optional[npt.NDArray[np.bool_]],
+                            tuple[Optional[pools.Fit], ...]]:
+    """(need per device, fits, decided by the engine, the engine's Fits) of each candidate against `engine`'s own pool
     (kvplan.model.pools.fit): the weights + the pool that holds its KV, and the engine's verdict (the reserves left
     free, the engine's setting in range); the memory model's figures where the engine has none (a dtype it does
     not store). `decided by the engine`: the memory model fits the candidate and the engine's pool does not. No
     `queries` (no `pool`, or an engine without a formula of its own): the memory model's figures, as they are."""
     if pool is None or not queries:
-        return need_dev, fits, None
-    found = [pools.fit(engine, q) for q in queries]
+        return need_dev, fits, None, ()
+    found = tuple(pools.fit(engine, q) for q in queries)
     need = np.array([f.needed - reserved if f is not None else need_dev[i] for i, f in enumerate(found)],
                     dtype=np.float64)
     ok = np.array([f.fits if f is not None else bool(fits[i]) for i, f in enumerate(found)], dtype=np.bool_)
-    return need, ok, fits & ~ok
+    return need, ok, fits & ~ok, found
 
 
 def objective_order(ev: Evaluated, idx: Sequence[int], objective: str) -> list[int]:

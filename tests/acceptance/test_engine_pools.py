@@ -20,7 +20,7 @@ from kvplan.app.replan import emit
 from kvplan.cli import main
 from kvplan.lang import check_file, check_source
 from kvplan.planner import plan, plans_for
-from kvplan.planner.plan import Plan
+from kvplan.planner.plan import Constraint, Plan
 from tests.paths import DATA, ROOT
 
 GPT_OSS = """kvplan 1
@@ -146,3 +146,23 @@ def test_a_plan_that_does_not_fit_is_short_by_a_positive_amount(engine: str) -> 
     p = plan(attrs.evolve(sc, engine=engine, batch=sc.batch * 16), suggest=False)
     (fit,) = [u for u in p.unmet if u.constraint == "fits"]
     assert fit.shortfall.value > 0, fit.message
+
+
+def test_advise_shows_the_engine_pools_device_need_and_headroom_for_gpt_oss() -> None:
+    """The plan fitted against SGLang's pool carries that pool's figures (the memory model said 134.8 GB and 4.77%
+    headroom while KV301 said SGLang needs 166.9 GB of 129.7 GB usable): device need = KV301's need + the reserves,
+    headroom = 1 − need / usable, evidence derived, the source naming the formula."""
+    p = plan(check_source(GPT_OSS.format(devices=1), "gpt-oss.kvp").scenarios[0], suggest=False)
+    sc = p.scenario
+    reserved = p.reserves.total(sc.device.memory)
+    (kv301,) = [u for u in p.unmet if u.constraint is Constraint.FITS]
+    m = re.search(r"need ([\d.]+) GB per device, ([\d.]+) GB usable", kv301.message)
+    assert m is not None, kv301.message
+    need, usable = float(m.group(1)) * 1e9, float(m.group(2)) * 1e9
+    dev, head = p.metrics.device_need, p.metrics.headroom
+    assert dev.evidence.value == head.evidence.value == "derived"
+    assert "kvplan.model.pools.sglang" in dev.source and "kvplan.model.pools.sglang" in head.source
+    assert dev.value == pytest.approx(need + reserved, abs=0.06e9)
+    assert usable == pytest.approx(sc.device.memory - reserved, abs=0.06e9)
+    assert head.value == pytest.approx(1 - need / usable, abs=1e-3)
+    assert head.value < 0  # it does not fit, as advise and lint say

@@ -259,10 +259,14 @@ def test_the_imported_deployments_state_what_the_engines_run(tmp_path: Path) -> 
     r = run("import", "--from", "sglang", alone, "--device", "h200", *DEEPSEEK_V3)
     assert r.exit_code == 0, r.output
     batch = check_source(r.stdout, "x.kvp", allow_paths=[str(CHECKPOINTS)]).scenarios[0].batch
-    # per GPU 0.85 × 141 GB less 84.13 GB of fp8 weights (the checkpoint's 673.0 GB, scales included, over 8) is
-    # 35.72 GB: 508.3k tokens of 70,272 B. Each of 8 groups keeps its own: 8 × 508.3k / 32,768 = 124 sequences;
-    # one group of 8 ranks: 508.3k / 32,768 = 15
-    assert (s[2], batch) == (124, 15)
+    # SGLang sizes its pool from --mem-fraction-static 0.85 of the memory free at start-up (141 GB less kvplan's
+    # 1 GiB runtime reserve, 139.93 GB), less 84.13 GB of fp8 weights (the checkpoint's 673.0 GB, scales included,
+    # over 8): 34.81 GB per GPU, 495.4k tokens of 70,272 B. Each of 8 groups keeps its own: 8 × 495.4k / 32,768 =
+    # 120 sequences; one group of 8 ranks: 15. (kvplan's memory model, 0.85 × 141 GB, would hold 124: not
+    # SGLang's pool.)
+    pool = 0.85 * (141e9 - 2**30) - 84.13e9
+    assert pool == pytest.approx(34.81e9, rel=1e-3)
+    assert (s[2], batch) == (int(8 * pool / 70_272 / 32_768), 15) == (120, 15)
 
 
 @pytest.mark.parametrize("engine", sorted(DEPLOYMENTS))

@@ -272,6 +272,7 @@ class SglangMemory:
     shape: Optional[PoolShape] = None  # the pool configurator's; None: one pool of `cell`
     needed: float = 0.0      # weights + the pool that holds the plan's tokens + the reserves, per GPU
     total: float = 0.0       # device memory
+    wanted: int = 0          # the plan's pool's tokens: a pinned fraction's pool must hold them
 
     @property
     def swa_tokens(self) -> int:
@@ -285,9 +286,9 @@ class SglangMemory:
 
     @property
     def fits(self) -> bool:
-        """Whether the plan's pool fits under SGLang: it leaves the reserves free and its exact fraction is at
-        most 1."""
-        return fits_under(self.exact_text, self.needed, self.total)
+        """Whether the plan's pool fits under SGLang: it leaves the reserves free, its exact fraction is at
+        most 1, and the pool written (a pinned fraction's too) holds its tokens."""
+        return fits_under(self.exact_text, self.needed, self.total) and self.tokens >= self.wanted
 
 
 def fits_under(exact_text: str, needed: float, total: float) -> bool:
@@ -336,7 +337,14 @@ def fit(q: PoolQuery) -> Optional[Fit]:
     exact_text, _ = exact_fraction(tokens, pre, weights, shape, q.page, scale)
     pool = shape.bytes(tokens, q.page)
     needed = weights + pool + float(activation.value + runtime.value)
-    return Fit(tokens, pool, needed, "--mem-fraction-static", exact_text, fits_under(exact_text, needed, total))
+    fits = fits_under(exact_text, needed, total)
+    if q.memory_fraction is not None and q.sizing == "fill":
+        # the deployment's own --mem-fraction-static (kvplan import): SGLang sizes its pool from it, so the
+        # candidate fits only where that pool holds its tokens (memory_for writes the pin as it is)
+        text = _text(q.memory_fraction)
+        fits = fits and pool_tokens(float(text) * scale, pre, weights, shape, q.page) >= tokens
+        return Fit(tokens, pool, needed, "--mem-fraction-static", text, fits)
+    return Fit(tokens, pool, needed, "--mem-fraction-static", exact_text, fits)
 
 
 def aiter_applies(q: PoolQuery) -> bool:
@@ -388,4 +396,4 @@ def memory_for(q: PoolQuery, *, tokens: int, memory_fraction: Optional[float],
     held = pool_tokens(applied, pre, weights, shape, q.page)
     return SglangMemory(text, applied, pre, shape.full_cell, q.page, held, aiter, how, exact_text,
                         reserved if given_activation is None else None, shape if shape.hybrid else None,
-                        needed, total)
+                        needed, total, tokens)
