@@ -47,7 +47,8 @@ from kvplan.engines.flagparse import Read
 from kvplan.model import memory
 from kvplan.model.footprint import fragmentation
 from kvplan.model.memory import DEFAULT_RUNTIME_RESERVE, GiB, Reserves
-from kvplan.model.pools.query import KvLayout, PoolQuery, kv_layout
+from kvplan.model.pools.query import KvLayout, PoolQuery, ceil_div, kv_layout
+from kvplan.model.pools.query import whole as round_whole
 from kvplan.model.roofline import Config
 from kvplan.model.scenario import Scenario
 from kvplan.planner.plan import Plan
@@ -396,21 +397,6 @@ def replication(plan: Plan) -> float:
     return cfg.kv_replication
 
 
-def round_whole(x: float) -> float:
-    """`_whole` for the engine modules."""
-    return _whole(x)
-
-
-def _whole(x: float) -> float:
-    """Snap a float that is an integer up to rounding error (62980095999.99999) to it."""
-    r = round(x)
-    return float(r) if abs(x - r) <= 1e-9 * max(1.0, abs(x)) else x
-
-
-def ceil_div(x: float, d: float) -> int:
-    return math.ceil(_whole(x / d))
-
-
 @record
 class Sizing:
     """One GPU's memory under the target's choices, and the plan's figures beside it."""
@@ -479,7 +465,7 @@ def size(plan: Plan, mapped: Mapped, reserves: Optional[Reserves] = None,
     repl = replication(plan)
     per_token_plan = m.n_layers * m.kv_elems_per_layer * plan.kv_width * repl
     plan_kv = plan.metric("kv_bytes").value
-    plan_tokens = _whole(plan_kv / per_token_plan)
+    plan_tokens = round_whole(plan_kv / per_token_plan)
     tokens = plan_tokens
     if mapped.retention != plan.retention:
         tokens /= plan.retention
@@ -487,10 +473,10 @@ def size(plan: Plan, mapped: Mapped, reserves: Optional[Reserves] = None,
         phi_plan = float(fragmentation(sc.context, plan.block_size))
         phi = float(fragmentation(sc.context, mapped.block))
         tokens = tokens / (1.0 + phi_plan) * (1.0 + phi)
-    tokens = _whole(tokens)
+    tokens = round_whole(tokens)
     layout = kv_layout(m, tp, pp, mapped.dtype.width, scales.get(mapped.dtype.id))
     # each attention group's ranks hold their own share of the sequences (pin.attention_dp)
-    blocks = ceil_div(_whole(tokens / sc.attention_dp), mapped.block)
+    blocks = ceil_div(round_whole(tokens / sc.attention_dp), mapped.block)
     activation, runtime = (plan.reserves if reserves is None else reserves).resolve(sc.device.memory)
     tier_tokens = 0.0
     if mapped.tier != "none" and plan.tier.bytes is not None:
@@ -499,7 +485,7 @@ def size(plan: Plan, mapped: Mapped, reserves: Optional[Reserves] = None,
             tier_tokens /= plan.retention
     return Sizing(layout, mapped.block, blocks, plan_tokens, tokens, sc.batch, sc.context,
                   float(memory.weights_per_device(m, sc.weights.width, tp, pp)), sc.device.memory,
-                  float(memory.kv_per_device(m, plan_kv, tp, pp)), activation, runtime, _whole(tier_tokens))
+                  float(memory.kv_per_device(m, plan_kv, tp, pp)), activation, runtime, round_whole(tier_tokens))
 
 
 def pool_query(p: Plan, dtype_id: str, page: int, reserves: Optional[Reserves] = None) -> PoolQuery:
@@ -520,7 +506,7 @@ def capacity(sizing: Sizing, engine_tokens: float, how: str,
     """The capacity rows every engine target prints: the engine's figure beside the plan's; `sequences` the
     engine's own count where tokens over tokens per sequence is not it (vLLM's hybrid KV cache groups)."""
     per_seq = sizing.tokens_per_seq
-    seqs = math.floor(_whole(engine_tokens / per_seq)) if per_seq > 0 else 0
+    seqs = math.floor(round_whole(engine_tokens / per_seq)) if per_seq > 0 else 0
     if sequences is not None:
         seqs = sequences
     return (
@@ -566,8 +552,8 @@ def capacity_text(sizing: Sizing, engine_tokens: float) -> str:
     blocks = engine_tokens / block
     own_blocks = ceil_div(sizing.context, block)  # one sequence that shares nothing
     own = own_blocks * block
-    n_own = math.floor(_whole(engine_tokens / own)) if own > 0 else 0
-    per_seq = _whole(sizing.tokens_per_seq)
+    n_own = math.floor(round_whole(engine_tokens / own)) if own > 0 else 0
+    per_seq = round_whole(sizing.tokens_per_seq)
     s = "s" if n_own != 1 else ""
     pool = f"{fmt_int(engine_tokens)} tokens ({_count(blocks)} blocks of {block} tokens)"
     paged = (f"{fmt_int(own_blocks)} blocks = {fmt_int(own)} tokens each" if own != sizing.context
@@ -576,7 +562,7 @@ def capacity_text(sizing: Sizing, engine_tokens: float) -> str:
         spare = engine_tokens - n_own * own
         return (f"{pool} = {n_own} sequence{s} of {sizing.context:,} tokens ({paged})"
                 + (f" + {_count(spare)} spare tokens" if spare > 0 else ""))
-    n_plan = math.floor(_whole(engine_tokens / per_seq)) if per_seq > 0 else 0
+    n_plan = math.floor(round_whole(engine_tokens / per_seq)) if per_seq > 0 else 0
     return (f"{pool}; at the spec's context of {sizing.context:,} tokens that is {n_plan} sequence"
             f"{'' if n_plan == 1 else 's'} as planned ({_count(per_seq)} tokens each on average, with the "
             f"plan's prefix sharing and eviction), or {n_own} sequence{s} that share nothing ({paged})")

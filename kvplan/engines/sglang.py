@@ -59,6 +59,7 @@ from kvplan.engines.flagparse import (
 )
 from kvplan.model.memory import GiB
 from kvplan.model.pools import sglang as pools
+from kvplan.model.pools.query import ceil_div, whole
 from kvplan.model.pools.sglang import (  # the names the writer and the tests read here
     AITER_CONTEXT,
     AITER_SCALE,
@@ -111,7 +112,7 @@ def _hicache(sz: common.Sizing, mem: SglangMemory) -> tuple[int, int, int]:
     """(--hicache-size GB, host pool tokens, tokens it adds): the host pool mirrors device pages, so it must
     hold the device pool plus the plan's host-tier tokens (pool_host/base.py:205-246: GB × 10^9 // cell, then
     one padding page)."""
-    tier = common.ceil_div(sz.tier_tokens, sz.block) * sz.block
+    tier = ceil_div(sz.tier_tokens, sz.block) * sz.block
     gb = max(1, math.ceil((mem.tokens + tier) * mem.cell / 1e9))
     host = (int(gb * 1e9 // mem.cell) // mem.page + 1) * mem.page
     return gb, host, max(0, host - mem.tokens)
@@ -211,9 +212,9 @@ def full_layer_sizing(p: Plan, sz: common.Sizing) -> common.Sizing:
     context, kvplan.model.footprint.tokens_for_bytes of its bytes), where the shared figures count a token slot
     in every layer, the windowed ones included."""
     m = p.scenario.model
-    tokens = common.round_whole(pools.full_tokens(m, sz.tokens, sz.batch))
-    blocks = common.ceil_div(tokens / p.scenario.attention_dp, sz.block)
-    plan_tokens = common.round_whole(pools.full_tokens(m, sz.plan_tokens, sz.batch))
+    tokens = whole(pools.full_tokens(m, sz.tokens, sz.batch))
+    blocks = ceil_div(tokens / p.scenario.attention_dp, sz.block)
+    plan_tokens = whole(pools.full_tokens(m, sz.plan_tokens, sz.batch))
     return attrs.evolve(sz, tokens=tokens, plan_tokens=plan_tokens, blocks=blocks)
 
 

@@ -72,6 +72,7 @@ from kvplan.engines.flagparse import (
     whole,
 )
 from kvplan.model.pools import trtllm as pools
+from kvplan.model.pools.query import ceil_div
 from kvplan.planner.plan import Plan
 
 ENGINE = get_engine("trtllm")
@@ -121,7 +122,7 @@ def render(req: EmitRequest) -> Emitted:
     per_token, plan_tokens, free_after = mem.per_token, sz.blocks * sz.block, mem.free
     use_exact, fraction, tokens = mem.use_exact, mem.fraction, mem.tokens
     unfit = findings[-1] if tokens < plan_tokens else None  # TensorRT-LLM's pool, not the plan's
-    host_tokens = common.ceil_div(sz.tier_tokens, sz.block) * sz.block if mapped.tier == "host" else 0
+    host_tokens = ceil_div(sz.tier_tokens, sz.block) * sz.block if mapped.tier == "host" else 0
     host = host_tokens * per_token
     kv_cfg: dict[str, object] = {"dtype": mapped.dtype_name, "tokens_per_block": mapped.block,
                                  "enable_block_reuse": bool(p.prefix_caching)}
