@@ -624,7 +624,7 @@ class Beside(Raw):
 Flag = tuple[str, Optional[str]]
 
 
-@attrs.frozen(slots=True)
+@record
 class Launch:
     """What an engine target's launcher script execs: the program's words, its flags, the exports, and the
     comment lines that state its KV capacity (kvplan/engines/k8s.py writes the same command into a pod)."""

@@ -35,6 +35,7 @@ import attrs
 
 from kvplan.base import limits
 from kvplan.base.evidence import Value, assumed, derived, reported
+from kvplan.base.records import record
 from kvplan.base.units import fmt_bytes
 from kvplan.catalog.engines import get_engine
 from kvplan.engines import common
@@ -84,7 +85,7 @@ def shape(p: Plan, sz: common.Sizing, block: int) -> Shape:
                        sz.layout.page_bytes_per_layer(block), sz.block_bytes, sc.pinned.max_batched_tokens)
 
 
-@attrs.frozen(slots=True)
+@record
 class Sized:
     """One sizing mode's outcome: the pool, the Sizing it gives, the memory flag, the comment line and the
     capacity rows that explain it, and the findings (a refusal, a pool smaller than the plan)."""

@@ -27,8 +27,7 @@ import functools
 import math
 from typing import Literal, Optional
 
-import attrs
-
+from kvplan.base.records import record
 from kvplan.base.units import fmt_bytes
 from kvplan.catalog import DTYPES, Model
 from kvplan.catalog.engines import get_engine
@@ -75,7 +74,7 @@ SWA_FULL_TOKENS_RATIO = 0.8
 SWA_EVICTION_INTERVAL = 128
 
 
-@attrs.frozen(slots=True)
+@record
 class PoolShape:
     """How SGLang's pool configurator (model_executor/pool_configurator.py) turns one GPU's KV bytes into tokens.
 
@@ -255,7 +254,7 @@ def exact_fraction(tokens: int, pre: float, weights: float, cell: int | PoolShap
     return (text + "0" if text.endswith(".") else text), float(text) * scale
 
 
-@attrs.frozen(slots=True)
+@record
 class SglangMemory:
     """One GPU as SGLang 0.5.23 sizes it."""
 

@@ -16,8 +16,7 @@ import math
 from fractions import Fraction
 from typing import Literal
 
-import attrs
-
+from kvplan.base.records import record
 from kvplan.catalog import Model
 from kvplan.catalog.engines import get_engine
 from kvplan.model.pools.query import Fit, PoolQuery, ceil_div, whole
@@ -82,7 +81,7 @@ def fill_tokens(fraction: float, free: float, per_token: int, block: int) -> int
     return int(fraction * free / per_token // block) * block
 
 
-@attrs.frozen(slots=True)
+@record
 class TrtllmMemory:
     """One GPU as TensorRT-LLM sizes it for a pool of `wanted` tokens."""
 

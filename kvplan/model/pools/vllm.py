@@ -18,9 +18,8 @@ from __future__ import annotations
 import math
 from typing import Optional, Sequence
 
-import attrs
-
 from kvplan.base.evidence import Value, assumed
+from kvplan.base.records import record
 from kvplan.catalog import DTYPES, Device, Model
 from kvplan.catalog.engines import get_engine
 from kvplan.model import memory
@@ -53,7 +52,7 @@ def gib_text(b: float) -> str:
     return f"{round(b / GiB, 2)}"
 
 
-@attrs.frozen(slots=True)
+@record
 class Groups:
     """vLLM's KV cache groups on one GPU (v1/core/kv_cache_planning.py:416-560): layers bucketed by attention
     window, each bucket split into groups of `group_size` layers; all groups draw block ids from one pool, and
@@ -93,7 +92,7 @@ def blocks_per_request(groups: Groups, max_len: int, block: int, in_flight: int)
     return total
 
 
-@attrs.frozen(slots=True)
+@record
 class Pool:
     """One GPU's vLLM KV pool: `num_blocks` pool blocks of `block_bytes` (the null block among them)."""
 
@@ -163,7 +162,7 @@ def fill_fraction(pinned: Optional[float]) -> tuple[float, str]:
     return mem.fraction, mem.fraction_source
 
 
-@attrs.frozen(slots=True)
+@record
 class Shape:
     """What fixes vLLM's pool arithmetic for one GPU: its KV cache groups, the bytes of one pool block, the blocks
     one request at --max-model-len takes, and the --max-num-batched-tokens written."""
