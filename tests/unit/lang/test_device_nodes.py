@@ -54,4 +54,5 @@ def test_one_without_the_other_is_a_located_error_whose_fix_plans(given: str, mi
 
 def test_a_node_of_no_devices_is_refused() -> None:
     r = check_source(SPEC.format(lines="    node = 0\n    scaleout_link = ib-ndr"), "t.kvp")
-    assert not r.ok and any(d.span is not None and d.span.line == 7 for d in r.diagnostics)
+    (d,) = r.diagnostics
+    assert d.code == "KV108" and d.span is not None and d.span.line == 7 and "between 1 and 4,096" in (d.help or "")
