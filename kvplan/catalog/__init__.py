@@ -215,6 +215,11 @@ class Device:
     price_per_hour: Optional[float] = None
     price_source: str = ""
     price_date: str = ""
+    #: Devices per scale-up domain (an HGX board: 8, a GB200 NVL72 rack: 72) and the links.toml id of each
+    #: device's own link out of it (SPEC §12, docs/catalog.md "Nodes and links"); None: no source read gives
+    #: the domain, and any group is planned as if one domain held it.
+    node: Optional[int] = None
+    scaleout_link: Optional[str] = None
 
     @property
     def partition_bandwidth(self) -> float:
@@ -371,8 +376,19 @@ def devices() -> Mapping[str, Device]:
             note=_text(e, "note", did, ""),
             fp4=bool(e.get("fp4", False)),
             price_per_hour=price, price_source=price_source, price_date=price_date,
+            node=_node(e, did), scaleout_link=_opt_text(e, "scaleout_link", did),
         )
     return out
+
+
+def _node(e: CatalogEntry, did: str) -> Optional[int]:
+    """A device's `node` (devices per scale-up domain, a whole number from 1 on), or None where absent."""
+    if "node" not in e:
+        return None
+    raw = e["node"]
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+        raise _wrong(did, "node", raw, "a whole number of devices per scale-up domain, 1 or more")
+    return raw
 
 
 #: The most a catalog or spec price may be, USD per device-hour: far above any list price, low enough that

@@ -406,6 +406,11 @@ SETTINGS: tuple[Setting, ...] = (
             dim=Dim.BANDWIDTH, range=_device_range(limits.MIN_BANDWIDTH, limits.MAX_BANDWIDTH)),
     Setting("device.host_link", Takes.QUANTITY, "the host link: a catalog link id or its bandwidth",
             dim=Dim.BANDWIDTH, range=_device_range(limits.MIN_BANDWIDTH, limits.MAX_BANDWIDTH)),
+    Setting("device.node", Takes.QUANTITY, "devices per scale-up domain (an HGX board: 8); needs scaleout_link",
+            dim=Dim.COUNT, units="count", integer=True, range=_DEVICES, example="8"),
+    Setting("device.scaleout_link", Takes.QUANTITY, "each device's link between nodes: a catalog link id or its "
+            "bandwidth; needs node", dim=Dim.BANDWIDTH,
+            range=_device_range(limits.MIN_BANDWIDTH, limits.MAX_BANDWIDTH), example="ib-ndr"),
 )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Optional, Union
+from typing import Mapping, Optional, Union
 
 import attrs
 
@@ -31,6 +31,9 @@ from kvplan.lang.words import (
     _source_text,
 )
 from kvplan.model.profile import Profile, load_profile
+
+#: The keys of a device block that name a catalog link (an id or its bandwidth, _link).
+_LINK_KEYS = ("link", "host_link", "scaleout_link")
 
 
 class _Blocks(_Values):
@@ -144,7 +147,7 @@ class _Blocks(_Values):
         # the quantities of a device block; a link is a catalog id or a bandwidth (_link)
         for row in settings.rows("device"):
             e = entries.get(row.key)
-            node = self._scalar(e, where) if e is not None and row.key not in ("link", "host_link") else None
+            node = self._scalar(e, where) if e is not None and row.key not in _LINK_KEYS else None
             value = self._quantity(node, row) if node is not None else None
             if value is not None:
                 got[row.key] = value
@@ -153,13 +156,14 @@ class _Blocks(_Values):
                 example = settings.row(f"device.{key}").example
                 self.report(codes.MISSING_KEY, f"{where} has no {key}", decl.name_span, help=f"add `{key} = {example}`",
                             fixes=[fx.set_setting(self.spec_source, decl, key, example)])
-        ints = {key: int(got[key]) for key in ("partitions", "sm_count") if key in got}
+        ints = {key: int(got[key]) for key in ("partitions", "sm_count", "node") if key in got}
         notes: list[Value] = []
         partitions = settings.row("device.partitions").default
         if "partitions" not in entries and partitions is not None:
             notes.append(assumed(int(partitions.value), "1",
                                  f"{where}: partitions = {partitions.value} (default: {partitions.source})"))
-        links = {key: self._link(entries.get(key), key, where, notes) for key in ("link", "host_link")}
+        links = {key: self._link(entries.get(key), key, where, notes) for key in _LINK_KEYS}
+        self._node_pair(decl, entries, where)
         if self._errors() > before:
             return None
         device = Device(
@@ -168,8 +172,19 @@ class _Blocks(_Values):
             sm_count=ints.get("sm_count"), host_link=links["host_link"], scaleup_link=links["link"],
             source=f"{where} in {os.path.basename(self.spec.path)}", confidence="U",
             note="described by the user in a .kvp device block",
+            node=ints.get("node"), scaleout_link=links["scaleout_link"],
         )
         return _Device(device, tuple(notes))
+
+    def _node_pair(self, decl: DeviceDecl, entries: Mapping[str, Entry], where: str) -> None:
+        """`node` and `scaleout_link` come together (SPEC §12): a node without its way out would charge a group
+        across nodes nothing for the crossing, a way out without a node size never applies."""
+        for key, other in (("node", "scaleout_link"), ("scaleout_link", "node")):
+            if key in entries and other not in entries:
+                example = settings.row(f"device.{other}").example
+                self.report(codes.MISSING_KEY, f"{where} has {key} but no {other}: a group across nodes needs both",
+                            entries[key].span, help=f"add `{other} = {example}`",
+                            fixes=[fx.set_setting(self.spec_source, decl, other, example)])
 
     def _link(self, e: Optional[Entry], key: str, where: str, notes: list[Value]) -> Optional[str]:
         """A catalog link id: named (`host_link = pcie5-x16`) or the first catalog link of the same

@@ -48,7 +48,9 @@ from kvplan.model.expected import (
     default_factors,
     expected_step,
     expected_ttft,
+    group_bandwidth,
     layer_time,
+    pipeline_time,
 )
 from kvplan.model.roofline import Config, beta_eff, step_time, weight_bytes_read
 from kvplan.model.tiering import prefill_flops
@@ -163,12 +165,21 @@ def _prefill_terms(cfg: Config, prompts: int, prompt: int, link_bandwidth: Optio
     return {"compute": prompts * float(prefill_flops(cfg.model, prompt)) / (cfg.tp * cfg.device.compute),
             "weights": float(weight_bytes_read(cfg.model, tokens, cfg.w_p)) / (cfg.tp * cfg.device.bandwidth),
             "latency": _collectives(cfg),
-            "bytes": float(all_reduce_time(cfg.model, tokens, cfg.tp, link_bandwidth, 0.0))}
+            "bytes": _comm_bytes(cfg, tokens, link_bandwidth)}
 
 
 def _collectives(cfg: Config) -> float:
-    """All-reduces of one forward pass: two per layer on more than one rank."""
-    return float(ALL_REDUCES_PER_LAYER * cfg.model.n_layers) if cfg.tp > 1 else 0.0
+    """Collectives of one forward pass, each paying collective_latency: two all-reduces per layer on more than
+    one rank, one transfer per pipeline stage boundary (SPEC §12)."""
+    return (float(ALL_REDUCES_PER_LAYER * cfg.model.n_layers) if cfg.tp > 1 else 0.0) + cfg.n_devices / cfg.tp - 1
+
+
+def _comm_bytes(cfg: Config, tokens: float, link_bandwidth: Optional[float]) -> float:
+    """Seconds the collectives' bytes of one forward pass over `tokens` tokens take, latencies apart: the
+    all-reduces at the link the group spans and the pipeline's transfers (expected_from_bound's T_comm)."""
+    bw = group_bandwidth(cfg.device, cfg.tp, cfg.n_devices, link_bandwidth)
+    return float(all_reduce_time(cfg.model, tokens, cfg.tp, bw, 0.0)
+                 + pipeline_time(cfg.model, cfg.device, tokens, cfg.tp, cfg.n_devices, link_bandwidth, 0.0))
 
 
 def request_steps(m: Measurement) -> Array:
@@ -242,7 +253,7 @@ def _pieces(m: Measurement, kind: str, d: Deployment, names: Sequence[str]) -> _
         sb[:, col["eta_compute"]] = np.broadcast_to(bound.compute, contexts.shape)
         sa[:, col["t_fixed"]] = sb[:, col["t_fixed"]] = 1.0
         sa[:, col["t_layer"]] = sb[:, col["t_layer"]] = float(cfg.model.n_layers)
-        comm = float(all_reduce_time(cfg.model, m.batch, cfg.tp, link, 0.0))
+        comm = _comm_bytes(cfg, m.batch, link)
         A, B = np.vstack([A, sa]), np.vstack([B, sb])
         a, b = np.concatenate([a, np.full(contexts.size, comm)]), np.concatenate([b, np.zeros(contexts.size)])
     return _Pieces(A, a, B, b)

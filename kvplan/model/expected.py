@@ -56,19 +56,76 @@ def residual_width(model: Model) -> int:
     return model.n_q * model.attn_dims[1]
 
 
-def all_reduce_time(model: Model, tokens: ArrayLike, tp: ArrayLike, link_bandwidth: Optional[float],
+def all_reduce_time(model: Model, tokens: ArrayLike, tp: ArrayLike, link_bandwidth: Optional[ArrayLike],
                     latency: ArrayLike) -> Array:
     """Seconds the tensor-parallel all-reduces of one forward pass over `tokens` tokens take: two per layer,
-    each `latency` plus a ring all-reduce (2·(tp−1)/tp of tokens·hidden·2 B per rank) over the link;
-    0 on one rank. No link (None): the latency alone, and the caller says the bytes are not counted.
-    Over arrays of tokens, or of tensor-parallel sizes and latencies (the planner's candidates, one each)."""
+    each `latency` plus a ring all-reduce (2·(tp−1)/tp of tokens·hidden·2 B per rank) over the link the group's
+    slowest hop crosses (SPEC §12: `link_bandwidth`, one per candidate where the group's span decides it,
+    group_bandwidth); 0 on one rank. No link (None): the latency alone, and the caller says the bytes are not
+    counted. Over arrays of tokens, or of tensor-parallel sizes and latencies (the planner's candidates)."""
     t = np.asarray(tokens, dtype=np.float64)
     tp_a = np.asarray(tp, dtype=np.float64)
     per: Array = np.asarray(latency, dtype=np.float64) + np.zeros(np.broadcast(t, tp_a).shape)
-    if link_bandwidth:
+    if link_bandwidth is not None:
         per = per + 2.0 * (tp_a - 1) / tp_a * t * residual_width(model) * ACTIVATION_WIDTH / link_bandwidth
     out: Array = np.where(tp_a > 1, float(ALL_REDUCES_PER_LAYER * model.n_layers) * per, 0.0)
     return out
+
+
+def _scaleout(device: Device) -> Optional[float]:
+    """B/s per direction of the device's scale-out link, or None where the catalog names none."""
+    return catalog.get_link(device.scaleout_link).bandwidth if device.scaleout_link else None
+
+
+def group_bandwidth(device: Device, tp: ArrayLike, n: ArrayLike, scaleup: Optional[float]) -> Optional[Array]:
+    """B/s per direction of the slowest link a tensor-parallel group of `tp` ranks crosses, its replica `n`
+    devices laid out rank after rank over nodes of `device.node` (SPEC §12): the scale-up link `scaleup` (as
+    the caller passes it) while the group sits in one node, the scale-out link once it spans two — when `tp`
+    exceeds the node, or does not divide it and the replica holds more than one node. None where `scaleup` is
+    None (the bytes are not counted); the scale-up link where the device has no node or no scale-out link
+    (docs/catalog.md, "Nodes and links"). Over arrays of candidates."""
+    if scaleup is None:
+        return None
+    tp_a, n_a = np.asarray(tp, dtype=np.float64), np.asarray(n, dtype=np.float64)
+    out = _scaleout(device)
+    if device.node is None or out is None:
+        same: Array = np.full(np.broadcast(tp_a, n_a).shape, scaleup)
+        return same
+    spans = (tp_a > device.node) | ((np.mod(device.node, tp_a) != 0) & (n_a > device.node))
+    bw: Array = np.where(spans, min(out, scaleup), scaleup)
+    return bw
+
+
+def spanned_link(device: Device, tp: int, n: int) -> Optional[str]:
+    """The links.toml id of the link a tensor-parallel group of `tp` ranks in a replica of `n` devices runs its
+    all-reduces at (group_bandwidth's choice, for the words beside a figure); None where the device has none."""
+    up = link_bandwidth(device)
+    bw = group_bandwidth(device, tp, n, up)
+    if bw is not None and up is not None and float(bw) < up:
+        return device.scaleout_link
+    return device.scaleup_link
+
+
+def pipeline_time(model: Model, device: Device, tokens: ArrayLike, tp: ArrayLike, n: ArrayLike,
+                  scaleup: Optional[float], latency: ArrayLike) -> Array:
+    """Seconds the pipeline's activation transfers of one forward pass over `tokens` tokens take (SPEC §12):
+    n/tp − 1 stage boundaries, each `latency` plus tokens·hidden·2 B over its link — the scale-out link for a
+    boundary between two nodes (min(p−1, ⌊(p−1)·tp/node⌋) of them, stages laid out one after the other), the
+    scale-up link inside one. No link (None): the latency alone. 0 without pipeline stages. Over arrays."""
+    t = np.asarray(tokens, dtype=np.float64)
+    tp_a, n_a = np.asarray(tp, dtype=np.float64), np.asarray(n, dtype=np.float64)
+    boundaries = n_a / tp_a - 1.0
+    lat = np.asarray(latency, dtype=np.float64)
+    if scaleup is None:
+        out_lat: Array = boundaries * lat + np.zeros(t.shape)
+        return out_lat
+    out = _scaleout(device)
+    crossing = (np.zeros(np.broadcast(tp_a, n_a).shape) if device.node is None or out is None else
+                np.minimum(boundaries, np.floor(boundaries * tp_a / device.node)))
+    payload = t * residual_width(model) * ACTIVATION_WIDTH
+    slow = min(out, scaleup) if out is not None else scaleup
+    total: Array = boundaries * lat + (boundaries - crossing) * payload / scaleup + crossing * payload / slow
+    return total
 
 
 def layer_time(model: Model, t_layer: ArrayLike) -> Array:
@@ -128,13 +185,16 @@ class ExpectedTtft:
     ttft: Array       # their sum
 
 
-def expected_from_bound(model: Model, bound: StepTime, b: ArrayLike, tp: ArrayLike, link_bandwidth: Optional[float],
-                        k: Rates) -> ExpectedStep:
+def expected_from_bound(model: Model, device: Device, bound: StepTime, b: ArrayLike, tp: ArrayLike, n: ArrayLike,
+                        link_bandwidth: Optional[float], k: Rates) -> ExpectedStep:
     """The expected step's equation from the bound's terms: expected_step() below and the planner's search
-    (every candidate at once, `tp` and `k` one entry each) both compute it here."""
+    (every candidate at once, `tp`, `n` (devices per replica) and `k` one entry each) both compute it here.
+    T_comm is the all-reduces at the link the tensor-parallel group spans plus the pipeline's transfers
+    (SPEC §12; `link_bandwidth` is the device's scale-up link, None: bytes not counted)."""
     t_w = bound.weights / k.eta_w
     t_kv = bound.kv / k.eta_kv
-    t_comm = all_reduce_time(model, b, tp, link_bandwidth, k.latency)
+    t_comm = (all_reduce_time(model, b, tp, group_bandwidth(device, tp, n, link_bandwidth), k.latency)
+              + pipeline_time(model, device, b, tp, n, link_bandwidth, k.latency))
     t_comp = bound.compute / k.eta_compute
     shape = np.broadcast(t_w, t_kv, t_comm).shape
     fixed = np.broadcast_to(np.asarray(k.t_fixed, dtype=np.float64), shape)
@@ -149,18 +209,22 @@ def expected_step(cfg: Config, b: ArrayLike, s: ArrayLike, f: Factors,
     """The expected decode step and its terms (seconds): fixed, layers (L · t_layer), weights, kv, comm,
     compute (the floor) and step = max(fixed + layers + weights + kv + comm, fixed + layers + compute).
     `link_bandwidth` is the scale-up link's B/s per direction that the all-reduces cross (None: latency only)."""
-    return expected_from_bound(cfg.model, step_time(cfg, b, s), b, cfg.tp, link_bandwidth, Rates.of(f))
+    return expected_from_bound(cfg.model, cfg.device, step_time(cfg, b, s), b, cfg.tp, cfg.n_devices,
+                               link_bandwidth, Rates.of(f))
 
 
 def prefill_ttft(model: Model, device: Device, prompt: ArrayLike, *, tp: ArrayLike, w_p: float,
-                 link_bandwidth: Optional[float], k: Rates) -> ExpectedTtft:
-    """The TTFT's equation over arrays of prompt lengths, or of the planner's candidates (`tp` and `k` one entry
-    each): expected_ttft() below and the planner's search both compute it here."""
+                 link_bandwidth: Optional[float], k: Rates, n: Optional[ArrayLike] = None) -> ExpectedTtft:
+    """The TTFT's equation over arrays of prompt lengths, or of the planner's candidates (`tp`, `n` (devices per
+    replica, default `tp`: no pipeline) and `k` one entry each): expected_ttft() below and the planner's search
+    both compute it here; its collectives are charged at the links they span, as expected_from_bound's."""
     p = np.asarray(prompt, dtype=np.float64)
     compute = prefill_flops(model, p) / (tp * np.asarray(k.eta_compute, dtype=np.float64) * device.compute)
     weights = weight_bytes_read(model, p, w_p) / (tp * np.asarray(k.eta_w, dtype=np.float64) * device.bandwidth)
     prefill = np.maximum(compute, weights)
-    comm = all_reduce_time(model, p, tp, link_bandwidth, k.latency)
+    per = tp if n is None else n
+    comm = (all_reduce_time(model, p, tp, group_bandwidth(device, tp, per, link_bandwidth), k.latency)
+            + pipeline_time(model, device, p, tp, per, link_bandwidth, k.latency))
     shape = np.broadcast(prefill, comm).shape
     fixed = np.broadcast_to(np.asarray(k.t_fixed, dtype=np.float64), shape)
     layers = np.broadcast_to(layer_time(model, k.t_layer), shape)
@@ -172,7 +236,7 @@ def expected_ttft(cfg: Config, prompt: ArrayLike, f: Factors, link_bandwidth: Op
     prefill = max(F_prefill / (tp · η_π · π), weights read once / (tp · η_w · β)), plus comm (the prefill's
     all-reduces over `prompt` tokens), fixed and layers (L · t_layer); ttft = their sum."""
     return prefill_ttft(cfg.model, cfg.device, prompt, tp=cfg.tp, w_p=cfg.w_p, link_bandwidth=link_bandwidth,
-                        k=Rates.of(f))
+                        k=Rates.of(f), n=cfg.n_devices)
 
 
 def link_bandwidth(device: Device) -> Optional[float]:
@@ -218,4 +282,5 @@ def default_factors(device: Device, kv_dtype: str, engine: str = "any", link: st
 
 __all__ = ["ACTIVATION_WIDTH", "ALL_REDUCES_PER_LAYER", "ExpectedStep", "ExpectedTtft", "Factors", "Rates",
            "all_reduce_time", "default_factors", "deployment_factors", "expected_from_bound", "expected_step",
-           "expected_ttft", "layer_time", "link_bandwidth", "prefill_ttft", "residual_width"]
+           "expected_ttft", "group_bandwidth", "layer_time", "link_bandwidth", "pipeline_time", "prefill_ttft",
+           "residual_width", "spanned_link"]

@@ -346,11 +346,18 @@ def _factor_words(f: ex.Factors) -> str:
 def expected_results(cfg: rf.Config, batch: int, context: int, f: ex.Factors) -> list[tuple[str, Value]]:
     """The expected step, its terms and the expected TTFT (docs/expected.md), each derived, its source naming
     every factor with its evidence; the prompt of the TTFT is the workload's context, the all-reduces cross the
-    device's scale-up link (none: their latency only, said so)."""
+    slowest link the group spans (SPEC §12: the scale-up link inside a node, the scale-out link across nodes;
+    none: their latency only, said so)."""
     link = ex.link_bandwidth(cfg.device)
-    link_words = (f"all-reduces over {cfg.device.scaleup_link} at {fmt_unit(link, 'B/s')}" if link else
+    spanned = ex.spanned_link(cfg.device, cfg.tp, cfg.n_devices)
+    link_words = (f"all-reduces over {spanned} at {fmt_unit(catalog.get_link(spanned).bandwidth, 'B/s')}"
+                  + ("" if spanned == cfg.device.scaleup_link else
+                     f", the group spanning {cfg.device.node}-device nodes")
+                  if link and spanned else
                   f"{cfg.device.id} has no scale-up link in the catalog: the all-reduces' latency only, their bytes "
                   "not counted")
+    if cfg.n_devices > cfg.tp:
+        link_words += f"; {cfg.n_devices // cfg.tp - 1} pipeline transfers of b·hidden·2 B"
     words = f"{_factor_words(f)}; {link_words}" + (f"; profile {f.profile}" if f.profile else "")
     t = ex.expected_step(cfg, batch, context, f, link)
     ttft = ex.expected_ttft(cfg, context, f, link)

@@ -384,9 +384,9 @@ _PROSE = frozenset({"name", "source", "note", "confidence", "aliases", "hf_ids"}
 #: A device's price (kvplan.planner.cost): an input of the cost figures, which are not in the digest, never of the
 #: engine configuration the digest guards; an objective it changes (`cheapest`) changes `choices`, which are.
 _PRICE = frozenset({"price_per_hour", "price_source", "price_date"})
-#: Catalog fields that are inputs only when set (a model's exact weight bytes, its architecture): absent, the
-#: record is as before.
-_WHEN_SET = frozenset({"weight_bytes", "architecture"})
+#: Catalog fields that are inputs only when set (a model's exact weight bytes, its architecture, a device's node and
+#: scale-out link): absent, the record is as before.
+_WHEN_SET = frozenset({"weight_bytes", "architecture", "node", "scaleout_link"})
 
 
 def _auto_default(v: Value) -> bool:

@@ -144,17 +144,18 @@ class Evaluated:
         return self.step_exp, self.throughput * self.step / self.step_exp, self.ttft_exp
 
 
-def _expected(model: Model, device: Device, bound: rf.StepTime, batch: int, context: int, tp: Array, w_p: float,
-              factors: Mapping[str, ex.Factors], dtypes: Sequence[str]) -> tuple[Array, Array, Array]:
+def _expected(model: Model, device: Device, bound: rf.StepTime, batch: int, context: int, tp: Array, n: Array,
+              w_p: float, factors: Mapping[str, ex.Factors], dtypes: Sequence[str]) -> tuple[Array, Array, Array]:
     """Each candidate's expected step, TTFT bound and expected TTFT from its bound and its KV dtype's factors
-    (`dtypes`: one per candidate): kvplan.model.expected's equations, evaluated over the candidates."""
+    (`dtypes`: one per candidate): kvplan.model.expected's equations, evaluated over the candidates, their
+    collectives at the links their groups span (`n`: devices per replica, SPEC §12)."""
     rates = ex.Rates.over([factors[d] for d in dtypes])
     link = ex.link_bandwidth(device)
     perfect = {d: f.perfect() for d, f in factors.items()}  # the bound: every fraction 1, every time 0
     ttft = ex.prefill_ttft(model, device, context, tp=tp, w_p=w_p, link_bandwidth=None,
-                           k=ex.Rates.over([perfect[d] for d in dtypes])).ttft
-    return (ex.expected_from_bound(model, bound, batch, tp, link, rates).step, ttft,
-            ex.prefill_ttft(model, device, context, tp=tp, w_p=w_p, link_bandwidth=link, k=rates).ttft)
+                           k=ex.Rates.over([perfect[d] for d in dtypes]), n=n).ttft
+    return (ex.expected_from_bound(model, device, bound, batch, tp, n, link, rates).step, ttft,
+            ex.prefill_ttft(model, device, context, tp=tp, w_p=w_p, link_bandwidth=link, k=rates, n=n).ttft)
 
 
 def evaluate(model: Model, device: Device, *, batch: int, context: int, w_p: float, sharing: float, frag: float,
@@ -196,7 +197,8 @@ def evaluate(model: Model, device: Device, *, batch: int, context: int, w_p: flo
     t = rf.step_bound(model, device, batch, context, w_p=w_p, tp=tpf, kv_read=kv_read, beta_kv=beta_kv)
     if factors is None:
         factors = {d: ex.default_factors(device, d, engine, device.scaleup_link or "") for d in space.dtypes}
-    step_exp, ttft, ttft_exp = _expected(model, device, t, batch, context, tpf, w_p, factors, list(dt))
+    step_exp, ttft, ttft_exp = _expected(model, device, t, batch, context, tpf, n.astype(np.float64), w_p, factors,
+                                         list(dt))
     step = t.step
     usable = np.full(len(grid), device.memory - reserved, dtype=np.float64)
     kv_fit = np.maximum(kv_stored, one)

@@ -54,10 +54,13 @@ def plan_service(sc: Scenario, at: Callable[[Scenario], Plan], knobs: Knobs, sug
     rejected = [_rejected_count(*t) for t in tried[:pick]]
     spread = _replicated(sc, at, tried[:pick], p.n_devices if served is not None else None)
     if spread is not None:  # data-parallel replicas of a smaller layout serve the rate on fewer devices
+        # the single layout kept when none served (a layout across nodes paying its link, SPEC §12) is passed
+        # over for what it misses, not as one that also serves the rate
+        single = _replica_option(tried[pick], p) if served is not None else _rejected_count(*tried[pick])
         p, fig, bound = spread[0]
         served = pick
         rejected = [_rejected_count(*t) for t in tried[:pick] if t[0].n_devices != p.n_devices] + [
-            _replica_option(tried[pick], p)] + list(spread[1])
+            single] + list(spread[1])
     short = service.unmet(fig)
     slo_short = service.service_unmet(sc, fig, bound, ())
     try:

@@ -141,7 +141,7 @@ columns:
 def devices(items: Sequence[Device], fmt: str) -> str:
     ordered = sorted(items, key=lambda d: d.id)
     if fmt == "json":
-        link_ids = sorted({lid for d in ordered for lid in (d.host_link, d.scaleup_link) if lid})
+        link_ids = sorted({lid for d in ordered for lid in (d.host_link, d.scaleup_link, d.scaleout_link) if lid})
         return dump_json({"devices": [_device_json(d) for d in ordered],
                           "links": [_link_json(catalog.get_link(lid)) for lid in link_ids]})
     rows = [[d.id, fmt_bytes(d.memory), fmt_bandwidth(d.bandwidth), f"{d.compute / 1e12:g}",
@@ -185,7 +185,7 @@ def _device_json(d: Device) -> dict[str, object]:
         "fabric": _opt(d.fabric, "B/s", rep),
         "fabric_status": fabric_status,
         "sm_count": d.sm_count,
-        "host_link": d.host_link, "scaleup_link": d.scaleup_link,
+        "host_link": d.host_link, "scaleup_link": d.scaleup_link, "node": d.node, "scaleout_link": d.scaleout_link,
         "confidence": d.confidence, "source": d.source, "note": d.note,
         "price_per_hour": None if d.price_per_hour is None else reported(d.price_per_hour, "USD/h", d.price_source),
         "price_date": d.price_date or None,

@@ -72,7 +72,10 @@ def test_devices_json_follows_the_contract() -> None:
     assert by_id["mi300x"]["fabric"] is None and by_id["mi300x"]["fabric_status"] == "unpublished"
     assert by_id["b200"]["fabric"]["value"] == 10e12
     listed = {link["id"] for link in doc["links"]}
-    assert listed == {lid for d in catalog.devices().values() for lid in (d.host_link, d.scaleup_link) if lid}
+    assert listed == {lid for d in catalog.devices().values()
+                      for lid in (d.host_link, d.scaleup_link, d.scaleout_link) if lid}
+    assert (by_id["h100-sxm"]["node"], by_id["h100-sxm"]["scaleout_link"]) == (8, "ib-ndr")
+    assert (by_id["gb200"]["node"], by_id["h100-pcie"]["node"]) == (72, None)
 
 
 @pytest.mark.parametrize("command", ["models", "devices"])

@@ -55,7 +55,8 @@ def _reproduced(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def test_every_front_point_is_what_advise_plans_with_its_pins(w2_json: dict[str, Any], tmp_path: Path) -> None:
     (front,) = w2_json["fronts"]
     points = _reproduced(front["points"])
-    assert len([p for p in points if p["front"]]) >= 3 and len(points) > 8
+    # W2's front: two layouts inside one node; TP beyond a node pays its scale-out link (SPEC §12) and is beaten
+    assert len([p for p in points if p["front"]]) >= 2 and len(points) > 6
     for p in points:
         spec = _with_pins(p["pin_block"], tmp_path, f"point{p['point']}")
         r = run("advise", str(spec), "--format", "json")

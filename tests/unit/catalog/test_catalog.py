@@ -18,7 +18,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 DEVICE_KEYS = {"name", "aliases", "fp4", "memory", "bandwidth", "compute", "compute_fp8", "partitions", "fabric",
-               "sm_count", "host_link", "scaleup_link", "confidence", "source", "note",
+               "sm_count", "host_link", "scaleup_link", "node", "scaleout_link", "confidence", "source", "note",
                "price_per_hour", "price_source", "price_date"}
 MODEL_KEYS = {"name", "aliases", "hf_id", "hf_ids", "layers", "q_heads", "kv_heads", "head_dim", "params",
               "params_active", "params_routed", "experts", "experts_per_token", "kv_kind", "mla_kv_rank",
@@ -82,7 +82,7 @@ def test_every_link_loads() -> None:
 def test_link_ids_referenced_by_devices_exist() -> None:
     ls = catalog.links()
     for d in catalog.devices().values():
-        for lid in (d.host_link, d.scaleup_link):
+        for lid in (d.host_link, d.scaleup_link, d.scaleout_link):
             assert lid is None or lid in ls, (d.id, lid)
 
 

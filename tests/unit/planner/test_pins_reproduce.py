@@ -64,7 +64,7 @@ def test_pinning_the_chosen_retention_keeps_the_kv_dtype() -> None:
 FASTEST = """kvplan 1
 deployment "d" {
     model = llama-3-8b
-    device = h100-sxm
+    device = gb200
     objective = fastest
     workload {
         batch = 64
@@ -76,7 +76,7 @@ deployment "d" {
 
 def test_a_pinned_pipeline_depth_does_not_make_an_invalid_split_a_candidate() -> None:
     # pipeline_parallel = 1 pinned searched 64 ranks of Llama-3-8B's 32 query heads, which no engine runs, and the
-    # fastest objective took them
+    # fastest objective took them (on GB200, whose 72-GPU NVLink domain holds a TP32 group: SPEC §12)
     (sc,) = check_source(FASTEST, "d.kvp").scenarios
     p0 = plan(sc, suggest=False)
     assert (p0.n_devices, p0.tp) == (32, 32)

@@ -57,7 +57,9 @@ def test_text_lists_the_front_its_pins_and_the_dominated_ones_with_units(w2: par
     assert out == pareto_view.text([w2], "kvplan advise examples/w2-batch32.kvp")  # deterministic
     assert "140 candidates evaluated, 112 pass the rules" in out
     assert f"{len(w2.on_front)} on the front" in out
-    assert "kvplan advise chooses point 5" in out
+    # advise plans int4 on 4 × b200, tp 4 (tests/data/golden/advise/w2-batch32.txt): that point's number
+    (chosen,) = [p.number for p in w2.points if (p.kv_dtype, p.devices, p.tp, p.pp) == ("int4", 4, 4, 1)]
+    assert w2.chosen == chosen and f"kvplan advise chooses point {chosen}" in out
     for p in w2.on_front:
         assert f"  {p.number}: {p.label}\n" + p.pin_block("    ") in out
         assert p.per_user.human in out and p.per_device.human in out
@@ -98,7 +100,7 @@ def test_the_figure_labels_every_front_point_and_holds_every_candidate(w2: paret
     labels = [t for t in info.texts if ":" in t and "×" in t]
     assert labels == [f"{p.number}: {p.short}" for p in sorted(w2.on_front, key=lambda p: p.per_device.value)]
     assert info.legend == (f"dominated ({len(w2.points) - len(w2.on_front)})", f"front ({len(w2.on_front)})",
-                           "kvplan advise's plan (point 5)")
+                           f"kvplan advise's plan (point {w2.chosen})")
     xs, ys = [p.per_user.value for p in w2.points], [p.per_device.value for p in w2.points]
     assert info.xlim[0] < min(xs) and max(xs) < info.xlim[1]  # every point inside the axes
     assert info.ylim[0] < min(ys) and max(ys) < info.ylim[1]
