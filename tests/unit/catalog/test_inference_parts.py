@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kvplan import catalog
+from tests.paths import ROOT
 
 
 # Figures as read (dense; sparse / 2 where a page gives only the sparse figure), one row per source figure:
@@ -36,3 +37,14 @@ def test_each_new_device_has_its_cited_links(did: str, host: str | None, scaleup
     assert (d.host_link, d.scaleup_link) == (host, scaleup)
     for lid in (host, scaleup):
         assert lid is None or lid in catalog.links()
+
+
+def test_each_new_device_has_no_node_and_the_docs_say_why() -> None:
+    """No source read gives a node or scale-out NIC for the PCIe cards or the H20: both are absent (planned as one
+    domain), and docs/catalog.md's "No node is given for" paragraph names each."""
+    doc = (ROOT / "docs" / "catalog.md").read_text(encoding="utf-8")
+    why = doc.split("No node is given for", 1)[1].split("\n\n", 1)[0]
+    for did in ("l40s", "l4", "a10g", "h20"):
+        d = catalog.get_device(did)
+        assert (d.node, d.scaleout_link) == (None, None), did
+        assert f"`{did}`" in why, did
