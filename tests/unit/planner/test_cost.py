@@ -56,12 +56,12 @@ def test_the_spec_price_beats_the_catalog_and_is_assumed() -> None:
 
 
 def test_no_price_anywhere_gives_no_cost_figures_and_says_how_to_give_one() -> None:
-    sc = _scenario(device="b200")
-    assert catalog.get_device("b200").price_per_hour is None and cost.price(sc) is None
+    sc = _scenario(device="gaudi3")
+    assert catalog.get_device("gaudi3").price_per_hour is None and cost.price(sc) is None
     p = plan(sc)
     assert p.cost is None and cost.cost_per_million_output(p) is None
     line = cost.no_price(sc)
-    assert "b200" in line and "price = 2.50 USD/h" in line
+    assert "gaudi3" in line and "price = 2.50 USD/h" in line
 
 
 def test_a_device_block_is_said_to_have_no_price() -> None:
@@ -164,11 +164,11 @@ def test_the_price_is_not_in_the_digest() -> None:
 # --------------------------------------------------------- objective = cheapest
 
 def test_cheapest_without_a_price_is_an_error_at_the_objective() -> None:
-    errors = _errors(_spec(device="b200", top="  objective = cheapest\n"))
+    errors = _errors(_spec(device="gaudi3", top="  objective = cheapest\n"))
     assert len(errors) == 1 and errors[0].startswith("KV104 6:15 objective = cheapest needs a price"), errors
-    [d] = check_source(_spec(device="b200", top="  objective = cheapest\n"), "t.kvp").diagnostics
+    [d] = check_source(_spec(device="gaudi3", top="  objective = cheapest\n"), "t.kvp").diagnostics
     assert [f.title for f in d.fixes] == ["objective = fewest-devices"]  # no price is invented for the user
-    assert _errors(_spec(device="b200", top="  objective = cheapest\n  price = 5 USD/h\n")) == []
+    assert _errors(_spec(device="gaudi3", top="  objective = cheapest\n  price = 5 USD/h\n")) == []
     assert _errors(_spec(device="h100-sxm", top="  objective = cheapest\n")) == []  # the catalog's
 
 

@@ -42,8 +42,8 @@ def test_json_carries_the_cost_figures_as_contract_values() -> None:
 
 
 def test_without_a_price_text_and_json_say_how_to_give_one() -> None:
-    p = _plan("b200")
-    assert "cost: no price for b200 (the catalog cites none): write `price = 2.50 USD/h`" in plan_view.text([p])
+    p = _plan("gaudi3")
+    assert "cost: no price for gaudi3 (the catalog cites none): write `price = 2.50 USD/h`" in plan_view.text([p])
     body = json.loads(plan_view.json_text([p]))["plans"][0]["cost"]
     assert list(body) == ["absent"] and "price = 2.50 USD/h" in body["absent"]
 
@@ -51,13 +51,13 @@ def test_without_a_price_text_and_json_say_how_to_give_one() -> None:
 def test_devices_lists_each_price_with_its_source_and_date() -> None:
     text = catalog_view.devices(list(catalog.devices().values()), "text")
     assert "  h100-sxm: 6.88 USD/h, read 2026-11-09:" in text and "  a100-80g: 3.4309 USD/h, read 2026-11-09:" in text
-    assert "b200:" not in text.split("prices (reported", 1)[1]
+    assert "gaudi3:" not in text.split("prices (reported", 1)[1]
     rows = {d["id"]: d for d in json.loads(catalog_view.devices(list(catalog.devices().values()), "json"))["devices"]}
     assert rows["h100-sxm"]["price_per_hour"]["value"] == 6.88
     assert rows["h100-sxm"]["price_per_hour"]["evidence"] == "reported"
     assert rows["h100-sxm"]["price_per_hour"]["source"].startswith("https://")
     assert rows["h100-sxm"]["price_date"] == "2026-11-09"
-    assert rows["b200"]["price_per_hour"] is None and rows["b200"]["price_date"] is None
+    assert rows["gaudi3"]["price_per_hour"] is None and rows["gaudi3"]["price_date"] is None
 
 
 def test_the_cost_at_goodput_is_printed_beside_the_declared_rate_s() -> None:

@@ -27,7 +27,7 @@ def w2() -> pareto.Front:
 def test_csv_has_one_row_per_feasible_candidate_with_the_front_first(w2: pareto.Front) -> None:
     rows = list(csv.DictReader(io.StringIO(pareto_view.csv_text([w2]))))
     assert len(rows) == len(w2.points)
-    assert tuple(rows[0]) == (*pareto_view.CSV_COLUMNS, "cost_devices")
+    assert tuple(rows[0]) == (*pareto_view.CSV_COLUMNS, "cost_devices", "cost_usd_per_1m_output")  # b200 is priced
     fronts = [r["front"] == "true" for r in rows]
     assert fronts == sorted(fronts, reverse=True) and sum(fronts) == len(w2.on_front)
     for r, p in zip(rows, w2.points):
