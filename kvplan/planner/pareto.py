@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Sequence
 
 import attrs
 
-from kvplan.base.errors import KvplanError
 from kvplan.base.evidence import Value, derived
 from kvplan.base.records import record
 from kvplan.model.scenario import Scenario
@@ -122,15 +121,6 @@ def dominates(a: Point, b: Point) -> bool:
     return au >= bu and ad >= bd and (au > bu or ad > bd)
 
 
-def _refuse_rate(sc: Scenario) -> None:
-    if sc.rate is not None:
-        raise KvplanError(
-            f"scenario {sc.name}: kvplan pareto takes the batch form of a workload (batch, context); a request "
-            "workload's batch comes from the load model on each layout, so one front has no single batch",
-            help="write the batch kvplan advise derives (its `service` block) and the mean context, input + "
-                 "output/2, as `batch` and `context`", span=sc.spans.get("workload.rate"))
-
-
 def _pins(sc: Scenario, cands: Candidates, i: int) -> tuple[tuple[str, str], ...]:
     """The pins that leave candidate i alone in the space: its dtype, device count and split always, the
     retention and placement where the search tried more than one."""
@@ -184,10 +174,13 @@ def _costs(sc: Scenario, n: int, t_exp: float) -> tuple[tuple[str, Value], ...]:
 
 
 def front(sc: Scenario, **overrides: Unpack[Overrides]) -> Front:
-    """The Pareto front of one batch-form scenario (a request workload is refused: KvplanError). `overrides`
-    are plan()'s: the reserves change what fits; the minimum gain and the prefill efficiency only what advise
-    chooses and its tier."""
-    _refuse_rate(sc)
+    """The Pareto front of one scenario. A request workload (a rate or a concurrency) has no batch of its own:
+    its front is at the batch the load model derives on the layout advise chooses (`plan`), its context the
+    scenario's (docs/cli.md, kvplan pareto). `overrides` are plan()'s: the reserves change what fits; the minimum
+    gain and the prefill efficiency only what advise chooses and its tier."""
+    q = plan(sc, suggest=False, **overrides) if sc.requests else None
+    if q is not None:
+        sc = attrs.evolve(sc, batch=q.scenario.batch)
     cands = candidates(sc, reserve=overrides.get("reserve", DEFAULT_RESERVE),
                        activation_reserve=overrides.get("activation_reserve"),
                        runtime_reserve=overrides.get("runtime_reserve"),
@@ -202,7 +195,7 @@ def front(sc: Scenario, **overrides: Unpack[Overrides]) -> Front:
            for p in pts]
     chosen = 0
     if pts:
-        q = plan(sc, suggest=False, **overrides)
+        q = q or plan(sc, suggest=False, **overrides)
         want = (q.kv_dtype.id, q.retention, q.n_devices, q.tp, q.placement)
         chosen = next((p.number for p in pts if (p.kv_dtype, p.retention, p.devices, p.tp, p.placement) == want), 0)
     ev = cands.evaluated
