@@ -74,3 +74,27 @@ def test_pareto_takes_request_workloads(example: str) -> None:
     r = CliRunner().invoke(main, ["pareto", str(ROOT / "examples" / f"{example}.kvp")])
     assert r.exit_code == 0, r.output
     assert "(advise)" in r.stdout
+
+
+@pytest.mark.parametrize("example", ["service-rate", "service-slo", "service-concurrency"])
+def test_a_request_front_point_s_pins_plan_exactly_it(example: str, tmp_path: Path) -> None:
+    """Each point of a request workload's front is the plan advise makes with the point's pins written into the
+    spec: the same layout and the same expected step; a layout with no steady state at the rate is no point."""
+    from kvplan.lang import check_file
+    from kvplan.planner import pareto
+
+    path = ROOT / "examples" / f"{example}.kvp"
+    (sc,) = check_file(path).scenarios
+    front = pareto.front(sc)
+    assert front.points and front.chosen
+    text = path.read_text()
+    for p in front.points:
+        pinned = tmp_path / f"{example}-{p.number}.kvp"
+        pinned.write_text(text[:text.rindex("}")] + p.pin_block("    ") + "}\n")
+        r = CliRunner().invoke(main, ["advise", str(pinned), "--format", "json"])
+        assert r.exit_code == 0, r.output  # the point's plan meets the spec
+        (q,) = json.loads(r.stdout)["plans"]
+        c = q["choices"]
+        assert (c["kv_dtype"], c["devices"], c["tensor_parallel"], c["placement"]) == (
+            p.kv_dtype, p.devices, p.tp, p.placement) and q["feasible"]
+        assert q["metrics"]["step_time_expected"]["value"] == pytest.approx(p.step.value, rel=1e-12)
