@@ -237,8 +237,7 @@ class _Checker(_Workload, _Sections, _Blocks):
                 assumptions=tuple(notes) + model.assumptions + device.assumptions,
                 max_context=int(values["max_context"]) if "max_context" in values else
                 int(values["input"] + values["output"]) if "input" in values else None,
-                rate=values.get("rate"),
-                concurrency=int(values["concurrency"]) if "concurrency" in values else None,
+                rate=values.get("rate"), concurrency=int(values["concurrency"]) if "concurrency" in values else None,
                 input_tokens=int(values["input"]) if "input" in values else None,
                 output_tokens=int(values["output"]) if "output" in values else None,
                 input_min=int(values["input_lo"]) if "input_lo" in values else None,
