@@ -262,7 +262,8 @@ def service_unmet(sc: Scenario, fig: LoadFigures, bound: Optional[load.Load],
         good = fig.rate if sc.concurrency is not None else fig.goodput if fig.goodput is not None else (
             fig.saturation_rate)
         if good.value < sc.slo_rate:
-            what = "goodput" if fig.goodput is not None else "saturation rate (no ttft or itl SLO: the most it carries)"
+            what = ("closed loop's throughput" if sc.concurrency is not None else "goodput" if fig.goodput is not None
+                    else "saturation rate (no ttft or itl SLO: the most it carries)")
             out.append(Unmet(Constraint.GOODPUT, f"the {what} {good.human} is below the SLO rate >= "
                              f"{fmt_unit(sc.slo_rate, 'req/s')} by {fmt_unit(sc.slo_rate - good.value, 'req/s')}",
                              derived(sc.slo_rate - good.value, "req/s", f"SLO rate − plan {what.split(' (')[0]}"),

@@ -59,6 +59,11 @@ def test_the_slos_are_checked_against_the_predictions(tmp_path: Path) -> None:
     loose.write_text(EXAMPLE.read_text().replace("itl  <= 20 ms", "itl  <= 5 ms"))
     r = CliRunner().invoke(main, ["advise", str(loose)])
     assert r.exit_code == 1 and "ITL under load" in r.stdout
+    fast = tmp_path / "fast.kvp"  # slo.rate: the loop's throughput must reach it
+    fast.write_text(EXAMPLE.read_text().replace("ttft <= 500 ms", "ttft <= 500 ms\n        rate >= 100/s"))
+    r = CliRunner().invoke(main, ["lint", str(fast)])
+    assert r.exit_code == 1 and "KV303 the closed loop's throughput" in r.stdout, r.output
+    assert "below the SLO rate >= 100 req/s" in r.stdout
 
 
 def test_report_writes_the_closed_loop_figures(tmp_path: Path) -> None:
