@@ -22,9 +22,10 @@ DATA = ROOT / "tests" / "data"
 GENERATED = (ROOT / "kvplan" / "grammar" / "kvp_parser.py",)
 
 
-def load_tool(name: str) -> ModuleType:
-    """tools/<name>.py as a module (the scripts are not a package), registered under `name`."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+def load_tool(name: str, folder: str = "tools") -> ModuleType:
+    """tools/<name>.py (or `folder`/<name>.py: bench/) as a module (the scripts are not a package), registered
+    under `name`."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / folder / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module

@@ -257,6 +257,10 @@ SETTINGS: tuple[Setting, ...] = (
             range=_TOKENS, example="128k"),
     Setting("workload.rate", Takes.QUANTITY, "requests per second (the request form)", dim=Dim.RATE,
             units="request-rate", range=_WORKLOAD_RATE, example="20/s"),
+    Setting("workload.concurrency", Takes.QUANTITY, "clients of a closed loop, each sending its next request "
+            "when the last one ends (the concurrency form)", dim=Dim.COUNT, units="count", integer=True,
+            range=_whole(limits.MAX_BATCH, "the most sequences a batch holds: C clients run at most C"),
+            example="64"),
     Setting("workload.input", Takes.QUANTITY, "prompt tokens of each request, or uniform(lo, hi)", dim=Dim.TOKENS,
             integer=True, range=_TOKENS, example="4k"),
     Setting("workload.output", Takes.QUANTITY, "generated tokens of each request, or uniform(lo, hi)",

@@ -80,8 +80,10 @@ def _without_pinned_defaults(notes: list[Value], pins: Mapping[str, object], top
 
 
 def _has_rate(workload: Optional[Block]) -> bool:
-    """Whether a workload block is written as requests at a rate (its slo block may then hold itl and rate)."""
-    return workload is not None and any(isinstance(i, Entry) and i.key == "rate" for i in workload.items)
+    """Whether a workload block is written as requests, at a rate or from a closed loop of clients (its slo block
+    may then hold itl and rate)."""
+    return workload is not None and any(isinstance(i, Entry) and i.key in ("rate", "concurrency")
+                                        for i in workload.items)
 
 
 def check(spec: SpecFile, base_dir: str = ".", source: str = "", allow_paths: Sequence[str] = ()
@@ -234,8 +236,9 @@ class _Checker(_Workload, _Sections, _Blocks):
                 pins=pins, expects=expects, spans={**spans, **wspans},
                 assumptions=tuple(notes) + model.assumptions + device.assumptions,
                 max_context=int(values["max_context"]) if "max_context" in values else
-                int(values["input"] + values["output"]) if "rate" in values else None,
-                rate=values.get("rate"), input_tokens=int(values["input"]) if "input" in values else None,
+                int(values["input"] + values["output"]) if "input" in values else None,
+                rate=values.get("rate"), concurrency=int(values["concurrency"]) if "concurrency" in values else None,
+                input_tokens=int(values["input"]) if "input" in values else None,
                 output_tokens=int(values["output"]) if "output" in values else None,
                 input_min=int(values["input_lo"]) if "input_lo" in values else None,
                 output_min=int(values["output_lo"]) if "output_lo" in values else None,

@@ -36,9 +36,15 @@ from kvplan.model.scenario import (
 #: Workload lists may expand into at most this many scenarios; a file into at most MAX_FILE_SCENARIOS.
 MAX_SCENARIOS = limits.MAX_SCENARIOS
 MAX_FILE_SCENARIOS = limits.MAX_FILE_SCENARIOS
-#: The two forms of a workload (docs/language.md): a batch at a context, or requests at a rate.
+#: The three forms of a workload (docs/language.md): a batch at a context, requests at a rate, or a closed loop
+#: of clients (SPEC §13), each form's first key naming it.
 BATCH_FORM = ("batch", "context")
 REQUEST_FORM = ("rate", "input", "output")
+CONCURRENCY_FORM = ("concurrency", "input", "output")
+FORMS = (BATCH_FORM, REQUEST_FORM, CONCURRENCY_FORM)
+#: What each form is, in the words an error uses.
+_FORM_WORDS = {"batch": "a batch at a context", "rate": "requests at a rate",
+               "concurrency": "a closed loop of clients"}
 
 
 @record
@@ -60,6 +66,8 @@ _Combo = tuple[str, dict[str, float], dict[str, Span]]
 def _context_of(values: Mapping[str, float]) -> int:
     """The scenario's context: the batch form's, or for requests the mean context a running sequence holds,
     input + output/2 rounded up (kvplan.model.load; the tail, input + output, is the scenario's max_context)."""
+    if "concurrency" in values:  # a closed loop's plan fits every running sequence at its last token
+        return int(values["input"]) + int(values["output"])
     if "rate" not in values:
         return int(values["context"])
     if "input_lo" not in values and "output_lo" not in values:
@@ -101,23 +109,36 @@ class _Workload(_Values):
         return self._combinations(values, listed, entries, block, dep_name)
 
     def _one_form(self, entries: Mapping[str, Entry], block: Block) -> bool:
-        """Whether the workload is written in one form, batch/context or rate/input/output, with all of its keys;
-        a key of the other form, or a missing one, is reported."""
-        requests = [k for k in REQUEST_FORM if k in entries]
-        batch = [k for k in BATCH_FORM if k in entries]
-        if requests and batch:
-            first = min((entries[k] for k in (*requests, *batch)), key=lambda e: (e.span.line, e.span.column))
-            form, other = (REQUEST_FORM, BATCH_FORM) if first.key in REQUEST_FORM else (BATCH_FORM, REQUEST_FORM)
-            for k in other:
-                if k in entries:
-                    self.report(codes.UNKNOWN_KEY, f"`{k}` belongs to the {'/'.join(other)} form of a "
-                                f"workload, and this one is written as {'/'.join(form)} (`{first.key}` at line "
-                                f"{first.span.line})", entries[k].key_span,
-                                help="a workload is a batch at a context or requests at a rate, not both: keep one "
-                                     "form (the load model derives the batch from the rate; docs/service.md)",
-                                fixes=[f for f in [self._remove_line(entries[k])] if f is not None])
-            return False
-        return self._has_required(entries, block, REQUEST_FORM if requests else BATCH_FORM)
+        """Whether the workload is written in one form, batch/context, rate/input/output or
+        concurrency/input/output, with all of its keys; a key of another form, or a missing one, is reported."""
+        named = [e for e in entries.values() if e.key in ("batch", "context", "rate", "concurrency")]
+        if not named:
+            return self._has_required(entries, block, REQUEST_FORM if any(
+                k in entries for k in ("input", "output")) else BATCH_FORM)
+        first = min(named, key=lambda e: (e.span.line, e.span.column))
+        form = next(f for f in FORMS if first.key in f)
+        clash = [e for e in named if e.key not in form]
+        for e in clash:
+            other = next(f for f in FORMS if e.key in f)
+            keep = "/".join(form)
+            self.report(codes.UNKNOWN_KEY, f"`{e.key}` belongs to the {'/'.join(other)} form of a workload, and "
+                        f"this one is written as {keep} (`{first.key}` at line {first.span.line})", e.key_span,
+                        help=f"a workload is one of {', '.join(_FORM_WORDS.values())}: keep `{keep}` and remove "
+                             f"`{e.key}` (the load model derives the batch from a rate or a concurrency; "
+                             "docs/service.md)",
+                        fixes=[f for f in [self._remove_line(e)] if f is not None])
+        if form is BATCH_FORM:
+            for k in ("input", "output"):
+                if k in entries and not clash:
+                    e = entries[k]
+                    self.report(codes.UNKNOWN_KEY, f"`{k}` belongs to the rate/input/output and "
+                                "concurrency/input/output forms of a workload, and this one is written as "
+                                f"batch/context (`{first.key}` at line {first.span.line})", e.key_span,
+                                help="a batch at a context has no request lengths: remove `{k}`, or write "
+                                     "`rate` or `concurrency` in place of `batch` and `context`",
+                                fixes=[f for f in [self._remove_line(e)] if f is not None])
+                    clash.append(e)
+        return not clash and self._has_required(entries, block, form)
 
     def _has_required(self, entries: Mapping[str, Entry], block: Block, keys: Sequence[str]) -> bool:
         """Whether the form's keys are there; a missing one is reported (unless a misspelt key stands for it)."""
@@ -233,6 +254,8 @@ class _Workload(_Values):
         return None if failed else combos
 
     def _consistent(self, c: Mapping[str, _Element], entries: Mapping[str, Entry], block: Block) -> bool:
+        if "concurrency" in c:
+            return self._consistent_requests(c) and self._two_outputs(c)
         if "rate" in c:
             return self._consistent_requests(c)
         ok = True
@@ -278,3 +301,16 @@ class _Workload(_Values):
                         f"{limits.MAX_TOKENS:,}", c["output"].span, help="shorten the input or the output")
             ok = False
         return ok
+
+    def _two_outputs(self, c: Mapping[str, _Element]) -> bool:
+        """A closed loop's requests generate at least two tokens: its TPOT, (E2E − TTFT)/(output − 1), is what the
+        benchmark tools print beside the TTFT (SPEC §13), and one token has none."""
+        out = c["output"]
+        shortest = out.value if out.lo is None else out.lo
+        if shortest >= 2:
+            return True
+        right = "2" if out.lo is None else f"uniform(2, {out.value:g})"
+        self.report(codes.OUT_OF_RANGE, f"output {out.text} has a request of one token, which has no TPOT "
+                    "((E2E − TTFT) / (output − 1), what a closed-loop benchmark prints)", out.span,
+                    help=f"a concurrency workload's requests generate at least 2 tokens: write `output = {right}`")
+        return False

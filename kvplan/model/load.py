@@ -36,6 +36,25 @@ the decode stage's fixed point has no root (λ·(n_out − 1)·T(N)/(1 − λP) 
 sequences exceed the batch the memory holds at the mean context. Since N_d(λ) grows with λ, the largest stable rate
 is  λ_sat = max over 0 < N ≤ N_cap of  N / ((n_out − 1)·T(N) + N·P),  N_cap = min((n_out − 1)/k, memory limit − 1),
 and `binding` names which limit sets it.
+
+Closed loop (SPEC §13, `workload { concurrency = C }`: `vllm bench serve --max-concurrency C`, SGLang
+bench_serving, aiperf): C clients, each sending its next request when the last one's final token arrives. The
+prefill slot is a queue in a closed network whose other station is a delay, the decode of n_out − 1 tokens at ITL:
+
+    decode stage at N_d (Little's law):  X = N_d / ((n_out − 1)·T(N_d) + N_d·P),  ITL = T(N_d) / (1 − X·P)
+    a prompt's prefill S = k·T(N_d·(C − 1)/C) + P: an arrival sees the other C − 1 clients (arrival theorem), so
+        at C = 1 it runs alone; it arrives as an iteration ends (the last token of its client's previous request),
+        so no residual iteration is added
+    the slot's response R (mean value analysis, Schweitzer's (C − 1)/C queue, Reiser's residual E[S²]/(2E[S])):
+        R = S + (C − 1)/(R + Z)·S·(R − S + E[S²]/(2E[S])),  Z = (n_out − 1)·ITL
+    the loop:  X = min(C / (R + Z), 1/E[S]) (the slot's bottleneck bound; R = C/X − Z where it binds);
+        N_d is the least root of X_loop(N_d) = X_decode(N_d) in [0, C] (positive gap at 0, negative at C),
+        found on a grid and refined by bisection; the residual is checked
+    TTFT = R (queueing included), TPOT = (E2E − TTFT)/(n_out − 1) = ITL, as `vllm bench serve` defines
+        mean_ttft_ms and mean_tpot_ms; X·(TTFT + (n_out − 1)·TPOT) = C and N_d + X·R = C by construction.
+
+A closed loop always has a steady state (at most C requests are in it); whether its running sequences fit the
+memory is the plan's to check (its batch is N_d + ρ, ρ = X·S).
 """
 
 from __future__ import annotations
@@ -92,6 +111,10 @@ class Service:
     #: The shortest prompt and output of a uniform length (n_in, n_out are then the longest); None: fixed.
     in_lo: Optional[int] = None
     out_lo: Optional[int] = None
+    #: C, the clients of a closed loop (`workload { concurrency = C }`): each sends its next request when the last
+    #: one's final token arrives, and `rate` is not read (the throughput follows from C; closed_loop). None: the
+    #: open loop at `rate`.
+    clients: Optional[float] = None
 
     @property
     def inputs(self) -> Lengths:
@@ -125,6 +148,8 @@ class Load:
     mean_context: float
     tail_context: float
     max_running: float              # the most sequences a steady state runs: N_cap generating + 1 prefilling
+    #: X, requests/s a closed loop completes (closed_loop); None for the open loop, whose throughput is its rate.
+    throughput: Optional[float] = None
 
 
 class Model:
@@ -134,7 +159,8 @@ class Model:
         if sv.arrivals not in ARRIVALS:
             raise KvplanError(f"unknown arrival process '{sv.arrivals}'", help=f"use one of {', '.join(ARRIVALS)}")
         inputs, outputs = sv.inputs, sv.outputs
-        if not (math.isfinite(sv.rate) and sv.rate > 0) or min(inputs.lo, outputs.lo, sv.chunk) < 1 or (
+        closed = sv.clients is not None and math.isfinite(sv.clients) and sv.clients >= 1
+        if not (closed or math.isfinite(sv.rate) and sv.rate > 0) or min(inputs.lo, outputs.lo, sv.chunk) < 1 or (
                 inputs.lo > inputs.hi or outputs.lo > outputs.hi):
             raise KvplanError(f"the load model needs a positive rate and lengths, got rate {sv.rate:g}/s, input "
                               f"{inputs.text()}, output {outputs.text()}, chunk {sv.chunk}",
@@ -221,6 +247,8 @@ def solve(cfg: Config, f: Factors, link: Optional[float], sv: Service) -> Load:
     """The steady state of the service on the deployment `cfg` with the expected-step factors `f` (module
     docstring), or its saturation. Raises KvplanError for inputs the model cannot take."""
     m = Model(cfg, f, link, sv)
+    if sv.clients is not None:
+        return closed_loop(m, *m.saturation())
     return _steady(m, *m.saturation())
 
 
@@ -244,6 +272,69 @@ def _steady(m: Model, sat: float, binding: str) -> Load:
     concurrency = sv.rate * (ttft + m.decode_tokens * itl)
     return Load(False, sat, binding, concurrency, n_d + rho, n_d, itl, ttft, wait, service, rho, step, m.prefill,
                 m.chunks, m.mean_context, tail, most)
+
+
+def response(clients: float, service: npt.ArrayLike, second: npt.ArrayLike, think: npt.ArrayLike
+             ) -> npt.NDArray[np.float64]:
+    """R: the mean time a request spends at the prefill slot, queueing included, in a closed loop of `clients`
+    whose other station is a delay of `think` seconds (its decode), the slot serving E[S] = `service` with
+    E[S²]/E[S] = `second` (module docstring, Closed loop). Mean value analysis with Schweitzer's estimate of the
+    queue an arrival sees, (C − 1)/C of the mean, and Reiser's residual for the request in service, E[S²]/(2E[S]):
+    R = S + (C − 1)/(R + Z) · S · (R − S + E[S²]/(2E[S])), the larger root of its quadratic (its discriminant is
+    never negative for C >= 1 and E[S²] >= E[S]²; at C = 1 the root is S: no queue)."""
+    s, z, m2 = (np.asarray(x, dtype=np.float64) for x in (service, think, second))
+    b = clients * s - z
+    disc = b * b + 4.0 * s * (z + (clients - 1.0) * (0.5 * m2 - s))
+    return 0.5 * (b + np.sqrt(np.maximum(disc, 0.0)))
+
+
+def closed_loop(m: Model, sat: float, binding: str) -> Load:
+    """The steady state of a closed loop of C = sv.clients clients (module docstring, Closed loop): the least
+    decode batch N_d in [0, C] at which the throughput of the decode stage, N_d / ((n_out − 1)·T(N_d) + N_d·P),
+    equals the loop's, C / (R + (n_out − 1)·ITL); found on a grid and refined by bisection (bounded work), and
+    checked: a residual that does not vanish is an error, not a figure. `sat`, `binding`: the open loop's
+    saturation, printed beside it (the most the layout carries)."""
+    sv = m.sv
+    assert sv.clients is not None
+    c = float(sv.clients)
+    if not m.decode_tokens > 0:
+        raise KvplanError(f"a closed loop needs at least two output tokens per request (TPOT = (E2E − TTFT) / "
+                          f"(OSL − 1)), got output {sv.outputs.text()}", help="write `output = 2` or more")
+    seen = (c - 1.0) / c  # an arrival sees the other C − 1 clients: (C − 1)/C of the decode batch
+
+    def state(n: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64], ...]:
+        """(gap, X, ITL, R, E[S], T) at decode batch n: gap = the loop's throughput − the decode stage's."""
+        step = m.step(n)
+        x_dec = n / (m.decode_tokens * step + n * m.prefill)
+        itl = step / (1.0 - x_dec * m.prefill)
+        s, second = m.service(m.step(seen * n))
+        z = m.decode_tokens * itl
+        # the slot completes at most 1/E[S] prompts a second (the bottleneck bound, which Schweitzer's estimate
+        # can overshoot by a part in 10^4 when the slot is always busy): R is then what that X leaves, C/X − Z
+        x_loop = np.minimum(c / (response(c, s, second, z) + z), 1.0 / s)
+        return x_loop - x_dec, x_loop, itl, c / x_loop - z, s, step
+
+    grid = np.concatenate(([0.0], np.geomspace(c * 1e-9, c, GRID_POINTS)))
+    below = np.nonzero(state(grid)[0] <= 0.0)[0]  # the gap is positive at 0 and negative at C (docs/service.md)
+    if below.size == 0 or below[0] == 0:
+        raise KvplanError(f"the closed loop of {c:g} clients has no steady state on this layout (the decode and "
+                          "prefill throughputs never meet)", help="report this spec: the closed-loop model should "
+                          "always meet in [0, C] (docs/service.md, Closed loop)")
+    lo, hi = float(grid[below[0] - 1]), float(grid[below[0]])
+    for _ in range(BISECTION_STEPS):
+        mid = 0.5 * (lo + hi)
+        if float(state(np.array([mid]))[0][0]) <= 0.0:
+            hi = mid
+        else:
+            lo = mid
+    gap, x, itl, r, s, step = (float(v[0]) for v in state(np.array([hi])))
+    if not (math.isfinite(x) and x > 0 and abs(gap) <= 1e-6 * x):
+        raise KvplanError(f"the closed loop of {c:g} clients did not converge (throughput gap {gap:.3g}/s at "
+                          f"{x:.6g}/s)", help="report this spec (docs/service.md, Closed loop)")
+    rho = x * s
+    n_d = x * m.decode_tokens * itl  # Little's law on the decode stage at the loop's throughput
+    return Load(False, sat, binding, c, n_d + rho, n_d, itl, r, r - s, s, rho, step, m.prefill, m.chunks,
+                m.mean_context, float(sv.n_in + sv.n_out), m.cap() + 1.0, throughput=x)
 
 
 @record
@@ -335,4 +426,4 @@ def goodput(cfg: Config, f: Factors, link: Optional[float], sv: Service, ttft: O
 
 
 __all__ = ["ARRIVALS", "BISECTION_STEPS", "GRID_POINTS", "SUPPORT_POINTS", "Goodput", "Lengths", "Load", "Model",
-           "Service", "goodput", "mean_context", "misses", "solve", "support"]
+           "Service", "closed_loop", "goodput", "mean_context", "misses", "response", "solve", "support"]

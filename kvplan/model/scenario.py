@@ -263,6 +263,15 @@ class Scenario:
     #: are then the longest); None for a fixed length.
     input_min: Optional[int] = None
     output_min: Optional[int] = None
+    #: workload.concurrency: the clients of a closed loop (SPEC §13, docs/service.md); None for the other forms
+    #: (`rate` is then None: the throughput is the load model's). `context` is input + output, the batch the
+    #: planner's to derive.
+    concurrency: Optional[int] = None
+
+    @property
+    def requests(self) -> bool:
+        """Whether the workload is one of requests (at a rate or from a closed loop), planned with the load model."""
+        return self.rate is not None or self.concurrency is not None
 
     @property
     def inputs(self) -> Optional[Lengths]:

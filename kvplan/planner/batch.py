@@ -281,7 +281,7 @@ def _choose(sc: Scenario, ev: Evaluated, kept: Filtered, min_gain: float) -> int
     declared rate is the least $/hour, the fewest devices: every plan that carries the rate serves the same tokens
     (docs/planner.md)."""
     want = slos(sc)
-    objective = "fewest-devices" if sc.objective == "cheapest" and sc.rate is not None else sc.objective
+    objective = "fewest-devices" if sc.objective == "cheapest" and sc.requests else sc.objective
     if kept.yielded:
         pool = kept.feasible or kept.fitting
         best = min(pool, key=lambda i: (search.slo_violation(ev, i, want), ev.lossy[i], ev.n[i],

@@ -89,7 +89,7 @@ def at_rate(p: Plan, rate: float, what: str = "") -> Optional[CostFigures]:
     if past:
         frac, per_in, per_out = (attrs.evolve(v, absent=past) for v in (frac, per_in, per_out))
     return CostFigures(price=pr, devices=devices, hourly=hourly,
-                       rate=Value(rate, "req/s", Evidence.DERIVED if what == "goodput" else Evidence.ASSUMED,
+                       rate=Value(rate, "req/s", Evidence.ASSUMED if what == "the declared rate" else Evidence.DERIVED,
                                   f"the rate the cost is at: {at}"), prefill_share=frac,
                        per_million_input=per_in, per_million_output=per_out)
 
@@ -107,7 +107,8 @@ def figures(p: Plan) -> Optional[CostFigures]:
     """The plan's cost figures: a request workload's at the declared rate, the batch form's at the plan's expected
     throughput; None without a price."""
     if p.load is not None:
-        return at_rate(p, p.load.rate.value, "the declared rate")
+        return at_rate(p, p.load.rate.value, "the declared rate" if p.scenario.concurrency is None else
+                       "the closed loop's throughput")
     pr = price(p.scenario)
     if pr is None:
         return None

@@ -54,7 +54,7 @@ def plan(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DE
                            runtime_reserve=runtime_reserve, suggest=suggest, rules=rules, replans=replans,
                            planner=plan, sizing=sizing)
 
-    if sc.rate is None:
+    if not sc.requests:
         return cost.priced(at(sc))
     knobs = Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, 0.0, plan, replans=replans,
                   sizing=sizing)

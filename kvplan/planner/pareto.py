@@ -19,10 +19,9 @@ from typing import TYPE_CHECKING, Sequence
 
 import attrs
 
-from kvplan.base.errors import KvplanError
 from kvplan.base.evidence import Value, derived
 from kvplan.base.records import record
-from kvplan.model.scenario import Scenario
+from kvplan.model.scenario import Pin, PinValue, Scenario
 from kvplan.planner import DEFAULT_MIN_GAIN, DEFAULT_RESERVE, Candidates, Overrides, candidates, cost, plan
 
 if TYPE_CHECKING:
@@ -122,15 +121,6 @@ def dominates(a: Point, b: Point) -> bool:
     return au >= bu and ad >= bd and (au > bu or ad > bd)
 
 
-def _refuse_rate(sc: Scenario) -> None:
-    if sc.rate is not None:
-        raise KvplanError(
-            f"scenario {sc.name}: kvplan pareto takes the batch form of a workload (batch, context); a request "
-            "workload's batch comes from the load model on each layout, so one front has no single batch",
-            help="write the batch kvplan advise derives (its `service` block) and the mean context, input + "
-                 "output/2, as `batch` and `context`", span=sc.spans.get("workload.rate"))
-
-
 def _pins(sc: Scenario, cands: Candidates, i: int) -> tuple[tuple[str, str], ...]:
     """The pins that leave candidate i alone in the space: its dtype, device count and split always, the
     retention and placement where the search tried more than one."""
@@ -164,6 +154,34 @@ def _point(sc: Scenario, cands: Candidates, i: int) -> Point:
     )
 
 
+def _served(sc: Scenario, pts: Sequence[Point], overrides: Overrides) -> list[Point]:
+    """A request workload's points, each planned with its pins as `kvplan advise` plans it (at the batch the load
+    model derives on that layout) and kept when that plan meets the spec (fits, has a steady state, meets the
+    SLOs); its figures are that plan's, at its own batch."""
+    out = []
+    for p in pts:
+        pins = dict(sc.pins)
+        for key, text in p.pins:
+            value: PinValue = text if key in ("kv_dtype", "placement") else float(text)
+            pins[key] = Pin(key, value, sc.spans["deployment"])
+        q = plan(attrs.evolve(sc, pins=pins), suggest=False, **overrides)
+        if not q.feasible:
+            continue
+        at = q.scenario
+        m, n, k = q.metrics, q.n_devices, at.replicas
+        t_exp, t = m.step_time_expected.value, m.step_time.value
+        per = (f"b / (T · N), b = {at.batch} (the load model's batch on this layout), N = {n}"
+               + (f" per replica ({k} replicas)" if k > 1 else ""))
+        out.append(attrs.evolve(
+            p, step=m.step_time_expected, step_bound=m.step_time,
+            per_user=derived(1.0 / t_exp, "tok/s", "1 / T_expected at the load model's batch on this layout"),
+            per_user_bound=derived(1.0 / t, "tok/s", "1 / T_step: the bound's"),
+            per_device=derived(at.batch / (t_exp * n), "tok/s", f"{per}, T = T_expected"),
+            per_device_bound=derived(at.batch / (t * n), "tok/s", f"{per}, T = T_step (the bound)"),
+            costs=_costs(at, n, t_exp)))
+    return out
+
+
 def _costs(sc: Scenario, n: int, t_exp: float) -> tuple[tuple[str, Value], ...]:
     """A point's costs, by name, each a column of every format: the devices it takes, and where the device has a
     price (the spec's or the catalog's, kvplan.planner.cost.price) the $/1M output tokens at the point's expected
@@ -184,15 +202,23 @@ def _costs(sc: Scenario, n: int, t_exp: float) -> tuple[tuple[str, Value], ...]:
 
 
 def front(sc: Scenario, **overrides: Unpack[Overrides]) -> Front:
-    """The Pareto front of one batch-form scenario (a request workload is refused: KvplanError). `overrides`
-    are plan()'s: the reserves change what fits; the minimum gain and the prefill efficiency only what advise
-    chooses and its tier."""
-    _refuse_rate(sc)
+    """The Pareto front of one scenario. A request workload (a rate or a concurrency) has no batch of its own:
+    its candidates are searched at the batch the load model derives on the layout advise chooses (`plan`), and
+    each feasible one is planned with its pins as advise would plan it, kept when that plan meets the spec, its
+    figures at its own batch, with advise's data-parallel replicas pinned when it chose some (docs/cli.md,
+    kvplan pareto). `overrides` are plan()'s: the reserves change what fits; the minimum gain and the prefill
+    efficiency only what advise chooses and its tier."""
+    q = plan(sc, suggest=False, **overrides) if sc.requests else None
+    if q is not None:
+        sc = attrs.evolve(sc, batch=q.scenario.batch)
     cands = candidates(sc, reserve=overrides.get("reserve", DEFAULT_RESERVE),
                        activation_reserve=overrides.get("activation_reserve"),
                        runtime_reserve=overrides.get("runtime_reserve"),
                        min_gain=overrides.get("min_gain", DEFAULT_MIN_GAIN))
     pts = [_point(sc, cands, i) for i in cands.feasible]
+    if q is not None:
+        replicas = () if q.scenario.replicas == 1 or sc.replicas > 1 else (("replicas", str(q.scenario.replicas)),)
+        pts = _served(sc, [attrs.evolve(p, pins=p.pins + replicas) for p in pts], overrides)
     on = non_dominated([p.per_user.value for p in pts], [p.per_device.value for p in pts])
     pts = [attrs.evolve(p, front=f) for p, f in zip(pts, on)]
     pts.sort(key=lambda p: (not p.front, -p.per_user.value, -p.per_device.value, p.candidate))
@@ -202,12 +228,14 @@ def front(sc: Scenario, **overrides: Unpack[Overrides]) -> Front:
            for p in pts]
     chosen = 0
     if pts:
-        q = plan(sc, suggest=False, **overrides)
+        q = q or plan(sc, suggest=False, **overrides)
         want = (q.kv_dtype.id, q.retention, q.n_devices, q.tp, q.placement)
         chosen = next((p.number for p in pts if (p.kv_dtype, p.retention, p.devices, p.tp, p.placement) == want), 0)
     ev = cands.evaluated
+    missed = ("every layout that passes the rules and fits misses the request workload when planned at its own "
+              "batch (no steady state at the rate, or a service SLO missed); `kvplan advise` says what is unmet")
     return Front(sc, tuple(pts), len(ev), cands.block_size, cands.prefix_caching, chosen,
-                 cands.gap or ("" if pts else _why_none(cands)))
+                 cands.gap or ("" if pts else missed if q is not None and cands.feasible else _why_none(cands)))
 
 
 def _why_none(cands: Candidates) -> str:

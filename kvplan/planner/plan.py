@@ -104,12 +104,16 @@ class LoadFigures(_Figures):
     concurrency, the running sequences the plan's batch is sized to, ITL and TTFT, and the saturation rate. The
     figures of the steady state are absent (None) when the rate is past saturation."""
 
-    rate: Value
+    rate: Value                     # the declared rate, or a closed loop's throughput X (derived)
+    #: A closed loop's (workload.concurrency, SPEC §13): the output tokens per second, and the mean TPOT =
+    #: (E2E − TTFT)/(n_out − 1) as the benchmark tools print it; None for a rate.
+    output_rate: Optional[Value] = None
     batch: Value                    # the plan's batch, derived from the rate
     concurrency: Optional[Value] = None
     running: Optional[Value] = None
     itl: Optional[Value] = None
     ttft: Optional[Value] = None
+    tpot: Optional[Value] = None
     prefill_wait: Optional[Value] = None
     prefill_utilization: Optional[Value] = None
     saturation_rate: Value

@@ -46,8 +46,10 @@ def chunk(sc: Scenario) -> Value:
 
 
 def _inputs(sc: Scenario) -> tuple[float, Lengths, Lengths]:
-    assert sc.rate is not None and sc.inputs is not None and sc.outputs is not None
-    return sc.rate, sc.inputs, sc.outputs
+    """(rate, inputs, outputs) of a request workload; the rate is 0 for a closed loop (its throughput is the load
+    model's)."""
+    assert sc.requests and sc.inputs is not None and sc.outputs is not None
+    return sc.rate or 0.0, sc.inputs, sc.outputs
 
 
 def lengths_text(n_in: Lengths, n_out: Lengths) -> str:
@@ -79,7 +81,8 @@ def _model_inputs(p: Plan, on: str) -> tuple[rf.Config, ex.Factors, Optional[flo
     ch = chunk(sc)
     f = ex.deployment_factors(sc.device, p.kv_dtype.id, sc.engine, sc.calibration)
     sv = load.Service(rate / sc.replicas, n_in.hi, n_out.hi, int(ch.value), batch_limit=limit, arrivals="poisson",
-                      in_lo=None if n_in.fixed else n_in.lo, out_lo=None if n_out.fixed else n_out.lo)
+                      in_lo=None if n_in.fixed else n_in.lo, out_lo=None if n_out.fixed else n_out.lo,
+                      clients=None if sc.concurrency is None else sc.concurrency / sc.replicas)
     return cfg, f.perfect() if on == "bound" else f, ex.link_bandwidth(sc.device), sv, per_seq, limit, ch
 
 
@@ -95,6 +98,8 @@ def batch_for(ld: load.Load, limit: float) -> int:
 def figures(p: Plan, ld: load.Load, per_seq: float, limit: float, ch: Value) -> LoadFigures:
     """The service figures of a plan made at the load's batch, each derived and naming what it is from."""
     sc = p.scenario
+    if sc.concurrency is not None:
+        return _closed_figures(p, ld, per_seq, limit, ch)
     rate, n_in, n_out = _inputs(sc)
     per = "" if sc.replicas == 1 else f" per replica ({sc.replicas} replicas share the rate)"
     src = f"λ = {rate:g}/s{per}, {lengths_text(n_in, n_out)}, chunk {int(ch.value):,} tokens"
@@ -137,6 +142,47 @@ def figures(p: Plan, ld: load.Load, per_seq: float, limit: float, ch: Value) -> 
     )
 
 
+def _closed_figures(p: Plan, ld: load.Load, per_seq: float, limit: float, ch: Value) -> LoadFigures:
+    """A closed loop's figures (kvplan.model.load.closed_loop, SPEC §13): the throughput, mean TTFT and mean TPOT
+    as the benchmark tools print them, the decode batch the plan is sized to, each derived and naming its formula."""
+    sc = p.scenario
+    assert sc.concurrency is not None and ld.throughput is not None
+    _, n_in, n_out = _inputs(sc)
+    r = sc.replicas
+    per = "" if r == 1 else f" per replica ({r} replicas share the clients, C/{r} each)"
+    src = f"C = {sc.concurrency:,} clients{per}, {lengths_text(n_in, n_out)}, chunk {int(ch.value):,} tokens"
+
+    def d(x: float, unit: str, what: str) -> Value:
+        return derived(x, unit, f"{what} (closed loop, docs/service.md): {src}")
+
+    x = ld.throughput * r
+    return LoadFigures(
+        rate=d(x, "req/s", "X = C / (TTFT + (n_out − 1)·TPOT), the loop's throughput"),
+        batch=d(float(sc.batch), "sequences", "the plan's batch: ⌈N_d + ρ⌉, the running sequences"),
+        concurrency=Value(float(sc.concurrency), "requests", Evidence.ASSUMED,
+                          "workload.concurrency as declared (an input): the clients of the closed loop"),
+        running=d(ld.running, "sequences", "N_d + ρ: generating + prefilling, the plan's batch rounded up"),
+        itl=d(ld.itl, "s", "ITL = T_expected(N_d, s̄) / (1 − X·P), the mean gap between tokens"),
+        ttft=d(ld.ttft, "s", "mean TTFT = R, the prefill slot's response (mean value analysis, queueing "
+                             "included): vllm bench serve's mean_ttft_ms"),
+        prefill_wait=d(ld.prefill_wait, "s", "R − S: the wait for the prefill slot"),
+        prefill_utilization=d(ld.prefill_utilization, "%", "ρ = X·S"),
+        saturation_rate=derived(ld.saturation_rate * r, "req/s", f"the largest open-loop rate with a steady "
+                                f"state, set by {_binding(ld.binding)} (docs/service.md): {src}"),
+        batch_limit=derived(limit, "sequences", "(memory usable − weights) / KV of one sequence at the mean "
+                                                "context"),
+        mean_context=derived(ld.mean_context, "tokens",
+                             f"s̄: a generating sequence's mean, {lengths_text(n_in, n_out)}"),
+        tail_context=derived(ld.tail_context, "tokens", "n_in + n_out: the longest sequence's last token"),
+        kv_bytes_mean=d(ld.running * per_seq, "B", "running sequences × KV of one at the mean context"),
+        kv_bytes_tail=d(ld.running * per_seq * ld.tail_context / ld.mean_context, "B",
+                        "running sequences × KV of one at the tail context (all at their last token)"),
+        chunk=ch, saturated=False, binding=ld.binding, prefill_time=ld.chunk_time,
+        tpot=d(ld.itl, "s", "mean TPOT = (E2E − TTFT)/(n_out − 1) = ITL: vllm bench serve's mean_tpot_ms"),
+        output_rate=d(x * n_out.mean, "tok/s", "X · E[n_out], output tokens per second"),
+    )
+
+
 def _binding(binding: str) -> str:
     return {"prefill": "the prefill slot (every iteration carries a chunk)",
             "decode": "the decode stage (the step grows faster than the batch)",
@@ -158,7 +204,7 @@ def unmet(fig: LoadFigures) -> Optional[Unmet]:
 
 def has_slos(sc: Scenario) -> bool:
     """Whether the request workload sets a service SLO (ttft, itl or rate: docs/service.md)."""
-    return sc.rate is not None and any(x is not None for x in (sc.slo_ttft, sc.slo_itl, sc.slo_rate))
+    return sc.requests and any(x is not None for x in (sc.slo_ttft, sc.slo_itl, sc.slo_rate))
 
 
 def _slo_text(sc: Scenario) -> str:
@@ -171,7 +217,7 @@ def with_goodput(p: Plan, fig: LoadFigures) -> LoadFigures:
     against (`--slo-on`): the largest rate at which mean TTFT and ITL meet slo.ttft and slo.itl. Absent when the
     spec sets neither (then the saturation rate is the most the plan carries, with no latency promised)."""
     sc = p.scenario
-    if sc.slo_ttft is None and sc.slo_itl is None:
+    if sc.slo_ttft is None and sc.slo_itl is None or sc.concurrency is not None:  # a closed loop: its X is checked
         return fig
     cfg, f, link, sv, _, _, ch = _model_inputs(p, sc.slo_on)
     g = load.goodput(cfg, f, link, sv, sc.slo_ttft, sc.slo_itl)
@@ -194,7 +240,7 @@ def service_unmet(sc: Scenario, fig: LoadFigures, bound: Optional[load.Load],
     """Each service SLO the plan misses at the declared rate (mean TTFT, ITL on the `--slo-on` figures, printed
     beside the other) and a goodput below slo.rate; each with the suggestions given (verified by the caller).
     `bound` is the load on the bound step (for --slo-on bound and the figure printed beside the expected one)."""
-    if sc.rate is None or fig.saturated:
+    if not sc.requests or fig.saturated:
         return ()
     out = []
     on_bound = sc.slo_on == "bound" and bound is not None and not bound.saturated
@@ -213,9 +259,11 @@ def service_unmet(sc: Scenario, fig: LoadFigures, bound: Optional[load.Load],
                          derived(got - slo, "s", f"plan {name} at the declared rate ({on}, load model) − SLO"),
                          suggest))
     if sc.slo_rate is not None:
-        good = fig.goodput if fig.goodput is not None else fig.saturation_rate
+        good = fig.rate if sc.concurrency is not None else fig.goodput if fig.goodput is not None else (
+            fig.saturation_rate)
         if good.value < sc.slo_rate:
-            what = "goodput" if fig.goodput is not None else "saturation rate (no ttft or itl SLO: the most it carries)"
+            what = ("closed loop's throughput" if sc.concurrency is not None else "goodput" if fig.goodput is not None
+                    else "saturation rate (no ttft or itl SLO: the most it carries)")
             out.append(Unmet(Constraint.GOODPUT, f"the {what} {good.human} is below the SLO rate >= "
                              f"{fmt_unit(sc.slo_rate, 'req/s')} by {fmt_unit(sc.slo_rate - good.value, 'req/s')}",
                              derived(sc.slo_rate - good.value, "req/s", f"SLO rate − plan {what.split(' (')[0]}"),

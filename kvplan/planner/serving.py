@@ -102,7 +102,7 @@ def _replicated(sc: Scenario, at: Callable[[Scenario], Plan], smaller: list[_Ser
     it, and once more at r + 1 (the goodput is per replica at 1/r of the rate, so rounding can leave it short).
     The fewest devices in all wins, then the lower ITL. Returns the plan and the replica counts passed over."""
     if (sc.pinned.devices is not None or sc.pinned.has(settings.pin("replicas")) or sc.devices.mode == "fixed"
-            or get_engine(sc.engine).data_parallel is None):
+            or get_engine(sc.engine).data_parallel is None or sc.concurrency is not None):  # a loop: no rate split
         return None
     found: list[_Served] = []
     passed: list[Option] = []

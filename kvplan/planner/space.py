@@ -127,7 +127,7 @@ def factors_for(sc: Scenario, kv_dtype: str) -> ex.Factors:
 def slos(sc: Scenario) -> Slos:
     """The scenario's SLOs on a step and the figures they are checked against (`--slo-on`, default expected).
     A request workload's ttft is the TTFT under load, checked on the service figures (plan_service), not here."""
-    return Slos(sc.slo_step_time, sc.slo_throughput, sc.slo_ttft if sc.rate is None else None, sc.slo_on)
+    return Slos(sc.slo_step_time, sc.slo_throughput, sc.slo_ttft if not sc.requests else None, sc.slo_on)
 
 
 def setup_for(sc: Scenario, reserves: memory.Reserves) -> Setup:

@@ -275,7 +275,7 @@ def fit_suggestions(sc: Scenario, ev: Evaluated, best: int, space: Space, sigma:
                     w_kv=kv_width(sc.engine, dtype, sc.model), factors=KvFactors(r, sigma, phi), placement=placement,
                     reserved=knobs.reserved, attention_dp=sc.attention_dp)
     s_fit = scalar(rf.s_cap(cfg, sc.batch))
-    if s_fit > 0 and sc.rate is None:  # a request workload has no batch or context to change (docs/service.md)
+    if s_fit > 0 and not sc.requests:  # a request workload has no batch or context to change (docs/service.md)
         c = _largest(max(1, sc.prefix), sc.context - 1,
                      lambda x: replan(sc, knobs, _Rescope(context=x)) is not None, int(s_fit))
         if c is not None:

@@ -122,13 +122,19 @@ def _load_text(p: Plan) -> list[str]:
     sc = p.scenario
     assert sc.inputs is not None and sc.outputs is not None
     head = (f"service (load model, continuous batching): {ld.rate.human} of {sc.inputs.text()} input and "
-            f"{sc.outputs.text()} output tokens; the batch {sc.batch} is derived from it")
+            f"{sc.outputs.text()} output tokens; the batch {sc.batch} is derived from it") if sc.concurrency is None \
+        else (f"service (load model, closed loop): {sc.concurrency:,} clients of {sc.inputs.text()} input and "
+              f"{sc.outputs.text()} output tokens; the throughput {ld.rate.human} and the batch {sc.batch} are "
+              "derived from them")
     out = [""] + _wrap(head, "")
     if ld.saturated:
         out.extend(_wrap(f"SATURATED: the rate {ld.rate.human} is past the saturation rate "
                          f"{ld.saturation_rate.human} ({ld.saturation_rate.evidence.value}), set by the {ld.binding}; "
                          "no steady state: the queue grows without bound", "  "))
-    rows = [({"itl": "ITL", "ttft": "TTFT", "kv_bytes_mean": "KV bytes (mean)", "kv_bytes_tail": "KV bytes (tail)"}
+    rows = [({"itl": "ITL", "ttft": "TTFT", "tpot": "TPOT", "kv_bytes_mean": "KV bytes (mean)",
+              "kv_bytes_tail": "KV bytes (tail)", "rate": "rate" if sc.concurrency is None else "throughput",
+              "concurrency": "concurrency" if sc.concurrency is None else "clients",
+              "output_rate": "output tokens/s"}
              .get(k, k.replace("_", " ")), v) for k, v in ld.items()]
     width = max(len(label) for label, _ in rows)
     for label, v in rows:
@@ -153,7 +159,8 @@ def _cost_text(p: Plan) -> list[str]:
     c = p.cost
     if c is None:
         return [""] + _wrap(f"cost: {p.cost_absent}", "") if p.cost_absent else []
-    at = ("at the declared rate; the engine's time split into prefill and decode by the load model's shares"
+    rate = "the declared rate" if p.scenario.concurrency is None else "the closed loop's throughput"
+    at = (f"at {rate}; the engine's time split into prefill and decode by the load model's shares"
           if c.rate is not None else "at the plan's expected throughput")
     out = [""] + _wrap(f"cost (docs/service.md): {at}", "")
     rows = [(_COST_LABELS.get(k, k.replace("_", " ")), v) for k, v in c.items()]

@@ -137,15 +137,13 @@ def test_a_list_workload_gets_one_front_per_scenario(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("case,needle", [
-    ("rate", "service-rate.kvp:14:"),
     ("two-plots", "--plot draws one scenario's front"),
     ("scenario", "no scenario 'nope'"),
     ("ext", "cannot write a figure to"),
     ("missing", "no-such.kvp"),
 ])
 def test_bad_input_is_one_line_and_exit_2(case: str, needle: str, tmp_path: Path) -> None:
-    args = {"rate": ["pareto", str(ROOT / "examples" / "service-rate.kvp")],
-            "two-plots": ["pareto", str(_two_scenarios(tmp_path)), "--plot", str(tmp_path / "x.png")],
+    args = {"two-plots": ["pareto", str(_two_scenarios(tmp_path)), "--plot", str(tmp_path / "x.png")],
             "scenario": ["pareto", str(W2), "--scenario", "nope"],
             "ext": ["pareto", str(W2), "--plot", str(tmp_path / "x.gif")],
             "missing": ["pareto", str(tmp_path / "no-such.kvp")]}[case]

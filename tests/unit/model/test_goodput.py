@@ -7,19 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kvplan import catalog
-from kvplan.model import expected as ex
 from kvplan.model import load
-from kvplan.model import roofline as rf
 
 N_IN, N_OUT, CHUNK = 1024, 128, 512
-
-
-@pytest.fixture(scope="module")
-def dep() -> tuple[rf.Config, ex.Factors, float | None]:
-    d = catalog.get_device("h100-sxm")
-    cfg = rf.Config(catalog.get_model("llama-3.1-8b"), d, n_devices=1, tp=1, w_p=2.0, w_kv=2.0)
-    return cfg, ex.default_factors(d, "bf16", "any", ""), ex.link_bandwidth(d)
 
 
 def _sv(rate: float = 1.0, n_out: int = N_OUT, limit: float | None = None) -> load.Service:

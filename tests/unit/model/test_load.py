@@ -7,18 +7,9 @@ import math
 
 import pytest
 
-from kvplan import catalog
 from kvplan.base.errors import KvplanError
 from kvplan.model import expected as ex
 from kvplan.model import load
-from kvplan.model import roofline as rf
-
-
-@pytest.fixture(scope="module")
-def dep() -> tuple[rf.Config, ex.Factors, float | None]:
-    d = catalog.get_device("h100-sxm")
-    cfg = rf.Config(catalog.get_model("llama-3.1-8b"), d, n_devices=1, tp=1, w_p=2.0, w_kv=2.0)
-    return cfg, ex.default_factors(d, "bf16", "any", ""), ex.link_bandwidth(d)
 
 
 def test_the_saturation_rate_is_the_edge_of_the_steady_state(dep) -> None:

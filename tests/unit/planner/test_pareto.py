@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvplan.base.errors import KvplanError
 from kvplan.lang import check_file
 from kvplan.model import expected as ex
 from kvplan.model import roofline as rf
@@ -134,12 +133,13 @@ def test_no_feasible_candidate_gives_an_empty_front_that_says_why(tmp_path: Path
     assert "no candidate passes" in f.gap and "fit" in f.gap
 
 
-def test_a_request_workload_is_refused_at_its_rate() -> None:
+def test_a_request_workload_is_fronted_at_the_batch_advise_derives() -> None:
     sc = _scenario(ROOT / "examples" / "service-rate.kvp")
-    with pytest.raises(KvplanError) as err:
-        pareto.front(sc)
-    assert "batch form" in err.value.message
-    assert err.value.span is not None and err.value.span.line == 14
+    q = plan(sc, suggest=False)
+    f = pareto.front(sc)
+    assert f.scenario.batch == q.scenario.batch != sc.batch
+    chosen = next(p for p in f.points if p.number == f.chosen)
+    assert (chosen.devices, chosen.tp, chosen.kv_dtype) == (q.n_devices, q.tp, q.kv_dtype.id)
 
 
 def test_the_front_does_not_depend_on_the_minimum_gain() -> None:
