@@ -205,3 +205,17 @@ def test_pinned_replicas_that_do_not_divide_the_total_are_located_and_say_what_w
     assert "does not divide devices = 12" in d.message and "set devices = 10 (2 per replica)" in (d.help or "")
     fixed = src.replace("devices = 12", "devices = 10")
     assert not [d for d in check_source(fixed, "rep.kvp").diagnostics if d.code == "KV108"]
+
+
+def test_engine_any_says_each_engines_replicas_beside_the_spec_plan(tmp_path: Path) -> None:
+    # the spec's plan (engine any) writes no data-parallel size; vLLM's own plan takes replicas and says so
+    path = tmp_path / "any.kvp"
+    path.write_text((FLEET / "h100-auto.kvp").read_text().replace("    engine  = vllm\n", ""))
+    out = CliRunner().invoke(main, ["advise", str(path)]).stdout
+    (sc,) = check_file(str(path)).scenarios
+    vllm = plan(attrs.evolve(sc, engine="vllm"))
+    assert vllm.scenario.replicas > 1
+    said = " ".join(out.split())  # the text view wraps lines
+    assert (f"vllm: planned for vllm (vLLM {said.split('(vLLM ')[1].split(')')[0]}): bf16 KV on "
+            f"{vllm.scenario.replicas} replicas × {vllm.n_devices} × h100-sxm (tp {vllm.tp} × pp {vllm.pp}), "
+            f"{_total(vllm)} in all") in said, said
