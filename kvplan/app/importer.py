@@ -316,7 +316,7 @@ def _parallel(engine: str, r: Read, tp: int) -> list[tuple[str, str, str]]:
                                       f"tensor-parallel size {tp}", help="SGLang refuses it; check --dp and --tp")
         return [("attention_dp", str(r.dp[0]), f"{r.dp[1]} {r.dp_attention[1]}: {r.dp[0]} attention groups of "
                  f"{tp // r.dp[0]} rank{'s' if tp // r.dp[0] > 1 else ''}, each holding its own sequences' KV")]
-    return [("replicas", str(r.dp[0]), f"{r.dp[1]}: {r.dp[0]} data-parallel replicas, each on the devices below")]
+    return [("replicas", str(r.dp[0]), f"{r.dp[1]}: {r.dp[0]} data-parallel replicas sharing the devices above")]
 
 
 def _pins(engine: str, r: Read, devices: int, dev_why: str) -> list[tuple[str, str, str]]:
@@ -331,7 +331,9 @@ def _pins(engine: str, r: Read, devices: int, dev_why: str) -> list[tuple[str, s
         pins.append(("prefix_caching", "on" if r.prefix_caching[0] else "off", r.prefix_caching[1]))
     if r.tier is not None:
         pins.append(("tier", r.tier[0], r.tier[1]))
-    pins.append(("devices", str(devices), dev_why))
+    reps = r.dp[0] if r.dp is not None and r.dp_attention is None else 1  # devices are the total (docs/service.md)
+    pins.append(("devices", str(devices * reps), dev_why if reps == 1 else f"{dev_why} × {reps} data-parallel "
+                 f"replicas ({r.dp[1] if r.dp is not None else ''}): the devices in all"))
     for key, (n, flag) in (("tensor_parallel", r.tp), ("pipeline_parallel", r.pp)):  # the split, not only its count
         pins.append((key, str(n), flag or f"the engine's default: one {'stage' if key[0] == 'p' else 'rank'}"))
     for row in settings.rows("pin"):  # the engine pins read, in the table's order (kvplan.catalog.settings)

@@ -22,6 +22,10 @@ from typing import Optional
 
 #: Devices of one deployment (tensor × pipeline ranks): `devices`, `pin { devices }`, `-tp` × `-pp`.
 MAX_DEVICES = 4096
+#: Replica layouts (r replicas × n devices) one request workload's layout search plans (kvplan.planner.layouts):
+#: at most 8 per-replica counts in a ladder, two replica counts sized from each, and the 8 splits of one total,
+#: twice over; each is a settled batch plan of a few milliseconds, whatever `devices = <= N` says.
+MAX_LAYOUTS = 48
 #: Concurrent sequences: `batch`, `fanout`, `--max-num-seqs`.
 MAX_BATCH = 2**20                 # 1,048,576
 #: Tokens of one sequence: `context`, `prefix`, `block_size`, `--max-model-len`, a model's

@@ -204,6 +204,7 @@ class _Sections(_Values):
                             fixes=[fx.replace(top["devices"].span, f"devices = {agree}")])
         self._attention_dp(pins)
         self._layout(pins, devices)
+        self._replicas(pins, devices)
         pp = Pins(pins).pin(settings.pin("placement"))
         if pp is not None and placement not in (None, "auto", pp.value):
             fix = fx.replace(top["placement"].span, f"placement = {pp.value}") if "placement" in top else None
@@ -223,6 +224,10 @@ class _Sections(_Values):
         n = float(pd.value) if pd is not None else (
             float(devices.n) if devices is not None and devices.mode == "fixed" else None)
         what = "pin devices" if pd is not None else "devices"
+        rep = typed.pin(settings.pin("replicas"))
+        r = float(rep.value) if rep is not None else 1.0
+        if n is not None and r > 1:  # the count is the total over the replicas: each replica takes 1/r of it
+            what, n = f"{what} = {n:g} over replicas = {r:g}: per replica", n / r
         pin = pp if tp is None else tp
         assert pin is not None
         if tp is not None and pp is not None:
@@ -230,7 +235,8 @@ class _Sections(_Values):
             words = f"pin tensor_parallel = {tp.value:g} × pipeline_parallel = {pp.value:g} is {product:g} devices"
             if n is not None and product != n:
                 self.report(codes.OUT_OF_RANGE, f"{words}, not {what} = {n:g}", tp.span,
-                            help=f"make tensor_parallel × pipeline_parallel = {n:g}, or set {what} = {product:g}")
+                            help=f"make tensor_parallel × pipeline_parallel = {n:g}, or set "
+                                 f"{'pin devices' if pd is not None else 'devices'} = {product * r:g}")
             elif n is None and devices is not None and devices.mode == "max" and product > devices.n:
                 self.report(codes.OUT_OF_RANGE, f"{words}, more than devices = <= {devices.n}", tp.span,
                             help=f"allow them: `devices = <= {product:g}`")
@@ -238,6 +244,22 @@ class _Sections(_Values):
             self.report(codes.OUT_OF_RANGE, f"pin {pin.key} = {pin.value:g} does not divide {what} = {n:g}: "
                         "the devices are tensor_parallel × pipeline_parallel", pin.span,
                         help=f"pin a divisor of {n:g}")
+
+    def _replicas(self, pins: Mapping[str, Pin], devices: Optional[DeviceCount]) -> None:
+        """A device count is the total over the replicas (docs/service.md): with a fixed count, `pin replicas`
+        divides it, each replica taking the same devices."""
+        typed = Pins(pins)
+        rep, pd = typed.pin(settings.pin("replicas")), typed.pin(settings.pin("devices"))
+        n = float(pd.value) if pd is not None else (
+            float(devices.n) if devices is not None and devices.mode == "fixed" else None)
+        if rep is None or n is None or not n % float(rep.value):
+            return
+        what = "pin devices" if pd is not None else "devices"
+        r = float(rep.value)
+        self.report(codes.OUT_OF_RANGE, f"pin replicas = {r:g} does not divide {what} = {n:g}: the devices are the "
+                    "total over the replicas, the same on each", rep.span,
+                    help=f"set {what} = {max(r, (n // r) * r):g} ({max(1.0, n // r):g} per replica), or pin a "
+                         f"divisor of {n:g}")
 
     def _attention_dp(self, pins: Mapping[str, Pin]) -> None:
         """Attention data-parallel groups split the tensor-parallel group: their count divides it."""

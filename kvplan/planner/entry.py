@@ -3,7 +3,7 @@ checked file, and the plan of a scenario under another engine."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping, Optional, TypedDict, cast
+from typing import TYPE_CHECKING, Callable, Mapping, Optional, TypedDict, cast
 
 import attrs
 
@@ -12,9 +12,9 @@ from kvplan.catalog import suggest
 from kvplan.catalog.engines import concrete, get_engine
 from kvplan.lang import CheckResult
 from kvplan.model.pools.query import Sizing
-from kvplan.model.scenario import Scenario
+from kvplan.model.scenario import DeviceCount, Scenario
 from kvplan.model.tiering import DEFAULT_PREFILL_EFFICIENCY
-from kvplan.planner import cost
+from kvplan.planner import cost, layouts
 from kvplan.planner.batch import plan_batch
 from kvplan.planner.plan import Plan
 from kvplan.planner.rules import RULES, Rule
@@ -55,10 +55,25 @@ def plan(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DE
                            planner=plan, sizing=sizing)
 
     if not sc.requests:
-        return cost.priced(at(sc))
+        return cost.priced(_replicated_batch(sc, at))
     knobs = Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, 0.0, plan, replans=replans,
                   sizing=sizing)
     return plan_service(sc, at, knobs, suggest)
+
+
+def _replicated_batch(sc: Scenario, at: Callable[[Scenario], Plan]) -> Plan:
+    """A batch plan of `pin replicas = r` with a device count: the count is the total over the replicas
+    (kvplan.planner.layouts), so each replica is planned on 1/r of it (at least one device) and the plan keeps the
+    spec's count."""
+    r = sc.replicas
+    if r == 1 or (sc.pinned.devices is None and sc.devices.mode == "auto"):
+        return at(sc)
+    per = max(1, layouts.bound_total(sc) // r)
+    one = layouts.per_replica(sc, r, per)
+    if sc.devices.mode == "max" and sc.pinned.devices is None:
+        one = attrs.evolve(one, devices=DeviceCount("max", per))
+    q = at(one)
+    return attrs.evolve(q, scenario=attrs.evolve(q.scenario, devices=sc.devices, pins=sc.pins))
 
 
 def for_engine(p: Plan, engine: str, suggest: bool = True, sizing: Sizing = "fill") -> Plan:

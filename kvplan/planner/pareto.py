@@ -217,8 +217,11 @@ def front(sc: Scenario, **overrides: Unpack[Overrides]) -> Front:
                        min_gain=overrides.get("min_gain", DEFAULT_MIN_GAIN))
     pts = [_point(sc, cands, i) for i in cands.feasible]
     if q is not None:
-        replicas = () if q.scenario.replicas == 1 or sc.replicas > 1 else (("replicas", str(q.scenario.replicas)),)
-        pts = _served(sc, [attrs.evolve(p, pins=p.pins + replicas) for p in pts], overrides)
+        k = q.scenario.replicas
+        if k > 1 and sc.replicas == 1:  # advise's replicas pinned; a devices pin is the total over them
+            pts = [attrs.evolve(p, pins=tuple((key, str(int(v) * k)) if key == "devices" else (key, v)
+                                              for key, v in p.pins) + (("replicas", str(k)),)) for p in pts]
+        pts = _served(sc, pts, overrides)
     on = non_dominated([p.per_user.value for p in pts], [p.per_device.value for p in pts])
     pts = [attrs.evolve(p, front=f) for p, f in zip(pts, on)]
     pts.sort(key=lambda p: (not p.front, -p.per_user.value, -p.per_device.value, p.candidate))

@@ -20,7 +20,9 @@ _BLOCKING = ("fits", "layout", "engine")
 
 
 def _layout(p: Plan) -> str:
-    return f"{p.n_devices} × {p.scenario.device.id} (tp {p.tp} × pp {p.pp})"
+    k = p.scenario.replicas  # a request workload's layout search may take replicas (kvplan.planner.layouts)
+    one = f"{p.n_devices} × {p.scenario.device.id} (tp {p.tp} × pp {p.pp})"
+    return one if k == 1 else f"{k} replicas × {one}, {k * p.n_devices} in all"
 
 
 def _choices(p: Plan) -> str:

@@ -1,66 +1,42 @@
-"""A request workload's plan (docs/service.md): batch plans settled at the load model's batch, planned again on
-larger device counts or as data-parallel replicas until the declared rate has a steady state and meets the
-service SLOs, with what it misses and the changes that would meet it. The workload's figures themselves are
+"""A request workload's plan (docs/service.md): batch plans settled at the load model's batch, for each replica
+layout kvplan.planner.layouts searches (`devices` the total over the replicas), the chosen one with why that count,
+what it misses and the changes that would meet it. The workload's figures themselves are
 kvplan.planner.service's."""
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable, Optional, cast
+from typing import Callable, cast
 
 import attrs
 
-from kvplan.base.evidence import Value
-from kvplan.catalog import settings
-from kvplan.catalog.engines import get_engine
+from kvplan.base.evidence import Value, derived
 from kvplan.model import load
-from kvplan.model.scenario import DeviceCount, Scenario
-from kvplan.planner import cost, search, service
+from kvplan.model.scenario import Scenario
+from kvplan.planner import cost, layouts, service
 from kvplan.planner.plan import Constraint, Option, Plan, Rejection
 from kvplan.planner.suggest import (
     LAYOUT_UNMET,
     Knobs,
     Replans,
     ReplansSpent,
+    layout_words,
+    replica_words,
     service_suggestions,
     unsearched,
-    with_pin,
 )
-
-if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
-    pass
 
 
 def plan_service(sc: Scenario, at: Callable[[Scenario], Plan], knobs: Knobs, suggest: bool) -> Plan:
-    """A request workload's plan (docs/service.md): settled at the load model's batch, with its goodput; with
-    `devices = auto` or `<= N` (no devices pin), planned again on each larger count of search.AUTO_DEVICE_COUNTS
-    until the declared rate has a steady state and meets the service SLOs: the fewest devices that do, the
-    counts below it recorded as rejected options of the devices decision. When none does, the fewest with a
-    steady state is kept (else the fewest) and what it misses is unmet, with suggestions verified by planning."""
-    tried = [_service(sc, at)]
-    n0 = tried[0][0].n_devices
-    if sc.pinned.devices is None and sc.devices.mode != "fixed":
-        counts = sorted({c for c in search.AUTO_DEVICE_COUNTS if n0 < c <= sc.devices.n}
-                        | ({sc.devices.n} if sc.devices.mode == "max" and sc.devices.n > n0 else set()))
-        for c in counts:
-            if _serves(*tried[-1]):
-                break
-            q, fig, bound = _service(attrs.evolve(sc, devices=DeviceCount("fixed", c)), at)
-            tried.append((attrs.evolve(q, scenario=attrs.evolve(q.scenario, devices=sc.devices)), fig, bound))
-    served = next((i for i, t in enumerate(tried) if _serves(*t)), None)
-    pick = served if served is not None else next(
-        (i for i, (q, f, _) in enumerate(tried) if not f.saturated and _fits(q)), 0)
-    p, fig, bound = tried[pick]
-    rejected = [_rejected_count(*t) for t in tried[:pick]]
-    spread = _replicated(sc, at, tried[:pick], p.n_devices if served is not None else None)
-    if spread is not None:  # data-parallel replicas of a smaller layout serve the rate on fewer devices
-        # the single layout kept when none served (a layout across nodes paying its link, SPEC §12) is passed
-        # over for what it misses, not as one that also serves the rate
-        single = _replica_option(tried[pick], p) if served is not None else _rejected_count(*tried[pick])
-        p, fig, bound = spread[0]
-        served = pick
-        rejected = [_rejected_count(*t) for t in tried[:pick] if t[0].n_devices != p.n_devices] + [
-            single] + list(spread[1])
+    """A request workload's plan (docs/service.md): each replica layout the spec allows settled at the load
+    model's batch, with its goodput (kvplan.planner.layouts: r replicas × the batch plan's tensor × pipeline
+    split, `devices` the total); the least total that meets the service SLOs, the best of its layouts, the
+    others recorded as rejected options of the devices decision. When none meets, the best within the bound
+    (most goodput) is kept and what it misses is unmet, with suggestions verified by planning."""
+    found = layouts.layout_search(sc, lambda s: _service(s, at))
+    win = found.chosen
+    p, fig, bound = win.plan, win.fig, win.bound
+    rejected = [_rejected_layout(t, win) for t in found.tried if t is not win]
     short = service.unmet(fig)
     slo_short = service.service_unmet(sc, fig, bound, ())
     try:
@@ -76,93 +52,88 @@ def plan_service(sc: Scenario, at: Callable[[Scenario], Plan], knobs: Knobs, sug
         slo_short = tuple(unsearched(sc, u, spent) for u in service.service_unmet(sc, fig, bound, ()))
     assumptions = p.assumptions + ((fig.chunk,) if fig.chunk.evidence.value == "assumed" else ())
     unmet = p.unmet + ((short,) if short else ()) + slo_short
-    meets = " and meets the service SLOs" if served is not None and service.has_slos(sc) else ""
-    k = p.scenario.replicas
-    on = f"{p.n_devices} devices" if k == 1 else (
-        f"{k} data-parallel replicas of {p.n_devices} × {sc.device.id}, {k * p.n_devices} devices in all, each "
-        f"serving 1/{k} of the rate (pin replicas = {k}: vLLM --data-parallel-size, SGLang --dp-size)")
-    why = f"the declared rate {fig.rate.human} has a steady state{meets} on {on}, not on fewer" + (
-        "" if served is not None else f"; no count up to {sc.devices.n} meets the service SLOs")
-    decisions = tuple(attrs.evolve(d, options=tuple(rejected) + d.options, context=d.context + (why,))
-                      if d.domain == "devices" and rejected else d for d in p.decisions)
+    why = _why_count(sc, found)
+    because, nums = _because(found)
+    decisions = tuple(attrs.evolve(d, options=tuple(rejected) + d.options, context=d.context + (why,),
+                                   decision=f"{d.decision} {because}", numbers=d.numbers + nums)
+                      if d.domain == "devices" else d for d in p.decisions)
     return cost.priced(attrs.evolve(p, load=fig, unmet=unmet, assumptions=assumptions, decisions=decisions,
                                     feasible=p.feasible and short is None and not slo_short))
 
 
-_Served = tuple[Plan, service.LoadFigures, load.Load]
+def _because(found: layouts.Found) -> tuple[str, tuple[tuple[str, Value], ...]]:
+    """Why that count, in one sentence with its numbers (`One replica of 8 × h100-sxm (tp 8 × pp 1) saturates at
+    7.87 req/s; 2 replicas carry 13.4 req/s within the SLOs, for the declared 10 req/s.`), and those numbers."""
+    t = found.chosen
+    fig, k = t.fig, t.replicas
+    one = derived(fig.saturation_rate.value / k, "req/s", f"the saturation rate of one replica: "
+                  f"{fig.saturation_rate.human} over {k} replica{'s' if k > 1 else ''}")
+    nums: tuple[tuple[str, Value], ...] = (("replica_saturation_rate", one),) + (
+        (("goodput", fig.goodput),) if fig.goodput is not None else ())
+    lead = f"One replica of {replica_words(t.plan)}"
+    carry = ("" if fig.goodput is None else
+             f"; {k} replicas carry {fig.goodput.human} within the SLOs" if k > 1 else
+             f" and carries {fig.goodput.human} within the SLOs")
+    return f"{lead} saturates at {one.human}{carry}, for {_rate_words(t.plan.scenario, fig)}.", nums
 
 
-def _replicated(sc: Scenario, at: Callable[[Scenario], Plan], smaller: list[_Served], best: Optional[int]
-                ) -> Optional[tuple[_Served, tuple[Option, ...]]]:
-    """`devices = auto` or `<= N` with no devices or replicas pin, on an engine whose launch writes a
-    data-parallel size (catalog Engine.data_parallel: vLLM, SGLang): whether r data-parallel replicas of one of the
-    smaller layouts tried serve the declared rate (each 1/r of it) on fewer devices in all than the single
-    layout chosen (`best`; None when none serves), the cap applying to the total. r is the least whole number
-    above the rate over the layout's goodput (its saturation rate without ttft/itl SLOs), verified by planning
-    it, and once more at r + 1 (the goodput is per replica at 1/r of the rate, so rounding can leave it short).
-    The fewest devices in all wins, then the lower ITL. Returns the plan and the replica counts passed over."""
-    if (sc.pinned.devices is not None or sc.pinned.has(settings.pin("replicas")) or sc.devices.mode == "fixed"
-            or get_engine(sc.engine).data_parallel is None or sc.concurrency is not None):  # a loop: no rate split
-        return None
-    found: list[_Served] = []
-    passed: list[Option] = []
-    for q, fig, _ in smaller:
-        if not _fits(q):
-            continue
-        per = fig.goodput if fig.goodput is not None else fig.saturation_rate
-        if per is None or not per.value > 0:
-            continue
-        r0 = max(2, math.floor(fig.rate.value / per.value) + 1)
-        for r in (r0, r0 + 1):
-            total = r * q.n_devices
-            if total > sc.devices.n or (best is not None and total >= best):
-                if r == r0:
-                    passed.append(_too_many(q, fig, per, r, sc.devices.n if best is None else best))
-                break
-            pins = with_pin(sc, "replicas", float(r))
-            t = _service(attrs.evolve(sc, devices=DeviceCount("fixed", q.n_devices), pins=pins), at)
-            t = (attrs.evolve(t[0], scenario=attrs.evolve(t[0].scenario, devices=sc.devices)), t[1], t[2])
-            if _serves(*t):
-                found.append(t)
-                break
-            passed.append(_rejected_count(*t))
-    if not found:
-        return None
-    found.sort(key=lambda t: (t[0].n_devices * t[0].scenario.replicas, t[1].itl.value if t[1].itl else math.inf))
-    win = found[0]
-    for t in found[1:]:  # the other replica layouts that serve the rate: why the chosen one wins
-        q, fig = t[0], t[1]
-        total, best_total = q.n_devices * q.scenario.replicas, win[0].n_devices * win[0].scenario.replicas
-        why = (f"more devices: {total} against {best_total}" if total > best_total else
-               f"the same {total} devices, higher ITL: {fig.itl.human if fig.itl else '-'} against "
-               f"{win[1].itl.human if win[1].itl else '-'}")
-        nums = tuple((n, v) for n, v in (("itl", fig.itl), ("ttft", fig.ttft), ("goodput", fig.goodput))
-                     if v is not None)
-        passed.append(Option(f"{q.scenario.replicas} replicas × {q.n_devices} × {sc.device.id} (tp {q.tp})",
-                             Rejection(None, why, nums, cause="slo"), nums))
-    return win, tuple(passed)
+def _rate_words(sc: Scenario, fig: service.LoadFigures) -> str:
+    """The rate a layout serves: the declared one, or a closed loop's throughput (it declares clients, not a rate)."""
+    return (f"the closed loop's {fig.rate.human} ({sc.concurrency} clients)" if sc.concurrency is not None else
+            f"the declared {fig.rate.human}")
 
 
-def _too_many(q: Plan, fig: service.LoadFigures, per: Value, r: int, most: int) -> Option:
-    """A layout whose replicas would take too many devices: r, the least above the rate over its goodput (or
-    saturation rate), times its devices, is not below `most` (not planned: the goodput bounds it)."""
-    what = "goodput" if fig.goodput is not None else "saturation rate"
-    why = (f"replicas: at least {r} (the rate {fig.rate.human} over the layout's {what} {per.human}), "
-           f"{r * q.n_devices} devices, not fewer than {most}")
-    nums = (("rate", fig.rate), (what.replace(" ", "_"), per))
-    return Option(f"{r} replicas × {q.n_devices} × {q.scenario.device.id} (tp {q.tp})",
-                  Rejection(None, why, nums, cause="slo"), nums)
+def _why_count(sc: Scenario, found: layouts.Found) -> str:
+    """Why the devices decision took that count, with the numbers: what one replica of the chosen layout carries
+    (its saturation rate and goodput at its share of the rate), and what the replicas carry together."""
+    t = found.chosen
+    fig, k = t.fig, t.replicas
+    sat1 = fig.saturation_rate.value / k
+    good = fig.goodput.value if fig.goodput is not None else None
+    one = (f"one replica of {replica_words(t.plan)} saturates at "
+           f"{sat1:.3g} req/s ({fig.saturation_rate.evidence.value})")
+    carry = (f"{k} replicas carry {good:.3g} req/s within the SLOs" if k > 1 and good is not None else
+             f"it carries {good:.3g} req/s within the SLOs" if good is not None else
+             f"{k} replicas saturate at {fig.saturation_rate.human}" if k > 1 else "")
+    spread = f"{len(found.tried)} layouts planned, totals up to {found.bound}"
+    head = (f"{_rate_words(t.plan.scenario, fig)} meets the service SLOs on {layout_words(t.plan)}, the least "
+            f"total that does, the best of its layouts" if found.met else
+            f"no layout of up to {found.bound} devices in all meets the service SLOs at {fig.rate.human}: "
+            f"{layout_words(t.plan)} is the best within the bound (most goodput, then lower ITL)")
+    return f"{head}; {one}" + (f"; {carry}" if carry else "") + f" ({spread})"
 
 
-def _replica_option(single: _Served, chosen: Plan) -> Option:
-    """The single layout that serves the rate, passed over for data-parallel replicas on fewer devices."""
-    q, fig, _ = single
-    k = chosen.scenario.replicas
-    why = (f"more devices: {q.n_devices} in one layout, against {k} replicas × {chosen.n_devices} = "
-           f"{k * chosen.n_devices} that also serve the rate")
+def _rejected_layout(t: layouts.Tried, win: layouts.Tried) -> Option:
+    """A layout the search planned and passed over: what it misses, or why the chosen one beats it, in numbers."""
+    if not t.fits:
+        why = "; ".join(u.message for u in t.plan.unmet if u.constraint in LAYOUT_UNMET)
+        return Option(_label(t), Rejection(None, why, (), cause="fit"))
+    if not t.meets or not win.meets:
+        base = _rejected_count(t.plan, t.fig, t.bound)
+        if t.fits and not win.meets:
+            why = (f"less goodput than {layout_words(win.plan)}: {t.goodput:.4g} against {win.goodput:.4g} req/s"
+                   if t.goodput < win.goodput else
+                   f"the same goodput, higher ITL: {_ms(t.itl)} against {_ms(win.itl)}")
+            reason = attrs.evolve(cast(Rejection, base.reason), reason=why)
+            base = attrs.evolve(base, reason=reason)
+        return attrs.evolve(base, choice=_label(t))
+    if t.total > win.total:
+        why = f"more devices: {t.total} in all against {win.total}"
+    elif t.goodput < win.goodput:
+        why = f"the same {t.total} devices, less goodput: {t.goodput:.4g} against {win.goodput:.4g} req/s"
+    else:
+        why = f"the same {t.total} devices, higher ITL: {_ms(t.itl)} against {_ms(win.itl)}"
+    fig = t.fig
     nums = tuple((n, v) for n, v in (("itl", fig.itl), ("ttft", fig.ttft), ("goodput", fig.goodput)) if v is not None)
-    return Option(f"{q.n_devices} × {q.scenario.device.id} (tp {q.tp})", Rejection(None, why, nums, cause="slo"),
-                  nums)
+    return Option(_label(t), Rejection(None, why, nums, cause="slo"), nums)
+
+
+def _label(t: layouts.Tried) -> str:
+    return layout_words(t.plan)
+
+
+def _ms(seconds: float) -> str:
+    return "-" if math.isinf(seconds) else f"{seconds * 1e3:.4g} ms"
 
 
 def _service(sc: Scenario, at: Callable[[Scenario], Plan]) -> tuple[Plan, service.LoadFigures, load.Load]:
@@ -170,17 +141,6 @@ def _service(sc: Scenario, at: Callable[[Scenario], Plan]) -> tuple[Plan, servic
     step (--slo-on bound checks the SLOs on it; a missed SLO prints it beside the expected figure)."""
     p, fig = _settle(sc, at)
     return p, service.with_goodput(p, fig), service.solve(p, "bound")[0]
-
-
-def _fits(p: Plan) -> bool:
-    """Whether the plan fits on a layout its engine runs (nothing of suggest.LAYOUT_UNMET is unmet): what a count
-    `devices = auto` stops at must not miss, besides the service SLOs."""
-    return not any(u.constraint in LAYOUT_UNMET for u in p.unmet)
-
-
-def _serves(p: Plan, fig: service.LoadFigures, bound: load.Load) -> bool:
-    """Whether a request workload's plan fits on its layout and its declared rate meets the service SLOs."""
-    return service.meets(p.scenario, fig, bound) and _fits(p)
 
 
 def _rejected_count(p: Plan, fig: service.LoadFigures, bound: load.Load) -> Option:

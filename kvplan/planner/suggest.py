@@ -191,18 +191,32 @@ def say_count(edits: Sequence[Change]) -> str:
     return _say(edits[0]) + (f" and remove the {' and '.join(gone)} pins" if gone else "")
 
 
-def _device_suggestion(sc: Scenario, knobs: Knobs, at_least: int, why: str) -> Optional[Suggestion]:
+def _device_suggestion(sc: Scenario, knobs: Knobs, at_least: int, why: str, layout: bool = False
+                       ) -> Optional[Suggestion]:
     """The smallest count the search would consider, above `at_least`, with which the plan meets
-    every constraint; verified by planning it."""
+    every constraint; verified by planning it. With `layout`, the words name the re-plan's layout (a request
+    workload's count is a total the layout search splits into replicas)."""
     for n in SUGGESTED_COUNTS:
         if n <= at_least:
             continue
         changes, edits = devices_change(sc, n)
         p = replan(sc, knobs, changes)
         if p is not None:
-            return Suggestion(f"{say_count(edits)} (the smallest count kvplan searches that {why}; "
+            on = f": {layout_words(p)}" if layout else ""
+            return Suggestion(f"{say_count(edits)} (the smallest count kvplan searches that {why}{on}; "
                               f"{p.kv_dtype.id} KV)", edits)
     return None
+
+
+def layout_words(p: Plan) -> str:
+    """`2 replicas × 8 × h100-sxm (tp 8), 16 in all`, or `16 × h100-sxm (tp 8 × pp 2)`: a plan's layout."""
+    k, n = p.scenario.replicas, p.n_devices
+    return replica_words(p) if k == 1 else f"{k} replicas × {replica_words(p)}, {k * n} in all"
+
+
+def replica_words(p: Plan) -> str:
+    """`8 × h100-sxm (tp 8)`, `16 × h100-sxm (tp 8 × pp 2)`: one replica of a plan's layout."""
+    return f"{p.n_devices} × {p.scenario.device.id} (tp {p.tp}{f' × pp {p.pp}' if p.pp > 1 else ''})"
 
 
 def _least_budget(dt: str) -> Optional[str]:
@@ -308,15 +322,18 @@ def service_suggestions(sc: Scenario, knobs: Knobs, p: Plan, fig: service.LoadFi
     replicas (pin replicas: the rate is split over them), or a declared rate at the goodput. `missed` holds
     Constraint.RATE for a rate past saturation."""
     out: list[Suggestion] = []
-    dev = _device_suggestion(sc, knobs, p.n_devices, "meets the service SLOs")
+    # the spec's devices are the total over the replicas (kvplan.planner.layouts): a count above its bound
+    most = int(sc.pinned.devices) if sc.pinned.devices is not None else sc.devices.n
+    dev = _device_suggestion(sc, knobs, most, "meets the service SLOs", layout=True)
     if dev is not None:
         out.append(dev)
     for r in (2, 4, 8):
         if r <= sc.replicas:
             continue
-        if replan(sc, knobs, _Rescope(pins=with_pin(sc, "replicas", float(r)))) is not None:
-            out.append(Suggestion(f"pin replicas = {r} (each replica serves 1/{r} of the rate on {p.n_devices} × "
-                                  f"{sc.device.id})", (Change("pin.replicas", "=", str(r)),)))
+        q = replan(sc, knobs, _Rescope(pins=with_pin(sc, "replicas", float(r))))
+        if q is not None:  # the words are the re-plan's layout: r replicas of the split it chose
+            out.append(Suggestion(f"pin replicas = {r} (the re-plan: {layout_words(q)}, each replica serving "
+                                  f"1/{r} of the rate)", (Change("pin.replicas", "=", str(r)),)))
             break
     if Constraint.RATE in missed and (fig.goodput is None or fig.goodput.value <= 0):  # no latency SLO: below it
         lower = _round_down(fig.saturation_rate.value * (1 - 1e-9))

@@ -168,7 +168,7 @@ def test_memory_fraction_and_the_context_bound_are_modelled() -> None:
     out = importer.import_deployment("vllm", VLLM_70B + " --max-num-batched-tokens 8192 --data-parallel-size 2",
                                      importer.Options(device="h100-sxm"))
     sc = checked(out.text)
-    assert pins(sc) == {"kv_dtype": "fp8", "block_size": 16, "prefix_caching": True, "devices": 4,
+    assert pins(sc) == {"kv_dtype": "fp8", "block_size": 16, "prefix_caching": True, "devices": 8,
                         "tensor_parallel": 4, "pipeline_parallel": 1, "memory_fraction": 0.9,
                         "max_batched_tokens": 8192, "replicas": 2}
     assert sc.batch == 64 and sc.max_context == 32_768
@@ -211,7 +211,7 @@ def test_sglang_dp_attention_is_attention_groups_and_dp_alone_is_replicas() -> N
                                                                                                           "--tp 4"),
                                        importer.Options(model="deepseek-v3", device="h200"))
     p = pins(checked(alone.text))
-    assert p["replicas"] == 8 and p["devices"] == 4 and "attention_dp" not in p
+    assert p["replicas"] == 8 and p["devices"] == 32 and "attention_dp" not in p  # the total: 8 replicas of tp 4
 
 
 def test_sglang_chunked_prefill_is_the_step_token_limit() -> None:
@@ -283,7 +283,7 @@ deployment "d" {
     }
     pin {
         kv_dtype = fp8
-        devices = 4
+        devices = 8
         memory_fraction = 0.9
         max_batched_tokens = 8192
         replicas = 2

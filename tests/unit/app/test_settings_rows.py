@@ -113,7 +113,6 @@ def _written(p: Any, engine: str) -> tuple[set[str], list[str]]:
 
 ALL = """kv_dtype = fp8
         block_size = 16
-        devices = 8
         tensor_parallel = 4
         pipeline_parallel = 2
         memory_fraction = 0.9
@@ -126,7 +125,9 @@ def test_every_engine_writes_the_flags_the_table_gives_it(engine: str) -> None:
     # replicas and attention groups are both SGLang's --dp-size: one spec each; prefix caching on and off
     written: set[str] = set()
     warnings: list[str] = []
-    for extra in ("replicas = 2\n        prefix_caching = on", "attention_dp = 2\n        prefix_caching = off"):
+    # the devices are the total over the replicas: 2 replicas of tp 4 × pp 2 take 16
+    for extra in ("devices = 16\n        replicas = 2\n        prefix_caching = on",
+                  "devices = 8\n        attention_dp = 2\n        prefix_caching = off"):
         names, said = _written(plan(scenario(spec(ALL + extra, top=f"engine = {engine}"))), engine)
         written |= names
         warnings += said

@@ -96,7 +96,8 @@ def test_a_catalog_price_needs_its_source_and_date() -> None:
 # -------------------------------------------------------------- the figures
 
 def test_the_batch_form_costs_its_hour_over_its_expected_output_tokens() -> None:
-    p = plan(_scenario(top="  price = 3 USD/h\n  devices = 2\n", extra="  pin {\n    replicas = 2\n  }\n"))
+    # devices = 4 is the total: 2 replicas of 2
+    p = plan(_scenario(top="  price = 3 USD/h\n  devices = 4\n", extra="  pin {\n    replicas = 2\n  }\n"))
     c = p.cost
     assert c is not None and p.n_devices == 2
     assert c.devices.value == 4 and c.hourly.value == pytest.approx(12.0)  # 3 USD/h × 2 devices × 2 replicas
@@ -143,7 +144,8 @@ def test_at_any_rate_the_prefill_share_grows_with_the_rate_and_past_saturation_t
 
 def test_replicas_share_the_rate_and_each_is_paid_for() -> None:
     one = plan(_scenario(workload=RATE, top="  devices = 1\n"))
-    two = plan(_scenario(workload=RATE, top="  devices = 1\n", extra="  pin {\n    replicas = 2\n  }\n"))
+    two = plan(_scenario(workload=RATE, top="  devices = 2\n", extra="  pin {\n    replicas = 2\n  }\n"))
+    assert (two.scenario.replicas, two.n_devices) == (2, 1)  # the devices are the total: 2 replicas of 1
     assert one.cost is not None and two.cost is not None
     assert two.cost.hourly.value == pytest.approx(2 * one.cost.hourly.value)
     again, _, _, _ = solve(two)  # each replica prefills at λ/2

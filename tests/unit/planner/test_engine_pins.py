@@ -75,7 +75,7 @@ def test_attention_dp_of_a_gqa_model_splits_its_heads_over_the_group() -> None:
 
 def test_replicas_multiply_the_throughput_and_not_the_step() -> None:
     one = plan(scenario(spec()))
-    two = plan(scenario(spec("replicas = 3")))
+    two = plan(scenario(spec("replicas = 3", devices=24)))  # pin devices is the total: 3 replicas of 8
     assert two.metrics.step_time.value == pytest.approx(one.metrics.step_time.value)
     assert two.metrics.throughput.value == pytest.approx(3 * one.metrics.throughput.value)
     assert "3 replicas" in two.metrics.throughput.source

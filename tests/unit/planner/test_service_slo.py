@@ -4,6 +4,8 @@ below slo.rate unmet, and `devices = auto` taking the fewest devices on which th
 
 from __future__ import annotations
 
+import re
+
 import attrs
 import pytest
 
@@ -58,8 +60,8 @@ def test_with_no_service_slo_there_is_no_goodput() -> None:
 
 
 def test_replicas_multiply_the_goodput() -> None:
-    one = plan(_scenario("10/s"))
-    two = plan(_scenario("10/s", pin="replicas = 2"))
+    one = plan(_scenario("10/s", pin="replicas = 1"))
+    two = plan(_scenario("10/s", "16", pin="replicas = 2"))  # devices is the total: 2 replicas of 8
     assert one.load is not None and two.load is not None and one.load.goodput and two.load.goodput
     # each replica carries half the rate; the layout is the same, so the per-replica goodput is the same
     assert two.n_devices == one.n_devices
@@ -110,7 +112,7 @@ def test_auto_devices_take_the_fewest_in_all_data_parallel_replicas_included() -
     meets: dict[tuple[int, int], float] = {}
     for c in (1, 2, 4, 8, 16):
         for r in range(1, 16 // c + 1):
-            q = plan(_scenario(devices=str(c), pin=f"replicas = {r}"))
+            q = plan(_scenario(devices=str(c * r), pin=f"replicas = {r}"))  # the total over the replicas
             if q.feasible and not q.unmet and q.n_devices == c:
                 assert q.load is not None and q.load.itl is not None
                 meets[(c, r)] = q.load.itl.value
@@ -128,14 +130,23 @@ def test_auto_devices_take_the_fewest_in_all_data_parallel_replicas_included() -
     assert not any("that also serve the rate" in o.reason.reason for o in dec.options)
 
 
-def test_a_devices_bound_below_the_count_that_meets_keeps_the_fewest_with_a_steady_state() -> None:
-    # 1, 2 and 4 H100s saturate at 20/s; 8 carry it but miss the 9 ms ITL: the plan is the 8, its ITL unmet
+def test_a_devices_bound_below_the_total_that_meets_keeps_the_best_layout_within_it() -> None:
+    # no split of 8 H100s meets the 9 ms ITL at 20/s: the plan is the one of them (or of fewer) with the most
+    # goodput, its ITL unmet, and every other layout planned is passed over with less goodput
     p = plan(_scenario(devices="<= 8"))
-    assert not p.feasible and p.n_devices == 8 and [u.constraint for u in p.unmet] == ["itl"]
+    assert not p.feasible and p.scenario.replicas * p.n_devices == 8 and [u.constraint for u in p.unmet] == ["itl"]
+    assert p.load is not None and p.load.goodput is not None
     (dec,) = [d for d in p.decisions if d.domain == "devices"]
-    assert any("no count up to 8 meets the service SLOs" in c for c in dec.context)
-    assert {o.choice.split(" ×")[0] for o in dec.options if getattr(o.reason, "cause", None) == "slo"} == {
-        "1", "2", "4"}
+    assert any("no layout of up to 8 devices in all meets the service SLOs" in c for c in dec.context)
+    passed = [o for o in dec.options if getattr(o.reason, "cause", None) == "slo"]
+    assert {o.choice.split(" ×")[0] for o in passed} >= {"1", "2", "4", "8"}
+    for o in passed:  # each planned on its own has less goodput than the plan's
+        m = re.match(r"(?:(\d+) replicas × )?(\d+) ×", o.choice)
+        assert m is not None, o.choice
+        r, n = int(m.group(1) or 1), int(m.group(2))
+        q = plan(_scenario(devices=str(r * n), pin=f"replicas = {r}"))
+        assert q.load is not None and q.load.goodput is not None and q.load.goodput.value < p.load.goodput.value
+
 
 
 def test_slo_on_bound_checks_the_service_on_the_bound_step() -> None:
