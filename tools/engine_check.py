@@ -9,6 +9,9 @@ device and on every device in the catalog (the spec's `device = ...` lines rewri
 plan there is skipped), every target (vllm, sglang, trtllm, lmcache) is emitted and each file an installed engine
 reads is handed to it:
 
+A layout larger than a node is written one launcher per host (`vllm-host0.sh`, `vllm-host1.sh`, ...): each is
+checked as its host would run it, host 0's address variable set (HOST_VARS), `--headless` as vLLM's serve runs it.
+
 - vLLM 0.33.0 (`vllm.sh`, `lmcache-vllm.sh`): the `vllm serve` argument parser (`make_arg_parser` on a
   `FlexibleArgumentParser`), `AsyncEngineArgs.from_cli_args`, `create_engine_config()` on vLLM's CPU platform
   with the model's config.json from tests/data/hf (never downloaded; without one, the parser only: EngineArgs
@@ -173,10 +176,18 @@ def parse_stated(text: str) -> Optional[Stated]:
     return None
 
 
+#: What the checker sets the variables a multi-host launcher reads to (kvplan.engines.common.HOST0_ADDR): the
+#: command is parsed as host 1 would run it once the user has exported host 0's address.
+HOST_VARS = {"KVPLAN_HOST0_ADDR": "10.0.0.1"}
+
+
 def command_words(text: str) -> tuple[list[str], dict[str, str]]:
-    """The `exec ...` command of an emitted launcher, as words, and its exports."""
+    """The `exec ...` command of an emitted launcher, as words, and its exports; the `: "${VAR:?...}"` checks of
+    a multi-host launcher left out and its variables set (HOST_VARS), as the shell would expand them."""
     env: dict[str, str] = {}
-    lines = [ln for ln in text.splitlines() if not ln.startswith("#")]
+    lines = [ln for ln in text.splitlines() if not ln.startswith(("#", ": "))]
+    for var, value in HOST_VARS.items():
+        lines = [ln.replace(f"${var}", value) for ln in lines]
     for ln in lines:
         if ln.startswith("export "):
             key, _, value = ln[len("export "):].partition("=")
@@ -484,7 +495,8 @@ def vllm_check(e: Emit, row: Row) -> None:
         return
     try:
         with quiet():
-            cfg = engine_args.create_engine_config()
+            # a host after the first of a layout over nodes runs headless: vLLM checks it so (cli/serve.py)
+            cfg = engine_args.create_engine_config(headless="--headless" in words)
     except Exception as exc:  # noqa: BLE001
         row.verdict, row.message = "rejected", one_line(exc)
         return
@@ -850,12 +862,14 @@ TRTLLM_ABSENT = ("TensorRT-LLM does not install from PyPI here: not checked (its
 _DEVICE_LINE = re.compile(r"^(\s*device\s*=\s*)(\"?)([A-Za-z0-9_.-]+)(\"?)", re.MULTILINE)
 
 
+_LAUNCHER = re.compile(r"(?:lmcache-)?(vllm|sglang)(?:-host\d+)?\.sh")
+
+
 def engine_of(name: str) -> str:
-    """Which engine reads an emitted file."""
-    if name in ("vllm.sh", "lmcache-vllm.sh"):
-        return "vllm"
-    if name in ("sglang.sh", "lmcache-sglang.sh"):
-        return "sglang"
+    """Which engine reads an emitted file (`vllm.sh`, `lmcache-sglang.sh`, each host's `vllm-host1.sh`)."""
+    m = _LAUNCHER.fullmatch(name)
+    if m is not None:
+        return m.group(1)
     if name == "lmcache.yaml":
         return "lmcache"
     return "trtllm"
@@ -926,7 +940,7 @@ def emits(spec: str, device: Optional[str], plan: Any, dirs: ModelDirs, sizing: 
         shared: dict[str, Any] = {}
         for f in sorted(out.files, key=lambda f: f.name):
             eng = engine_of(f.name)
-            prefix = "vllm." if f.name == "lmcache-vllm.sh" else "sglang." if f.name == "lmcache-sglang.sh" else ""
+            prefix = f"{eng}." if f.name.startswith("lmcache-") and eng in ("vllm", "sglang") else ""
             cap = {k[len(prefix):]: v for k, v in rows.items() if k.startswith(prefix)} if prefix else rows
             label = f"{spec}:{plan.scenario.name}@{device or dev}/{target}/{f.name}"
             if eng == "trtllm" and not f.name.endswith(".yaml"):

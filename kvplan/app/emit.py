@@ -14,6 +14,7 @@ from kvplan.base.errors import KvplanError
 if TYPE_CHECKING:
     from kvplan.engines import DeployOptions
     from kvplan.engines.common import Emitted
+    from kvplan.planner.plan import Plan
 
 
 def deploy_options(targets: str | None, deploy: Deploy) -> DeployOptions:
@@ -31,7 +32,7 @@ def deploy_options(targets: str | None, deploy: Deploy) -> DeployOptions:
 # one loop over plans and targets, saying each file as it is written: an error half-way leaves what came before
 def emit(req: EmitRequest) -> Said:
     """Every target's files (on stdout, or written under -o), its lines on stderr, then lint's findings; exit 1
-    when a target's config has findings."""
+    when a target's config has findings or a plan misses its spec (then nothing is written unless allow_unmet)."""
     from kvplan.app.replan import Reserves, capacity_line, emit, resolve_targets
     from kvplan.base.outputs import OutputTree, check_out_dir, scenario_folders
     from kvplan.catalog.settings import pin as pin_row
@@ -54,6 +55,17 @@ def emit(req: EmitRequest) -> Said:
             raise KvplanError(f"scenario {p.scenario.name}: {gap.message}",
                               help="try " + "; or ".join(s.text for s in gap.suggestions) if gap.suggestions else None,
                               span=p.scenario.pinned.span(pin_row("devices")) or p.scenario.spans.get("devices"))
+    unmet = list(_unmet(plans, req))
+    if unmet and not req.allow_unmet:  # nothing written: a file that misses its spec is not safe to paste
+        yield from findings(req.spec_file, result, req.allow_paths, plans=plans)
+        for p, note in unmet:
+            yield err(f"kvplan: error: scenario {p.scenario.name}: the plan{note} misses its spec, so no file is "
+                      f"written: {p.verdict().line}")
+        own = " (for a plan made for another engine: leave its target out of --target)" if any(
+            n for _, n in unmet) else ""
+        yield err(f"kvplan: help: apply a change the findings above suggest{own}, or pass --allow-unmet to write "
+                  "the files anyway (each header says UNMET, and emit still exits 1)")
+        return EXIT_FINDINGS
     folders = scenario_folders(plans, req.out_dir)
     tree = None if req.out_dir is None else OutputTree(req.out_dir)
     n_findings = 0
@@ -79,7 +91,27 @@ def emit(req: EmitRequest) -> Said:
     if chunks:
         yield out("\n".join(chunks), nl=False)
     yield from findings(req.spec_file, result, req.allow_paths, plans=plans)  # last: a stopping error stays one line
-    return EXIT_FINDINGS if n_findings else EXIT_CLEAN
+    return EXIT_FINDINGS if n_findings or unmet else EXIT_CLEAN
+
+
+def _unmet(plans: list[Plan], req: EmitRequest) -> Iterator[tuple[Plan, str]]:
+    """Each plan a target would be written from that misses its spec (the spec's own, or the plan made for a
+    target's engine, with the words that name it); a plan made for an engine that does not run is the target's
+    error (nothing written for it), not listed."""
+    from kvplan.app.replan import own_plans, resolve_targets
+
+    for p in plans:
+        if p.unmet:
+            yield p, ""
+            continue
+        by: dict[str, tuple[Plan, list[str]]] = {}
+        for target in resolve_targets(req.targets, p.scenario.engine):
+            for own in own_plans(p, target, req.sizing):
+                if own.error is None and own.plan.unmet:
+                    by.setdefault(own.plan.digest, (own.plan, []))[1].append(target)
+        for q, targets in by.values():
+            yield q, (f" made for {q.scenario.engine}, which target{'s' if len(targets) > 1 else ''} "
+                      f"{', '.join(targets)} {'are' if len(targets) > 1 else 'is'} written from,")
 
 
 def _said(where: str, target: str, written: Emitted) -> Iterator[Line]:

@@ -172,6 +172,8 @@ class EmitRequest:
     planner: PlannerOptions
     deploy: Deploy
     allow_paths: tuple[str, ...]
+    #: write the files of a plan that misses its spec (each header says UNMET; the exit stays 1)
+    allow_unmet: bool = False
 
 
 @record

@@ -216,7 +216,11 @@ ENGINES: dict[str, Engine] = {
                    "octave_k3v3": (None, "3-bit"), "octave_k3v3_compact": (None, "3-bit"),
                },
                flags=Flags("--kv-cache-dtype", "--block-size", "--max-num-seqs", "--max-model-len",
-                           "--tensor-parallel-size", "--pipeline-parallel-size", own=("--kv-cache-memory-bytes",)),
+                           "--tensor-parallel-size", "--pipeline-parallel-size",
+                           # the pool size; then a layout over nodes, one file a host (kvplan/engines/vllm.py)
+                           own=("--kv-cache-memory-bytes", "--nnodes", "--node-rank", "--master-addr", "--headless",
+                                "--data-parallel-size-local", "--data-parallel-start-rank", "--data-parallel-address",
+                                "--data-parallel-rpc-port")),
                # vLLM 0.33.0's MLA backends list only auto/float16/bfloat16/fp8 (v1/attention/backends/mla/*.py,
                # supported_kv_cache_dtypes): the *_per_token_head modes are TRITON_ATTN's, and nvfp4 is a VllmConfig
                # error, "nvfp4 KV cache is not supported with MLA (Multi-head Latent Attention) backends"
@@ -254,7 +258,9 @@ ENGINES: dict[str, Engine] = {
                    "nvfp4": ("fp4", ""), "fp4_mx_block16": ("fp4", "MX block scales"),
                },
                flags=Flags("--kv-cache-dtype", "--page-size", "--max-running-requests", "--context-length",
-                           "--tp-size", "--pp-size", own=("--model-path",)),
+                           "--tp-size", "--pp-size",
+                           # the model; then a replica over nodes, one file a host (kvplan/engines/sglang.py)
+                           own=("--model-path", "--nnodes", "--node-rank", "--dist-init-addr")),
                aliases=("sg-lang",), page_scales=_SGLANG_SCALES,
                blackwell_pages=BlackwellPages(
                    (16, 32, 64, 128), (32, 64), 64,

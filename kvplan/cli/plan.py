@@ -94,23 +94,27 @@ def report_cmd(spec_file: str, out_dir: str, scenario: str | None, planner: rq.P
 @click.option("--cudagraph-reserve", type=bytes_type(), default=None, metavar="BYTES",
               help="CUDA-graph memory per GPU an engine subtracts in fill sizing  [default: the engine's, assumed; "
                    "vLLM 1GiB].")
+@click.option("--allow-unmet", is_flag=True, default=False,
+              help="Write the files of a plan that misses its spec (an SLO, the fit); each header says UNMET and "
+                   "the exit stays 1.")
 @plan_reserve_options
 @deploy_options
 @allow_path_option
 @handles_errors
 def emit_cmd(spec_file: str, targets: str | None, out_dir: str | None, scenario: str | None,
-             sizing: Literal["fill", "exact"], cudagraph_reserve: float | None, planner: rq.PlannerOptions,
-             deploy: rq.Deploy, allow_paths: tuple[str, ...]) -> None:
+             sizing: Literal["fill", "exact"], cudagraph_reserve: float | None, allow_unmet: bool,
+             planner: rq.PlannerOptions, deploy: rq.Deploy, allow_paths: tuple[str, ...]) -> None:
     """Write the engine configurations of a plan: command lines and YAML the engine takes as written.
 
     Without -o the files go to stdout, each after a `==> scenario/name <==` line; warnings and the KV
     capacity each config gives go to stderr. A target other than the spec's engine (each one for `engine =
     any`) is written from the plan made for its engine, and says so. Exit 0 when every config was written
-    from a plan that fits, 1 when a pinned choice was changed to the nearest the target has, a config does
-    not fit the device, or a target's own plan does not fit (an error: nothing is written for it), 2 when
-    the spec cannot be planned.
+    from a plan that meets its spec, 1 when the plan misses its spec (an SLO, the fit: nothing is written
+    unless --allow-unmet), a pinned choice was changed to the nearest the target has, a config does not fit
+    the device, or a target's own plan does not fit (an error: nothing is written for it), 2 when the spec
+    cannot be planned.
     """
     from kvplan.app.emit import emit
 
     shown(emit(rq.EmitRequest(spec_file, targets, out_dir, scenario, sizing, cudagraph_reserve, planner, deploy,
-                              allow_paths)))
+                              allow_paths, allow_unmet)))

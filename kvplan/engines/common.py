@@ -199,7 +199,8 @@ class EmitRequest:
 # ---------------------------------------------------------------- header
 
 def header(req: EmitRequest, label: str, comment: str = "#") -> str:
-    """The first comment of every emitted file: spec, scenario, plan digest, engine and version."""
+    """The first comment of every emitted file: spec, scenario, plan digest, engine and version; then the plan's
+    service verdict (Plan.verdict: each SLO, predicted beside its bound, met or UNMET)."""
 
     p = req.plan
     over = overrides(p)
@@ -207,6 +208,8 @@ def header(req: EmitRequest, label: str, comment: str = "#") -> str:
     # the path and the name as literals: a file named `x<LF>touch PWNED<LF>#.kvp` stays one comment line
     head = (f"{comment} kvplan {__version__} · spec {controls.literal(req.spec or '-')} · scenario "
             f"{controls.literal(p.scenario.name)} · plan {p.digest} · {extra}{label}")
+    # the service verdict on every file: a plan that misses its spec says so where the file is read
+    head += f"\n{comment} {p.verdict().line}"
     if p.spec_engine:  # written from the plan made for this target's engine (kvplan/engines/own.py)
         head += (f"\n{comment} planned for {p.scenario.engine}: this file's plan is the one made under "
                  f"{p.scenario.engine}'s capabilities (the spec says engine = {p.spec_engine}); "
@@ -240,6 +243,8 @@ def json_header(req: EmitRequest, backend: Backend) -> dict[str, object]:
                             "plan": p.digest, "engine": backend.engine, "engine_version": backend.version}
     if overrides(p):
         head["overrides"] = overrides(p)
+    v = p.verdict()
+    head["verdict"] = {"met": v.met, "line": v.line}
     return head
 
 
@@ -497,6 +502,13 @@ def pool_query(p: Plan, dtype_id: str, page: int, reserves: Optional[Reserves] =
                      p.prefix_caching, sc.pinned.max_batched_tokens)
 
 
+def pool_sequences(sizing: Sizing, engine_tokens: float) -> int:
+    """The sequences of the plan's context the engine's pool holds, sharing and paging as planned (the
+    capacity rows' kv_sequences)."""
+    per_seq = sizing.tokens_per_seq
+    return math.floor(round_whole(engine_tokens / per_seq)) if per_seq > 0 else 0
+
+
 def fmt_int(x: float) -> str:
     return f"{int(x):,}"
 
@@ -506,7 +518,7 @@ def capacity(sizing: Sizing, engine_tokens: float, how: str,
     """The capacity rows every engine target prints: the engine's figure beside the plan's; `sequences` the
     engine's own count where tokens over tokens per sequence is not it (vLLM's hybrid KV cache groups)."""
     per_seq = sizing.tokens_per_seq
-    seqs = math.floor(round_whole(engine_tokens / per_seq)) if per_seq > 0 else 0
+    seqs = pool_sequences(sizing, engine_tokens)
     if sequences is not None:
         seqs = sequences
     return (
@@ -633,6 +645,9 @@ class Launch:
     flags: tuple[Flag, ...]
     env: tuple[tuple[str, str], ...] = ()
     comments: tuple[str, ...] = ()
+    #: Host memory the command's own KV tier keeps for one replica's ranks, bytes (vLLM's native offload, SGLang's
+    #: HiCache); 0 without one. A tier behind LMCache is lmcache.yaml's (its host_bytes_per_worker row).
+    host_memory: float = 0.0
 
 
 def beside(name: str) -> Beside:
@@ -649,8 +664,10 @@ def lmcache_tier(tier: str, via_lmcache: bool) -> tuple[str, list[str]]:
 
 
 def shell_script(head: Sequence[str], program: Sequence[str], flags: Sequence[Flag],
-                 env: Sequence[tuple[str, str]] = ()) -> str:
-    """A POSIX sh launcher: shebang, comment lines, exports, then `exec program`, one flag per line.
+                 env: Sequence[tuple[str, str]] = (), needs: Sequence[tuple[str, str]] = ()) -> str:
+    """A POSIX sh launcher: shebang, comment lines, exports, a check of each variable the user must set
+    (`needs`: name, what it holds; sh stops with that message when it is unset or empty), then `exec program`,
+    one flag per line.
 
     Every word is shlex-quoted; an env value is written as given (the caller quotes it: it may use
     "$(dirname "$0")" to find a file written beside the script).
@@ -658,6 +675,7 @@ def shell_script(head: Sequence[str], program: Sequence[str], flags: Sequence[Fl
 
     lines = ["#!/bin/sh", *comment_lines(head)]
     lines += [f"export {k}={shell_word(v)}" for k, v in env]
+    lines += [f': "${{{k}:?{shell_word(why).replace(chr(34), chr(39))}}}"' for k, why in needs]
     lines.append("exec " + " ".join(shlex.quote(shell_word(w)) for w in program) + (" \\" if flags else ""))
     for j, (flag, value) in enumerate(flags):
         word = None if value is None else value if isinstance(value, Raw) else shlex.quote(shell_word(value))

@@ -63,9 +63,8 @@ HF_HOME = "/root/.cache/huggingface"
 HF_TOKEN_SECRET, HF_TOKEN_KEY = "hf-token", "token"
 #: Where the ConfigMap of files the launcher reads (trtllm.yaml, lmcache.yaml) is mounted.
 CONFIG_DIR = "/etc/kvplan"
-#: The port SGLang ranks meet on across nodes (`--dist-init-addr LEADER:PORT`), as the LeaderWorkerSet
-#: project's SGLang example sets it (kubernetes-sigs/lws:docs/examples/sglang/lws.yaml, v0.10.0).
-SGLANG_DIST_PORT = 20000
+#: The port SGLang ranks meet on across nodes (`--dist-init-addr LEADER:PORT`): the SGLang target's.
+SGLANG_DIST_PORT = sglang.DIST_PORT
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 LWS_SOURCE = "kubernetes-sigs/lws v0.10.0"
@@ -286,10 +285,17 @@ class Pod:
     resource: str
     gpus: int
     shm: float
+    host: float                 # host memory one pod's KV tier keeps, bytes (0: none)
     pvc: str
     config_map: Optional[str]
     cmd: Command
     rt: Runtime
+
+    @property
+    def memory(self) -> float:
+        """The host memory the pod requests: /dev/shm (a memory-backed emptyDir counts against the pod's memory)
+        and its KV tier, in whole MiB."""
+        return float(math.ceil((self.shm + self.host) / 2**20) * 2**20)
 
 
 def _container(pod: Pod, extra: Sequence[str], serves: bool) -> dict[str, object]:
@@ -309,7 +315,7 @@ def _container(pod: Pod, extra: Sequence[str], serves: bool) -> dict[str, object
         c["ports"] = [{"name": "http", "containerPort": pod.rt.port, "protocol": "TCP"}]
         c["readinessProbe"] = {"httpGet": {"path": pod.rt.health, "port": "http"}, "periodSeconds": 10,
                                "failureThreshold": 3}
-    c["resources"] = {"limits": {pod.resource: pod.gpus}}
+    c["resources"] = {"requests": {"memory": quantity(pod.memory)}, "limits": {pod.resource: pod.gpus}}
     c["volumeMounts"] = mounts
     return c
 
@@ -440,7 +446,8 @@ def manifest(req: EmitRequest, engine: str) -> tuple[Optional[EmittedFile], Emit
     files, tier_out = _config_files(req, out, cmd.files)
     name = k8s_name(sc.name, engine)
     shm = opts.shm_bytes if opts.shm_bytes is not None else DEFAULT_SHM_BYTES
-    pod = Pod(name, engine, image, resource, lay.gpus_per_pod, shm, opts.pvc or DEFAULT_PVC,
+    pod = Pod(name, engine, image, resource, lay.gpus_per_pod, shm, _host(launch, tier_out, lay),
+              opts.pvc or DEFAULT_PVC,
               f"{name}-config" if files else None, cmd, rt)
     workload, selector = _workload(pod, lay, opts.namespace, k)
     docs: list[dict[str, object]] = []
@@ -459,6 +466,14 @@ def manifest(req: EmitRequest, engine: str) -> tuple[Optional[EmittedFile], Emit
     findings = list(out.findings) + [f for f in tier_out.findings if f.startswith(prefix)]
     warnings += [w for w in tier_out.warnings if w.startswith(prefix) and w not in tier_out.findings]
     return EmittedFile(f"k8s-{engine}.yaml", text), out, warnings + notes, findings
+
+
+def _host(launch: Launch, tier_out: Emitted, lay: Layout) -> float:
+    """Host memory one pod's KV tier keeps: the engine's own tier over the pods of a replica, or LMCache's host
+    bytes per worker (lmcache.yaml) times the pod's GPUs, one worker each."""
+    per_worker = dict(tier_out.capacity).get("host_bytes_per_worker")
+    lm = 0.0 if per_worker is None else float(per_worker.value) * lay.gpus_per_pod
+    return launch.host_memory / lay.nodes + lm
 
 
 def per_replica(launch: Launch, sc: Scenario, engine: str) -> tuple[int, Launch]:
@@ -505,6 +520,9 @@ def _head(req: EmitRequest, backend: Backend, launch: Launch, pod: Pod, lay: Lay
         f"# image {pod.image} ({'given' if opts.image else 'assumed'}, --image); /dev/shm {quantity(pod.shm)} = "
         f"{fmt_bytes(math.ceil(pod.shm))} in memory "
         f"({shm_class}, --shm-size); model cache: PVC {pod.pvc} at {HF_HOME} (HF_HOME; --pvc)",
+        f"# memory request {quantity(pod.memory)} per pod: /dev/shm {quantity(pod.shm)} (memory-backed, it counts "
+        f"against the pod) + the KV tier's host memory {fmt_bytes(pod.host)}; no memory limit: the engine's own "
+        "process memory (weights staging, Python) is not modelled, and a limit below it gets the pod OOM-killed",
         f"# command and flags: {backend.id} target's, then --host 0.0.0.0 --port {pod.rt.port}; readiness: GET "
         f"{pod.rt.health} ({pod.rt.source})",
     ]

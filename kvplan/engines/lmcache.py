@@ -77,6 +77,7 @@ class _Config:
     held: int = 0      # bytes LMCache allocates per worker for the tier (or the staging level)
     tokens: int = 0    # the tokens those bytes hold in LMCache's chunks
     how: str = ""
+    cpu_gib: float = 0.0  # max_local_cpu_size: the host memory LMCache allocates per worker, GiB
 
 
 def _config(req: EmitRequest, mapped: common.Mapped, sz: common.Sizing) -> _Config:
@@ -132,7 +133,8 @@ def _config(req: EmitRequest, mapped: common.Mapped, sz: common.Sizing) -> _Conf
         keynotes["remote_serde"] = f"lossless: budget {sc.budget} admits no lossy transport (cachegen)"
     how = (f"int({key} {body[key]} × 1024³) B // {common.fmt_int(chunk)} B per chunk × {CHUNK_SIZE} tokens "
            "(lmcache/v1/cache_engine.py:2087-2110, integration/vllm/utils.py:405-415, LMCache 0.5.6)")
-    return _Config(tuple(comments), body, keynotes, tuple(notes), tuple(findings), held, tokens, how)
+    return _Config(tuple(comments), body, keynotes, tuple(notes), tuple(findings), held, tokens, how,
+                   float(size if mapped.tier == "host" else DEFAULT_CPU_GB))
 
 
 def render(req: EmitRequest) -> Emitted:
@@ -154,6 +156,8 @@ def render(req: EmitRequest) -> Emitted:
     files = [EmittedFile("lmcache.yaml", yamlout.text(cfg.comments, cfg.body, cfg.keynotes))]
     warnings = list(cfg.notes)
     rows: list[tuple[str, Value]] = [
+        ("host_bytes_per_worker", derived(int(cfg.cpu_gib * common.GiB), "B", "int(max_local_cpu_size × 1024³): the "
+                                          "host memory LMCache allocates per worker (cache_engine.py:2087-2110)")),
         ("tier_bytes_per_worker", derived(cfg.held, "B", "the GiB LMCache reads × 1024³, the fewest hundredths that "
                                                          "hold the plan's tier bytes per worker")),
         ("tier_tokens", derived(cfg.tokens, "tokens", cfg.how)),

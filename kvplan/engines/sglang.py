@@ -29,14 +29,15 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Optional
 
 import attrs
 
 from kvplan.base.evidence import Value, assumed, derived
 from kvplan.base.units import fmt_bytes
 from kvplan.catalog.engines import block_sizes_for, get_engine, kv_refusal
-from kvplan.engines import common
-from kvplan.engines.common import EmitRequest, Emitted, EmittedFile, Flag
+from kvplan.engines import common, launchers
+from kvplan.engines.common import EmitRequest, Emitted, Flag
 from kvplan.engines.flagparse import (
     POOL_CAP,
     DeploymentReadError,
@@ -92,10 +93,14 @@ def pool_shape(p: Plan, dtype_id: str, page: int) -> PoolShape:
     return pools.pool_shape(common.pool_query(p, dtype_id, page))
 
 
-def sglang_memory(req: EmitRequest, sz: common.Sizing, dtype_id: str) -> SglangMemory:
-    """--mem-fraction-static and the pool it gives for the plan's pool (kvplan.model.pools.sglang.memory_for)."""
+def sglang_memory(req: EmitRequest, sz: common.Sizing, dtype_id: str, cap: Optional[int] = None) -> SglangMemory:
+    """--mem-fraction-static and the pool it gives for the plan's pool (kvplan.model.pools.sglang.memory_for);
+    `cap` the --max-running-requests written, where not the plan's batch (SGLang sizes by it: the request-capped
+    sliding-window pool, the decode CUDA graphs' reserve)."""
     p = req.plan
     q = common.pool_query(p, dtype_id, sz.block, req.reserves)
+    if cap is not None:
+        q = attrs.evolve(q, batch=cap)
     return pools.memory_for(q, tokens=sz.blocks * sz.block, memory_fraction=p.scenario.memory_fraction,
                             sizing=req.sizing)
 
@@ -123,12 +128,13 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
     sc = p.scenario
     mapped = common.map_choices(p, attrs.evolve(common.runnable(BACKEND, ENGINE, p), block_sizes=page_sizes(p)))
     sz, notes = _sizing(req, mapped)
+    notes += launchers.pinned_length_note(sc, F.context)
     findings: list[str] = []
     if mapped.dtype_name == "auto" and sc.weights.id != mapped.dtype.id:
         notes.append(f"KV dtype {mapped.dtype.id} is written `auto` (SGLang has no explicit name for it); auto "
                      f"follows the checkpoint's dtype, and the weights are {sc.weights.id}")
     findings += _refused_note(p, mapped)
-    mem = sglang_memory(req, sz, mapped.dtype.id)
+    mem, cap = _capped(req, sz, mapped.dtype.id)
     flags: list[Flag] = [
         ("--model-path", common.model_ref(p)),
         (F.kv_dtype, mapped.dtype_name),
@@ -138,7 +144,7 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
     ]
     if p.pp > 1:
         flags.append((F.pp, str(p.pp)))
-    flags += [(F.context, str(sc.context_bound)), (F.batch, str(sc.batch))]
+    flags += [(F.context, str(sc.context_bound)), (F.batch, str(cap.value))]
     flags += common.pinned_engine_flags(sc, ENGINE.id)
     if not p.prefix_caching:
         flags.append(("--disable-radix-cache", None))
@@ -147,9 +153,11 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
     # SGLang's own pool short of the plan's (or none at all): with a moved dtype, an error (common.finish)
     unfit = memory[0] if mem.tokens <= 0 else None if mem.fits else _unfit(mem, sz)
     tier_lines: list[str] = []
+    host_memory = 0.0
     if mapped.tier != "none":
         if mapped.tier == "host" and not via_lmcache:
             gb, host, adds = _hicache(sz, mem)
+            host_memory = gb * 1e9 * p.tp * p.pp  # --hicache-size is per rank
             flags += [("--enable-hierarchical-cache", None), ("--hicache-size", str(gb))]
             tier_lines.append(f"# host tier: --hicache-size {gb} GB per rank (10^9 B) = a host pool of {host:,} "
                               f"tokens; it mirrors the device pool's {mem.tokens:,}, so it adds {adds:,} tokens "
@@ -165,14 +173,57 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
                      "sequences)")
     # with DP attention every attention group's ranks keep a pool of their own (pin.attention_dp)
     total = mem.tokens * sc.attention_dp
-    head = _head(req, label, sz, mem, total, tier_lines)
-    launch = common.Launch(("python", "-m", "sglang.launch_server"), tuple(flags), (), tuple(head[1:]))
-    text = common.shell_script(head, launch.program, launch.flags)
+    head = _head(req, label, sz, mem, total, [cap.line, *tier_lines])
+    launch = common.Launch(("python", "-m", "sglang.launch_server"), tuple(flags), (), tuple(head[1:]),
+                           host_memory)
+    files = launchers.scripts(p, name, head, launch, on_host, _where, reads=lambda hosts: hosts.spans)
     how = (f"(pre_model_load {mem.pre:.6g} GiB × {mem.applied:.6g} − weights) // {_cell_text(mem)} B "
            f"per token, whole pages of {sz.block} (SGLang 0.5.23 kv_cache_configurator.py, pool_configurator.py)")
     rows = _rows(common.capacity(sz, total, how), mem, sz)
-    return common.finish(BACKEND, mapped, None, [EmittedFile(name, text)], rows, notes, findings, launch=launch,
-                         unfit=unfit)
+    return common.finish(BACKEND, mapped, None, files, rows, notes, findings, launch=launch, unfit=unfit)
+
+
+#: The port SGLang's ranks meet on across nodes (`--dist-init-addr HOST:PORT`), as the LeaderWorkerSet project's
+#: SGLang example sets it (kubernetes-sigs/lws:docs/examples/sglang/lws.yaml, v0.10.0).
+DIST_PORT = 20000
+
+
+def on_host(flags: tuple[Flag, ...], hosts: launchers.Hosts, h: launchers.Host) -> list[Flag]:
+    """The flags of one host's server, as SGLang 0.5.23 runs a layout over nodes: a replica over nodes with
+    --nnodes/--node-rank/--dist-init-addr (arg_groups/validation_hook.py:179: tp × pp divisible by the nodes), each
+    set one replica; SGLang refuses data-parallel replicas over nodes (validation_hook.py:199), so replicas that fit
+    a node run as one server per host with --dp-size of its own replicas, a router in front."""
+    dp = ENGINE.data_parallel
+    kept = [f for f in flags if f[0] != dp]
+    if hosts.spans:
+        at = common.Raw(f'"${launchers.HOST0_ADDR}:{DIST_PORT}"')
+        return [*kept, ("--nnodes", str(len(hosts.hosts))), ("--node-rank", str(h.rank)), ("--dist-init-addr", at)]
+    return kept + ([(dp, str(h.replicas))] if dp is not None and h.replicas > 1 else [])
+
+
+def _where(hosts: launchers.Hosts, h: launchers.Host) -> str:
+    if hosts.spans:
+        runs = f"node rank {h.rank} of one replica's {len(hosts.hosts)}; " + (
+            "it serves the API" if h.index == 0 else "its ranks join host 0's, which serves the API")
+    else:
+        runs = (f"{hosts.span(h)} of {hosts.replicas}, a server of its own: put a router (sglang-router) or load "
+                "balancer in front of the hosts")
+    return hosts.where(h, runs, reads=hosts.spans)
+
+
+def _capped(req: EmitRequest, sz: common.Sizing, dtype_id: str) -> tuple[SglangMemory, launchers.Cap]:
+    """SGLang's pool and --max-running-requests (launchers.concurrency_cap over what the pool holds): the pool sized
+    again under the cap where it is not the plan's batch, and the cap kept within what that pool holds."""
+    p = req.plan
+    adp = p.scenario.attention_dp
+    mem = sglang_memory(req, sz, dtype_id)
+    cap = launchers.concurrency_cap(p, common.pool_sequences(sz, mem.tokens * adp), F.batch)
+    if cap.value != p.scenario.batch:
+        mem = sglang_memory(req, sz, dtype_id, cap.value)
+        again = launchers.concurrency_cap(p, common.pool_sequences(sz, mem.tokens * adp), F.batch)
+        if again.value < cap.value:  # the pool under the cap holds fewer: the cap is what that pool holds
+            mem, cap = sglang_memory(req, sz, dtype_id, again.value), again
+    return mem, cap
 
 
 def _sizing(req: EmitRequest, mapped: common.Mapped) -> tuple[common.Sizing, list[str]]:

@@ -51,7 +51,7 @@ from kvplan.base.evidence import Value, derived
 from kvplan.base.units import fmt_bytes
 from kvplan.catalog import settings
 from kvplan.catalog.engines import get_engine, kv_refusal
-from kvplan.engines import common, yamlout
+from kvplan.engines import common, launchers, yamlout
 from kvplan.engines.common import EmitRequest, Emitted, EmittedFile
 from kvplan.engines.flagparse import (
     CHUNK,
@@ -111,6 +111,19 @@ def _pool(req: EmitRequest, sz: common.Sizing, dtype_id: str, findings: list[str
     return mem
 
 
+def _launch(p: Plan, held: int, notes: list[str], findings: list[str]) -> launchers.Cap:
+    """max_batch_size (launchers.concurrency_cap over the `held` sequences the pool holds); the note when
+    max_seq_len is input + output exactly, and the finding when a replica is more GPUs than a node holds."""
+    notes += launchers.pinned_length_note(p.scenario, "max_seq_len")
+    hosts = launchers.host_layout(p)
+    if hosts is not None and hosts.spans:
+        findings.append(f"{p.n_devices} GPUs a replica, and a node holds {hosts.node} (Device.node): trtllm-serve "
+                        "runs across nodes under an MPI launcher (mpirun, trtllm-llmapi-launch) that kvplan does not "
+                        f"write, so trtllm.sh asks one host for all {p.n_devices}; set engine = vllm or sglang for "
+                        "files per host")
+    return launchers.concurrency_cap(p, held, "max_batch_size")
+
+
 def render(req: EmitRequest) -> Emitted:
     p = req.plan
     sc = p.scenario
@@ -131,10 +144,11 @@ def render(req: EmitRequest) -> Emitted:
     kv_cfg["free_gpu_memory_fraction"] = fraction
     if host:
         kv_cfg["host_cache_size"] = host
+    cap = _launch(p, common.pool_sequences(sz, tokens), notes, findings)
     body = {
         "tensor_parallel_size": p.tp,
         "pipeline_parallel_size": p.pp,
-        "max_batch_size": sc.batch,
+        "max_batch_size": cap.value,
         "max_seq_len": sc.context_bound,
         "kv_cache_config": kv_cfg,
     }
@@ -161,6 +175,7 @@ def render(req: EmitRequest) -> Emitted:
             f"# sizing {req.sizing}: " + ("max_tokens = the plan's pool" if use_exact and req.sizing == "exact" else
                                           "the default fraction buys fewer than the plan's tokens: max_tokens = "
                                           "the plan's pool" if use_exact else "the default fraction"),
+            cap.line,
             f"# serve: trtllm-serve {shlex.quote(common.model_ref(p))} --config trtllm.yaml (trtllm.sh)"]
     yaml = yamlout.text(head, body, notes_by_key)
     launch = common.Launch(("trtllm-serve", common.model_ref(p)), (("--config", common.beside("trtllm.yaml")),),

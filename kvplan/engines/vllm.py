@@ -38,8 +38,8 @@ from kvplan.base.evidence import Value, assumed, derived, reported
 from kvplan.base.records import record
 from kvplan.base.units import fmt_bytes
 from kvplan.catalog.engines import get_engine
-from kvplan.engines import common
-from kvplan.engines.common import EmitRequest, Emitted, EmittedFile, Flag, Reserves
+from kvplan.engines import common, launchers
+from kvplan.engines.common import EmitRequest, Emitted, Flag, Reserves
 from kvplan.engines.flagparse import (
     DeploymentReadError,
     Read,
@@ -181,6 +181,7 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh"
     mapped = common.map_choices(p, BACKEND)
     sz = common.size(p, mapped, req.reserves, ENGINE.page_scales)
     notes = common.model_notes(p, BACKEND) + common.unwritten_pins(sc, ENGINE.id)
+    notes += launchers.pinned_length_note(sc, F.context)
     if sc.model.kv_kind == "mla" and mapped.dtype.id in ("fp8", "fp4"):
         notes.append(f"docs/engines.md also lists {'fp8' if mapped.dtype.id == 'fp8' else 'nvfp4'}_ds_mla without its "
                      f"page layout; kvplan writes {mapped.dtype_name}, "
@@ -197,15 +198,19 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh"
     ]
     if p.pp > 1:
         flags.append((F.pp, str(p.pp)))
-    flags += [(F.context, str(sc.context_bound)), (F.batch, str(sc.batch)),
+    cap = launchers.concurrency_cap(p, got.pool.requests if sh.groups.hybrid else
+                                 common.pool_sequences(got.sizing, got.pool.tokens), F.batch)
+    flags += [(F.context, str(sc.context_bound)), (F.batch, str(cap.value)),
               ("--max-num-batched-tokens", str(sh.batched)), got.flag]
     flags += common.pinned_engine_flags(sc, ENGINE.id)
     env: list[tuple[str, str]] = []
     tier_lines: list[str] = []
     tier_gpu = sz.tier_bytes_per_gpu()
+    host = 0.0
     if mapped.tier != "none":
         if mapped.tier == "host" and not via_lmcache:
             size = _gib_up(tier_gpu * p.tp)
+            host = float(size * common.GiB * p.pp)  # summed over one stage's TP ranks, each stage its own
             flags += [("--kv-offloading-size", str(size)), ("--kv-offloading-backend", "native")]
             tier_lines.append(f"# host tier: {size} GiB summed over {p.tp} TP rank{'s' if p.tp > 1 else ''} "
                               f"({common.fmt_int(tier_gpu)} B per GPU, the plan's tier bytes in whole blocks)")
@@ -215,14 +220,42 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh"
             line, more = common.lmcache_tier(mapped.tier, via_lmcache)
             tier_lines.append(line)
             notes += more
-    head = [common.header(req, label or BACKEND.label), *_comments(got.sizing, got.pool), got.line, *tier_lines]
-    launch = common.Launch(("vllm", "serve", common.model_ref(p)), tuple(flags), tuple(env), tuple(head[1:]))
-    text = common.shell_script(head, launch.program, launch.flags, launch.env)
+    head = [common.header(req, label or BACKEND.label), *_comments(got.sizing, got.pool), got.line, cap.line,
+            *tier_lines]
+    launch = common.Launch(("vllm", "serve", common.model_ref(p)), tuple(flags), tuple(env), tuple(head[1:]), host)
+    files = launchers.scripts(p, name, head, launch, on_host, _where)
     rows = common.capacity(got.sizing, got.pool.tokens, got.how, got.pool.requests if sh.groups.hybrid else None) + (
         ("max_num_batched_tokens", reported(sh.batched, "tokens", sh.batched_why + ", written explicitly")),
         *got.rows)
-    return common.finish(BACKEND, mapped, got.sizing, [EmittedFile(name, text)], rows, notes, got.findings,
-                         launch=launch)
+    return common.finish(BACKEND, mapped, got.sizing, files, rows, notes, got.findings, launch=launch)
+
+
+#: vLLM's default --data-parallel-rpc-port (vllm/config/parallel.py:161, vLLM 0.33.0), written so each host says it.
+DP_RPC_PORT = 29550
+
+
+def on_host(flags: tuple[Flag, ...], hosts: launchers.Hosts, h: launchers.Host) -> list[Flag]:
+    """The flags of one host's `vllm serve`, as vLLM 0.33.0 runs a layout over nodes (vllm/engine/arg_utils.py:
+    2390-2520, entrypoints/cli/serve.py): a replica over nodes with --nnodes/--node-rank/--master-addr, the hosts
+    after the first --headless, each set one replica (no --data-parallel-size); replicas that fit a node as
+    data-parallel ranks, --data-parallel-size-local of them on each host, host 0 serving the API at
+    --data-parallel-address, the others --headless from their --data-parallel-start-rank."""
+    addr = common.Raw(f'"${launchers.HOST0_ADDR}"')
+    headless: list[Flag] = [] if h.index == 0 else [("--headless", None)]
+    if hosts.spans:
+        kept = [f for f in flags if f[0] != ENGINE.data_parallel]
+        return [*kept, ("--nnodes", str(len(hosts.hosts))), ("--node-rank", str(h.rank)), ("--master-addr", addr),
+                *headless]
+    start: list[Flag] = [] if h.index == 0 else [("--data-parallel-start-rank", str(h.rank))]
+    return [*flags, ("--data-parallel-size-local", str(h.replicas)), *start, ("--data-parallel-address", addr),
+            ("--data-parallel-rpc-port", str(DP_RPC_PORT)), *headless]
+
+
+def _where(hosts: launchers.Hosts, h: launchers.Host) -> str:
+    role = "it serves the API" if h.index == 0 else "headless: its engine ranks join host 0's, no API server"
+    runs = (f"node rank {h.rank} of one replica's {len(hosts.hosts)}" if hosts.spans else
+            f"data-parallel {hosts.span(h)} of {hosts.replicas}")
+    return hosts.where(h, f"{runs}; {role}")
 
 
 def _comments(sz: common.Sizing, pool: Pool) -> list[str]:

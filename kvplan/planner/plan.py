@@ -14,6 +14,7 @@ from kvplan.base.diagnostics import Diagnostic
 from kvplan.base.evidence import Value
 from kvplan.base.json_types import JSONValue
 from kvplan.base.records import record
+from kvplan.base.units import fmt_unit
 from kvplan.catalog import Device, Dtype, Link, Model, get_link
 from kvplan.catalog.engines import kv_width
 from kvplan.model.kernels.flashinfer import plan_kernel
@@ -367,6 +368,11 @@ class Plan:
                         "kv_dtype": _record(self.kv_dtype), "link": link},
         }
 
+    def verdict(self) -> "Verdict":
+        """The plan against its spec's SLOs: one row per SLO (its bound, the prediction, met), and what else it
+        misses (the planner's Unmet constraints, which decide `met`)."""
+        return _verdict(self)
+
     @property
     def digest(self) -> str:
         """A short stable hash of the plan's canonical form (`canonical`), for stale-config detection.
@@ -433,3 +439,81 @@ class PlanResult:
 
     plan: Plan
     findings: tuple[Diagnostic, ...]
+
+
+# ---------------------------------------------------------------- the plan against its SLOs
+
+@record
+class SloRow:
+    """One SLO of the spec beside the plan's prediction: `bound` as the spec states it (`<= 50 ms`), `predicted`
+    the figure it is checked against (None past saturation: no steady state), `met` the planner's verdict."""
+
+    name: str
+    bound: str
+    predicted: Optional[Value]
+    met: bool
+
+    @property
+    def got(self) -> str:
+        """The prediction with its evidence class, or why there is none."""
+        v = self.predicted
+        return "no steady state" if v is None else f"{v.human} ({v.evidence.value})"
+
+    @property
+    def text(self) -> str:
+        return f"{self.name} {self.got}, SLO {self.bound}: {'met' if self.met else 'UNMET'}"
+
+
+@record
+class Verdict:
+    """The plan's service verdict: the SLO rows, and the constraints it misses that no row shows (fits, layout)."""
+
+    rows: tuple[SloRow, ...]
+    others: tuple[str, ...]
+    met: bool
+
+    @property
+    def line(self) -> str:
+        """One line: MET or UNMET, then each SLO row, then any other constraint missed."""
+        parts = [r.text for r in self.rows] or ["the spec sets no SLO"]
+        parts += [f"{c}: UNMET" for c in self.others]
+        return f"service verdict: {'met' if self.met else 'UNMET'} ({'; '.join(parts)})"
+
+
+def _verdict(p: Plan) -> Verdict:
+    sc = p.scenario
+    missed = {u.constraint for u in p.unmet}
+    shown: set[Constraint] = set()
+    rows: list[SloRow] = []
+
+    def row(name: str, bound: str, got: Optional[Value], *keys: Constraint) -> None:
+        shown.update(keys)
+        # past saturation there is no steady state: no latency SLO holds, though the planner names only the rate
+        rows.append(SloRow(name, bound, got, got is not None and not any(k in missed for k in keys)))
+
+    on_bound = sc.slo_on == "bound"
+    m = p.metrics
+    ld = p.load
+    if sc.rate is not None and ld is not None:
+        sat = None if ld.saturated else ld.saturation_rate
+        if sc.slo_rate is not None:
+            row("rate (goodput)" if ld.goodput is not None else "rate (saturation)",
+                f">= {fmt_unit(sc.slo_rate, 'req/s')}", ld.goodput or sat, Constraint.GOODPUT, Constraint.RATE)
+        else:
+            row("rate (saturation)", f"> {fmt_unit(sc.rate, 'req/s')}, the declared rate", ld.saturation_rate,
+                Constraint.RATE)
+        if sc.slo_itl is not None:
+            row("ITL", f"<= {fmt_unit(sc.slo_itl, 's')}", ld.itl, Constraint.ITL)
+        if sc.slo_ttft is not None:
+            row("TTFT", f"<= {fmt_unit(sc.slo_ttft, 's')}", ld.ttft, Constraint.TTFT)
+    else:
+        if sc.slo_step_time is not None:
+            row("step time", f"<= {fmt_unit(sc.slo_step_time, 's')}",
+                m.step_time if on_bound else m.step_time_expected, Constraint.STEP_TIME)
+        if sc.slo_throughput is not None:
+            row("throughput", f">= {fmt_unit(sc.slo_throughput, m.throughput.unit)}",
+                m.throughput if on_bound else m.throughput_expected, Constraint.THROUGHPUT)
+        if sc.slo_ttft is not None:
+            row("TTFT", f"<= {fmt_unit(sc.slo_ttft, 's')}", m.ttft if on_bound else m.ttft_expected, Constraint.TTFT)
+    others = tuple(dict.fromkeys(u.constraint.value for u in p.unmet if u.constraint not in shown))
+    return Verdict(tuple(rows), others, not p.unmet)

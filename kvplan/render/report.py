@@ -42,7 +42,7 @@ def write(plans: Sequence[Plan], out_dir: str, spec_path: str) -> list[str]:
         if image is not None:
             tree.write((where, image[0]), image[1])
         index = plan_view.index_markdown(p)
-        lines = [index.rstrip("\n"), "", _spec_line(Path(spec_path).name), ""]
+        lines = [index.rstrip("\n"), "", _spec_line(Path(spec_path).name), "", *slo_table(p)]
         if image:
             lines += ["## Regime map", "", f"![regime map]({image[0]})", ""]
         lines += ["## Decision records", ""]
@@ -54,6 +54,21 @@ def write(plans: Sequence[Plan], out_dir: str, spec_path: str) -> list[str]:
         written.append(tree.write((where, "index.md"), "\n".join(lines) + "\n"))
         written.extend(records)
     return written
+
+
+def slo_table(p: Plan) -> list[str]:
+    """The index's SLO section: each SLO the spec sets beside the plan's prediction, met or UNMET (Plan.verdict),
+    then what else the plan misses."""
+    v = p.verdict()
+    out = ["## Service-level objectives", ""]
+    if v.rows:
+        out += ["| SLO | bound | predicted | met |", "|---|---|---|---|"]
+        out += [f"| {r.name} | {r.bound} | {r.got} | {'met' if r.met else '**UNMET**'} |" for r in v.rows]
+    else:
+        out.append("The spec sets no SLO.")
+    if v.others:
+        out += ["", "Also unmet: " + ", ".join(v.others) + " (`kvplan advise` says by how much)."]
+    return out + [""]
 
 
 def _code(text: str) -> str:

@@ -55,7 +55,8 @@ deployment "chat" {
 def emit_then(tmp_path: Path, text: str, *extra: str) -> Path:
     spec = tmp_path / "s.kvp"
     spec.write_text(text)
-    r = CliRunner().invoke(main, ["emit", str(spec), "-o", str(tmp_path / "s.kvplan"), *extra])
+    # the spec's plan does not fit 8 B200s: written anyway, the digest is what these tests are about
+    r = CliRunner().invoke(main, ["emit", str(spec), "-o", str(tmp_path / "s.kvplan"), "--allow-unmet", *extra])
     assert r.exit_code in (0, 1), r.output
     return spec
 

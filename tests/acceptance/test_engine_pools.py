@@ -65,6 +65,9 @@ def test_gpt_oss_on_one_h200_advise_lint_and_sglang_sh_agree_it_does_not_fit(tmp
     assert lint.exit_code == 1 and "KV301" in lint.output      # lint: the fit finding
     assert "need 166.9 GB per device, 129.7 GB usable" in lint.output  # the figures docs/engine-memory.md quotes
     out = CliRunner().invoke(main, ["emit", "--target", "sglang", "-o", str(tmp_path / "out"), str(spec)])
+    assert out.exit_code == 1 and "the plan misses its spec, so no file is written" in out.stderr
+    out = CliRunner().invoke(main, ["emit", "--target", "sglang", "-o", str(tmp_path / "out"), "--allow-unmet",
+                                    str(spec)])
     assert out.exit_code == 1
     held = _written_capacity(tmp_path / "out")
     assert held == 228                                         # the config SGLang gets holds fewer

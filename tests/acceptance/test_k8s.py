@@ -37,6 +37,7 @@ from kvplan.engines import (
     TARGETS,
     DeployOptions,
     capacity_line,
+    common,
     default_targets,
     k8s,
     resolve_targets,
@@ -238,7 +239,13 @@ def test_the_container_runs_the_engine_targets_command(spec: str, p: Plan) -> No
     out = emit(p, "k8s", spec=spec, deploy=options(spec))
     for f in out.files:
         engine = f.name.removeprefix("k8s-").removesuffix(".yaml")
-        script = next(x.text for x in emit(p, engine, spec=spec).files if x.name.endswith(".sh"))
+        written = emit(p, engine, spec=spec)
+        scripts = [x.text for x in written.files if x.name.endswith(".sh")]
+        # a layout over nodes is written one script a host, each with its host's flags (test_hosts.py); the pod runs
+        # the command they share, the launch, with the LeaderWorkerSet's node flags
+        assert written.launch is not None
+        script = scripts[0] if len(scripts) == 1 else common.shell_script(
+            ["# the launch"], written.launch.program, written.launch.flags, written.launch.env)
         env, argv = shell_argv(script)
         want = [in_pod(w) for w in argv]
         port = k8s.RUNTIMES[engine].port

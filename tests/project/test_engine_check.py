@@ -24,6 +24,7 @@ HOST = str(ROOT / "tests" / "data" / "emit" / "host-tier.kvp")
 CHECKED = ROOT / "tests" / "data" / "engine-check"
 GPT_OSS, GPT_OSS_NO_RADIX = str(CHECKED / "gpt-oss.kvp"), str(CHECKED / "gpt-oss-no-radix.kvp")
 DP, HUB = str(CHECKED / "dp-attention.kvp"), str(CHECKED / "qwen3-32b.kvp")
+TWO_NODES = str(CHECKED / "two-nodes.kvp")
 
 
 def _emits(spec: str, device: str, tmp_path: Path, name: str, scenario: int = 0, sizing: str = "fill") -> Any:
@@ -76,6 +77,17 @@ def test_command_words_joins_the_exec_line() -> None:
     words, env = ec.command_words(text)
     assert words == ["vllm", "serve", "org/m", "--block-size", "16", "--kv-transfer-config", '{"a":1}']
     assert env == {"LMCACHE_CONFIG_FILE": '"$(dirname "$0")/lmcache.yaml"'}
+
+
+def test_each_hosts_launcher_is_read_as_its_host_runs_it(tmp_path: Path) -> None:
+    """A layout over two nodes: every host's file goes to its engine, its address check left out and host 0's
+    address set as the user exports it (on main the checker knew only vllm.sh and sglang.sh)."""
+    assert [ec.engine_of(n) for n in ("vllm-host1.sh", "lmcache-sglang-host0.sh", "vllm.sh", "lmcache.yaml")] == \
+        ["vllm", "sglang", "vllm", "lmcache"]
+    e = _emits(TWO_NODES, "h100-sxm", tmp_path, "vllm-host1.sh")
+    words, _ = ec.command_words(e.text)
+    assert words[:2] == ["vllm", "serve"] and words[-3:] == ["--master-addr", ec.HOST_VARS["KVPLAN_HOST0_ADDR"],
+                                                             "--headless"]
 
 
 def test_device_rewrite_touches_only_deployment_device_lines() -> None:
@@ -179,6 +191,24 @@ def test_vllm_int4_page_holds_fp32_scales(tmp_path: Path) -> None:
     assert row.recomputed == (blocks - 1) * 16 == 32 * 128_000
     assert row.recomputed == row.stated
     assert any("TRITON_ATTN" in n and f"{page:,} B page" in n for n in row.notes)
+
+
+@pytest.mark.engines
+@pytest.mark.parametrize("scenario", [0, 1, 2, 3])
+def test_every_hosts_file_of_a_two_node_layout_is_accepted(scenario: int, tmp_path: Path) -> None:
+    """TP16 and 2 x TP8, for vLLM and SGLang, on 8-GPU H100 nodes: each host's launcher passes its engine's own
+    parser and config builder, and states the capacity the engine computes."""
+    got, why = ec.plans(TWO_NODES, "h100-sxm")
+    assert why is None, why
+    dirs = ec.ModelDirs(tmp_path / "models")
+    rows = []
+    for e in ec.emits(TWO_NODES, "h100-sxm", got[scenario], dirs):
+        if "-host" in e.name:
+            require_engine(ec.engine_of(e.name))
+            rows.append(ec.check(e, tmp_path, {}))
+    assert len(rows) == 4  # vllm-host0/1.sh, sglang-host0/1.sh
+    for row in rows:
+        assert row.verdict == "accepted" and row.status == "ok", (row.file, row.message, row.notes)
 
 
 @pytest.mark.engines

@@ -324,6 +324,13 @@ def sglang_cell(p: Plan, dtype: str) -> float:
     return token_bytes(p, width)
 
 
+def launcher(fs: dict[str, str], target: str) -> tuple[str, str]:
+    """The file an engine target sizes its pool in, and its text: a layout over nodes is one file a host, each
+    stating the same per-GPU pool (host 0's is taken)."""
+    name = "trtllm.yaml" if target == "trtllm" else f"{target}.sh" if f"{target}.sh" in fs else f"{target}-host0.sh"
+    return name, fs[name]
+
+
 def engine_tokens(p: Plan, name: str, text: str, reserves: float = 0.0) -> int:
     """The tokens the engine would allocate per GPU from the emitted settings (the engines' formulas,
     docs/engine-memory.md); `reserves` is the activation + runtime reserve per GPU (TensorRT-LLM's profiled peak)."""
@@ -368,10 +375,10 @@ def test_engine_capacity_is_the_plans_footprint_within_one_block(spec: str, p: P
         assert not out.files and any(u.constraint in ("fits", "layout", "engine") for u in p.unmet)
         return
     fs = files(out)
-    script = fs["trtllm.yaml"] if target == "trtllm" else fs[f"{target}.sh"]
+    name, script = launcher(fs, target)
     rows = dict(out.capacity)
     reserves = rows["activation_reserve"].value + rows["runtime_reserve"].value
-    tokens = engine_tokens(p, "trtllm.yaml" if target == "trtllm" else f"{target}.sh", script, reserves)
+    tokens = engine_tokens(p, name, script, reserves)
     assert rows["kv_tokens"].value == tokens
     if any("does not fit" in f or "refuse" in f for f in out.findings):  # the engine cannot hold the plan's pool
         return
@@ -382,9 +389,7 @@ def test_engine_capacity_is_the_plans_footprint_within_one_block(spec: str, p: P
         return
     fill = emit(p, target, spec=spec)  # the default sizing: at least the plan's pool, stated as the engine computes it
     fill_rows = dict(fill.capacity)
-    fill_script = files(fill)["trtllm.yaml"] if target == "trtllm" else files(fill)[f"{target}.sh"]
-    assert fill_rows["kv_tokens"].value == engine_tokens(
-        p, "trtllm.yaml" if target == "trtllm" else f"{target}.sh", fill_script, reserves)
+    assert fill_rows["kv_tokens"].value == engine_tokens(p, *launcher(files(fill), target), reserves)
     # SGLang and TensorRT-LLM fill at least the plan's pool (their fill falls back to it); vLLM's default
     # fraction can hold less, and then says so as a finding
     assert fill_rows["kv_tokens"].value >= tokens or (target == "vllm" and fill.findings), fill.findings

@@ -31,7 +31,10 @@ def _kv_name(target: str, text: str) -> str:
 
 
 def _config(target: str, out_files: dict[str, str]) -> str:
-    return out_files["trtllm.yaml" if target == "trtllm" else f"{target}.sh"]
+    if target == "trtllm":
+        return out_files["trtllm.yaml"]
+    # a layout over nodes is one file a host, each naming the same dtype
+    return out_files.get(f"{target}.sh") or out_files[f"{target}-host0.sh"]
 
 
 # ------------------------------------------------------------------ the engines' records
