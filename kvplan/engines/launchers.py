@@ -30,7 +30,8 @@ class Cap:
 def concurrency_cap(plan: Plan, held: int, flag: str, comment: str = "#") -> Cap:
     """The cap on the sequences the engine runs at once: what its pool holds at the plan's context (`held`),
     or, where smaller, the mean running count N̄ of a request workload plus CAP_SIGMAS·√N̄ headroom; a batch
-    workload runs its fixed batch (no arrivals, no spread). Never the mean itself: half the time more run."""
+    workload runs its fixed batch (no arrivals, no spread), a closed loop its clients (per replica). Never the
+    mean itself: half the time more run."""
     sc = plan.scenario
     ld = plan.load
     pool = (f"the {fmt_int(held)} sequence{'s' if held != 1 else ''} of {sc.context:,} tokens the KV pool holds "
@@ -40,6 +41,14 @@ def concurrency_cap(plan: Plan, held: int, flag: str, comment: str = "#") -> Cap
             return Cap(max(1, held), f"{comment} {flag} {max(1, held)}: {pool}, fewer than the batch of {sc.batch}")
         return Cap(sc.batch, f"{comment} {flag} {sc.batch}: the spec's batch, a fixed number of sequences (no "
                              f"arrivals to spread it), within {pool}")
+    if sc.concurrency is not None:  # a closed loop: each client has at most one request in flight
+        clients = math.ceil(sc.concurrency / max(1, sc.replicas))
+        loop = (f"the closed loop's {clients:,} client{'s' if clients != 1 else ''}"
+                + (f" per replica ({sc.concurrency:,} over {sc.replicas})" if sc.replicas > 1 else "")
+                + ", at most one request in flight each")
+        if clients <= held:
+            return Cap(clients, f"{comment} {flag} {clients}: {loop}, within {pool}")
+        return Cap(max(1, held), f"{comment} {flag} {max(1, held)}: {pool}, fewer than {loop}")
     if ld.running is None:  # past saturation: no steady state, no mean to add headroom to
         return Cap(max(1, held), f"{comment} {flag} {max(1, held)}: {pool} (the rate is past saturation: no mean "
                                  "running count)")
@@ -56,7 +65,7 @@ def pinned_length_note(sc: Scenario, flag: str) -> list[str]:
     """A warning when a fixed-length request workload pins the engine's longest sequence (`flag`) to input +
     output exactly (no workload.max_context): a request a token longer (a chat template, a longer prompt) is
     refused, so the note names the key that raises the bound."""
-    if sc.rate is None or sc.input_min is not None or sc.output_min is not None or "workload.max_context" in sc.spans:
+    if not sc.requests or sc.input_min is not None or sc.output_min is not None or "workload.max_context" in sc.spans:
         return []
     room = 1 << max(0, sc.context_bound - 1).bit_length()
     room = room if room > sc.context_bound else room * 2

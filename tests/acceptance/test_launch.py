@@ -64,10 +64,9 @@ def test_allow_unmet_writes_the_files_and_every_header_says_unmet(tmp_path: Path
 def test_the_suggestion_an_unmet_emit_prints_meets_the_spec(tmp_path: Path) -> None:
     spec = _unmet(tmp_path)
     r = CliRunner().invoke(main, ["emit", str(spec), "-o", str(tmp_path / "out")])
-    m = re.search(r"would meet it: pin replicas = (\d+)", r.stderr)
+    m = re.search(r"would meet it: devices = (\d+)", r.stderr)  # devices is the total over the replicas
     assert m is not None, r.stderr
-    spec.write_text(spec.read_text().replace("    expect {", f"    pin {{\n        replicas = {m[1]}\n    }}\n\n"
-                                                          "    expect {"))
+    spec.write_text(spec.read_text().replace("devices = 2", f"devices = {m[1]}"))
     again = CliRunner().invoke(main, ["emit", str(spec), "-o", str(tmp_path / "fixed")])
     assert again.exit_code == 0, again.output
     texts = [p.read_text() for p in (tmp_path / "fixed").rglob("*.sh")]

@@ -415,7 +415,10 @@ def test_map_advise_report_and_emit_agree_for_every_example(spec: str, tmp_path:
         assert f"--tensor-parallel-size {tp} " in script
         seqs = re.search(r"--max-num-seqs (\d+) ", script)
         assert seqs  # a batch workload's cap is its batch; a rate's is above the mean running count (its batch)
-        assert int(seqs[1]) == b if sc.rate is None else int(seqs[1]) > b and "the mean running count" in script
+        if sc.concurrency is not None:  # a closed loop's cap is its clients: at most one request in flight each
+            assert int(seqs[1]) == sc.concurrency and "the closed loop's" in script
+        else:
+            assert int(seqs[1]) == b if sc.rate is None else int(seqs[1]) > b and "the mean running count" in script
         assert (f"--pipeline-parallel-size {n // tp} " in script) == (n // tp > 1)
         stores = re.search(r"the plan stores ([\d,]+) tokens for its batch of (\d+)", script)
         assert stores and int(stores[2]) == b
