@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from kvplan.base.limits import MAX_DEVICES, MAX_LAYOUTS
+from kvplan.catalog import get_device
 from kvplan.cli import main
 from kvplan.lang import check_file, check_source
 from kvplan.model.scenario import DeviceCount, Pin, Scenario
@@ -121,7 +122,8 @@ def test_h200_20_per_s_cheapest_meets_on_16_to_64_with_tp_at_most_8() -> None:
     assert p.feasible and 16 <= _total(p) <= 64 and p.tp <= 8
     assert p.cost is not None
     assert p.cost.devices.value == _total(p)
-    assert p.cost.hourly.value == pytest.approx(3.8 * _total(p))  # the spec's price × the devices in all
+    price = get_device("h200").price_per_hour  # the catalog's cited price (docs/catalog.md, "Prices")
+    assert price is not None and p.cost.hourly.value == pytest.approx(price * _total(p))  # × the devices in all
 
 
 def test_a_pin_replicas_suggestion_says_the_layout_its_replan_chooses() -> None:
