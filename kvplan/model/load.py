@@ -285,7 +285,8 @@ def response(clients: float, service: npt.ArrayLike, second: npt.ArrayLike, thin
     s, z, m2 = (np.asarray(x, dtype=np.float64) for x in (service, think, second))
     b = clients * s - z
     disc = b * b + 4.0 * s * (z + (clients - 1.0) * (0.5 * m2 - s))
-    return 0.5 * (b + np.sqrt(np.maximum(disc, 0.0)))
+    r: npt.NDArray[np.float64] = 0.5 * (b + np.sqrt(np.maximum(disc, 0.0)))  # typed: numpy 1.24's stubs say Any
+    return r
 
 
 def closed_loop(m: Model, sat: float, binding: str) -> Load:
