@@ -52,7 +52,7 @@ def plan_service(sc: Scenario, at: Callable[[Scenario], Plan], knobs: Knobs, sug
         slo_short = tuple(unsearched(sc, u, spent) for u in service.service_unmet(sc, fig, bound, ()))
     assumptions = p.assumptions + ((fig.chunk,) if fig.chunk.evidence.value == "assumed" else ())
     unmet = p.unmet + ((short,) if short else ()) + slo_short
-    why = _why_count(sc, found)
+    why = _why_count(found)
     because, nums = _because(found)
     decisions = tuple(attrs.evolve(d, options=tuple(rejected) + d.options, context=d.context + (why,),
                                    decision=f"{d.decision} {because}", numbers=d.numbers + nums)
@@ -83,24 +83,18 @@ def _rate_words(sc: Scenario, fig: service.LoadFigures) -> str:
             f"the declared {fig.rate.human}")
 
 
-def _why_count(sc: Scenario, found: layouts.Found) -> str:
-    """Why the devices decision took that count, with the numbers: what one replica of the chosen layout carries
-    (its saturation rate and goodput at its share of the rate), and what the replicas carry together."""
+def _why_count(found: layouts.Found) -> str:
+    """Why the devices decision took that count: the least total that meets (or the best within the bound) and
+    how many layouts the search planned; what one replica carries is the decision's own sentence (_because), with
+    its numbers as Values."""
     t = found.chosen
-    fig, k = t.fig, t.replicas
-    sat1 = fig.saturation_rate.value / k
-    good = fig.goodput.value if fig.goodput is not None else None
-    one = (f"one replica of {replica_words(t.plan)} saturates at "
-           f"{sat1:.3g} req/s ({fig.saturation_rate.evidence.value})")
-    carry = (f"{k} replicas carry {good:.3g} req/s within the SLOs" if k > 1 and good is not None else
-             f"it carries {good:.3g} req/s within the SLOs" if good is not None else
-             f"{k} replicas saturate at {fig.saturation_rate.human}" if k > 1 else "")
+    fig = t.fig
     spread = f"{len(found.tried)} layouts planned, totals up to {found.bound}"
     head = (f"{_rate_words(t.plan.scenario, fig)} meets the service SLOs on {layout_words(t.plan)}, the least "
             f"total that does, the best of its layouts" if found.met else
             f"no layout of up to {found.bound} devices in all meets the service SLOs at {fig.rate.human}: "
             f"{layout_words(t.plan)} is the best within the bound (most goodput, then lower ITL)")
-    return f"{head}; {one}" + (f"; {carry}" if carry else "") + f" ({spread})"
+    return f"{head} ({spread})"
 
 
 def _rejected_layout(t: layouts.Tried, win: layouts.Tried) -> Option:
