@@ -21,7 +21,7 @@ NAMED = ("h200", "b200", "mi300x")
 GAPS = {"mi325x", "gaudi3", "h20"}
 #: The providers each tier of the basis compares (docs/catalog.md, "The basis"): hyperscalers, then GPU clouds.
 HYPERSCALERS = ("AWS", "OCI", "Google Cloud")
-GPU_CLOUDS = ("Lambda", "Hyperstack", "Cudo", "Nebius")
+GPU_CLOUDS = ("Lambda", "Hyperstack", "Cudo", "Nebius", "Verda", "JarvisLabs", "Yotta", "Hyperbolic")
 PROVIDERS = HYPERSCALERS + GPU_CLOUDS
 #: `<page>: <provider> <instance> (<n> x <part>), <region>, on-demand $<instance price>/h; per device = instance / <n>`
 BASIS = re.compile(r"(?P<page>(https://)?[\w-]+(\.[\w-]+)+/\S*): (?P<provider>" + "|".join(PROVIDERS) + r") "
