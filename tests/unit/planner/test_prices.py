@@ -1,5 +1,6 @@
 """The catalog's prices (docs/catalog.md, "Prices"): every device carries a dated, cited on-demand price on the one
-stated basis (a hyperscaler instance in a US region, per device = instance / devices) or is a documented gap; the
+stated basis (a hyperscaler instance in a US region, per device = instance / devices; for a device no hyperscaler
+lists there, a GPU cloud's, the second tier) or is a documented gap; the
 arithmetic each source states holds; `objective = cheapest` plans on the devices that gained a price; a spec's `price`
 still overrides; an unpriced device's error names it and its suggestion works applied."""
 
@@ -16,10 +17,12 @@ from tests.paths import ROOT
 
 #: The devices the lead's issue (21, item 4) names as failing `objective = cheapest` for want of a price.
 NAMED = ("h200", "b200", "mi300x")
-#: The devices no hyperscaler instance on the basis lists (docs/catalog.md, **Gaps**, which says what was searched).
-GAPS = {"h100-pcie", "mi325x", "gaudi3", "h20"}
-#: The providers the basis compares (docs/catalog.md, "The basis").
-PROVIDERS = ("AWS", "OCI", "Google Cloud")
+#: The devices neither tier of the basis lists (docs/catalog.md, **Gaps**, which says what was searched).
+GAPS = {"mi325x", "gaudi3", "h20"}
+#: The providers each tier of the basis compares (docs/catalog.md, "The basis"): hyperscalers, then GPU clouds.
+HYPERSCALERS = ("AWS", "OCI", "Google Cloud")
+GPU_CLOUDS = ("Lambda", "Hyperstack", "Cudo", "Nebius", "Verda", "JarvisLabs", "Yotta", "Hyperbolic")
+PROVIDERS = HYPERSCALERS + GPU_CLOUDS
 #: `<page>: <provider> <instance> (<n> x <part>), <region>, on-demand $<instance price>/h; per device = instance / <n>`
 BASIS = re.compile(r"(?P<page>(https://)?[\w-]+(\.[\w-]+)+/\S*): (?P<provider>" + "|".join(PROVIDERS) + r") "
                    r"(?P<instance>\S+) \((?P<n>\d+) x [^)]+\), (?P<region>us-[a-z0-9-]+), "
@@ -68,11 +71,39 @@ def test_a_price_is_on_the_one_basis_and_is_the_instance_price_over_its_devices(
     assert d.price_per_hour == pytest.approx(float(m["usd"]) / int(m["n"]), abs=5e-5)
 
 
-def test_tpus_are_priced_by_google_cloud_and_gpus_by_aws_or_oci() -> None:
+def test_tpus_are_priced_by_google_cloud_and_gpus_by_aws_or_oci_or_on_the_second_tier() -> None:
     for d in catalog.devices().values():
         if d.price_per_hour is not None:
             m = BASIS.match(d.price_source)
             assert m and (m["provider"] == "Google Cloud") == d.id.startswith("tpu-"), d.id
+
+
+def _tiers() -> dict[str, str]:
+    """Each priced device's tier as docs/catalog.md's price table gives it."""
+    table = _catalog_doc().split("| device | USD/h |", 1)[1].split("\n\n", 1)[0]
+    tiers: dict[str, str] = {}
+    for row in table.splitlines()[2:]:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        tiers.update(dict.fromkeys(re.findall(r"`([a-z0-9-]+)`", cells[0]), cells[2]))
+    return tiers
+
+
+def test_a_second_tier_price_is_a_gpu_cloud_says_so_and_names_the_hyperscalers_searched() -> None:
+    """Tier 2 only where tier 1 has nothing: its source is a GPU cloud, says `Second tier` and that none of the
+    hyperscalers compared lists the part; a tier-1 source is a hyperscaler and never says so. The docs' table
+    gives each device the tier its source states (h100-pcie is the one second-tier price today)."""
+    tiers = _tiers()
+    for d in catalog.devices().values():
+        if d.price_per_hour is None:
+            continue
+        m = BASIS.match(d.price_source)
+        assert m, d.id
+        second = "Second tier" in d.price_source
+        assert (m["provider"] in GPU_CLOUDS) == second, d.id
+        assert tiers[d.id] == ("2" if second else "1"), d.id
+        if second:
+            assert "AWS, OCI and Google Cloud list no" in d.price_source, d.id
+    assert tiers["h100-pcie"] == "2"
 
 
 def test_the_lower_of_two_listed_providers_is_the_one_used() -> None:
