@@ -385,7 +385,8 @@ SETTINGS: tuple[Setting, ...] = (
             range=_expect(limits.MAX_THROUGHPUT)),
     Setting("expect.kv_bytes", Takes.QUANTITY, "the plan's KV bytes", dim=Dim.BYTES,
             range=_expect(limits.MAX_KV_BYTES)),
-    Setting("expect.devices", Takes.QUANTITY, "the plan's devices", dim=Dim.COUNT, units="count", integer=True,
+    Setting("expect.devices", Takes.QUANTITY, "the plan's devices in all (devices × replicas, as `devices = N` reads)",
+            dim=Dim.COUNT, units="count", integer=True,
             range=_expect(float(limits.MAX_DEVICES))),
     # -- a model block
     Setting("model.config", Takes.PATH, "the path of a Hugging Face config.json"),
