@@ -231,8 +231,8 @@ SETTINGS: tuple[Setting, ...] = (
             default=Default("bf16", "the checkpoint's own bytes where the model has them, else the paper's "
                                     "baseline (docs/weights.md)")),
     Setting("device", Takes.NAME, "the device: a catalog id or a device block of this file"),
-    Setting("devices", Takes.COUNT_OR_BOUND, "how many devices: N, auto or <= N", dim=Dim.COUNT, units="count",
-            integer=True, range=_DEVICES,
+    Setting("devices", Takes.COUNT_OR_BOUND, "how many devices in all (over the replicas): N, auto or <= N",
+            dim=Dim.COUNT, units="count", integer=True, range=_DEVICES,
             default=Default("auto", "the planner chooses, at most 64 (docs/language.md)")),
     Setting("placement", Takes.WORD, "how KV pages lie over the devices",
             choices=("auto", "striped", "pinned", "affinity"), default=Default("auto", "docs/language.md")),
@@ -385,7 +385,8 @@ SETTINGS: tuple[Setting, ...] = (
             range=_expect(limits.MAX_THROUGHPUT)),
     Setting("expect.kv_bytes", Takes.QUANTITY, "the plan's KV bytes", dim=Dim.BYTES,
             range=_expect(limits.MAX_KV_BYTES)),
-    Setting("expect.devices", Takes.QUANTITY, "the plan's devices", dim=Dim.COUNT, units="count", integer=True,
+    Setting("expect.devices", Takes.QUANTITY, "the plan's devices in all (devices × replicas, as `devices = N` reads)",
+            dim=Dim.COUNT, units="count", integer=True,
             range=_expect(float(limits.MAX_DEVICES))),
     # -- a model block
     Setting("model.config", Takes.PATH, "the path of a Hugging Face config.json"),

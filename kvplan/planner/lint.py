@@ -48,8 +48,8 @@ def metric_value(plan: Plan, metric: str) -> PinValue:
         return plan.regime_after
     if metric == "fits":
         return plan.regime_after != "capacity-bound" and not any(u.constraint in _NO_FIT for u in plan.unmet)
-    if metric == "devices":
-        return plan.n_devices
+    if metric == "devices":  # the total over the replicas, as `devices = N` reads (docs/language.md)
+        return plan.n_devices * plan.scenario.replicas
     if metric == "kv_bytes":
         return plan.metric("kv_bytes").value
     return plan.metric(metric).value
