@@ -220,6 +220,10 @@ class Device:
     #: the domain, and any group is planned as if one domain held it.
     node: Optional[int] = None
     scaleout_link: Optional[str] = None
+    #: Devices one host holds (one server, one OS image, one Kubernetes node: an HGX board 8, a GB200 NVL72 compute
+    #: tray 4), as the entry's note cites it; None where no source read gives it. The launch-file writers split a
+    #: layout into one file a host by it (kvplan.engines.launchers); the link model reads `node`, never this.
+    host: Optional[int] = None
 
     @property
     def partition_bandwidth(self) -> float:
@@ -359,26 +363,28 @@ def links() -> Mapping[str, Link]:
 
 @functools.cache
 def devices() -> Mapping[str, Device]:
-    out = {}
-    for did, e in _load_toml("devices.toml").items():
-        price, price_source, price_date = _price(e, did)
-        out[did] = Device(
-            id=did, name=_text(e, "name", did),
-            memory=_q(e, "memory", Dim.BYTES, did),
-            bandwidth=_q(e, "bandwidth", Dim.BANDWIDTH, did),
-            compute=_q(e, "compute", Dim.COMPUTE, did),
-            compute_fp8=_opt_q(e, "compute_fp8", Dim.COMPUTE, did),
-            partitions=_int(e, "partitions", did, 1),
-            fabric=_opt_q(e, "fabric", Dim.BANDWIDTH, did),
-            sm_count=_int(e, "sm_count", did) if "sm_count" in e else None,
-            host_link=_opt_text(e, "host_link", did), scaleup_link=_opt_text(e, "scaleup_link", did),
-            source=_text(e, "source", did, ""), confidence=_text(e, "confidence", did, "V"),
-            note=_text(e, "note", did, ""),
-            fp4=bool(e.get("fp4", False)),
-            price_per_hour=price, price_source=price_source, price_date=price_date,
-            node=_node(e, did), scaleout_link=_opt_text(e, "scaleout_link", did),
-        )
-    return out
+    return {did: device_from_entry(did, e) for did, e in _load_toml("devices.toml").items()}
+
+
+def device_from_entry(did: str, e: CatalogEntry) -> Device:
+    """One devices.toml entry as a Device, its fields checked (a bad one is a CatalogError naming it)."""
+    price, price_source, price_date = _price(e, did)
+    return Device(
+        id=did, name=_text(e, "name", did),
+        memory=_q(e, "memory", Dim.BYTES, did),
+        bandwidth=_q(e, "bandwidth", Dim.BANDWIDTH, did),
+        compute=_q(e, "compute", Dim.COMPUTE, did),
+        compute_fp8=_opt_q(e, "compute_fp8", Dim.COMPUTE, did),
+        partitions=_int(e, "partitions", did, 1),
+        fabric=_opt_q(e, "fabric", Dim.BANDWIDTH, did),
+        sm_count=_int(e, "sm_count", did) if "sm_count" in e else None,
+        host_link=_opt_text(e, "host_link", did), scaleup_link=_opt_text(e, "scaleup_link", did),
+        source=_text(e, "source", did, ""), confidence=_text(e, "confidence", did, "V"),
+        note=_text(e, "note", did, ""),
+        fp4=bool(e.get("fp4", False)),
+        price_per_hour=price, price_source=price_source, price_date=price_date,
+        node=_node(e, did), scaleout_link=_opt_text(e, "scaleout_link", did), host=_host(e, did),
+    )
 
 
 def _node(e: CatalogEntry, did: str) -> Optional[int]:
@@ -388,6 +394,22 @@ def _node(e: CatalogEntry, did: str) -> Optional[int]:
     raw = e["node"]
     if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
         raise _wrong(did, "node", raw, "a whole number of devices per scale-up domain, 1 or more")
+    return raw
+
+
+def _host(e: CatalogEntry, did: str) -> Optional[int]:
+    """A device's `host` (devices one host holds, a whole number from 1 on), or None where absent; where `node` is
+    given one of the two divides the other (a host of a domain, or a domain of hosts: an NVL72 rack of 4-GPU trays)."""
+    if "host" not in e:
+        return None
+    raw = e["host"]
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+        raise _wrong(did, "host", raw, "a whole number of devices one host holds, 1 or more")
+    node = _node(e, did)
+    if node is not None and node % raw and raw % node:
+        raise CatalogError(f"{did}.host is {raw} and {did}.node is {node}: neither divides the other",
+                           help="a host holds a whole scale-up domain or a whole fraction of one (an NVL72 rack of "
+                                "72 is 18 trays of 4): fix the shipped catalog entry")
     return raw
 
 

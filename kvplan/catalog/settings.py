@@ -416,6 +416,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("device.scaleout_link", Takes.QUANTITY, "each device's link between nodes: a catalog link id or its "
             "bandwidth; needs node", dim=Dim.BANDWIDTH,
             range=_device_range(limits.MIN_BANDWIDTH, limits.MAX_BANDWIDTH), example="ib-ndr"),
+    Setting("device.host", Takes.QUANTITY, "devices one host (a server, a Kubernetes node) holds: one launch file "
+            "a host; a divisor or a multiple of node", dim=Dim.COUNT, units="count", integer=True, range=_DEVICES,
+            example="8"),
 )
 
 

@@ -131,8 +131,8 @@ def deploy_options(fn: F) -> F:
     fn = click.option("--gpu-resource", type=click.Choice(["nvidia.com/gpu", "amd.com/gpu"]), default=None,
                       help="k8s: the GPU resource to request  [default: from the device's vendor].")(fn)
     fn = click.option("--gpus-per-node", type=count_type(hi=limits.MAX_DEVICES), default=None, metavar="N",
-                      help="k8s: GPUs in one node; more GPUs than this make a LeaderWorkerSet  [default: 8, "
-                           "assumed].")(fn)
+                      help="k8s: GPUs in one node; more GPUs than this make a LeaderWorkerSet  [default: the "
+                           "device's host size in the catalog, else 8, assumed].")(fn)
     fn = click.option("--shm-size", type=Number(Dim.BYTES, lo=0, lo_open=True, hi=MAX_EXACT,
                                                  range_words=f"bytes above 0 up to {_top(MAX_EXACT)} B",
                                                  example="16GiB"),

@@ -14,11 +14,11 @@ here. What the pod adds, and nothing else:
 
 One node holds the plan when its GPUs fit the node size: a Deployment (one replica, `Recreate`, so an
 update never asks for a second set of GPUs). More than one node: a LeaderWorkerSet
-(leaderworkerset.x-k8s.io/v1) of `nodes` pods, the GPUs split evenly over them. The catalog records no
-node size, so it is the assumed DEFAULT_GPUS_PER_NODE (an 8-GPU server), overridable with
-`--gpus-per-node`. A Service selects the pod that serves HTTP (the leader). The readiness probe asks the
-engine's health endpoint; no liveness probe is written (a model that takes minutes to load would be
-restarted by one).
+(leaderworkerset.x-k8s.io/v1) of `nodes` pods, the GPUs split evenly over them. The node size is the
+catalog's host size (Device.host: an 8-GPU server, a GB200 NVL72 compute tray of 4), else the assumed
+DEFAULT_GPUS_PER_NODE (an 8-GPU server); `--gpus-per-node` overrides either. A Service selects the pod
+that serves HTTP (the leader). The readiness probe asks the engine's health endpoint; no liveness probe
+is written (a model that takes minutes to load would be restarted by one).
 
 Assumed, overridable defaults (documented in docs/cli-emit.md): the image (`--image`), the
 model-cache PVC (`--pvc`), the size of /dev/shm (`--shm-size`), the namespace (`--namespace`; none: the
@@ -49,8 +49,8 @@ from kvplan.planner.plan import Plan
 ID = "k8s"
 LABEL = "Kubernetes"
 
-#: GPUs per node when nothing says otherwise: an 8-GPU server (HGX/DGX, an MI300X platform). The device
-#: catalog records no node size; `--gpus-per-node` overrides it (a GB200 NVL72 compute tray holds 4).
+#: GPUs per node when nothing says otherwise (assumed): an 8-GPU server (HGX/DGX, an MI300X platform), for a device
+#: whose catalog entry gives no host size (Device.host); `--gpus-per-node` overrides it.
 DEFAULT_GPUS_PER_NODE = 8
 #: /dev/shm (an emptyDir in memory): 16 GiB, the size vLLM's docs give the container
 #: (vllm-project/vllm:docs/serving/parallelism_scaling.md, `docker run --shm-size=16G`); `--shm-size` overrides it.
@@ -169,17 +169,30 @@ def gpu_resource(device: Device, given: Optional[str]) -> str:
 
 @record
 class Layout:
+    """The nodes a plan's pods take: `gpus_per_node` and where it comes from (`node_size_from`: given, catalog or
+    assumed)."""
+
     nodes: int
     gpus_per_pod: int
     gpus_per_node: int
-    node_size_given: bool
+    node_size_from: str
+
+
+def node_size(device: Device, opts: DeployOptions) -> tuple[int, str]:
+    """The GPUs a Kubernetes node holds and where the figure comes from: `--gpus-per-node` (given), the catalog's
+    host size (Device.host), else DEFAULT_GPUS_PER_NODE (assumed)."""
+    if opts.gpus_per_node is not None:
+        return opts.gpus_per_node, "given, --gpus-per-node"
+    if device.host is not None:
+        return device.host, f"catalog: {device.id} host; --gpus-per-node overrides it"
+    return DEFAULT_GPUS_PER_NODE, "assumed, --gpus-per-node"
 
 
 def layout(plan: Plan, opts: DeployOptions) -> Layout:
     """The nodes the plan's GPUs take, and the GPUs of each pod (the engines split ranks evenly over nodes:
     vLLM refuses `--nnodes` that does not divide the world size, vllm/engine/arg_utils.py)."""
     n = int(plan.n_devices)
-    per_node = opts.gpus_per_node or DEFAULT_GPUS_PER_NODE
+    per_node, source = node_size(plan.scenario.device, opts)
     nodes = math.ceil(n / per_node)
     if n % nodes:
         raise KvplanError(f"scenario {plan.scenario.name}: {n} GPUs over nodes of {per_node} take {nodes} nodes, "
@@ -187,7 +200,7 @@ def layout(plan: Plan, opts: DeployOptions) -> Layout:
                           "ranks on every node)",
                           help=f"pass --gpus-per-node with a divisor of {n}, or plan a device count that nodes "
                                f"of {per_node} divide")
-    return Layout(nodes, n // nodes, per_node, opts.gpus_per_node is not None)
+    return Layout(nodes, n // nodes, per_node, source)
 
 
 def k8s_name(scenario: str, engine: str) -> str:
@@ -496,7 +509,7 @@ def per_replica(launch: Launch, sc: Scenario, engine: str) -> tuple[int, Launch]
 
 def _head(req: EmitRequest, backend: Backend, launch: Launch, pod: Pod, lay: Layout, opts: DeployOptions,
           replicas: int = 1) -> list[str]:
-    per_node = f"{lay.gpus_per_node} GPUs per node ({'given' if lay.node_size_given else 'assumed'}, --gpus-per-node)"
+    per_node = f"{lay.gpus_per_node} GPUs per node ({lay.node_size_from})"
     dp = ([f"# {replicas} data-parallel replicas (pin replicas): {replicas} copies of the workload below, each one "
            f"replica's command without {get_engine(pod.engine).data_parallel}; the Service balances the requests "
            "over them, each serving its share of the rate"] if replicas > 1 else [])

@@ -1,6 +1,6 @@
 """What a launcher needs beyond the pool to be safe to paste: the concurrency cap (never the mean), the warning when
 a fixed-length workload pins the longest request to input + output exactly, and the hosts a layout larger than a
-node takes (Device.node), each written its own launcher by the engine's writer (`scripts`)."""
+host takes (Device.host, else Device.node), each written its own launcher by the engine's writer (`scripts`)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import math
 from typing import Callable, Optional, Sequence
 
 from kvplan.base.records import record
+from kvplan.catalog import Device
 from kvplan.engines.common import EmittedFile, Flag, Launch, fmt_int, shell_script
 from kvplan.model.pools.query import whole as round_whole
 from kvplan.model.scenario import Scenario
@@ -83,7 +84,7 @@ HOST0_NEED = (HOST0_ADDR, f"set {HOST0_ADDR} to host 0's address, reachable from
 
 @record
 class Host:
-    """One host of a layout larger than a node: its index, its GPUs, and the replicas it runs (0 where one
+    """One host of a layout larger than a host holds: its index, its GPUs, and the replicas it runs (0 where one
     replica spans several hosts: then `rank` is its node rank within the replica, else its first replica)."""
 
     index: int
@@ -94,21 +95,23 @@ class Host:
 
 @record
 class Hosts:
-    """How a plan too large for one node is written: `hosts` of one set; `sets` copies of that set (a replica
-    that spans hosts: one set per replica, each its own deployment); `node` the node size (Device.node)."""
+    """How a plan too large for one host is written: `hosts` of one set; `sets` copies of that set (a replica
+    that spans hosts: one set per replica, each its own deployment); `size` the GPUs a host holds, and `size_from`
+    where that figure comes from (HostSize)."""
 
     hosts: tuple[Host, ...]
     sets: int
-    node: int
+    size: int
     spans: bool                 # one replica spans its hosts (tensor × pipeline ranks over nodes)
     replicas: int               # every replica of the plan
+    size_from: str
 
     def where(self, h: Host, runs: str, reads: bool = True) -> str:
         """The comment line that says which host runs the file; `reads`: it finds host 0 at HOST0_ADDR."""
         of = f"host {h.index} of {len(self.hosts)}"
         sets = (f"; run the set once per replica: {self.sets} sets on {self.sets * len(self.hosts)} hosts, "
                 "each set its own server, a load balancer in front" if self.sets > 1 else "")
-        return (f"# runs on {of} ({h.gpus} GPUs; a node holds {self.node}, Device.node): {runs}"
+        return (f"# runs on {of} ({h.gpus} GPUs; a host holds {self.size}, {self.size_from}): {runs}"
                 f"{f'; reads host 0 at ${HOST0_ADDR}' if reads and h.index else ''}{sets}")
 
     def span(self, h: Host) -> str:
@@ -117,24 +120,45 @@ class Hosts:
         return f"replica {h.rank}" if last == h.rank else f"replicas {h.rank}-{last}"
 
 
+@record
+class HostSize:
+    """The GPUs one host holds and where the figure comes from: the catalog's `host` (a server, a GB200 compute
+    tray of 4), else the scale-up domain `node`, assumed to be one host (true of an HGX board, not of an NVL72
+    rack); None: neither is known, and one host is taken to hold any layout."""
+
+    gpus: int
+    source: str
+
+
+def host_size(device: Device) -> Optional[HostSize]:
+    """The host size the launchers split a layout by (Device.host, else Device.node, else None)."""
+    if device.host is not None:
+        return HostSize(device.host, f"catalog: {device.id} host")
+    if device.node is not None:
+        return HostSize(device.node, f"assumed: {device.id} node, its scale-up domain, as one host")
+    return None
+
+
 def host_layout(plan: Plan) -> Optional[Hosts]:
-    """The hosts a plan's GPUs take when they are more than one node holds (Device.node), else None: a replica
-    larger than a node spans the fewest hosts that split its ranks evenly (the engines run as many on every
-    node); replicas that fit a node go as many to a host as it holds."""
+    """The hosts a plan's GPUs take when they are more than one host holds (host_size), else None: a replica
+    larger than a host spans the fewest hosts that split its ranks evenly (the engines run as many on every
+    node); replicas that fit a host go as many to a host as it holds."""
     sc = plan.scenario
-    node = sc.device.node
+    size = host_size(sc.device)
     n, k = plan.n_devices, sc.replicas
-    if node is None or n * k <= node:
+    if size is None or n * k <= size.gpus:
         return None
-    if n > node:
-        # the fewest hosts that split the replica evenly, at most a node each (36 GPUs on nodes of 8: 6 of 6; n
-        # hosts of one GPU always do)
-        h = next(h for h in range(math.ceil(n / node), n + 1) if n % h == 0 and n // h <= node)
-        return Hosts(tuple(Host(i, n // h, 0, i) for i in range(h)), k, node, True, k)
-    per = node // n
+    per_host = size.gpus
+    if n > per_host:
+        # the fewest hosts that split the replica evenly, at most a host's GPUs each (36 GPUs on hosts of 8: 6 of
+        # 6; n hosts of one GPU always do)
+        h = next(h for h in range(math.ceil(n / per_host), n + 1) if n % h == 0 and n // h <= per_host)
+        return Hosts(tuple(Host(i, n // h, 0, i) for i in range(h)), k, per_host, True, k, size.source)
+    per = per_host // n
     counts = [min(per, k - i) for i in range(0, k, per)]
     starts = [sum(counts[:i]) for i in range(len(counts))]
-    return Hosts(tuple(Host(i, c * n, c, r) for i, (c, r) in enumerate(zip(counts, starts))), 1, node, False, k)
+    return Hosts(tuple(Host(i, c * n, c, r) for i, (c, r) in enumerate(zip(counts, starts))), 1, per_host, False, k,
+                 size.source)
 
 
 def host_name(name: str, h: Host) -> str:
@@ -146,7 +170,7 @@ def host_name(name: str, h: Host) -> str:
 def scripts(plan: Plan, name: str, head: Sequence[str], launch: Launch,
             on_host: Callable[[tuple[Flag, ...], Hosts, Host], list[Flag]], where: Callable[[Hosts, Host], str],
             reads: Callable[[Hosts], bool] = lambda hosts: True) -> list[EmittedFile]:
-    """The launcher `name` for the plan: one script, or where its GPUs are more than a node holds one a host, each
+    """The launcher `name` for the plan: one script, or where its GPUs are more than a host holds one a host, each
     with the engine's host flags (`on_host`), the line that says which host runs it (`where`) after the header, and
     the check of host 0's address where the host reads it (`reads`)."""
     hosts = host_layout(plan)

@@ -113,14 +113,14 @@ def _pool(req: EmitRequest, sz: common.Sizing, dtype_id: str, findings: list[str
 
 def _launch(p: Plan, held: int, notes: list[str], findings: list[str]) -> launchers.Cap:
     """max_batch_size (launchers.concurrency_cap over the `held` sequences the pool holds); the note when
-    max_seq_len is input + output exactly, and the finding when a replica is more GPUs than a node holds."""
+    max_seq_len is input + output exactly, and the finding when a replica is more GPUs than a host holds."""
     notes += launchers.pinned_length_note(p.scenario, "max_seq_len")
     hosts = launchers.host_layout(p)
     if hosts is not None and hosts.spans:
-        findings.append(f"{p.n_devices} GPUs a replica, and a node holds {hosts.node} (Device.node): trtllm-serve "
-                        "runs across nodes under an MPI launcher (mpirun, trtllm-llmapi-launch) that kvplan does not "
-                        f"write, so trtllm.sh asks one host for all {p.n_devices}; set engine = vllm or sglang for "
-                        "files per host")
+        findings.append(f"{p.n_devices} GPUs a replica, and a host holds {hosts.size} ({hosts.size_from}): "
+                        "trtllm-serve runs across nodes under an MPI launcher (mpirun, trtllm-llmapi-launch) that "
+                        f"kvplan does not write, so trtllm.sh asks one host for all {p.n_devices}; set engine = vllm "
+                        "or sglang for files per host")
     return launchers.concurrency_cap(p, held, "max_batch_size")
 
 

@@ -156,7 +156,7 @@ class _Blocks(_Values):
                 example = settings.row(f"device.{key}").example
                 self.report(codes.MISSING_KEY, f"{where} has no {key}", decl.name_span, help=f"add `{key} = {example}`",
                             fixes=[fx.set_setting(self.spec_source, decl, key, example)])
-        ints = {key: int(got[key]) for key in ("partitions", "sm_count", "node") if key in got}
+        ints = {key: int(got[key]) for key in ("partitions", "sm_count", "node", "host") if key in got}
         notes: list[Value] = []
         partitions = settings.row("device.partitions").default
         if "partitions" not in entries and partitions is not None:
@@ -164,6 +164,7 @@ class _Blocks(_Values):
                                  f"{where}: partitions = {partitions.value} (default: {partitions.source})"))
         links = {key: self._link(entries.get(key), key, where, notes) for key in _LINK_KEYS}
         self._node_pair(decl, entries, where)
+        self._host_fits(entries, ints.get("host"), ints.get("node"), where)
         if self._errors() > before:
             return None
         device = Device(
@@ -172,7 +173,7 @@ class _Blocks(_Values):
             sm_count=ints.get("sm_count"), host_link=links["host_link"], scaleup_link=links["link"],
             source=f"{where} in {os.path.basename(self.spec.path)}", confidence="U",
             note="described by the user in a .kvp device block",
-            node=ints.get("node"), scaleout_link=links["scaleout_link"],
+            node=ints.get("node"), scaleout_link=links["scaleout_link"], host=ints.get("host"),
         )
         return _Device(device, tuple(notes))
 
@@ -185,6 +186,13 @@ class _Blocks(_Values):
                 self.report(codes.MISSING_KEY, f"{where} has {key} but no {other}: a group across nodes needs both",
                             entries[key].span, help=f"add `{other} = {example}`",
                             fixes=[fx.set_setting(self.spec_source, decl, other, example)])
+
+    def _host_fits(self, entries: Mapping[str, Entry], host: Optional[int], node: Optional[int], where: str) -> None:
+        """A host holds a whole scale-up domain or a whole fraction of one (the catalog's rule, kvplan.catalog)."""
+        if host is not None and node is not None and node % host and host % node:
+            self.report(codes.OUT_OF_RANGE, f"{where}: host = {host} and node = {node}, and neither divides the other",
+                        entries["host"].span, help="a host holds a whole node or a whole fraction of one (an NVL72 "
+                                                   "rack of 72 is 18 hosts of 4)")
 
     def _link(self, e: Optional[Entry], key: str, where: str, notes: list[Value]) -> Optional[str]:
         """A catalog link id: named (`host_link = pcie5-x16`) or the first catalog link of the same

@@ -395,8 +395,8 @@ _PROSE = frozenset({"name", "source", "note", "confidence", "aliases", "hf_ids"}
 #: engine configuration the digest guards; an objective it changes (`cheapest`) changes `choices`, which are.
 _PRICE = frozenset({"price_per_hour", "price_source", "price_date"})
 #: Catalog fields that are inputs only when set (a model's exact weight bytes, its architecture, a device's node and
-#: scale-out link): absent, the record is as before.
-_WHEN_SET = frozenset({"weight_bytes", "architecture", "node", "scaleout_link"})
+#: scale-out link, and its host size, which decides the launch files a host): absent, the record is as before.
+_WHEN_SET = frozenset({"weight_bytes", "architecture", "node", "scaleout_link", "host"})
 
 
 def _auto_default(v: Value) -> bool:

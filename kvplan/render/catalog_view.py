@@ -186,6 +186,7 @@ def _device_json(d: Device) -> dict[str, object]:
         "fabric_status": fabric_status,
         "sm_count": d.sm_count,
         "host_link": d.host_link, "scaleup_link": d.scaleup_link, "node": d.node, "scaleout_link": d.scaleout_link,
+        "host": d.host,
         "confidence": d.confidence, "source": d.source, "note": d.note,
         "price_per_hour": None if d.price_per_hour is None else reported(d.price_per_hour, "USD/h", d.price_source),
         "price_date": d.price_date or None,

@@ -253,7 +253,8 @@ def test_the_container_runs_the_engine_targets_command(spec: str, p: Plan) -> No
         # the target runs its own plan (kvplan/app/replan.py): SGLang's for w2-h100 pipelines over 16 H100s
         # (tp 8 × pp 2), two nodes of 8, where the spec's plan is 8 GPUs on one
         own = written_from(p, engine)
-        nodes = math.ceil(own.n_devices / 8)
+        # a node is the catalog's host (8 for an HGX server, 4 for a GB200 tray), else the assumed 8
+        nodes = math.ceil(own.n_devices / (p.scenario.device.host or 8))
         k = own.scenario.replicas
         if k > 1:  # pin replicas: k copies of one replica's pods, each the command without the data-parallel size
             assert workload["spec"]["replicas"] == k
@@ -387,8 +388,9 @@ def test_the_node_count_is_the_gpus_over_the_node_size(per_node: Optional[int], 
                                                "role": "leader"}
     for t in pod_templates(workload):
         assert t["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": 16 // nodes}
-    size = "assumed" if per_node is None else "given"
-    assert f"{per_node or 8} GPUs per node ({size}, --gpus-per-node)" in f.text
+    # an H100 server holds 8 (the catalog's host size) unless --gpus-per-node says otherwise
+    size = "catalog: h100-sxm host; --gpus-per-node overrides it" if per_node is None else "given, --gpus-per-node"
+    assert f"{per_node or 8} GPUs per node ({size})" in f.text
 
 
 def test_gpus_that_do_not_split_evenly_over_nodes_are_refused() -> None:

@@ -14,6 +14,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -237,3 +238,79 @@ def test_the_report_puts_each_slo_beside_its_prediction(tmp_path: Path) -> None:
     index = (tmp_path / "rep2" / "service-slo" / "index.md").read_text()
     assert re.search(r"\| rate \(goodput\) \| >= 20 req/s \| [\d.]+ req/s \(derived\) \| \*\*UNMET\*\* \|", index)
     assert "| ITL | <= 10 ms | no steady state | **UNMET** |" in index
+
+
+# ------------------------------------------------------------------ hosts are not the scale-up domain
+
+HOSTS = ROOT / "tests" / "data" / "k8s" / "hosts.kvp"
+#: GPUs one host holds, as the sources cited in devices.toml's notes give them, written here rather than read from
+#: the catalog: a GB200 NVL72 compute tray (2 superchips of 2 GPUs each), an HGX H200 server.
+TRAY, HGX = 2 * 2, 8
+
+
+@pytest.mark.parametrize("name, per_host", [("gb200-vllm", TRAY), ("gb200-sglang", TRAY), ("h200-dp2-vllm", HGX),
+                                            ("h200-dp2-sglang", HGX)])
+def test_a_layout_is_one_launcher_a_host_of_the_hosts_gpus_not_of_the_scale_up_domain(
+        tmp_path: Path, name: str, per_host: int) -> None:
+    """On main a GB200 TP8 was one launcher asking one host for 8 GPUs: a node (the NVLink domain) holds 72, and
+    the launchers took it for a host; a tray holds 4."""
+    r = CliRunner().invoke(main, ["emit", str(HOSTS), "-o", str(tmp_path), "--target", "vllm,sglang",
+                                  "--scenario", name])
+    assert r.exit_code == 0, r.output
+    p = _plan(HOSTS, name)
+    total = p.n_devices * p.scenario.replicas
+    assert total == {TRAY: 8, HGX: 16}[per_host]
+    hosts = total // per_host
+    assert hosts == 2
+    for engine in ("vllm", "sglang"):
+        files = sorted((tmp_path / name).glob(f"{engine}-host*.sh"))
+        assert [f.name for f in files] == [f"{engine}-host{i}.sh" for i in range(hosts)], (name, engine)
+        assert [_gpus_asked(_argv(f.read_text())) for f in files] == [per_host] * hosts, (name, engine)
+        for i, f in enumerate(files):
+            assert (f"# runs on host {i} of {hosts} ({per_host} GPUs; a host holds {per_host}, catalog: "
+                    f"{p.scenario.device.id} host)") in f.read_text()
+
+
+def test_the_link_model_still_sees_one_nvlink_domain_over_the_gb200_trays() -> None:
+    from kvplan.model import expected as ex
+
+    p = _plan(HOSTS, "gb200-vllm")
+    d = p.scenario.device
+    assert (d.node, p.n_devices) == (72, 8)
+    assert ex.spanned_link(d, 8, 8) == d.scaleup_link == "nvlink5"  # TP8 over two trays stays on NVLink
+
+
+def _k8s(spec: Path, name: str, out: Path, *extra: str) -> tuple[list[dict[str, object]], str]:
+    """The documents of the scenario's manifest, and its text."""
+    r = CliRunner().invoke(main, ["emit", str(spec), "-o", str(out), "--target", "k8s", "--scenario", name, *extra])
+    assert r.exit_code == 0, r.output
+    (manifest,) = (out / name).glob("k8s-*.yaml")
+    text = manifest.read_text()
+    return [d for d in yaml.safe_load_all(text) if d], text
+
+
+def test_k8s_runs_a_gb200_replica_as_two_pods_of_a_tray_each_unless_told_otherwise(tmp_path: Path) -> None:
+    docs, text = _k8s(HOSTS, "gb200-vllm", tmp_path / "catalog")
+    (lws,) = [d for d in docs if d["kind"] == "LeaderWorkerSet"]
+    assert lws["spec"]["leaderWorkerTemplate"]["size"] == 8 // TRAY  # type: ignore[index]
+    assert {c["resources"]["limits"]["nvidia.com/gpu"] for c in _containers(text)} == {TRAY}  # type: ignore[index]
+    assert f"{TRAY} GPUs per node (catalog: gb200 host; --gpus-per-node overrides it)" in text
+    docs, text = _k8s(HOSTS, "gb200-vllm", tmp_path / "given", "--gpus-per-node", "8")
+    assert [d["kind"] for d in docs if d["kind"] in ("Deployment", "LeaderWorkerSet")] == ["Deployment"]
+    assert {c["resources"]["limits"]["nvidia.com/gpu"] for c in _containers(text)} == {8}  # type: ignore[index]
+    assert "8 GPUs per node (given, --gpus-per-node)" in text
+
+
+NO_HOST = ROOT / "tests" / "data" / "k8s" / "no-host.kvp"
+
+
+def test_a_device_without_a_host_size_is_split_by_its_node_and_says_it_is_assumed(tmp_path: Path) -> None:
+    p = _plan(NO_HOST)
+    assert p.n_devices * p.scenario.replicas == 16 and p.scenario.device.host is None
+    r = CliRunner().invoke(main, ["emit", str(NO_HOST), "-o", str(tmp_path / "o"), "--target", "vllm"])
+    assert r.exit_code == 0, r.output
+    files = sorted((tmp_path / "o" / "d").glob("vllm-host*.sh"))
+    assert [_gpus_asked(_argv(f.read_text())) for f in files] == [8, 8]
+    assert all("a host holds 8, assumed: box node, its scale-up domain, as one host)" in f.read_text() for f in files)
+    _, text = _k8s(NO_HOST, "d", tmp_path / "k8s")
+    assert "8 GPUs per node (assumed, --gpus-per-node)" in text

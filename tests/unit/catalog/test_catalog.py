@@ -18,7 +18,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 DEVICE_KEYS = {"name", "aliases", "fp4", "memory", "bandwidth", "compute", "compute_fp8", "partitions", "fabric",
-               "sm_count", "host_link", "scaleup_link", "node", "scaleout_link", "confidence", "source", "note",
+               "sm_count", "host_link", "scaleup_link", "node", "scaleout_link", "host", "confidence", "source", "note",
                "price_per_hour", "price_source", "price_date"}
 MODEL_KEYS = {"name", "aliases", "hf_id", "hf_ids", "layers", "q_heads", "kv_heads", "head_dim", "params",
               "params_active", "params_routed", "experts", "experts_per_token", "kv_kind", "mla_kv_rank",
@@ -210,3 +210,43 @@ def test_a_weight_bytes_table_of_the_wrong_shape_is_one_catalog_error() -> None:
     with pytest.raises(CatalogError, match=r"m.weight_bytes.source"):
         catalog.model_from_entry("m", {**entry, "weight_bytes": {"held": 1, "routed": 0, "checkpoint": 1,
                                                                  "evidence": "derived", "source": 3}})
+
+
+#: Devices one host holds, as the sources named in each entry's note give them (docs/catalog.md, "Hosts"): an
+#: HGX/DGX or 8-OAM server 8, a GB200 NVL72 compute tray 4 (2 superchips of 2 GPUs); None where no source read
+#: gives one (PCIe cards, h20, TPUs).
+HOSTS = {"a100-80g": 8, "h100-sxm": 8, "h200": 8, "b200": 8, "b200-hgx": 8, "b300": 8, "gb200": 2 * 2, "mi300x": 8,
+         "mi325x": 8, "mi355x": 8, "gaudi3": 8}
+
+
+def test_each_devices_host_size_is_the_sourced_one_and_its_note_cites_it() -> None:
+    for did, d in catalog.devices().items():
+        assert d.host == HOSTS.get(did), did
+        if d.host is not None:
+            assert f"host = {d.host}: " in d.note, did
+            assert d.node is None or d.node % d.host == 0 or d.host % d.node == 0, did
+
+
+_DEVICE = {"name": "d", "memory": "80 GB", "bandwidth": "3 TB/s", "compute": "900 TFLOPS"}
+
+
+@pytest.mark.parametrize("host, node, says", [
+    (0, None, "d.host is 0: expected a whole number of devices one host holds, 1 or more"),
+    (True, None, "d.host is True: expected a whole number"),
+    (2.5, None, "d.host is 2.5: expected a whole number"),
+    ("8", None, "d.host is '8': expected a whole number"),
+    (5, 72, "d.host is 5 and d.node is 72: neither divides the other"),
+    (3, 8, "d.host is 3 and d.node is 8: neither divides the other"),
+])
+def test_a_host_size_that_is_not_a_whole_number_or_does_not_fit_the_node_is_refused(
+        host: object, node: object, says: str) -> None:
+    entry = {**_DEVICE, "host": host, **({} if node is None else {"node": node, "scaleout_link": "ib-ndr"})}
+    with pytest.raises(CatalogError) as err:
+        catalog.device_from_entry("d", entry)  # type: ignore[arg-type]
+    assert says in str(err.value)
+
+
+@pytest.mark.parametrize("host, node", [(4, 72), (8, 8), (16, 8), (1, 8), (8, None)])
+def test_a_host_that_divides_the_node_or_is_a_multiple_of_it_is_kept(host: int, node: object) -> None:
+    entry = {**_DEVICE, "host": host, **({} if node is None else {"node": node, "scaleout_link": "ib-ndr"})}
+    assert catalog.device_from_entry("d", entry).host == host  # type: ignore[arg-type]

@@ -56,3 +56,17 @@ def test_a_node_of_no_devices_is_refused() -> None:
     r = check_source(SPEC.format(lines="    node = 0\n    scaleout_link = ib-ndr"), "t.kvp")
     (d,) = r.diagnostics
     assert d.code == "KV108" and d.span is not None and d.span.line == 7 and "between 1 and 4,096" in (d.help or "")
+
+
+def test_a_device_block_gives_the_devices_one_host_holds() -> None:
+    d = _device(SPEC.format(lines="    node = 72\n    scaleout_link = ib-ndr\n    host = 4"))
+    assert (d.node, d.host) == (72, 4)
+    assert _device(SPEC.format(lines="    node = 8\n    scaleout_link = ib-ndr")).host is None
+
+
+@pytest.mark.parametrize("host", ["3", "12"])
+def test_a_host_that_neither_divides_the_node_nor_is_a_multiple_of_it_is_a_located_error(host: str) -> None:
+    r = check_source(SPEC.format(lines=f"    node = 8\n    scaleout_link = ib-ndr\n    host = {host}"), "t.kvp")
+    (d,) = [d for d in r.diagnostics if d.severity.value == "error"]
+    assert d.code == "KV108" and d.span is not None and d.span.line == 9
+    assert f"host = {host} and node = 8, and neither divides the other" in d.message
