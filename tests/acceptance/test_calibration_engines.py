@@ -59,3 +59,11 @@ def test_a_profile_that_matches_nothing_in_the_spec_is_exit_2(tmp_path: Path) ->
         err = r.stderr.strip()
         assert len(err.splitlines()) == 1 and "Traceback" not in r.output
         assert "holds h100-sxm/vllm" in err and "asks for b200 (engine any)" in err, err
+
+
+def test_the_text_says_which_fit_each_engines_line_used(tmp_path: Path) -> None:
+    r = run("advise", _spec(tmp_path, "h100"), "--calibration", str(GOOD))
+    assert r.exit_code in (0, 1), r.output
+    lines = " ".join(r.stdout.split())  # the text wraps
+    assert "(derived, calibration h100-vllm [fit h100-sxm/vllm])" in lines
+    assert f"(derived, no fit in {GOOD} for h100-sxm (engine sglang): kvplan's default factors)" in lines
