@@ -323,10 +323,12 @@ def factors(profile: Optional[Profile], device: str, kv_dtype: str, engine: str,
     return defaults.replaced(out, f"{profile.name} [fit {fit.label}]")
 
 
-def unmatched(profile: Profile, asked: Sequence[tuple[str, str]]) -> Optional[str]:
+def unmatched(profile: Profile, asked: Sequence[tuple[str, str]], per_engine: bool = True) -> Optional[str]:
     """Why the profile can calibrate none of the deployments `asked` ((device, engine) each), naming the fits it
-    holds and what was asked; None when one of them has a fit (Profile.fits_on)."""
-    if any(profile.fits_on(device, engine) for device, engine in asked):
+    holds and what was asked; None when one of them has a fit (Profile.fits_on, or with `per_engine` False, where
+    no engine's line is planned beside an `engine = any` deployment, Profile.fit_for)."""
+    if any(profile.fits_on(device, engine) if per_engine else profile.fit_for(device, engine)
+           for device, engine in asked):
         return None
     held = ", ".join(f.label for f in profile.fits) or "no [[fit]] at all"
     wanted = ", ".join(f"{device} (engine {engine})" for device, engine in dict.fromkeys(asked))

@@ -13,6 +13,7 @@ from typing import Optional
 
 from kvplan.base.units import fmt_unit
 from kvplan.catalog.engines import ENGINES, kv_refusal
+from kvplan.model.expected import deployment_factors
 from kvplan.planner.plan import Plan
 
 #: What an unmet constraint of the target's own plan means for its config: nothing that would start.
@@ -31,8 +32,6 @@ def _fit(p: Plan) -> str:
     sc = p.scenario
     if sc.calibration is None:
         return ""
-    from kvplan.model.expected import deployment_factors
-
     f = deployment_factors(sc.device, p.kv_dtype.id, sc.engine, sc.calibration)
     return (f", calibration {f.profile}" if f.profile else
             f", no fit in {sc.calibration.path} for {sc.device.id} (engine {sc.engine}): kvplan's default factors")

@@ -67,3 +67,15 @@ def test_the_text_says_which_fit_each_engines_line_used(tmp_path: Path) -> None:
     lines = " ".join(r.stdout.split())  # the text wraps
     assert "(derived, calibration h100-vllm [fit h100-sxm/vllm])" in lines
     assert f"(derived, no fit in {GOOD} for h100-sxm (engine sglang): kvplan's default factors)" in lines
+
+
+def test_a_sweep_takes_the_fit_of_its_engine_or_stops(tmp_path: Path) -> None:
+    """A sweep's rows are one engine's: from flags (engine any) the vllm-only profile matches nothing, exit 2;
+    a spec whose deployment names vllm takes its fit."""
+    r = run("sweep", "--model", "llama-3-8b", "--device", "h100-sxm", "--calibration", str(GOOD))
+    assert r.exit_code == 2 and "holds h100-sxm/vllm" in r.stderr and "h100-sxm (engine any)" in r.stderr, r.output
+    spec = tmp_path / "v.kvp"
+    spec.write_text(SPEC.format(device="h100").replace("devices = 1", "devices = 1\n    engine  = vllm"),
+                    encoding="utf-8")
+    r = run("sweep", str(spec), "--calibration", str(GOOD))
+    assert r.exit_code == 0, r.output
