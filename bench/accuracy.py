@@ -208,37 +208,62 @@ def run(path: Path) -> list[Result]:
 
 #: The engines a calibration fit names (kvplan.model.profile.ENGINES); another engine's rows fit as "any".
 FIT_ENGINES = ("vllm", "sglang", "trtllm")
-#: The fewest rows of one (device, engine) the half-split check takes: two to fit, two to predict.
+#: The fewest rows of one single-model sweep the half-split check takes: two to fit, two to predict.
 SPLIT_MIN_ROWS = 4
 
 
-def half_split(rows: Sequence[Row], path: str) -> dict[tuple[str, str], list[tuple[Row, float]]]:
-    """Per (device, engine) with at least SPLIT_MIN_ROWS rows: `kvplan calibrate`'s fit (kvplan.model.calibrate)
-    on every other row, ordered by model, batch and context, and each other row's error when predicted with the
-    fitted factors (kvplan's defaults where the fit left one out, as a profile is read)."""
-    groups: dict[tuple[str, str], list[tuple[Row, cal.Measurement]]] = {}
+@record
+class Split:
+    """One single-model sweep's half-split: the fit on every other row (batch, context order) and each other
+    row's error, (predicted − measured) / measured, with the fitted factors laid over kvplan's defaults."""
+
+    label: str
+    fit: cal.Fit
+    errors: tuple[tuple[Row, float], ...]
+
+
+def _engine(r: Row) -> str:
+    return r.engine if r.engine in FIT_ENGINES else "any"
+
+
+def sweeps(rows: Sequence[Row]) -> dict[str, list[Row]]:
+    """The single-model sweeps of the set: rows of one model, device, layout, weights, KV dtype and engine (only
+    batch and context vary), by a label naming them, each sorted by batch then context."""
+    out: dict[str, list[Row]] = {}
     for r in rows:
-        engine = r.engine if r.engine in FIT_ENGINES else "any"
-        m = cal.Measurement(r.model, r.device, r.devices, r.tp, r.weights, r.kv_dtype, engine, r.batch,
-                            float(r.context), r.itl, span=Span(path, r.line, 1, r.line, 1))
-        groups.setdefault((r.device, engine), []).append((r, m))
-    out: dict[tuple[str, str], list[tuple[Row, float]]] = {}
-    for key, pairs in sorted(groups.items()):
-        if len(pairs) < SPLIT_MIN_ROWS:
+        label = f"{r.model} {r.device} tp{r.tp}/{r.devices} {r.weights}/{r.kv_dtype} {r.engine}"
+        out.setdefault(label, []).append(r)
+    return {k: sorted(v, key=lambda r: (r.batch, r.context, r.line)) for k, v in sorted(out.items())}
+
+
+def _measurement(r: Row, path: str) -> cal.Measurement:
+    return cal.Measurement(r.model, r.device, r.devices, r.tp, r.weights, r.kv_dtype, _engine(r), r.batch,
+                           float(r.context), r.itl, span=Span(path, r.line, 1, r.line, 1))
+
+
+def predicted(fit: cal.Fit, m: cal.Measurement) -> float:
+    """The ITL kvplan predicts for `m` with the fit laid over its defaults, as a profile's reader lays it: each
+    determined factor the fit's, every other the default."""
+    fitted = dict(fit.fitted)
+    dep = cal.deployment(m)
+    base = ex.default_factors(dep.cfg.device, m.kv_dtype, m.engine, dep.link)
+    f = base.replaced({k: fitted[n] for k, n in (("eta_w", "eta_w"), ("eta_kv", f"eta_kv:{m.kv_dtype}"),
+                                                  ("eta_compute", "eta_compute"), ("t_fixed", "t_fixed"),
+                                                  ("collective_latency", "collective_latency"),
+                                                  ("t_layer", "t_layer")) if n in fitted})
+    return cal.expected_time(m, "itl", dep, f)
+
+
+def half_split(rows: Sequence[Row], path: str) -> list[Split]:
+    """Per single-model sweep with at least SPLIT_MIN_ROWS rows: `kvplan calibrate`'s fit (kvplan.model.calibrate)
+    on rows 1, 3, 5, … in batch and context order, and each of rows 2, 4, … predicted with it."""
+    out = []
+    for label, group in sweeps(rows).items():
+        if len(group) < SPLIT_MIN_ROWS:
             continue
-        pairs.sort(key=lambda p: (p[1].model, p[1].batch, p[1].context))
-        (fit,) = cal.fit([m for _, m in pairs[0::2]], "half.toml")
-        fitted = dict(fit.fitted)
-        errors = []
-        for r, m in pairs[1::2]:
-            dep = cal.deployment(m)
-            base = ex.default_factors(dep.cfg.device, m.kv_dtype, m.engine, dep.link)
-            f = base.replaced({k: fitted[n] for k, n in (("eta_w", "eta_w"), ("eta_kv", f"eta_kv:{m.kv_dtype}"),
-                                                          ("eta_compute", "eta_compute"), ("t_fixed", "t_fixed"),
-                                                          ("collective_latency", "collective_latency"),
-                                                          ("t_layer", "t_layer")) if n in fitted})
-            errors.append((r, cal.expected_time(m, "itl", dep, f) / r.itl - 1))
-        out[key] = errors
+        (fit,) = cal.fit([_measurement(r, path) for r in group[0::2]], "half.toml")
+        errors = tuple((r, predicted(fit, _measurement(r, path)) / r.itl - 1) for r in group[1::2])
+        out.append(Split(label, fit, errors))
     return out
 
 
@@ -270,18 +295,24 @@ def _factor_lines(results: Sequence[Result]) -> list[str]:
     return out
 
 
-def _split_lines(split: Mapping[tuple[str, str], Sequence[tuple[Row, float]]]) -> list[str]:
-    """The half-split check: per (device, engine), the held-out rows' errors after fitting the other half."""
-    out = ["", "calibrated on every other row of a device (kvplan.model.calibrate), the other rows predicted:"]
-    for (device, engine), errors in split.items():
-        worst = max(abs(e) for _, e in errors)
-        each = ", ".join(f"line {r.line} {e:+.1%}" for r, e in errors)
-        out.append(f"{device + '/' + engine:<18} {len(errors):>3} rows  worst |error| {worst:6.1%}  ({each})")
+def _split_lines(split: Sequence[Split]) -> list[str]:
+    """The half-split check: per single-model sweep, what the fit on every other row fitted and held, the other
+    rows' errors and their median |error|; then the median over every predicted row."""
+    out = ["", "calibrated on every other row of each single-model sweep (kvplan.model.calibrate), the other rows "
+               "predicted:"]
+    for sp in split:
+        each = ", ".join(f"line {r.line} {e:+.1%}" for r, e in sp.errors)
+        fitted = ", ".join(n for n, _ in sp.fit.fitted) or "nothing"
+        out.append(f"{sp.label}: {len(sp.errors)} rows predicted, median |error| "
+                   f"{median_abs([e for _, e in sp.errors]):.1%}  ({each}); fitted {fitted}")
+        out += [f"    held {name}: {why}" for name, why in sp.fit.left_out]
+    every = [e for sp in split for _, e in sp.errors]
+    if every:
+        out.append(f"all sweeps: {len(every)} rows predicted, median |error| {median_abs(every):.1%}")
     return out
 
 
-def render(results: Sequence[Result], shown: str, split: Optional[Mapping[tuple[str, str],
-                                                                          Sequence[tuple[Row, float]]]] = None) -> str:
+def render(results: Sequence[Result], shown: str, split: Optional[Sequence[Split]] = None) -> str:
     """The report: a header naming the command and the evidence, a line per row, then the medians."""
     lines = [f"# python bench/accuracy.py{' ' + shown if shown else ''}",
              "# bound: kvplan.model.roofline.step_time at the row's deployment, a derived lower bound (docs/model.md)",

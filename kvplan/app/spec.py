@@ -30,10 +30,18 @@ def load_calibration(path: str | None) -> Profile | None:
 
 
 def with_expected(checked: CheckResult, calibration: str | None, slo_on: str) -> CheckResult:
-    """The checked spec's scenarios with --calibration (it replaces a deployment's own) and --slo-on applied."""
+    """The checked spec's scenarios with --calibration (it replaces a deployment's own) and --slo-on applied; a
+    profile with no fit for any of the spec's deployments stops the command (exit 2), never silently ignored."""
     profile = load_calibration(calibration)
     if profile is None and slo_on == "expected":
         return checked
+    if profile is not None:
+        from kvplan.model.profile import unmatched
+
+        why = unmatched(profile, [(sc.device.id, sc.engine) for sc in checked.scenarios])
+        if why is not None:
+            raise Stop(f"{why}: calibrate on runs of that device and engine (docs/calibrate.md), or drop "
+                       "--calibration")
     return attrs.evolve(checked, scenarios=tuple(
         attrs.evolve(sc, slo_on=slo_on, calibration=profile or sc.calibration) for sc in checked.scenarios))
 

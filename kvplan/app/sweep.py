@@ -74,6 +74,13 @@ def sweep(req: SweepRequest) -> Generator[Line, None, Sweep]:
                                     weights=req.weights, placement=req.placement or "striped", **given)]
     profile = load_calibration(req.calibration)
     if profile is not None:  # the option replaces each deployment's own `calibration`
+        from kvplan.model.profile import unmatched
+
+        # a sweep's row is one engine's (no per-engine lines): a fit applies as fit_for finds it
+        why = unmatched(profile, [(x.device.id, x.engine) for x in specs], per_engine=False)
+        if why is not None:
+            raise KvplanError(why, help="calibrate on runs of that device and engine (docs/calibrate.md), or sweep "
+                                        "a spec whose deployment names the engine the profile fits")
         specs = [attrs.evolve(x, calibration=profile) for x in specs]
     job = Sweep(tuple(specs), sw.total_points(specs), req.fmt, req.exact, req.jobs)  # refused above the limit
     if req.fmt == "parquet":

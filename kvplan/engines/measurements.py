@@ -184,11 +184,12 @@ class _Layout:
     def measurement(self, batch: int, context: float, itl_s: Optional[float], span: Span, *,
                     ttft_s: Optional[float] = None, request_s: Optional[float] = None,
                     input_len: Optional[int] = None, output_len: Optional[int] = None,
-                    prefill_prompts: int = 1, kernel: Optional[tuple[float, float]] = None) -> Measurement:
+                    prefill_prompts: int = 1, kernel: Optional[tuple[float, float]] = None,
+                    clients: Optional[int] = None) -> Measurement:
         return Measurement(self.model, self.device, self.devices, self.tensor_parallel, self.weights,
                            self.kv_dtype, self.engine, batch, context, itl_s, ttft_s, request_s, input_len,
                            output_len, prefill_prompts, span, kernel_s=None if kernel is None else kernel[0],
-                           kv_bytes=None if kernel is None else kernel[1])
+                           kv_bytes=None if kernel is None else kernel[1], clients=clients)
 
 
 def _layout(said: _Said, given: Given, span: Span, notes: list[str], default_engine: Optional[str]) -> _Layout:
@@ -375,7 +376,9 @@ def _serve(obj: Mapping[str, JSONValue], text: str, path: str, at: int, given: G
     return layout.measurement(batch, input_len + output_len / 2, itl, span,
                               ttft_s=None if ttft is None else _seconds(ttft, "mean_ttft_ms", tspan, 1e-3),
                               input_len=max(1, round(input_len)), output_len=max(1, round(output_len)),
-                              prefill_prompts=1 if batch == 1 else 0)
+                              prefill_prompts=1 if batch == 1 else 0,
+                              # a closed loop of `batch` clients: its mean ITL is the load model's (calibrate)
+                              clients=batch if output_len >= 2 else None)
 
 
 def _text(obj: Mapping[str, JSONValue], key: str) -> Optional[str]:

@@ -21,13 +21,19 @@ a one-partition device), so it pins its KV dtype's η_kv and nothing else. With 
 the model is linear in x: `fit` solves the least squares of the relative errors with numpy.linalg.lstsq, chooses the
 branches again at the solution and repeats until they stay (at most MAX_ROUNDS rounds). A parameter is
 determined when its unit vector lies in the row space of the design (the null space of the design does not
-touch it); one that is not (one batch and context cannot separate η_w from t_fixed), one no measurement
-depends on (no tensor-parallel run: no collective latency) and one whose fit falls outside its range (an
-η above 1: the measurements beat the bound) are left out of the profile, so kvplan uses the default.
+touch it); one that is not, one no measurement depends on (no tensor-parallel run: no collective latency) and
+one whose fit falls outside its range (an η above 1: the measurements beat the bound; a bandwidth fraction
+below ETA_FLOOR: a time the model has no term for) are left out of the profile, so kvplan uses the default.
+A bandwidth fraction the design determines only because nothing else grows with the batch (η_kv on a batch
+sweep at one context: the KV bytes grow with the batch alone) is held too: a column of a time per sequence
+joined to the design (_growth_tied) must leave it determined. A closed-loop run's ITL (a concurrency sweep)
+is the load model's T(N_d, s̄) / (1 − X·P) (kvplan.model.load.closed_loop, the planner's): the fit takes the
+step at N_d and the time ITL·(1 − X·P) at the current factors and solves again until they stay.
 The per-layer times are the exception to leaving a tie unfitted: on one tensor-parallel size the collective
-latency (2·L per step) and t_layer (L) move together, and with one layer count t_layer moves with t_fixed;
-the fit then holds the collective latency, and then t_layer, at its default (HOLD_WHEN_TIED) and fits the
-rest, so the time they share is still fitted (and the profile says which one was held).
+latency (2·L per step) and t_layer (L) move together, and with one layer count t_layer moves with t_fixed,
+and on one model η_w's weight time moves with t_fixed; the fit then holds the collective latency, then
+t_layer, then η_w at its (reported) default (HOLD_WHEN_TIED) and fits the rest, so the time they share is
+still fitted into t_fixed (and the profile says which one was held).
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from kvplan.base.evidence import Evidence, Value
 from kvplan.base.records import record
 from kvplan.catalog import DTYPE_ORDER, Device, dtype, get_device, get_link, weight_bytes
 from kvplan.catalog.hub import resolve_model
+from kvplan.model import load
 from kvplan.model.expected import (
     ALL_REDUCES_PER_LAYER,
     Factors,
@@ -52,6 +59,7 @@ from kvplan.model.expected import (
     layer_time,
     pipeline_time,
 )
+from kvplan.model.pools.vllm import batched_tier
 from kvplan.model.roofline import Config, beta_eff, step_time, weight_bytes_read
 from kvplan.model.tiering import prefill_flops
 
@@ -76,8 +84,20 @@ NULL_TOLERANCE = 1e-6
 #: The kinds of measured time, as printed.
 KINDS = ("itl", "ttft", "request", "kernel")
 #: Parameters held at their defaults, in this order, while the data cannot separate them from the others: a
-#: per-layer time that moves with another fixed time is given to that one rather than left out with it.
-HOLD_WHEN_TIED = ("collective_latency", "t_layer")
+#: per-layer time that moves with another fixed time is given to that one rather than left out with it, and the
+#: weight stream's η_w (a reported default) is held where one model's steps all read the same weights, so that
+#: t_fixed takes the time the two share (issue 22: a single-model sweep fits the per-step constant).
+HOLD_WHEN_TIED = ("collective_latency", "t_layer", "eta_w")
+#: The least a fitted bandwidth fraction (η_w, η_kv) may be: kvplan's own sanity floor (assumed, no measurement
+#: behind the figure; the catalog's reported fractions are 0.6-0.95). A fit below it has put a time the model has
+#: no term for (the batch's GEMM growth, issue 22's MI300X sweeps at η_kv 0.006-0.04) into a bandwidth: it is
+#: refused and the fraction held at its default.
+ETA_FLOOR = 0.2
+#: Rounds of solving a closed-loop (concurrency) run's ITL through the load model: the decode batch N_d and the
+#: prefill stretch 1 − X·P are taken at the current factors, the fit solved, and repeated until the factors stay.
+MAX_LOAD_ROUNDS = 40
+#: The relative change of every unknown below which the closed-loop rounds stop.
+LOAD_TOLERANCE = 1e-12
 
 
 @record
@@ -109,6 +129,10 @@ class Measurement:
     span: Span = Span("", 1, 1, 1, 1)
     kernel_s: Optional[float] = None
     kv_bytes: Optional[float] = None
+    #: C, the clients of a closed loop (`vllm bench serve --max-concurrency C`, SGLang bench_serving): its ITL
+    #: is the load model's (kvplan.model.load.closed_loop at input_len and output_len), prefill interference and
+    #: all, not a step at batch C. None: the ITL is one decode step at `batch`.
+    clients: Optional[int] = None
 
     def observed(self) -> tuple[tuple[str, float], ...]:
         """(kind, seconds) of each time this run measured that the fit uses."""
@@ -194,11 +218,26 @@ def kernel_bandwidth(m: Measurement, d: Deployment) -> float:
     return float(beta_eff(d.cfg.device, d.cfg.placement, m.batch)[0])
 
 
+def closed_loop(m: Measurement, d: Deployment, f: Factors) -> load.Load:
+    """The load model's steady state of a closed-loop run (`m.clients` clients, input_len and output_len tokens),
+    as the planner solves a `workload { concurrency = C }` (kvplan.planner.service): the prefill chunk is vLLM's
+    default --max-num-batched-tokens for the device (SGLang's --chunked-prefill-size is the same from 60 GiB)."""
+    chunk = batched_tier(d.cfg.device.memory, d.cfg.device.id)[0]
+    sv = load.Service(0.0, m.input_len or 1, max(m.output_len or 2, 2), chunk, clients=float(m.clients or 1))
+    try:
+        return load.solve(d.cfg, f, d.link_bandwidth, sv)
+    except KvplanError as exc:
+        raise KvplanError(exc.message, help=exc.help, span=m.span) from None
+
+
 def expected_time(m: Measurement, kind: str, d: Deployment, f: Factors) -> float:
-    """What kvplan.model.expected predicts for the time of `kind` this measurement measured."""
+    """What kvplan's model predicts for the time of `kind` this measurement measured: a closed loop's ITL through
+    the load model (closed_loop), every other time through kvplan.model.expected."""
     cfg, link = d.cfg, d.link_bandwidth
     if kind == "kernel":
         return float(m.kv_bytes or 0.0) / (f.eta_kv.value * kernel_bandwidth(m, d))
+    if kind == "itl" and m.clients is not None:
+        return closed_loop(m, d, f).itl
     if kind == "itl":
         return float(expected_step(cfg, m.batch, m.context, f, link).step)
     if kind == "ttft":
@@ -212,28 +251,34 @@ def expected_time(m: Measurement, kind: str, d: Deployment, f: Factors) -> float
 
 @record
 class _Pieces:
-    """One measured time as a sum over pieces k of max(A[k]·x + a[k], B[k]·x + b[k])."""
+    """One measured time as a sum over pieces k of max(A[k]·x + a[k], B[k]·x + b[k]); `g[k]` the sequences the
+    piece's decode step runs (0 for a prefill or a kernel): the batch-growth direction the fit tests a bandwidth
+    fraction against (_growth_tied), and where a factor for the batch's own growth would join the design."""
 
     A: Array
     a: Array
     B: Array
     b: Array
+    g: Array
 
 
 def _names(kv: Sequence[str]) -> tuple[str, ...]:
     return ("eta_w", *(f"eta_kv:{k}" for k in kv), "eta_compute", "t_fixed", "collective_latency", "t_layer")
 
 
-def _pieces(m: Measurement, kind: str, d: Deployment, names: Sequence[str]) -> _Pieces:
-    """The linear forms of each piece of a measured time, in the unknowns `names` (docstring above)."""
+def _pieces(m: Measurement, kind: str, d: Deployment, names: Sequence[str],
+            at: Optional[tuple[float, float]] = None) -> _Pieces:
+    """The linear forms of each piece of a measured time, in the unknowns `names` (docstring above); `at` the
+    (batch, context) of an ITL's step where it is not the measurement's own (a closed loop's N_d and s̄)."""
     cfg, link, col = d.cfg, d.link_bandwidth, {n: i for i, n in enumerate(names)}
+    batch, context = at if at is not None else (float(m.batch), m.context)
     kv = col[f"eta_kv:{dtype(m.kv_dtype).id}"]
     P = len(names)
-    A, a, B, b = np.zeros((0, P)), np.zeros(0), np.zeros((0, P)), np.zeros(0)
+    A, a, B, b, g = np.zeros((0, P)), np.zeros(0), np.zeros((0, P)), np.zeros(0), np.zeros(0)
     if kind == "kernel":  # one piece, both branches the same: kv_bytes/β_eff · 1/η_kv
         A = np.zeros((1, P))
         A[0, kv] = float(m.kv_bytes or 0.0) / kernel_bandwidth(m, d)
-        return _Pieces(A, np.zeros(1), A.copy(), np.zeros(1))
+        return _Pieces(A, np.zeros(1), A.copy(), np.zeros(1), np.zeros(1))
     if kind in ("ttft", "request"):
         prompts = m.prefill_prompts if kind == "ttft" else m.batch
         t = _prefill_terms(cfg, prompts, m.input_len or 1, link)
@@ -242,10 +287,10 @@ def _pieces(m: Measurement, kind: str, d: Deployment, names: Sequence[str]) -> _
         A[0, col["t_fixed"]] = B[0, col["t_fixed"]] = 1.0
         A[0, col["t_layer"]] = B[0, col["t_layer"]] = float(cfg.model.n_layers)
         A[0, col["collective_latency"]] = B[0, col["collective_latency"]] = t["latency"]
-        a, b = np.array([t["bytes"]]), np.array([t["bytes"]])
-    contexts = np.array([m.context]) if kind == "itl" else request_steps(m) if kind == "request" else np.zeros(0)
+        a, b, g = np.array([t["bytes"]]), np.array([t["bytes"]]), np.zeros(1)
+    contexts = np.array([context]) if kind == "itl" else request_steps(m) if kind == "request" else np.zeros(0)
     if contexts.size:
-        bound = step_time(cfg, m.batch, contexts)
+        bound = step_time(cfg, batch, contexts)
         sa, sb = np.zeros((contexts.size, P)), np.zeros((contexts.size, P))
         sa[:, col["eta_w"]] = np.broadcast_to(bound.weights, contexts.shape)
         sa[:, kv] = np.broadcast_to(bound.kv, contexts.shape)
@@ -253,10 +298,11 @@ def _pieces(m: Measurement, kind: str, d: Deployment, names: Sequence[str]) -> _
         sb[:, col["eta_compute"]] = np.broadcast_to(bound.compute, contexts.shape)
         sa[:, col["t_fixed"]] = sb[:, col["t_fixed"]] = 1.0
         sa[:, col["t_layer"]] = sb[:, col["t_layer"]] = float(cfg.model.n_layers)
-        comm = _comm_bytes(cfg, m.batch, link)
+        comm = _comm_bytes(cfg, batch, link)
         A, B = np.vstack([A, sa]), np.vstack([B, sb])
         a, b = np.concatenate([a, np.full(contexts.size, comm)]), np.concatenate([b, np.zeros(contexts.size)])
-    return _Pieces(A, a, B, b)
+        g = np.concatenate([g, np.full(contexts.size, batch)])
+    return _Pieces(A, a, B, b, g)
 
 
 def _linear(p: _Pieces, x: Array) -> tuple[Array, float, npt.NDArray[np.bool_]]:
@@ -264,6 +310,24 @@ def _linear(p: _Pieces, x: Array) -> tuple[Array, float, npt.NDArray[np.bool_]]:
     first = p.A @ x + p.a >= p.B @ x + p.b
     row: Array = np.where(first[:, None], p.A, p.B).sum(axis=0)
     return row, float(np.where(first, p.a, p.b).sum()), first
+
+
+def _linearized(obs: Sequence[tuple[Measurement, Deployment, str, float]], names: Sequence[str], x: Array,
+                source: str) -> tuple[list[_Pieces], Array]:
+    """Each measured time's pieces and the time they must sum to, at the unknowns x: a closed loop's ITL is
+    T(N_d, s̄) / (1 − X·P) (kvplan.model.load), so its step at the loop's N_d and s̄ (the factors x give them)
+    must take ITL · (1 − X·P); the measured ITL already holds the prefill stretch, and the planner, which
+    divides by (1 − X·P) once, must not find it in the step a second time. Every other time is its own."""
+    pieces, y = [], []
+    for m, d, kind, t in obs:
+        if kind == "itl" and m.clients is not None:
+            ld = closed_loop(m, d, _factors(x, names, dtype(m.kv_dtype).id, source))
+            pieces.append(_pieces(m, kind, d, names, (ld.decode_batch, ld.mean_context)))
+            y.append(t * (1.0 - (ld.throughput or 0.0) * ld.chunk_time))
+        else:
+            pieces.append(_pieces(m, kind, d, names))
+            y.append(t)
+    return pieces, np.array(y)
 
 
 # ------------------------------------------------------------------ the fit
@@ -356,15 +420,37 @@ def _determined(M: Array) -> tuple[Array, Array]:
     return known, null
 
 
+def _bandwidth(name: str) -> bool:
+    """Whether an unknown is a bandwidth fraction (η_w, η_kv of a KV dtype), which never takes batch growth."""
+    return name == "eta_w" or name.startswith("eta_kv:")
+
+
 def _valid(name: str, value: float) -> str:
-    """'' when a fitted unknown is in its range, else why not (the profile format's rules)."""
+    """'' when a fitted unknown is in its range, else why not (the profile format's rules, and ETA_FLOOR for a
+    bandwidth fraction)."""
     if name.startswith("eta"):
         eta = 1.0 / value if value > 0 else float("inf")
         if not 0 < eta <= 1:
             return (f"fitted {name.replace(':', ' ')} = {eta:.4g} is above 1: the measurements beat the bound"
                     if value > 0 else f"fitted 1/{name} = {value:.4g} is not positive")
+        if _bandwidth(name) and eta < ETA_FLOOR:
+            return (f"fitted {_shown(name)} = {eta:.4g} is below {ETA_FLOOR:g}, the least a bandwidth fraction may "
+                    "be: the measurements hold a time the model has no term for (the batch's own growth), not a "
+                    "bandwidth; held at its default")
         return ""
     return f"fitted {name} = {value:.4g} s is negative" if value < 0 else ""
+
+
+def _growth_tied(names: Sequence[str], free: Sequence[int], known: Array, M: Array, growth: Array) -> list[str]:
+    """The determined bandwidth fractions the data cannot tell from batch growth: determined by the design M
+    (columns scaled) but not once a column for a time per sequence in the step (`growth`, scaled like M's rows)
+    joins it. On a batch sweep at one context the KV bytes grow with the batch alone, so η_kv would take the
+    batch's GEMM growth; a sweep over context too separates them."""
+    norm = float(np.linalg.norm(growth))
+    if norm == 0:
+        return []
+    with_growth, _ = _determined(np.hstack([M, (growth / norm)[:, None]]))
+    return [names[j] for a, j in enumerate(free) if known[a] and _bandwidth(names[j]) and not with_growth[a]]
 
 
 @record
@@ -387,6 +473,7 @@ def _solve(pieces: Sequence[_Pieces], y: Array, names: tuple[str, ...], x_def: A
     for _ in range(MAX_ROUNDS):
         lin = [_linear(p, x) for p in pieces]
         D, c = np.array([r for r, _, _ in lin]), np.array([k for _, k, _ in lin])
+        growth = np.array([float(p.g.sum()) for p in pieces]) / y
         free = [j for j in range(P) if np.any(D[:, j] != 0) and names[j] not in fixed]
         held = [j for j in range(P) if j not in free]
         M = D[:, free] / y[:, None]
@@ -396,7 +483,13 @@ def _solve(pieces: Sequence[_Pieces], y: Array, names: tuple[str, ...], x_def: A
         sol = np.linalg.lstsq(M / norms, target, rcond=None)[0] / norms if free else np.zeros(0)
         known, null = _determined(M / norms) if free else (np.zeros(0, dtype=bool), np.zeros((0, 0)))
         x_new, determined, bad = x_def.copy(), set(), False
+        for name in _growth_tied(names, free, known, M / norms, growth) if free else []:
+            fixed[name], bad = ("not separable from batch growth: these measurements vary the batch but not the "
+                                "context enough to tell the KV bytes from a time per sequence; held at its "
+                                "default"), True
         for j, value, ok in zip(free, sol, known):
+            if names[j] in fixed:
+                continue
             why = _valid(names[j], float(value)) if ok else ""
             if why:
                 fixed[names[j]], bad = why, True
@@ -493,6 +586,23 @@ def _as_written(solved: _Solved, left: Mapping[str, str], per: Mapping[str, Fact
     return x
 
 
+def _solve_loaded(obs: Sequence[tuple[Measurement, Deployment, str, float]], names: tuple[str, ...], x_def: Array,
+                  per: Mapping[str, Factors], source: str) -> _Solved:
+    """The solve, repeated while a closed loop's N_d and prefill stretch (taken at the last round's factors, as
+    the profile will write them) move the solution; one round when no measurement is a closed loop."""
+    x = x_def
+    loops = any(m.clients is not None and kind == "itl" for m, _, kind, _ in obs)
+    for _ in range(MAX_LOAD_ROUNDS if loops else 1):
+        pieces, y = _linearized(obs, names, x, source)
+        solved = _solve(pieces, y, names, x_def)
+        x_new = _as_written(solved, {n: "" for n in names if n not in solved.determined}, per)
+        settled = bool(np.all(np.abs(x_new - x) <= LOAD_TOLERANCE * np.abs(x)))
+        x = x_new
+        if settled:
+            break
+    return solved
+
+
 def _fit_group(device: Device, engine: str, ms: Sequence[Measurement], profile: str) -> Fit:
     """One (device, engine): the design, the solve, then the profile's values, the residuals and the RMS."""
     cache: dict[tuple[str, str, int, int, str, str], Deployment] = {}
@@ -510,8 +620,7 @@ def _fit_group(device: Device, engine: str, ms: Sequence[Measurement], profile: 
         raise KvplanError(f"no measured time to fit for {device.id}/{engine}", span=ms[0].span)
     source = (f"calibrated in {profile} [fit {device.id}/{engine}] from {len(obs)} "
               f"measurement{'s' if len(obs) != 1 else ''}")
-    y = np.array([t for *_, t in obs])
-    solved = _solve([_pieces(m, kind, d, names) for m, d, kind, _ in obs], y, names, x_def)
+    solved = _solve_loaded(obs, names, x_def, per, source)
     fitted = [(n, _value(n, float(solved.x[i]), source)) for i, n in enumerate(names) if n in solved.determined]
     kernel_only = all(kind == "kernel" for _, _, kind, _ in obs)
     left = {n: _why_out(n, solved, kernel_only) for n in names if n not in solved.determined}

@@ -82,6 +82,15 @@ class Profile:
         exact = next((f for f in self.fits if f.device == device and f.engine == engine), None)
         return exact or next((f for f in self.fits if f.device == device and f.engine == "any"), None)
 
+    def fits_on(self, device: str, engine: str) -> tuple[Fit, ...]:
+        """The fits a deployment's figures can use: fit_for's; for `engine = any`, which plans every engine's
+        line beside its own (kvplan.planner.per_engine), every fit of the device, each engine's line taking its
+        engine's."""
+        if engine != "any":
+            one = self.fit_for(device, engine)
+            return () if one is None else (one,)
+        return tuple(f for f in self.fits if f.device == device)
+
 
 #: A `key =` at the start of a line (bare or quoted key), and a table header; compiled on first use (re caches
 #: them), not at import: only a calibration profile read needs them.
@@ -284,13 +293,16 @@ def _calibrated(profile: Profile, fit: Fit, name: str, value: float, unit: str) 
 def factors(profile: Optional[Profile], device: str, kv_dtype: str, engine: str, defaults: Factors) -> Factors:
     """`defaults` with what the profile's fit for (device, engine) determined laid over them: each overridden
     factor derived, its source naming the profile and the fit; η_kv is η_w × the fit's kv_efficiency for the
-    KV dtype, each taken from the fit where it has it, from the defaults where not. No profile: the defaults.
+    KV dtype, each taken from the fit where it has it, from the defaults where not; the Factors' `profile` names
+    the profile and the fit ("h100-vllm [fit h100-sxm/vllm]"). No profile: the defaults.
     No fit for the device: the defaults, each source saying the profile has none."""
     if profile is None:
         return defaults
     fit = profile.fit_for(device, engine)
     if fit is None:
-        gap = f"; {profile.path} has no [[fit]] for {device} (engine {engine}): kvplan's default"
+        others = [f.engine for f in profile.fits_on(device, engine)]
+        lines = f" (its fits {', '.join(others)} calibrate those engines' lines)" if others else ""
+        gap = f"; {profile.path} has no [[fit]] for {device} (engine {engine}){lines}: kvplan's default"
         return defaults.replaced({k: attrs.evolve(v, source=v.source + gap) for k, v in defaults.items()})
     out: dict[str, Value] = {}
     for key, unit in (("eta_w", "x"), ("eta_compute", "x"), ("t_fixed", "s"), ("collective_latency", "s"),
@@ -308,7 +320,20 @@ def factors(profile: Optional[Profile], device: str, kv_dtype: str, engine: str,
                                                           if eff is not None else "kvplan's default"))
         out["eta_kv"] = Value(eta_w.value * k, "x", Evidence.DERIVED,
                               f"η_w × kv_efficiency({kv_dtype}) = {eta_w.value:g} × {k:g} ({eta_w.source}; {words})")
-    return defaults.replaced(out, profile.name)
+    return defaults.replaced(out, f"{profile.name} [fit {fit.label}]")
+
+
+def unmatched(profile: Profile, asked: Sequence[tuple[str, str]], per_engine: bool = True) -> Optional[str]:
+    """Why the profile can calibrate none of the deployments `asked` ((device, engine) each), naming the fits it
+    holds and what was asked; None when one of them has a fit (Profile.fits_on, or with `per_engine` False, where
+    no engine's line is planned beside an `engine = any` deployment, Profile.fit_for)."""
+    if any(profile.fits_on(device, engine) if per_engine else profile.fit_for(device, engine)
+           for device, engine in asked):
+        return None
+    held = ", ".join(f.label for f in profile.fits) or "no [[fit]] at all"
+    wanted = ", ".join(f"{device} (engine {engine})" for device, engine in dict.fromkeys(asked))
+    return (f"the calibration profile {profile.path} has no fit for what the spec plans: it holds {held}; the "
+            f"spec asks for {wanted}")
 
 
 def missing_fit(profile: Optional[Profile], device: str, engine: str) -> str:
@@ -320,4 +345,4 @@ def missing_fit(profile: Optional[Profile], device: str, engine: str) -> str:
             f"{fitted}): the expected figures use kvplan's default factors")
 
 
-__all__ = ["ENGINES", "Fit", "Profile", "ProfileError", "factors", "load_profile", "missing_fit"]
+__all__ = ["ENGINES", "Fit", "Profile", "ProfileError", "factors", "load_profile", "missing_fit", "unmatched"]

@@ -163,7 +163,8 @@ def metrics_of(cfg: rf.Config, b: int, s: int, reserves: memory.Reserves, replic
     step_exp = scalar(ex.expected_step(cfg, b, s, factors, link).step)
     ttft = scalar(ex.expected_ttft(cfg, s, factors.perfect(), None).ttft)
     ttft_exp = scalar(ex.expected_ttft(cfg, s, factors, link).ttft)
-    words = ", ".join(f"{k} = {v.human} {v.evidence.value}" for k, v in factors.items())
+    words = ", ".join(f"{k} = {v.human} {v.evidence.value}" for k, v in factors.items()) + (
+        f"; calibration {factors.profile}" if factors.profile else "")  # which fit (engine = any: each line its own)
     per = "b / T" if replicas == 1 else f"replicas · b / T ({replicas} replicas, pin.replicas)"
     dev = memory.per_device(cfg.model, cfg.device.memory, w_p=cfg.w_p, kv_bytes=kv, tp=cfg.tp, pp=cfg.pp,
                             reserves=reserves)

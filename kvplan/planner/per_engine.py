@@ -13,6 +13,7 @@ from typing import Optional
 
 from kvplan.base.units import fmt_unit
 from kvplan.catalog.engines import ENGINES, kv_refusal
+from kvplan.model.expected import deployment_factors
 from kvplan.planner.plan import Plan
 
 #: What an unmet constraint of the target's own plan means for its config: nothing that would start.
@@ -25,11 +26,22 @@ def _layout(p: Plan) -> str:
     return one if k == 1 else f"{k} replicas × {one}, {k * p.n_devices} in all"
 
 
+def _fit(p: Plan) -> str:
+    """Which calibration fit the plan's expected figures used (engine = any: each engine's line its own), or ""
+    without a profile."""
+    sc = p.scenario
+    if sc.calibration is None:
+        return ""
+    f = deployment_factors(sc.device, p.kv_dtype.id, sc.engine, sc.calibration)
+    return (f", calibration {f.profile}" if f.profile else
+            f", no fit in {sc.calibration.path} for {sc.device.id} (engine {sc.engine}): kvplan's default factors")
+
+
 def _choices(p: Plan) -> str:
     step, exp = p.metrics.step_time, p.metrics.step_time_expected
     return (f"{p.kv_dtype.id} KV on {_layout(p)}, {p.block_size}-token pages, retention {p.retention:g}, "
             f"tier {p.tier.tier}, step ≥ {fmt_unit(step.value, step.unit)} ({step.evidence.value}), expected "
-            f"{fmt_unit(exp.value, exp.unit)} ({exp.evidence.value})")
+            f"{fmt_unit(exp.value, exp.unit)} ({exp.evidence.value}{_fit(p)})")
 
 
 def differences(spec_plan: Plan, own: Plan) -> list[str]:

@@ -43,7 +43,8 @@ def profile(fits: Sequence[Fit], inputs: Sequence[str], path: str) -> str:
     kept = [f for f in fits if f.written]
     names = ", ".join(controls.literal(file_name(p) or p) for p in inputs)  # a file's name is no line of its own
     out = [f"# written by kvplan calibrate from {len(inputs)} file{'s' if len(inputs) != 1 else ''}: {names}",
-           "# A parameter absent from a [[fit]] was not determined by the measurements: kvplan uses its default.",
+           "# A parameter absent from a [[fit]] was held or not determined by the measurements: kvplan uses its "
+           "default.",
            "# docs/calibrate.md describes the format and the fit.",
            "",
            "[profile]",

@@ -45,6 +45,7 @@ def test_vllm_bench_serve_reads_the_mean_itl_ttft_concurrency_and_metadata() -> 
     assert m.itl_s == pytest.approx(raw["mean_itl_ms"] / 1e3, rel=1e-15)
     assert m.ttft_s == pytest.approx(raw["mean_ttft_ms"] / 1e3, rel=1e-15)
     assert m.batch == 1 and m.prefill_prompts == 1  # concurrency 1: the TTFT is a prefill alone
+    assert m.clients == 1  # a closed loop: its ITL is fitted through the load model (kvplan.model.calibrate)
     assert (m.input_len, m.output_len, m.context) == (1024, 256, 1024 + 128)
     assert (m.model, m.device, m.kv_dtype, m.engine) == ("meta-llama/Llama-3.1-8B-Instruct", "h100-sxm", "bf16",
                                                          "vllm")
@@ -58,6 +59,7 @@ def test_sglang_bench_one_batch_gives_one_measurement_a_line() -> None:
         assert (m.batch, m.input_len, m.output_len) == (raw["batch_size"], 1024, 16)
         assert m.itl_s == raw["median_decode_latency"] and m.ttft_s == raw["prefill_latency"]
         assert m.prefill_prompts == m.batch and m.engine == "sglang" and m.context == 1024 + 8
+        assert m.clients is None  # one batch in-process: its decode latency is one step
         assert m.span.line == i + 1
 
 
@@ -69,6 +71,7 @@ def test_sglang_bench_serving_at_concurrency_16_does_not_fit_its_ttft() -> None:
     assert m.itl_s == pytest.approx(raw["mean_itl_ms"] / 1e3, rel=1e-15) and m.batch == 16
     assert m.prefill_prompts == 0 and m.observed() == (("itl", m.itl_s),)
     assert any("mean_ttft_ms not fitted" in n for n in got.notes)
+    assert m.clients == 16  # 16 clients in a closed loop, not one step at batch 16
 
 
 def test_the_csv_reads_every_row_with_its_line() -> None:

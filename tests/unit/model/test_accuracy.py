@@ -9,13 +9,12 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import attrs
 import pytest
 
 from kvplan import catalog
-from kvplan.base.errors import Span
 from kvplan.model import calibrate as cal
 from kvplan.model.expected import default_factors
-from kvplan.model.factors import Factors
 from tests.paths import DATA, ROOT
 
 SET = DATA / "measured" / "decode.csv"
@@ -108,7 +107,9 @@ def test_the_report_names_its_command_and_is_the_same_every_time(capsys: pytest.
     assert "bound above the measured value: 0 of 22 rows" in first
     assert re.search(r"^all rows\s+22 rows  median \|error\|: bound\s+[\d.]+%, expected\s+10\.1%", first, re.M)
     assert "#   h100-sxm, KV bf16, vllm: " in first and "t_layer 34.5 us (reported)" in first
-    assert re.search(r"^mi300x/vllm\s+4 rows  worst \|error\|\s+9\.4%", first, re.M)
+    assert re.search(r"^llama-3-70b mi300x tp8/8 fp8/fp8 vllm: 2 rows predicted, median \|error\| [\d.]+%  "
+                     r"\(line 12 [+-][\d.]+%, line 14 [+-][\d.]+%\); fitted t_fixed$", first, re.M)
+    assert re.search(r"^all sweeps: 6 rows predicted, median \|error\| [\d.]+%$", first, re.M)
 
 
 HEADER = "model,device,devices,tensor_parallel,weights,kv_dtype,batch,context,itl_ms\n"
@@ -150,48 +151,40 @@ def test_an_unknown_column_or_no_rows_is_refused(tmp_path: Path, capsys: pytest.
     assert "missing.csv: cannot read it" in capsys.readouterr().err
 
 
-def _half_split_errors() -> dict[tuple[str, str], list[float]]:
-    """Per (device, engine) with at least 4 rows: fit kvplan.model.calibrate on every other row (ordered by model,
-    batch, context) and predict the others' ITL with the fitted factors (defaults where the fit left one out)."""
-    groups: dict[tuple[str, str], list[cal.Measurement]] = {}
-    for r in ROWS:
-        engine = r.engine if r.engine in ("vllm", "sglang", "trtllm") else "any"
-        m = cal.Measurement(r.model, r.device, r.devices, r.tp, r.weights, r.kv_dtype, engine, r.batch,
-                            float(r.context), r.itl, span=Span(str(SET), r.line, 1, r.line, 1))
-        groups.setdefault((r.device, engine), []).append(m)
-    out: dict[tuple[str, str], list[float]] = {}
-    for key, rows in sorted(groups.items()):
-        if len(rows) < 4:
-            continue
-        rows.sort(key=lambda m: (m.model, m.batch, m.context))
-        (fit,) = cal.fit(rows[0::2], "half.toml")
-        fitted = dict(fit.fitted)
-        errors = []
-        for m in rows[1::2]:
-            dep = cal.deployment(m)
-            base = default_factors(dep.cfg.device, m.kv_dtype, m.engine, dep.link)
-            f = Factors(fitted.get("eta_w", base.eta_w), fitted.get(f"eta_kv:{m.kv_dtype}", base.eta_kv),
-                        fitted.get("eta_compute", base.eta_compute), fitted.get("t_fixed", base.t_fixed),
-                        fitted.get("collective_latency", base.collective_latency), fitted.get("t_layer", base.t_layer))
-            assert m.itl_s is not None
-            errors.append(cal.expected_time(m, "itl", dep, f) / m.itl_s - 1)
-        out[key] = errors
-    return out
+def test_the_sweeps_are_the_rows_of_one_deployment_in_batch_then_context_order() -> None:
+    """The single-model sweeps of the shipped set with 4 rows or more: the two MI300X batch sweeps and the
+    lmdeploy 13B sweep (each of the other deployments has one row)."""
+    big = {k: [(r.batch, r.context) for r in v] for k, v in acc.sweeps(ROWS).items() if len(v) >= acc.SPLIT_MIN_ROWS}
+    assert big == {
+        "llama-2-13b a100-80g tp1/1 fp16/fp16 lmdeploy": [(1, 1152), (1, 3072), (16, 1152), (16, 3072), (32, 1152)],
+        "llama-3-70b mi300x tp8/8 fp8/fp8 vllm": [(1, 1152), (8, 1152), (32, 1152), (128, 1152)],
+        "llama-3.1-405b mi300x tp8/8 fp8/fp8 vllm": [(1, 1152), (8, 1152), (32, 1152), (128, 1152)]}
+    split = acc.half_split(ROWS, str(SET))
+    assert [sp.label for sp in split] == list(big)
+    for sp in split:  # every other row predicted; the fitted half is the other
+        assert [r.line for r, _ in sp.errors] == [r.line for r in acc.sweeps(ROWS)[sp.label][1::2]]
 
 
-def test_calibrating_on_half_of_a_devices_rows_predicts_the_other_half_within_10_percent() -> None:
-    # measured: mi300x/vllm (8 rows, TP8, FP8) fits η_w, η_kv and t_fixed on 4 rows (the collective latency and
-    # t_layer held: one TP size and two layer counts cannot separate them) and predicts the other 4 at -4.2%,
-    # +9.4%, -3.3% and -6.6%; its η_kv (kv_efficiency 0.055) carries the batch-proportional time the model has
-    # no other term for, so it is a fitted number, not a KV bandwidth (docs/expected.md). a100-80g/lmdeploy
-    # predicts its 2 at -6.2% and -1.3%. h100-sxm and h200 have 3 rows each, too few to split.
-    errors = _half_split_errors()
-    assert set(errors) == {("a100-80g", "any"), ("mi300x", "vllm")}
-    # bench/accuracy.py prints the same check (its own code path: the profile reader's replaced())
-    printed = acc.half_split(ROWS, str(SET))
-    assert set(printed) == set(errors)
-    for key, want in errors.items():
-        assert [e for _, e in printed[key]] == pytest.approx(want, rel=1e-12), key
-    assert errors, "no device has 4 rows of one engine"
-    worst = {k: max(abs(e) for e in v) for k, v in errors.items()}
-    assert all(w <= 0.10 for w in worst.values()), worst
+def test_the_half_split_is_deterministic() -> None:
+    a, b = acc.half_split(ROWS, str(SET)), acc.half_split(list(reversed(ROWS)), str(SET))
+    assert [(sp.label, [(r.line, e) for r, e in sp.errors]) for sp in a] == \
+        [(sp.label, [(r.line, e) for r, e in sp.errors]) for sp in b]
+    assert acc.render(acc.run(SET), "", a) == acc.render(acc.run(SET), "", b)
+
+
+def test_the_half_split_recovers_the_factors_a_synthetic_sweep_was_made_with() -> None:
+    """A sweep made with the model itself (kvplan's defaults on MI300X, t_fixed 4 ms): the fit on every other
+    row holds η_w and η_kv (one model, one context) and gives t_fixed back, and the other rows are predicted
+    exactly; a sweep where the batch's growth is not in the model is what the shipped rows test."""
+    device = catalog.get_device("mi300x")
+    base = default_factors(device, "fp8", "vllm", device.scaleup_link or "")
+    truth = base.replaced({"t_fixed": attrs.evolve(base.t_fixed, value=4e-3)})
+    rows = []
+    for i, b in enumerate((1, 8, 32, 128), start=2):
+        m = cal.Measurement("llama-3-70b", "mi300x", 8, 8, "fp8", "fp8", "vllm", b, 1152.0, 1.0)
+        itl = cal.expected_time(m, "itl", cal.deployment(m), truth)
+        rows.append(acc.Row(i, "llama-3-70b", "mi300x", 8, 8, "fp8", "fp8", b, 1152, itl, "vllm", None, None, ""))
+    (sp,) = acc.half_split(rows, "synthetic.csv")
+    assert [n for n, _ in sp.fit.fitted] == ["t_fixed"]
+    assert dict(sp.fit.fitted)["t_fixed"].value == pytest.approx(4e-3, rel=1e-9)
+    assert all(abs(e) < 1e-9 for _, e in sp.errors)

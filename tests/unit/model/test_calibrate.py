@@ -113,22 +113,30 @@ def test_one_prompt_prefills_as_expected_ttft_and_a_batch_as_the_sum_of_its_flop
     assert cal.prefill_time(cfg, 4, 2_000, f, link) == pytest.approx(compute + comm + 2e-3 + 80 * 20e-6, rel=1e-12)
 
 
-def test_one_model_on_one_rank_cannot_separate_eta_w_from_t_fixed() -> None:
-    """Every step of one dense model on one rank reads the same weights: W/(η_w·β) and t_fixed move together,
-    so both are left out; the KV term varies with batch × context, so η_kv is determined."""
+def test_one_model_on_one_rank_holds_eta_w_and_fits_t_fixed() -> None:
+    """Every step of one dense model on one rank reads the same weights: W/(η_w·β) and t_fixed move together.
+    η_w is held at its reported default and t_fixed takes the time they share (and L·t_layer's, held too), so
+    the fitted t_fixed is the true one plus the weight time the default η_w misses; the KV term varies with
+    batch × context, so η_kv is determined."""
     ms = [m for m in grid(layouts=(("llama-3-8b", 1),), kvs=("bf16",)) if m.batch < 256]
     ms = [attrs.evolve(m, ttft_s=None) for m in ms]
     (fit,) = cal.fit(ms, "p.toml")
     left = dict(fit.left_out)
-    assert set(dict(fit.fitted)) == {"eta_kv:bf16"}
+    assert set(dict(fit.fitted)) == {"eta_kv:bf16", "t_fixed"}
     assert dict(fit.fitted)["eta_kv:bf16"].value == pytest.approx(0.7, rel=1e-9)
-    assert "cannot separate it from t_fixed" in left["eta_w"] and "cannot separate it from eta_w" in left["t_fixed"]
+    default = ex.default_factors(catalog.get_device("h100-sxm"), "bf16", "vllm")
+    d = cal.deployment(ms[0])
+    weights = float(rf.step_time(d.cfg, 1, 1_000).weights)
+    layers = d.cfg.model.n_layers
+    want = (TRUTH["t_fixed"] + weights * (1 / TRUTH["eta_w"] - 1 / default.eta_w.value)
+            + layers * (TRUTH["t_layer"] - default.t_layer.value))
+    assert dict(fit.fitted)["t_fixed"].value == pytest.approx(want, rel=1e-9)
+    assert "cannot separate it from t_fixed" in left["eta_w"] and "held at its default" in left["eta_w"]
     assert left["collective_latency"] == "no measurement on more than one rank"
     assert "no compute-bound" in left["eta_compute"]
     # the profile's reader takes η_w's default, so kv_efficiency is η_kv over that default
-    default_w = ex.default_factors(catalog.get_device("h100-sxm"), "bf16", "vllm").eta_w.value
-    assert dict(fit.kv_efficiency)["bf16"].value == pytest.approx(0.7 / default_w, rel=1e-9)
-    assert fit.written
+    assert dict(fit.kv_efficiency)["bf16"].value == pytest.approx(0.7 / default.eta_w.value, rel=1e-9)
+    assert fit.written and fit.rms.value < 1e-12
 
 
 def test_on_one_tensor_parallel_size_the_collective_latency_is_held_and_t_layer_fitted() -> None:
@@ -150,13 +158,13 @@ def test_on_one_tensor_parallel_size_the_collective_latency_is_held_and_t_layer_
 
 
 def test_one_layer_count_holds_t_layer_at_its_default() -> None:
-    """One model on one rank: t_fixed and L·t_layer are one constant per step. t_layer is held at its default;
-    η_w and t_fixed stay tied to each other (the weights are the same on every step) and are left out as before."""
+    """One model on one rank: t_fixed and L·t_layer are one constant per step. t_layer is held at its default,
+    then η_w (the weights are the same on every step), and t_fixed is fitted."""
     ms = [attrs.evolve(m, ttft_s=None) for m in grid(layouts=(("llama-3-8b", 1),), kvs=("bf16",)) if m.batch < 256]
     (fit,) = cal.fit(ms, "p.toml")
     left = dict(fit.left_out)
     assert "held at its default" in left["t_layer"] and "t_fixed" in left["t_layer"]
-    assert set(dict(fit.fitted)) == {"eta_kv:bf16"} and {"eta_w", "t_fixed"} <= set(left)
+    assert set(dict(fit.fitted)) == {"eta_kv:bf16", "t_fixed"} and {"eta_w", "t_layer"} <= set(left)
 
 
 def test_one_measurement_determines_nothing() -> None:

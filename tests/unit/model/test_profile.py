@@ -51,7 +51,7 @@ def _laid(path: Path, device: str, kv: str, engine: str) -> tuple[ex.Factors, ex
 
 def test_factors_override_what_the_fit_determined() -> None:
     _, f = _laid(GOOD, "h100-sxm", "fp8", "vllm")
-    assert f.profile == "h100-vllm"
+    assert f.profile == "h100-vllm [fit h100-sxm/vllm]"
     assert (f.eta_w.value, f.eta_compute.value) == (0.87, 0.55)
     assert f.t_fixed.value == pytest.approx(1.2e-3) and f.collective_latency.value == pytest.approx(12e-6)
     assert f.t_layer.value == pytest.approx(25e-6)
@@ -147,3 +147,17 @@ def test_an_empty_or_undecodable_file_is_refused(tmp_path: Path, content: bytes,
     path.write_bytes(content)
     with pytest.raises(KvplanError, match=words):
         pr.load_profile(str(path))
+
+
+def test_engine_any_takes_every_fit_of_its_device_and_a_profile_matching_nothing_says_why() -> None:
+    """`engine = any` plans each engine's line: the profile's vllm fit on h100-sxm calibrates it (the spec's
+    own line says whose fits those are); a spec on another device matches nothing, and the reason names the
+    fits the profile holds and what was asked."""
+    p = pr.load_profile(str(GOOD))
+    assert [f.label for f in p.fits_on("h100-sxm", "any")] == ["h100-sxm/vllm"]
+    assert p.fits_on("h100-sxm", "sglang") == () and p.fits_on("b200", "any") == ()
+    assert pr.unmatched(p, [("h100-sxm", "any")]) is None
+    why = pr.unmatched(p, [("b200", "any"), ("h100-sxm", "sglang")])
+    assert why is not None and "holds h100-sxm/vllm" in why and "b200 (engine any), h100-sxm (engine sglang)" in why
+    _, f = _laid(GOOD, "h100-sxm", "bf16", "any")
+    assert f.profile == "" and all("its fits vllm calibrate those engines' lines" in v.source for _, v in f.items())

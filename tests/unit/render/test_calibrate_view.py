@@ -61,13 +61,15 @@ def test_the_profile_holds_each_fitted_factor_to_12_digits() -> None:
     assert view.profile([fit], ["runs.csv"], "out/h100.toml") == text  # deterministic
 
 
-def test_an_undetermined_parameter_is_absent_and_named_in_a_comment() -> None:
+def test_a_held_parameter_is_absent_and_named_in_a_comment() -> None:
+    """One model on one rank: η_w is held (it moves with t_fixed), t_fixed fitted; the profile says so."""
     ms = [attrs.evolve(m, ttft_s=None) for m in grid(layouts=(("llama-3-8b", 1),), kvs=("bf16",)) if m.batch < 256]
     (fit,) = cal.fit(ms, "p.toml")
     text = view.profile([fit], ["a.json", "b.csv"], "p.toml")
     (f,) = check_format(text)["fit"]
-    assert set(f) == {"device", "engine", "points", "rms_error", "kv_efficiency"}
-    assert "# eta_w: not determined by the data" in text and "# t_fixed: not determined" in text
+    assert set(f) == {"device", "engine", "t_fixed", "points", "rms_error", "kv_efficiency"}
+    assert "# eta_w: not determined by the data" in text and "held at its default so that t_fixed" in text
+    assert "# t_fixed" not in text
     assert text.startswith("# written by kvplan calibrate from 2 files: a.json, b.csv\n")
 
 
