@@ -28,7 +28,8 @@ def choices(p: Plan) -> dict[str, PinValue]:
     """The pin block that reproduces p: `devices` is the total over the replicas, as `pin devices = N` reads."""
     return {"kv_dtype": p.kv_dtype.id, "retention": float(p.retention), "block_size": float(p.block_size),
             "prefix_caching": bool(p.prefix_caching), "tier": p.tier.tier, "placement": p.placement,
-            "devices": float(p.n_devices * p.scenario.replicas), "tensor_parallel": float(p.tp), "pipeline_parallel": float(p.pp)}
+            "devices": float(p.n_devices * p.scenario.replicas), "tensor_parallel": float(p.tp),
+            "pipeline_parallel": float(p.pp)}
 
 
 def pinned(sc: Scenario, p: Plan, keys: Sequence[str]) -> Scenario:
