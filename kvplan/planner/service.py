@@ -30,6 +30,23 @@ def default_chunk(memory: float, device_id: str) -> tuple[int, str]:
     return n, f"vLLM's default --max-num-batched-tokens on {gpus}"
 
 
+def default_max_seqs(memory: float, device_id: str) -> tuple[int, str]:
+    """The requests the engine runs at once when nothing pins it: vLLM 0.33.0's default --max-num-seqs for
+    `vllm serve` (vllm/engine/arg_utils.py:2979-3006, get_batch_defaults: 1,024 on the GPUs whose token budget is
+    8,192 or 16,384, else 256), no more than its --max-num-batched-tokens (arg_utils.py:3232-3234)."""
+    n, gpus, _ = batched_tier(memory, device_id)
+    seqs = 1024 if n >= 8192 else 256
+    return min(seqs, n), f"vLLM's default --max-num-seqs on {gpus}"
+
+
+def max_seqs(sc: Scenario) -> Value:
+    """The engine's cap on running requests (the load model queues a closed loop's clients above it): assumed,
+    vLLM's default (default_max_seqs)."""
+    n, why = default_max_seqs(sc.device.memory, sc.device.id)
+    return assumed(float(n), "sequences", f"default: the engine runs at most {n:,} requests at once, {why} "
+                   "(docs/service.md, Scheduling limits)")
+
+
 #: Rounds of plan → load model → batch before the batch is taken as settled (each plan is made at the batch the
 #: previous one's load model gives; it settles in two or three where the chosen layout does not change).
 MAX_ROUNDS = 8
@@ -82,7 +99,8 @@ def _model_inputs(p: Plan, on: str) -> tuple[rf.Config, ex.Factors, Optional[flo
     f = ex.deployment_factors(sc.device, p.kv_dtype.id, sc.engine, sc.calibration)
     sv = load.Service(rate / sc.replicas, n_in.hi, n_out.hi, int(ch.value), batch_limit=limit, arrivals="poisson",
                       in_lo=None if n_in.fixed else n_in.lo, out_lo=None if n_out.fixed else n_out.lo,
-                      clients=None if sc.concurrency is None else sc.concurrency / sc.replicas)
+                      clients=None if sc.concurrency is None else sc.concurrency / sc.replicas,
+                      max_seqs=max_seqs(sc).value)
     return cfg, f.perfect() if on == "bound" else f, ex.link_bandwidth(sc.device), sv, per_seq, limit, ch
 
 
@@ -271,5 +289,5 @@ def service_unmet(sc: Scenario, fig: LoadFigures, bound: Optional[load.Load],
     return tuple(out)
 
 
-__all__ = ["LoadFigures", "MAX_ROUNDS", "batch_for", "chunk", "default_chunk", "figures", "has_slos", "meets",
-           "service_unmet", "solve", "unmet", "with_goodput"]
+__all__ = ["LoadFigures", "MAX_ROUNDS", "batch_for", "chunk", "default_chunk", "default_max_seqs", "figures",
+           "has_slos", "max_seqs", "meets", "service_unmet", "solve", "unmet", "with_goodput"]
