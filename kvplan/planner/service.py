@@ -15,7 +15,7 @@ from kvplan.model import expected as ex
 from kvplan.model import load
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import KvFactors, fragmentation
-from kvplan.model.pools.vllm import batched_tier
+from kvplan.model.pools.vllm import batched_tier, default_max_seqs
 from kvplan.model.scenario import Lengths, Scenario
 from kvplan.planner.plan import Constraint, LoadFigures, Plan, Suggestion, Unmet
 
@@ -28,15 +28,6 @@ def default_chunk(memory: float, device_id: str) -> tuple[int, str]:
     from 60 GiB up. vLLM's budget also holds the iteration's decode tokens; the load model gives it all to the chunk."""
     n, gpus, _ = batched_tier(memory, device_id)
     return n, f"vLLM's default --max-num-batched-tokens on {gpus}"
-
-
-def default_max_seqs(memory: float, device_id: str) -> tuple[int, str]:
-    """The requests the engine runs at once when nothing pins it: vLLM 0.33.0's default --max-num-seqs for
-    `vllm serve` (vllm/engine/arg_utils.py:2979-3006, get_batch_defaults: 1,024 on the GPUs whose token budget is
-    8,192 or 16,384, else 256), no more than its --max-num-batched-tokens (arg_utils.py:3232-3234)."""
-    n, gpus, _ = batched_tier(memory, device_id)
-    seqs = 1024 if n >= 8192 else 256
-    return min(seqs, n), f"vLLM's default --max-num-seqs on {gpus}"
 
 
 def max_seqs(sc: Scenario) -> Value:
@@ -289,5 +280,5 @@ def service_unmet(sc: Scenario, fig: LoadFigures, bound: Optional[load.Load],
     return tuple(out)
 
 
-__all__ = ["LoadFigures", "MAX_ROUNDS", "batch_for", "chunk", "default_chunk", "default_max_seqs", "figures",
+__all__ = ["LoadFigures", "MAX_ROUNDS", "batch_for", "chunk", "default_chunk", "figures",
            "has_slos", "max_seqs", "meets", "service_unmet", "solve", "unmet", "with_goodput"]

@@ -130,7 +130,7 @@ def test_a_queue_appears_exactly_when_the_clients_exceed_max_seqs(dep, cap: int)
 
 def test_the_default_max_seqs_is_vllms() -> None:
     from kvplan.catalog import get_device
-    from kvplan.planner.service import default_max_seqs
+    from kvplan.model.pools.vllm import default_max_seqs
     # vLLM 0.33.0 get_batch_defaults (engine/arg_utils.py:2979-3006): 1,024 from 70 GiB but A100, else 256
     assert default_max_seqs(get_device("h100-sxm").memory, "h100-sxm")[0] == 1024
     assert default_max_seqs(get_device("b200").memory, "b200")[0] == 1024
