@@ -7,10 +7,10 @@ Each row of the data set (tests/data/measured/README.md, "Closed-loop serving ru
 concurrent clients of fixed input and output lengths on one aggregated vLLM deployment. The row becomes a spec,
 `workload { concurrency = C  input = ISL  output = OSL }` with the row's model, device, tensor parallelism and
 weights pinned, planned as `kvplan advise` plans it; the plan's mean TTFT and mean TPOT (SPEC §13) are printed
-beside the measured ones with the error of each, then the median |error| overall and per device. It runs
-offline and prints the same bytes every time; a row it cannot plan stops it with one line naming FILE:LINE and
-exit 2. A row whose plan does not fit at the loop's batch and the context ISL + OSL is marked: the engine
-preempts there and queues what kvplan's closed loop does not. It asserts nothing:
+beside the measured ones with the error of each, then the median |error| overall, per device, per model and per
+model and device. It runs offline and prints the same bytes every time; a row it cannot plan stops it with one
+line naming FILE:LINE and exit 2. A row whose plan does not fit at the loop's batch and the context ISL + OSL is
+marked: the engine preempts there and queues what kvplan's closed loop does not. It asserts nothing:
 tests/unit/model/test_closed_loop_bench.py checks that every row is plannable.
 
 `--select` writes the data set from aiconfigurator's silicon_sample.csv by the stated rule (SELECTION); a row
@@ -169,18 +169,19 @@ def report(path: Path) -> str:
     for row in rows:
         got = predict(row, f"{path.name}:{row.line}")
         e_t, e_p = got.ttft / row.ttft - 1.0, got.tpot / row.tpot - 1.0
-        errs.setdefault(row.device, []).append((abs(e_t), abs(e_p)))
+        for group in (row.device, row.model, f"{row.model} {row.device}"):
+            errs.setdefault(group, []).append((abs(e_t), abs(e_p)))
         if got.fits:
             errs.setdefault(" that fit", []).append((abs(e_t), abs(e_p)))
         lines.append(f"{row.id[:72]:<72} {row.concurrency:>4} {row.n_in:>5} {row.n_out:>5}  "
                      f"{got.ttft * 1e3:9.1f} {row.ttft * 1e3:9.1f} {e_t:+7.1%}  {got.tpot * 1e3:8.2f} "
                      f"{row.tpot * 1e3:8.2f} {e_p:+7.1%}" + ("" if got.fits else "  (does not fit)"))
     lines.append("")
-    lines.append("median |error|          TTFT    TPOT   rows")
-    every = [e for k, v in errs.items() if k != " that fit" for e in v]
+    lines.append("median |error|                 TTFT    TPOT   rows")
+    every = [e for k, v in errs.items() if k in {r.device for r in rows} for e in v]
     for name, es in [("all", every), *sorted(errs.items())]:
         name = "rows whose plan fits" if name == " that fit" else name
-        lines.append(f"  {name:<20} {_median([t for t, _ in es])}  {_median([p for _, p in es])}  {len(es):>5}")
+        lines.append(f"  {name:<27} {_median([t for t, _ in es])}  {_median([p for _, p in es])}  {len(es):>5}")
     return "\n".join(lines) + "\n"
 
 

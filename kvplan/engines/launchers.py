@@ -11,6 +11,7 @@ from kvplan.base.records import record
 from kvplan.catalog import Device
 from kvplan.engines.common import EmittedFile, Flag, Launch, fmt_int, shell_script
 from kvplan.model.pools.query import whole as round_whole
+from kvplan.model.pools.vllm import default_max_seqs
 from kvplan.model.scenario import Scenario
 from kvplan.planner.plan import Plan
 
@@ -47,6 +48,10 @@ def concurrency_cap(plan: Plan, held: int, flag: str, comment: str = "#") -> Cap
         loop = (f"the closed loop's {clients:,} client{'s' if clients != 1 else ''}"
                 + (f" per replica ({sc.concurrency:,} over {sc.replicas})" if sc.replicas > 1 else "")
                 + ", at most one request in flight each")
+        most, why = default_max_seqs(sc.device.memory, sc.device.id)
+        if clients > most and most <= held:  # the load model queues the clients above it (docs/service.md)
+            return Cap(most, f"{comment} {flag} {most}: {why} (assumed), fewer than {loop}: the rest wait in the "
+                             "engine's queue, as the plan's TTFT counts them")
         if clients <= held:
             return Cap(clients, f"{comment} {flag} {clients}: {loop}, within {pool}")
         return Cap(max(1, held), f"{comment} {flag} {max(1, held)}: {pool}, fewer than {loop}")

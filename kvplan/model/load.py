@@ -53,8 +53,15 @@ prefill slot is a queue in a closed network whose other station is a delay, the 
     TTFT = R (queueing included), TPOT = (E2E − TTFT)/(n_out − 1) = ITL, as `vllm bench serve` defines
         mean_ttft_ms and mean_tpot_ms; X·(TTFT + (n_out − 1)·TPOT) = C and N_d + X·R = C by construction.
 
-A closed loop always has a steady state (at most C requests are in it); whether its running sequences fit the
-memory is the plan's to check (its batch is N_d + ρ, ρ = X·S).
+A closed loop always has a steady state (at most C requests are in it). The engine runs at most
+C_run = min(C, ⌊max_seqs⌋) requests at once (its --max-num-seqs; at least 1): the loop above is solved for C_run
+clients, and the other C − C_run wait in the engine's queue. The queue is never empty then, so a finished request
+is replaced at once and the engine's loop is the C_run one; by Little's law on the queue its wait is (C − C_run)/X,
+added to the TTFT:
+    TTFT = R(C_run) + (C − C_run)/X,  and still X·(TTFT + (n_out − 1)·TPOT) = C.
+The KV pool is not such a cap: vLLM admits while the pool has blocks for the prompt and preempts (recomputes) when
+a running sequence needs a block it lacks, so whether the running sequences fit stays the plan's to check (its
+batch is N_d + ρ, ρ = X·S); docs/service.md, Scheduling limits, states what that leaves out.
 """
 
 from __future__ import annotations
@@ -62,6 +69,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Optional
 
+import attrs
 import numpy as np
 
 from kvplan.base.errors import KvplanError
@@ -115,6 +123,9 @@ class Service:
     #: one's final token arrives, and `rate` is not read (the throughput follows from C; closed_loop). None: the
     #: open loop at `rate`.
     clients: Optional[float] = None
+    #: The engine's cap on the requests it runs at once (vLLM --max-num-seqs, SGLang --max-running-requests);
+    #: None: no cap. A closed loop of more clients than it (or than the batch limit) queues the rest (closed_loop).
+    max_seqs: Optional[float] = None
 
     @property
     def inputs(self) -> Lengths:
@@ -248,7 +259,7 @@ def solve(cfg: Config, f: Factors, link: Optional[float], sv: Service) -> Load:
     docstring), or its saturation. Raises KvplanError for inputs the model cannot take."""
     m = Model(cfg, f, link, sv)
     if sv.clients is not None:
-        return closed_loop(m, *m.saturation())
+        return queued(m, *m.saturation())
     return _steady(m, *m.saturation())
 
 
@@ -336,6 +347,31 @@ def closed_loop(m: Model, sat: float, binding: str) -> Load:
     n_d = x * m.decode_tokens * itl  # Little's law on the decode stage at the loop's throughput
     return Load(False, sat, binding, c, n_d + rho, n_d, itl, r, r - s, s, rho, step, m.prefill, m.chunks,
                 m.mean_context, float(sv.n_in + sv.n_out), m.cap() + 1.0, throughput=x)
+
+
+def admitted(sv: Service) -> float:
+    """C_run: the clients of a closed loop the engine runs at once, min(C, ⌊max_seqs⌋), at least 1 (module
+    docstring, Closed loop). The batch limit is not a cap here: the engine admits past it and preempts."""
+    assert sv.clients is not None
+    run = float(sv.clients)
+    if sv.max_seqs is not None and math.isfinite(sv.max_seqs):
+        run = min(run, max(float(math.floor(sv.max_seqs)), 1.0))
+    return run
+
+
+def queued(m: Model, sat: float, binding: str) -> Load:
+    """A closed loop under the engine's cap: the loop of C_run = admitted(sv) clients (closed_loop), the other
+    C − C_run waiting in the engine's queue for (C − C_run)/X, which the TTFT includes (module docstring)."""
+    sv = m.sv
+    assert sv.clients is not None
+    run = admitted(sv)
+    if run >= sv.clients:
+        return closed_loop(m, sat, binding)
+    inner = closed_loop(Model(m.cfg, m.f, m.link, attrs.evolve(sv, clients=run)), sat, binding)
+    assert inner.throughput is not None
+    wait = (float(sv.clients) - run) / inner.throughput
+    return attrs.evolve(inner, concurrency=float(sv.clients), ttft=inner.ttft + wait,
+                        prefill_wait=inner.prefill_wait + wait)
 
 
 @record
@@ -427,4 +463,5 @@ def goodput(cfg: Config, f: Factors, link: Optional[float], sv: Service, ttft: O
 
 
 __all__ = ["ARRIVALS", "BISECTION_STEPS", "GRID_POINTS", "SUPPORT_POINTS", "Goodput", "Lengths", "Load", "Model",
-           "Service", "closed_loop", "goodput", "mean_context", "misses", "response", "solve", "support"]
+           "Service", "admitted", "closed_loop", "goodput", "mean_context", "misses", "queued", "response", "solve",
+           "support"]

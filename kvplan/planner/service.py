@@ -15,7 +15,7 @@ from kvplan.model import expected as ex
 from kvplan.model import load
 from kvplan.model import roofline as rf
 from kvplan.model.footprint import KvFactors, fragmentation
-from kvplan.model.pools.vllm import batched_tier
+from kvplan.model.pools.vllm import batched_tier, default_max_seqs
 from kvplan.model.scenario import Lengths, Scenario
 from kvplan.planner.plan import Constraint, LoadFigures, Plan, Suggestion, Unmet
 
@@ -28,6 +28,14 @@ def default_chunk(memory: float, device_id: str) -> tuple[int, str]:
     from 60 GiB up. vLLM's budget also holds the iteration's decode tokens; the load model gives it all to the chunk."""
     n, gpus, _ = batched_tier(memory, device_id)
     return n, f"vLLM's default --max-num-batched-tokens on {gpus}"
+
+
+def max_seqs(sc: Scenario) -> Value:
+    """The engine's cap on running requests (the load model queues a closed loop's clients above it): assumed,
+    vLLM's default (default_max_seqs)."""
+    n, why = default_max_seqs(sc.device.memory, sc.device.id)
+    return assumed(float(n), "sequences", f"default: the engine runs at most {n:,} requests at once, {why} "
+                   "(docs/service.md, Scheduling limits)")
 
 
 #: Rounds of plan → load model → batch before the batch is taken as settled (each plan is made at the batch the
@@ -82,7 +90,8 @@ def _model_inputs(p: Plan, on: str) -> tuple[rf.Config, ex.Factors, Optional[flo
     f = ex.deployment_factors(sc.device, p.kv_dtype.id, sc.engine, sc.calibration)
     sv = load.Service(rate / sc.replicas, n_in.hi, n_out.hi, int(ch.value), batch_limit=limit, arrivals="poisson",
                       in_lo=None if n_in.fixed else n_in.lo, out_lo=None if n_out.fixed else n_out.lo,
-                      clients=None if sc.concurrency is None else sc.concurrency / sc.replicas)
+                      clients=None if sc.concurrency is None else sc.concurrency / sc.replicas,
+                      max_seqs=max_seqs(sc).value)
     return cfg, f.perfect() if on == "bound" else f, ex.link_bandwidth(sc.device), sv, per_seq, limit, ch
 
 
@@ -271,5 +280,5 @@ def service_unmet(sc: Scenario, fig: LoadFigures, bound: Optional[load.Load],
     return tuple(out)
 
 
-__all__ = ["LoadFigures", "MAX_ROUNDS", "batch_for", "chunk", "default_chunk", "figures", "has_slos", "meets",
-           "service_unmet", "solve", "unmet", "with_goodput"]
+__all__ = ["LoadFigures", "MAX_ROUNDS", "batch_for", "chunk", "default_chunk", "figures",
+           "has_slos", "max_seqs", "meets", "service_unmet", "solve", "unmet", "with_goodput"]

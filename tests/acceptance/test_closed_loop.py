@@ -103,3 +103,25 @@ def test_a_request_front_point_s_pins_plan_exactly_it(example: str, tmp_path: Pa
         assert (c["kv_dtype"], c["devices"], c["tensor_parallel"], c["placement"]) == (
             p.kv_dtype, p.devices, p.tp, p.placement) and q["feasible"]
         assert q["metrics"]["step_time_expected"]["value"] == pytest.approx(p.step.value, rel=1e-12)
+
+
+def test_clients_past_the_engines_cap_queue_and_the_launcher_writes_that_cap(tmp_path: Path) -> None:
+    # 1,500 clients of 128-token requests on one H100: vLLM runs at most 1,024 at once (its default --max-num-seqs
+    # there), the pool holds more, so the launcher writes 1,024, not 1,500, and the plan's TTFT counts the
+    # 476 that wait: (C - C_run)/X by Little's law, the closed-loop identity X·(TTFT + (n_out - 1)·TPOT) = C kept
+    spec = tmp_path / "many.kvp"
+    spec.write_text(EXAMPLE.read_text().replace("concurrency = 64", "concurrency = 1500")
+                    .replace("input       = 1k", "input       = 128").replace("output      = 1k", "output      = 128")
+                    .replace("ttft <= 500 ms", "ttft <= 60 s").replace("itl  <= 20 ms", "itl  <= 1 s")
+                    .replace("regime == kv-bound", "# regime"))
+    r = CliRunner().invoke(main, ["advise", str(spec), "--format", "json"])
+    assert r.exit_code in (0, 1), r.output
+    ld = json.loads(r.stdout)["plans"][0]["load"]
+    x, ttft, tpot = (ld[k]["value"] for k in ("rate", "ttft", "tpot"))
+    assert x * (ttft + 127 * tpot) == pytest.approx(1500, rel=1e-6)
+    assert ttft > 476 / x  # the queue's wait is part of it
+    out = tmp_path / "out"
+    r = CliRunner().invoke(main, ["emit", str(spec), "--target", "vllm", "-o", str(out), "--allow-unmet"])
+    assert r.exit_code == 0, r.output
+    text = (out / "service-concurrency" / "vllm.sh").read_text()
+    assert "--max-num-seqs 1024" in text and "vLLM's default --max-num-seqs" in text

@@ -47,6 +47,16 @@ def default_batched_tokens(device_memory: float, device_id: str) -> tuple[int, s
     return n, f"vLLM's default for {gpus} (engine/arg_utils.py:{line})"
 
 
+def default_max_seqs(device_memory: float, device_id: str) -> tuple[int, str]:
+    """The requests vLLM runs at once when nothing pins it: vLLM 0.33.0's default --max-num-seqs for
+    `vllm serve` (vllm/engine/arg_utils.py:2979-3006, get_batch_defaults: 1,024 on the GPUs whose token budget is
+    8,192 or 16,384, else 256), no more than its --max-num-batched-tokens (arg_utils.py:3232-3234). The load model
+    queues a closed loop's clients above it, and the launchers never write a larger cap for one (the two agree)."""
+    n, gpus, _ = batched_tier(device_memory, device_id)
+    seqs = 1024 if n >= 8192 else 256
+    return min(seqs, n), f"vLLM's default --max-num-seqs on {gpus}"
+
+
 def gib_text(b: float) -> str:
     """vLLM's format_gib (vllm/utils/mem_utils.py:30): GiB rounded to 2 decimals, as its messages print them."""
     return f"{round(b / GiB, 2)}"

@@ -106,3 +106,32 @@ def test_uniform_lengths_keep_the_identities(dep) -> None:
 def test_one_output_token_has_no_tpot_and_is_an_error(dep) -> None:
     with pytest.raises(KvplanError, match="at least two output tokens"):
         _loop(dep, 8, n_out=1)
+
+
+@pytest.mark.parametrize("cap", [1, 16, 48])
+def test_a_queue_appears_exactly_when_the_clients_exceed_max_seqs(dep, cap: int) -> None:
+    free = _loop(dep, cap)  # the loop of `cap` clients, no engine cap
+    at = _loop(dep, cap, max_seqs=cap)
+    assert at == free  # C = max_num_seqs: nothing waits, the figures are the uncapped loop's
+    assert _loop(dep, cap, max_seqs=cap + 1) == free
+    extra = 7
+    over = _loop(dep, cap + extra, max_seqs=cap)
+    assert free.throughput is not None and over.throughput is not None
+    # the engine runs `cap` at once and the queue is never empty: its loop is the cap-client loop, and by hand
+    # (Little's law on the queue) the 7 waiting clients add 7 / X to every request's TTFT
+    assert over.throughput == pytest.approx(free.throughput, rel=1e-12)
+    assert over.itl == pytest.approx(free.itl, rel=1e-12)
+    assert over.ttft == pytest.approx(free.ttft + extra / free.throughput, rel=1e-12)
+    assert over.prefill_wait == pytest.approx(free.prefill_wait + extra / free.throughput, rel=1e-12)
+    assert over.concurrency == cap + extra
+    # the closed-loop identity still holds over all C clients
+    assert over.throughput * (over.ttft + (N_OUT - 1) * over.itl) == pytest.approx(cap + extra, rel=1e-9)
+
+
+def test_the_default_max_seqs_is_vllms() -> None:
+    from kvplan.catalog import get_device
+    from kvplan.model.pools.vllm import default_max_seqs
+    # vLLM 0.33.0 get_batch_defaults (engine/arg_utils.py:2979-3006): 1,024 from 70 GiB but A100, else 256
+    assert default_max_seqs(get_device("h100-sxm").memory, "h100-sxm")[0] == 1024
+    assert default_max_seqs(get_device("b200").memory, "b200")[0] == 1024
+    assert default_max_seqs(get_device("a100-sxm").memory, "a100-sxm")[0] == 256
