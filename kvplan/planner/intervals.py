@@ -47,7 +47,7 @@ def parse(entries: Mapping[str, Mapping[str, object]], where: str = "intervals.t
             raise CatalogError(f"{where}: cell `{name}` lacks {', '.join(missing)}",
                                help="regenerate the table: python bench/intervals.py res.csv")
         try:
-            level, n = float(e["level"]), int(e["n"])  # type: ignore[arg-type]
+            level, n = float(e["level"]), int(e["n"])  # type: ignore[arg-type, call-overload]
             tpot = (float(e["tpot_lo"]), float(e["tpot_hi"]))  # type: ignore[arg-type]
             ttft = (float(e["ttft_lo"]), float(e["ttft_hi"]))  # type: ignore[arg-type]
         except (TypeError, ValueError) as err:

@@ -100,7 +100,8 @@ def test_a_plan_with_a_table_prints_the_interval_in_json(table: dict[str, iv.Cel
     p = json.loads(r.output)["plans"][0]
     for key, (lo, hi) in (("step_time_expected", (0.9, 1.25)), ("ttft_expected", (0.8, 1.5))):
         q = p["metrics"][key]
-        assert q["interval"]["lo"] == pytest.approx(q["value"] * lo) and q["interval"]["hi"] == pytest.approx(q["value"] * hi)
+        assert q["interval"]["lo"] == pytest.approx(q["value"] * lo)
+        assert q["interval"]["hi"] == pytest.approx(q["value"] * hi)
         assert (q["interval"]["level"], q["interval"]["n"], q["interval"]["cell"]) == (0.8, 120, "any")
     load = p["load"]
     for key, lo in (("itl", 0.9), ("ttft", 0.8)):
@@ -116,5 +117,5 @@ def test_a_plan_with_a_table_prints_the_interval_in_text(table: dict[str, iv.Cel
     assert v.interval is not None
     r = CliRunner().invoke(main, ["advise", str(BATCH)])
     assert r.exit_code in (0, 1), r.output
-    assert f"(80%, n = 120, any)" in r.output
+    assert "(80%, n = 120, any)" in r.output
     assert v.interval.text(v.unit, v.human) in r.output
