@@ -103,9 +103,12 @@ def interval(v: Value, ratio: tuple[float, float], c: Cell) -> Value:
 def attach(p: "Plan", cells: Optional[Mapping[str, Cell]] = None) -> "Plan":
     """`p` with an interval on each expected figure its cell covers (the cell of its engine, device and regime
     after the plan in `cells`, the shipped table by default): the expected step time and TTFT, and a request
-    workload's TPOT, ITL and TTFT. `p` itself when the table has no cell for it (the shipped table is empty)."""
+    workload's TPOT, ITL and TTFT. `p` itself when the table has no cell for it (the shipped table is empty), and
+    for a calibrated plan, whose figures the table's uncalibrated residuals do not describe."""
     cells = table() if cells is None else cells
     sc = p.scenario
+    if sc.calibration is not None:  # the table is of uncalibrated residuals: a fit's own are not stored yet
+        return p
     c = lookup(cells, sc.engine, sc.device.id, p.regime_after) if cells else None
     if c is None:
         return p

@@ -119,3 +119,15 @@ def test_a_plan_with_a_table_prints_the_interval_in_text(table: dict[str, iv.Cel
     assert r.exit_code in (0, 1), r.output
     assert "(80%, n = 120, any)" in r.output
     assert v.interval.text(v.unit, v.human) in r.output
+
+
+
+def test_a_calibrated_plan_takes_no_interval_from_the_uncalibrated_table(table: dict[str, iv.Cell]) -> None:
+    # the table's ratios are of the uncalibrated model's residuals; a calibrated figure is not described by them
+    from kvplan.lang import check_file
+    p = plan(check_file(BATCH).scenarios[0])
+    assert p.metrics.step_time_expected.interval is not None  # uncalibrated: the table's cell
+    bare = attrs.evolve(p, metrics=attrs.evolve(p.metrics, step_time_expected=attrs.evolve(
+        p.metrics.step_time_expected, interval=None)))
+    cal = attrs.evolve(bare, scenario=attrs.evolve(bare.scenario, calibration=object()))
+    assert iv.attach(cal) is cal
