@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import math
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 from kvplan.base.json_types import JSONObject
 from kvplan.base.records import record
@@ -19,6 +19,33 @@ class Evidence(str, enum.Enum):
 
 
 @record
+class Interval:
+    """An error bar on an expected figure: `[lo, hi]` in the figure's unit holds a share `level` (0.8) of the
+    measured figures of `n` residual rows of `cell` (engine · device · regime, or the coarser cell it fell back
+    to, or a calibration profile's own fit), from `source` (the residual file). kvplan.planner.intervals."""
+
+    lo: float
+    hi: float
+    level: float
+    n: int
+    cell: str
+    source: str
+
+    def to_json(self) -> JSONObject:
+        return {"lo": self.lo, "hi": self.hi, "level": self.level, "n": self.n, "cell": self.cell,
+                "source": self.source}
+
+    def text(self, unit: str, shown: str = "") -> str:
+        """'[14.2, 18.5] (80%, n = 212, vllm · h200 · kv-bound)': the bounds without their unit where both print
+        in the scale of `shown` (the figure as printed, '16.1 ms'), else each with its own ('[980 µs, 1.2 ms]')."""
+        lo, hi = fmt_unit(self.lo, unit), fmt_unit(self.hi, unit)
+        scales = {t.rpartition(" ")[2] for t in (lo, hi, shown or hi)}
+        if len(scales) == 1 and " " in lo and " " in hi:
+            lo, hi = lo.rpartition(" ")[0], hi.rpartition(" ")[0]
+        return f"[{lo}, {hi}] ({round(self.level * 100):d}%, n = {self.n}, {self.cell})"
+
+
+@record
 class Value:
     """One printed number. `unit` is the base unit (B, B/s, tokens, s, ...); `source`
     names the equation, the citation or the input it came from."""
@@ -30,6 +57,9 @@ class Value:
     #: Why the quantity has no meaningful number here ("weights alone exceed memory"): printed
     #: instead of `value`, and null in JSON (the source says why). `value` keeps the raw figure.
     absent: str = ""
+    #: The figure's error bar (expected figures only, kvplan.planner.intervals); JSON has an "interval" key only
+    #: when there is one, so every figure without one prints as it did.
+    interval: Optional[Interval] = None
 
     def to_json(self) -> JSONObject:
         v: Union[float, str, None] = self.value
@@ -40,11 +70,21 @@ class Value:
                 v = None  # JSON has no infinity; the source says why
             elif v.is_integer() and abs(v) < 2**53:
                 v = int(v)
-        return {"value": v, "unit": self.unit, "evidence": self.evidence.value, "source": self.source}
+        out: JSONObject = {"value": v, "unit": self.unit, "evidence": self.evidence.value, "source": self.source}
+        if self.interval is not None:
+            out["interval"] = self.interval.to_json()
+        return out
 
     def text(self) -> str:
-        """'427.2k tokens (derived)'."""
-        return f"{self.human} ({self.evidence.value})"
+        """'427.2k tokens (derived)'; with an interval, '16.1 ms [14.2, 18.5] (80%, n = 212, …) (derived)'."""
+        return f"{self.human_with_interval} ({self.evidence.value})"
+
+    @property
+    def human_with_interval(self) -> str:
+        """`human`, and the interval beside it when there is one."""
+        if self.interval is None or self.absent:
+            return self.human
+        return f"{self.human} {self.interval.text(self.unit, self.human)}"
 
     @property
     def human(self) -> str:

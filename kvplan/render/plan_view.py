@@ -31,6 +31,11 @@ def _v(v: Value) -> str:
     return f"{v.human} ({v.evidence.value})"
 
 
+def _bar(v: Value) -> str:
+    """A figure's error bar after its row ('  [14.2, 18.5] (80%, n = 212, vllm · h200 · kv-bound)'), else ''."""
+    return "" if v.interval is None or v.absent else f"  {v.interval.text(v.unit, v.human)}"
+
+
 def _wrap(text: str, indent: str = "", sub: str = "") -> list[str]:
     return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=sub or indent,
                          break_long_words=False, break_on_hyphens=False) or [indent.rstrip()]
@@ -86,7 +91,7 @@ def _text_one(p: Plan) -> list[str]:
     rows = [(_METRIC_LABELS.get(k, k.replace("_", " ")), k, v) for k, v in p.metrics.items() if k != "speedup"]
     width = max(len(label) for label, _, _ in rows)
     for label, k, v in rows:
-        out.append(f"  {label.ljust(width)}  {v.human:>12}  {base[k].human:>12}  ({v.evidence.value})")
+        out.append(f"  {label.ljust(width)}  {v.human:>12}  {base[k].human:>12}  ({v.evidence.value}){_bar(v)}")
     sp = p.metrics.speedup
     out.append(f"  {'speedup'.ljust(width)}  {sp.human:>12}  {'1x':>12}  ({sp.evidence.value})")
     out.extend([*_load_text(p), *_cost_text(p), "", "byte factors (footprint = 16-bit KV × combined)"])
@@ -138,7 +143,7 @@ def _load_text(p: Plan) -> list[str]:
              .get(k, k.replace("_", " ")), v) for k, v in ld.items()]
     width = max(len(label) for label, _ in rows)
     for label, v in rows:
-        out.append(f"  {label.ljust(width)}  {v.human:>14}  ({v.evidence.value})")
+        out.append(f"  {label.ljust(width)}  {v.human:>14}  ({v.evidence.value}){_bar(v)}")
     if ld.goodput is not None:  # what binds it: the source names the SLOs (docs/service.md, Goodput)
         binds = {"ttft": "the TTFT SLO binds it", "itl": "the ITL SLO binds it",
                  "saturation": "the SLOs hold up to the saturation rate"}[ld.goodput_slo or "saturation"]
@@ -255,7 +260,7 @@ def json_text(plans: Sequence[Plan], extra: dict[str, object] | None = None) -> 
 # ------------------------------------------------------------------ markdown (MADR)
 
 def _md_value(v: Value) -> str:
-    return f"{v.human} *({v.evidence.value})*"
+    return f"{v.human_with_interval} *({v.evidence.value})*"
 
 
 def decision_markdown(p: Plan, d: Decision, number: int) -> str:
