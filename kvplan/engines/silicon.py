@@ -46,8 +46,8 @@ MODES = ("agg", "disagg")
 _POOL = ("num_workers", "batch_size", "tp_size", "pp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size")
 COLUMNS = ("id", "silicon_data_source", "backend", "backend_version", "model_path", "system", "precision", "mode",
            "isl", "osl", "gemm_quant_mode", "moe_quant_mode", "batch_size", "tp_size", "pp_size",
-           "attention_dp_size", "moe_tp_size", "moe_ep_size", *(f"{p}_{c}" for p in ("prefill", "decode") for c in _POOL),
-           "silicon_ttft_ms", "silicon_tpot_ms")
+           "attention_dp_size", "moe_tp_size", "moe_ep_size",
+           *(f"{p}_{c}" for p in ("prefill", "decode") for c in _POOL), "silicon_ttft_ms", "silicon_tpot_ms")
 _CONCURRENCY = re.compile(r"(?:^|;)\s*silicon_concurrency=(\d+)\s*(?:;|$)")
 _MEASURED = re.compile(r"(?:^|;)\s*measured=(\d{4})-(\d{2})-(\d{2})(?:T[0-9:.]+Z)?\s*(?:;|$)")
 
@@ -138,9 +138,13 @@ def measured_on(source: str) -> Optional[datetime.date]:
 
 
 def _image(source: str) -> str:
-    """The engine image the run used: the field's last `;` part when it names one (`repo:tag`), else ''."""
-    last = source.rsplit(";", 1)[-1].strip()
-    return last if ":" in last and "=" not in last else ""
+    """The engine image the run used: an `image=` part, else the field's last part when it names one
+    (`repo:tag`), else ''."""
+    parts = [p.strip() for p in source.split(";")]
+    tagged = [p[len("image="):] for p in parts if p.startswith("image=")]
+    if tagged:
+        return tagged[0]
+    return parts[-1] if ":" in parts[-1] and "=" not in parts[-1] else ""
 
 
 class _Bad(Exception):
@@ -211,7 +215,8 @@ def _row(line: int, r: Mapping[str, str]) -> SiliconRow:
         raise _Bad(f"gemm_quant_mode is {gemm!r}: expected one of {', '.join(repr(k) for k in WEIGHTS)}")
     if mode == "agg":
         layout = _layout(r)
-        batch, pools = _int(r, "batch_size"), (None, None)
+        batch = _int(r, "batch_size")
+        pools: tuple[Optional[Pool], Optional[Pool]] = (None, None)
     else:
         layout, batch = Layout(0, 0, 0, 0, 0), 0
         pools = (_pool(r, "prefill_"), _pool(r, "decode_"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import re
+from pathlib import Path
 
 import pytest
 
@@ -99,7 +100,7 @@ def test_quantized_checkpoints_are_their_architecture() -> None:
     assert [(r.model, r.weights) for r in rows] == [("qwen3-32b", "fp4"), ("deepseek-v3", "bf16")]
 
 
-def test_a_file_that_is_not_the_sample_names_itself(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_file_that_is_not_the_sample_names_itself(tmp_path: Path) -> None:
     with pytest.raises(silicon.SiliconError, match=r"no column silicon_data_source") as e:
         silicon.parse("id,backend\nx,vllm\n", "other.csv")
     assert e.value.span is not None and e.value.span.file == "other.csv"
