@@ -262,7 +262,10 @@ def report(result: Run, *, rows: bool = False, aic: Optional[Mapping[str, tuple[
     ps = result.planned
     out = [f"kvplan against aiconfigurator's silicon sample, {result.split} set "
            f"({'measured on or after' if result.split == 'holdout' else 'measured before'} {HOLDOUT}); "
-           "error = expected / measured - 1; times in ms", ""]
+           "error = expected / measured - 1; times in ms",
+           "TPOT bound: the plan's step lower bound at its batch; TTFT bound: the plan's lower bound for one prompt "
+           "of the whole context ISL + OSL (the plan's context), so above the expected TTFT of an ISL prompt where "
+           "OSL is long", ""]
     if rows:
         out.append(f"{'row':<60} {'regime':<15} {'TPOT bound':>10} {'exp.':>8} {'meas.':>8} {'err':>7}  "
                    f"{'TTFT bound':>10} {'exp.':>8} {'meas.':>8} {'err':>7}")
