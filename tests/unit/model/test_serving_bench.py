@@ -165,3 +165,14 @@ def test_the_fit_set_plans_and_every_row_is_accounted_for() -> None:
     assert len(got.planned) >= 1_000
     assert all(p.row.measured_on < bench.HOLDOUT for p in got.planned)
     assert got.noise.groups > 100
+
+
+def test_aiconfigurator_rows_passes_a_row_as_its_own_tool_does() -> None:
+    aic = load_tool("aiconfigurator_rows", "bench")
+    row = dict(zip(FIELDS, next(csv.reader(io.StringIO(_published(3344))))))
+    # predict_silicon_sample.py's _estimate_args for an agg row; the checkpoint under its bundled config's name.
+    assert aic.estimate_args(row) == dict(
+        model_path="meta-llama/Meta-Llama-3.1-70B", system_name="h100_sxm", mode="agg", backend_name="vllm",
+        backend_version=None, isl=1024, osl=1024, gemm_quant_mode="fp8", moe_quant_mode="fp8", batch_size=16,
+        tp_size=4, pp_size=1, attention_dp_size=1, moe_tp_size=4, moe_ep_size=1)
+    assert aic.HOLDOUT == bench.HOLDOUT.isoformat()
