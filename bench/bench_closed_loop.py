@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 import statistics
 import sys
 from pathlib import Path
@@ -32,10 +31,13 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere: kvplan is the checkout's
     sys.path.insert(0, str(ROOT))
 
-from kvplan.base.errors import KvplanError  # noqa: E402
+if str(ROOT / "bench") not in sys.path:  # serving.py beside it
+    sys.path.insert(0, str(ROOT / "bench"))
+
+from serving import Unplanned, forecast, spec_text  # noqa: E402
+
 from kvplan.base.records import record  # noqa: E402
-from kvplan.lang import check_source  # noqa: E402
-from kvplan.planner import plan  # noqa: E402
+from kvplan.engines import silicon  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "measured" / "closed_loop.csv"
 #: Where the rows come from: the repository, its commit and the file (`fetch github:ai-dynamo/aiconfigurator`).
@@ -43,9 +45,9 @@ UPSTREAM = ("ai-dynamo/aiconfigurator", "095f58a51c4ca8e61b66ec108d86f223f8d559c
             "aic-core/src/aiconfigurator_core/systems/silicon_sample.csv")
 #: Rows measured on or after this date are the holdout: never read.
 HOLDOUT = "2026-03-01"
-#: The upstream checkpoints kept and the catalog id each is; the systems kept and the catalog device each is.
-MODELS = {"meta-llama/Llama-3.1-70B": "llama-3-70b", "Qwen/Qwen3-32B": "qwen3-32b"}
-SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200"}
+#: The upstream checkpoints kept and the systems kept, and the catalog id of each (kvplan.engines.silicon's map).
+MODELS = {c: silicon.model_of(c) for c in ("meta-llama/Llama-3.1-70B", "Qwen/Qwen3-32B")}
+SYSTEMS = {s: silicon.SYSTEMS[s] for s in ("h100_sxm", "h200_sxm")}
 SELECTION = (f"mode = agg, backend = vllm, system in {sorted(SYSTEMS)}, model_path in {sorted(MODELS)} (the "
              "dense models of kvplan's catalog), pp_size = 1, gemm_quant_mode = fp8, a `measured=` date in "
              f"silicon_data_source before {HOLDOUT}")
@@ -76,29 +78,22 @@ class Row:
     tpot: float
 
 
-def _measured(source: str) -> str:
-    m = re.search(r"measured=(\d{4}-\d{2}-\d{2})", source)
-    return m.group(1) if m else ""
-
-
 def select(upstream: Path) -> str:
-    """The data set's CSV text from aiconfigurator's silicon_sample.csv (SELECTION), the holdout dropped before
-    its figures are read."""
+    """The data set's CSV text from aiconfigurator's silicon_sample.csv (SELECTION), typed by
+    kvplan.engines.silicon; the holdout is dropped before its figures are written."""
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
     w.writerow(COLUMNS)
-    with upstream.open(newline="", encoding="utf-8") as f:
-        for r in csv.DictReader(f):
-            date = _measured(r["silicon_data_source"])
-            if not date or date >= HOLDOUT:
-                continue  # the holdout: nothing of this row past its date is read
-            if (r["mode"], r["backend"], r["pp_size"], r["gemm_quant_mode"]) != ("agg", "vllm", "1", "fp8") or (
-                    r["system"] not in SYSTEMS or r["model_path"] not in MODELS):
-                continue
-            repo, commit, path = UPSTREAM
-            w.writerow([r["id"], MODELS[r["model_path"]], SYSTEMS[r["system"]], r["tp_size"], "fp8", "vllm",
-                        r["backend_version"], r["batch_size"], r["isl"], r["osl"], date, r["silicon_ttft_ms"],
-                        r["silicon_tpot_ms"], f"{repo}@{commit}:{path}"])
+    repo, commit, path = UPSTREAM
+    for r in silicon.parse(upstream.read_text(encoding="utf-8"), str(upstream)).rows:
+        date = r.measured_on.isoformat()
+        if date >= HOLDOUT:
+            continue  # the holdout: nothing of this row past its date is written
+        if (r.mode, r.engine, r.layout.pp, r.weights, r.precision) != ("agg", "vllm", 1, "fp8", "fp8") or (
+                r.system not in SYSTEMS or r.checkpoint not in MODELS):
+            continue
+        w.writerow([r.id, r.model, r.device, r.layout.tp, "fp8", "vllm", r.engine_version, r.concurrency, r.isl,
+                    r.osl, date, repr(r.ttft_ms), repr(r.tpot_ms), f"{repo}@{commit}:{path}"])
     return out.getvalue()
 
 
@@ -123,12 +118,9 @@ def read(path: Path) -> list[Row]:
 
 
 def spec(row: Row) -> str:
-    """The row as a spec: its deployment pinned, its closed loop the workload."""
-    return (f'kvplan 1\ndeployment "{row.id}" {{\n    model   = {row.model}\n    device  = {row.device}\n'
-            f"    devices = {row.tp}\n    engine  = vllm\n    weights = {row.weights}\n    workload {{\n"
-            f"        concurrency = {row.concurrency}\n        input       = {row.n_in}\n"
-            f"        output      = {row.n_out}\n    }}\n    quality {{ budget = lossless }}\n"
-            f"    pin {{\n        tensor_parallel   = {row.tp}\n        pipeline_parallel = 1\n    }}\n}}\n")
+    """The row as a spec: its deployment pinned (the KV dtype left to kvplan), its closed loop the workload."""
+    return spec_text(row.id, row.model, row.device, "vllm", row.weights, row.tp, 1, row.concurrency, row.n_in,
+                     row.n_out, None)
 
 
 @record
@@ -142,18 +134,11 @@ class Predicted:
 
 def predict(row: Row, where: str) -> Predicted:
     """The row's spec planned; DataError naming `where` when it does not check or plan."""
-    r = check_source(spec(row), f"{row.id}.kvp")
-    if not r.ok or len(r.scenarios) != 1:
-        first = next((d.message for d in r.diagnostics if d.severity.value == "error"), "no scenario")
-        raise DataError(f"{where}: the row's spec does not check: {first}")
     try:
-        p = plan(r.scenarios[0], suggest=False)
-    except KvplanError as e:
-        raise DataError(f"{where}: the row's spec does not plan: {e.message}") from None
-    ld = p.load
-    if ld is None or ld.ttft is None or ld.tpot is None:
-        raise DataError(f"{where}: the plan has no closed-loop figures")
-    return Predicted(ld.ttft.value, ld.tpot.value, not any(u.constraint.value == "fits" for u in p.unmet))
+        got = forecast(spec(row), row.id)
+    except Unplanned as e:
+        raise DataError(f"{where}: {e}") from None
+    return Predicted(got.ttft_expected / 1e3, got.tpot_expected / 1e3, got.fits)
 
 
 def _median(xs: Sequence[float]) -> str:
