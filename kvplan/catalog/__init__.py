@@ -501,6 +501,12 @@ def _opt_max_context(entry: CatalogEntry, where: str) -> Optional[int]:
 
 
 @functools.cache
+def intervals() -> Mapping[str, CatalogEntry]:
+    """The error-bar table (intervals.toml, docs/expected.md "Error bars") as read: kvplan.planner.intervals
+    parses its cells."""
+    return _load_toml("intervals.toml")
+
+
 def models() -> Mapping[str, Model]:
     return {mid: model_from_entry(mid, e) for mid, e in _load_toml("models.toml").items()}
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Mapping, Optional
 
 import attrs
 
+from kvplan import catalog
 from kvplan.base.errors import CatalogError
 from kvplan.base.evidence import Interval, Value
 from kvplan.base.records import record
@@ -66,8 +67,7 @@ def table() -> dict[str, Cell]:
     """The shipped table (kvplan/catalog/intervals.toml), parsed once per process."""
     global _TABLE
     if _TABLE is None:
-        from kvplan.catalog import _load_toml
-        _TABLE = parse(_load_toml("intervals.toml"))
+        _TABLE = parse(catalog.intervals())
     return _TABLE
 
 
