@@ -500,13 +500,13 @@ def _opt_max_context(entry: CatalogEntry, where: str) -> Optional[int]:
     return raw
 
 
-@functools.cache
 def intervals() -> Mapping[str, CatalogEntry]:
     """The error-bar table (intervals.toml, docs/expected.md "Error bars") as read: kvplan.planner.intervals
     parses its cells."""
     return _load_toml("intervals.toml")
 
 
+@functools.cache
 def models() -> Mapping[str, Model]:
     return {mid: model_from_entry(mid, e) for mid, e in _load_toml("models.toml").items()}
 
