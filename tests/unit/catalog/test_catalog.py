@@ -22,8 +22,8 @@ DEVICE_KEYS = {"name", "aliases", "fp4", "memory", "bandwidth", "compute", "comp
                "price_per_hour", "price_source", "price_date"}
 MODEL_KEYS = {"name", "aliases", "hf_id", "hf_ids", "layers", "q_heads", "kv_heads", "head_dim", "params",
               "params_active", "params_routed", "experts", "experts_per_token", "kv_kind", "mla_kv_rank",
-              "mla_rope_dim", "v_head_dim", "hidden_size", "window", "layer_windows", "soft_cap", "max_context", "source",
-              "confidence", "note", "weight_bytes", "architecture"}
+              "mla_rope_dim", "v_head_dim", "hidden_size", "window", "layer_windows", "soft_cap", "max_context",
+              "source", "confidence", "note", "weight_bytes", "architecture"}
 LINK_KEYS = {"name", "bandwidth", "source", "note", "aliases"}
 CONFIDENCE = {"V", "S", "U"}
 
