@@ -107,6 +107,8 @@ class Model:
     `mla_kv_rank + mla_rope_dim` values per token instead of K and V.
     `params` counts every parameter held in memory; `params_active` those read
     per token at batch 1; `params_routed` those in routed experts (all of them).
+    `hidden_size` is the residual stream's width (config.json `hidden_size`): what the tensor-parallel
+    all-reduces and the pipeline transfers move per token; 0 where not known.
     """
 
     id: str
@@ -122,6 +124,7 @@ class Model:
     mla_kv_rank: int = 0
     mla_rope_dim: int = 0
     v_head_dim: int = 0
+    hidden_size: int = 0
     n_experts: int = 0
     experts_per_token: int = 0
     params_routed: float = 0.0
@@ -155,6 +158,16 @@ class Model:
         if self.kv_kind == "mla":
             return self.mla_kv_rank + self.mla_rope_dim, self.mla_kv_rank
         return self.head_dim, (self.v_head_dim or self.head_dim)
+
+    @property
+    def prefill_attn_dims(self) -> tuple[int, int]:
+        """Per-head (QK, AV) widths of a prefill kernel. MLA prefills expanded, as multi-head attention over the
+        up-projected keys and values: QK qk_nope + qk_rope (`head_dim`, 192 for DeepSeek-V3), AV v_head_dim (128);
+        decode stays absorbed over the latent (attn_dims; the engine evidence is in the DeepSeek-V3 entry's note
+        in models.toml). Other kinds prefill with the decode kernel's widths."""
+        if self.kv_kind == "mla":
+            return self.head_dim, (self.v_head_dim or self.head_dim)
+        return self.attn_dims
 
     @property
     def is_moe(self) -> bool:
@@ -456,7 +469,7 @@ def model_from_entry(mid: str, e: CatalogEntry) -> Model:
         params=params, params_active=_opt_q(e, "params_active", Dim.COUNT, mid) or params,
         windows=tuple(windows), kv_kind=_text(e, "kv_kind", mid, "gqa"),
         mla_kv_rank=_int(e, "mla_kv_rank", mid, 0), mla_rope_dim=_int(e, "mla_rope_dim", mid, 0),
-        v_head_dim=_int(e, "v_head_dim", mid, 0),
+        v_head_dim=_int(e, "v_head_dim", mid, 0), hidden_size=_int(e, "hidden_size", mid, 0),
         n_experts=_int(e, "experts", mid, 0), experts_per_token=_int(e, "experts_per_token", mid, 0),
         params_routed=_opt_q(e, "params_routed", Dim.COUNT, mid) or 0.0,
         soft_cap=_opt_number(e, "soft_cap", mid), max_context=_opt_max_context(e, mid),

@@ -518,6 +518,7 @@ def _build(c: _Config, mid: str, source: str, params: Optional[float]) -> Model:
         mla_kv_rank=c.integer("kv_lora_rank") if mla else 0,
         mla_rope_dim=c.integer("qk_rope_head_dim") if mla else 0,
         v_head_dim=c.integer("v_head_dim") if mla and c.has("v_head_dim") else 0,
+        hidden_size=c.integer("hidden_size"),
         n_experts=n_exp, experts_per_token=k, params_routed=routed,
         soft_cap=c.number("attn_logit_softcapping"),
         max_context=_context_limit(c),

@@ -50,10 +50,12 @@ ALL_REDUCES_PER_LAYER = 2
 
 
 def residual_width(model: Model) -> int:
-    """Elements per token an all-reduce moves: the residual stream's width, taken as n_q · d_v (the attention
-    output's width, which the output projection maps back to the residual stream; equal to hidden_size for
-    Llama, Mistral and most dense models, an approximation where they differ)."""
-    return model.n_q * model.attn_dims[1]
+    """Elements per token an all-reduce or a pipeline transfer moves: the residual stream's width, the model's
+    hidden_size (7,168 for DeepSeek-V3, 5,120 for Qwen3-32B). A model built without one (0) falls back to the
+    output projection's input width n_q · v_head_dim, which equals hidden_size for Llama and Mistral."""
+    if model.hidden_size:
+        return model.hidden_size
+    return model.n_q * (model.v_head_dim or model.head_dim)
 
 
 def all_reduce_time(model: Model, tokens: ArrayLike, tp: ArrayLike, link_bandwidth: Optional[ArrayLike],

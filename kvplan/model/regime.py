@@ -344,10 +344,10 @@ def _factor_words(f: ex.Factors) -> str:
 
 
 def expected_results(cfg: rf.Config, batch: int, context: int, f: ex.Factors) -> list[tuple[str, Value]]:
-    """The expected step, its terms and the expected TTFT (docs/expected.md), each derived, its source naming
-    every factor with its evidence; the prompt of the TTFT is the workload's context, the all-reduces cross the
-    slowest link the group spans (SPEC §12: the scale-up link inside a node, the scale-out link across nodes;
-    none: their latency only, said so)."""
+    """The expected step, its terms and the expected TTFT with its all-reduces (docs/expected.md), each derived, its
+    source naming every factor with its evidence; the prompt of the TTFT is the workload's context, the all-reduces
+    cross the slowest link the group spans (SPEC §12: the scale-up link inside a node, the scale-out link across
+    nodes; none: their latency only, said so)."""
     link = ex.link_bandwidth(cfg.device)
     spanned = ex.spanned_link(cfg.device, cfg.tp, cfg.n_devices)
     link_words = (f"all-reduces over {spanned} at {fmt_unit(catalog.get_link(spanned).bandwidth, 'B/s')}"
@@ -371,6 +371,8 @@ def expected_results(cfg: rf.Config, batch: int, context: int, f: ex.Factors) ->
                                                     "+ L·t_layer, one prompt of the workload's context, "
                                                     f"{context:,} tokens "
                                                     f"(docs/expected.md): {words}")),
+        ("ttft_expected_comm", derived(_scalar(ttft.comm), "s", f"the TTFT's T_comm: 2 all-reduces per layer over the "
+                                                          f"prompt's {context:,} tokens ({link_words})")),
     ]
 
 

@@ -35,8 +35,10 @@ def causal_pairs(s: ArrayLike, window: float | None) -> Array:
 
 
 def prefill_flops(model: Model, s: ArrayLike) -> Array:
-    """2·P_active·s + 2·L·n_q·d_h·s² for full attention (SPEC §7), windows applied per layer."""
-    d_qk, d_v = model.attn_dims
+    """2·P_active·s + 2·L·n_q·d_h·s² for full attention (SPEC §7), windows applied per layer: per causal
+    (query, key) pair 2·n_q·(d_qk + d_v) at the widths engines prefill with (Model.prefill_attn_dims: MLA
+    expanded, 2·n_q·(192 + 128) for DeepSeek-V3, not the absorbed latent's 2·n_q·(576 + 512) decode runs)."""
+    d_qk, d_v = model.prefill_attn_dims
     per_pair = 2.0 * model.n_q * (d_qk + d_v)
     attn = sum(n * causal_pairs(s, w) for w, n in model.window_groups)
     return 2.0 * model.params_active * np.asarray(s, dtype=np.float64) + per_pair * attn

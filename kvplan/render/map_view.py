@@ -35,6 +35,7 @@ _LABELS = {
     "step_time_expected_comm": "  all-reduces (expected)",
     "throughput_expected": "decode throughput (expected)",
     "ttft_expected": "TTFT, one prompt (expected)",
+    "ttft_expected_comm": "  all-reduces (expected)",
     "throughput": "decode throughput",
     "ceiling_rate": "ceiling R_∞ = β_eff/κ",
 }
@@ -44,7 +45,7 @@ _ORDER = ["kappa", "kv_bytes_per_sequence", "weight_bytes", "weight_bytes_read",
           "context_over_s_cap", "flops_per_step", "intensity", "intensity_short_limit",
           "intensity_long_limit", "ridge", "step_time", "step_time_weights", "step_time_kv",
           "step_time_compute", "step_time_expected", "step_time_expected_comm", "throughput", "throughput_expected",
-          "ttft_expected", "ceiling_rate"]
+          "ttft_expected", "ttft_expected_comm", "ceiling_rate"]
 
 
 def _unit_text(value: float, unit: str) -> str:

@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from kvplan import catalog
+from kvplan.catalog import performance
 from kvplan.cli import main
 from kvplan.model import expected as ex
 from kvplan.model import roofline as rf
@@ -245,3 +246,25 @@ def test_map_rows_by_kv_dtype_carry_their_own_expected_step() -> None:
         assert x["step_time_expected"]["evidence"] == "derived"
     # the row of the map's own KV dtype is the map's expected step (same factors, same width)
     assert rows["fp8"]["step_time_expected"]["value"] == pytest.approx(body["results"]["step_time_expected"]["value"])
+
+
+def test_map_json_carries_the_ttft_all_reduces_at_the_residual_width() -> None:
+    # Issue 23 item 1: DeepSeek-V3 on 8 × H200, a 4,500-token prompt. By hand: 2 all-reduces × 61 layers, each the
+    # link's collective latency + a ring all-reduce of 2·7/8 · 4,500 · 7,168 (hidden_size) · 2 B over NVLink.
+    r = run("map", "--model", "deepseek-v3", "--device", "h200", "--devices", "8", "--batch", "1", "--context", "4500",
+            "--format", "json")
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.stdout)["results"]
+    d = catalog.get_device("h200")
+    link = catalog.get_link(d.scaleup_link or "")
+    latency = performance.factor("collective_latency", link=link.id).value
+    want = 2 * 61 * (latency + 2 * 7 / 8 * 4500 * 7168 * 2 / link.bandwidth)
+    comm = res["ttft_expected_comm"]
+    assert (comm["unit"], comm["evidence"]) == ("s", "derived")
+    assert comm["value"] == pytest.approx(want, rel=0.10)
+    assert "4,500 tokens" in comm["source"] and link.id in comm["source"]
+    assert comm["value"] < res["ttft_expected"]["value"]
+    text = run("map", "--model", "deepseek-v3", "--device", "h200", "--devices", "8", "--batch", "1", "--context",
+               "4500").stdout.splitlines()
+    ttft = next(i for i, ln in enumerate(text) if ln.strip().startswith("TTFT, one prompt (expected)"))
+    assert text[ttft + 1].strip().startswith("all-reduces (expected)")

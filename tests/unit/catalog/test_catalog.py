@@ -22,8 +22,8 @@ DEVICE_KEYS = {"name", "aliases", "fp4", "memory", "bandwidth", "compute", "comp
                "price_per_hour", "price_source", "price_date"}
 MODEL_KEYS = {"name", "aliases", "hf_id", "hf_ids", "layers", "q_heads", "kv_heads", "head_dim", "params",
               "params_active", "params_routed", "experts", "experts_per_token", "kv_kind", "mla_kv_rank",
-              "mla_rope_dim", "v_head_dim", "window", "layer_windows", "soft_cap", "max_context", "source",
-              "confidence", "note", "weight_bytes", "architecture"}
+              "mla_rope_dim", "v_head_dim", "hidden_size", "window", "layer_windows", "soft_cap", "max_context",
+              "source", "confidence", "note", "weight_bytes", "architecture"}
 LINK_KEYS = {"name", "bandwidth", "source", "note", "aliases"}
 CONFIDENCE = {"V", "S", "U"}
 
@@ -67,6 +67,7 @@ def test_every_model_loads_with_consistent_geometry() -> None:
         assert m.kv_kind in ("gqa", "mla")
         if m.kv_kind == "mla":
             assert m.mla_kv_rank > 0 and m.mla_rope_dim > 0
+        assert m.hidden_size > 0, m.id  # every shipped model states its residual width (models.toml header)
 
 
 def test_every_link_loads() -> None:
@@ -250,3 +251,11 @@ def test_a_host_size_that_is_not_a_whole_number_or_does_not_fit_the_node_is_refu
 def test_a_host_that_divides_the_node_or_is_a_multiple_of_it_is_kept(host: int, node: object) -> None:
     entry = {**_DEVICE, "host": host, **({} if node is None else {"node": node, "scaleout_link": "ib-ndr"})}
     assert catalog.device_from_entry("d", entry).host == host  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mid", ["qwen2.5-72b", "gemma-3-27b"])
+def test_hidden_size_without_a_fixture_is_the_one_its_source_quotes(mid: str) -> None:
+    # No config.json copy in tests/data/hf (test_hf_config.py pairs the others with theirs): the entry's source
+    # quotes the file's hidden size, and hidden_size is that number.
+    m = catalog.get_model(mid)
+    assert f"hidden {m.hidden_size}," in m.source

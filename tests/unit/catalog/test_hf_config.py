@@ -269,10 +269,13 @@ def test_stated_params_override_the_total() -> None:
 # ----------------------------------------------------------- catalog agreement
 
 # (catalog id, fixture): every catalog entry with a fixture of the same model. Catalog
-# entries without one here: llama-3.1-405b, qwen2.5-72b, qwen3-32b, deepseek-v3, gemma-3-27b.
+# entries without one here: qwen2.5-72b, gemma-3-27b.
 CATALOG_PAIRS = [
     ("llama-3-70b", "meta-llama--Meta-Llama-3.1-70B"),
     ("llama-3-8b", "meta-llama--Meta-Llama-3.1-8B"),
+    ("llama-3.1-405b", "meta-llama--Meta-Llama-3.1-405B"),
+    ("qwen3-32b", "Qwen--Qwen3-32B"),
+    ("deepseek-v3", "deepseek-ai--DeepSeek-V3"),
     ("llama-2-13b", "synthetic--llama-2-13b-no-kv-heads"),
     ("mistral-7b", "mistralai--Mistral-7B-v0.1"),
     ("mixtral-8x7b", "mistralai--Mixtral-8x7B-v0.1"),
@@ -290,8 +293,9 @@ def test_catalog_geometry_matches_config(mid: str, name: str) -> None:
     cat = models()[mid]
     ing = load_config(fixture(name))
     fields = ("n_layers", "n_q", "n_kv", "head_dim", "kv_kind", "windows", "mla_kv_rank",
-              "mla_rope_dim", "v_head_dim", "n_experts", "experts_per_token", "soft_cap", "max_context")
+              "mla_rope_dim", "v_head_dim", "hidden_size", "n_experts", "experts_per_token", "soft_cap", "max_context")
     assert {f: getattr(cat, f) for f in fields} == {f: getattr(ing, f) for f in fields}
+    assert cat.hidden_size == raw(name)["hidden_size"]  # the residual width, as the file states it
     # the catalog states counts to 4 significant figures at least
     assert cat.params == pytest.approx(ing.params, rel=5e-3)
     if cat.is_moe:
