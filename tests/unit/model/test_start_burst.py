@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kvplan.model import load
 
@@ -78,3 +80,20 @@ def test_the_queue_above_max_seqs_bursts_only_the_admitted(dep) -> None:
     m = _model(dep, 24)
     assert ld.ttft == pytest.approx((16 * load.start_burst(m, 16) + 224 * steady.ttft) / 240, rel=1e-12)
     assert math.isfinite(ld.ttft)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(c=st.integers(1, 600), n_in=st.integers(1, 20000), chunk=st.sampled_from([512, 2048, 8192, 16384]),
+       per=st.floats(1.0, 50.0))
+def test_any_run_keeps_the_identities_and_its_ttft_lies_between_its_parts(dep, c: int, n_in: int, chunk: int,
+                                                                          per: float) -> None:
+    ld = _run(dep, c, per * c, n_in=n_in, chunk=chunk)
+    steady = _run(dep, c, None, n_in=n_in, chunk=chunk)
+    x = ld.throughput
+    assert x is not None
+    assert x * (ld.ttft + (N_OUT - 1) * ld.itl) == pytest.approx(c, rel=1e-9)
+    assert ld.decode_batch + x * ld.ttft == pytest.approx(c, rel=1e-9)
+    # the run's mean TTFT is a weighted mean of the burst's and the steady state's
+    burst = load.start_burst(_model(dep, c, n_in=n_in, chunk=chunk), c)
+    assert min(burst, steady.ttft) * (1 - 1e-12) <= ld.ttft <= max(burst, steady.ttft) * (1 + 1e-12)
+    assert ld.itl == steady.itl
