@@ -97,12 +97,13 @@ def _model_inputs(p: Plan, on: str) -> tuple[rf.Config, ex.Factors, Optional[flo
 
 
 def prompt_bound(p: Plan) -> Value:
-    """The lower bound of a request's TTFT: its prompt of n_in tokens (the longest) prefilled alone, at π and β with
-    no overhead (the plan's own `ttft` bound is of a prompt of its whole context, n_in + n_out for a closed loop)."""
+    """The lower bound of every request's TTFT: the shortest prompt prefilled alone, at π and β with no overhead
+    (the plan's own `ttft` bound is of a prompt of its whole context, n_in + n_out for a closed loop)."""
     cfg, f, _, sv, _, _, _ = _model_inputs(p, "bound")
-    t = float(ex.expected_ttft(cfg, float(sv.n_in), f, None).ttft)
-    return derived(t, "s", f"TTFT ≥ max(F_prefill/(tp·π), W/(tp·β)): one prompt of the input, {sv.n_in:,} tokens "
-                   "(docs/expected.md)")
+    n = sv.inputs.lo
+    t = float(ex.expected_ttft(cfg, float(n), f, None).ttft)
+    return derived(t, "s", f"TTFT ≥ max(F_prefill/(tp·π), W/(tp·β)): one prompt of the input alone, {n:,} tokens "
+                   "(the shortest; docs/expected.md)")
 
 
 def batch_for(ld: load.Load, limit: float) -> int:
