@@ -1,6 +1,7 @@
 """Benchmark: kvplan's serving forecasts against NVIDIA aiconfigurator's published silicon sample (docs/service.md).
 
-Run:  python bench/serving.py [--rows] [--out FILE.csv] [--aic AIC.csv] [--kv-dtype DTYPE] [SAMPLE.csv]
+Run:  python bench/serving.py [--rows] [--out FILE.csv] [--aic AIC.csv] [--kv-dtype DTYPE] [--per-client N]
+      [SAMPLE.csv]
       python bench/serving.py --holdout ...      (the rows measured on or after HOLDOUT: the lead's, once)
 
 SAMPLE.csv defaults to tests/data/public/silicon_sample.csv (its README cites it and states TTFT/TPOT as the rows
@@ -30,6 +31,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
+import attrs
+
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere: kvplan is the checkout's
     sys.path.insert(0, str(ROOT))
@@ -39,7 +42,7 @@ from kvplan.base.records import record  # noqa: E402
 from kvplan.engines import silicon  # noqa: E402
 from kvplan.engines.silicon import SiliconRow  # noqa: E402
 from kvplan.lang import check_source  # noqa: E402
-from kvplan.planner import plan  # noqa: E402
+from kvplan.planner import plan, service  # noqa: E402
 
 SAMPLE = ROOT / "tests" / "data" / "public" / "silicon_sample.csv"
 #: Rows measured on or after this date are the holdout (issue 22): not planned unless --holdout.
@@ -48,6 +51,12 @@ HOLDOUT = datetime.date(2026, 3, 1)
 #: model's activation dtype (bf16) unless a flag says otherwise (vLLM `--kv-cache-dtype auto`); override with
 #: --kv-dtype.
 KV_DTYPE = "bf16"
+#: Assumed: each row is one run of a benchmark client that sends 10·C requests, the first C of them at once when the
+#: run starts (InferenceMAX's client configuration: `--num-prompts $((CONC * 10)) --max-concurrency $CONC
+#: --request-rate inf`, its README's "Benchmark Client Configuration"; the rows' ISL/OSL grid and concurrencies are
+#: InferenceMAX's, but the sample's README does not name its client). The mean TTFT is the run's, start-up burst
+#: included (kvplan.model.load.run_mean); override with --per-client (0: the steady state alone).
+PER_CLIENT = 10
 OUT_COLUMNS = ("engine", "device", "regime", "tpot_expected_ms", "tpot_measured_ms", "ttft_expected_ms",
                "ttft_measured_ms", "measured_on", "split")
 OUT_MORE = ("id", "model", "concurrency", "isl", "osl", "tp", "weights", "tpot_bound_ms", "ttft_bound_ms", "fits")
@@ -119,22 +128,27 @@ class Unplanned(Exception):
     """A row whose spec does not check or plan: the reason, counted as a skip."""
 
 
-def forecast(text: str, name: str) -> Forecast:
-    """A spec's plan as a Forecast; Unplanned with the reason when it does not check or plan."""
+def forecast(text: str, name: str, per_client: int = PER_CLIENT) -> Forecast:
+    """A spec's plan as a Forecast, its closed loop run for `per_client` requests per client (PER_CLIENT; 0: the
+    steady state alone); Unplanned with the reason when it does not check or plan."""
     r = check_source(text, f"{name}.kvp")
     if not r.ok or len(r.scenarios) != 1:
         first = next((d.message for d in r.diagnostics if d.severity.value == "error"), "no scenario")
         raise Unplanned(f"the spec does not check: {first}")
+    sc = r.scenarios[0]
+    if per_client > 0 and sc.concurrency is not None:
+        sc = attrs.evolve(sc, prompts=per_client * sc.concurrency)
     try:
-        p = plan(r.scenarios[0], suggest=False)
+        p = plan(sc, suggest=False)
     except KvplanError as e:
         raise Unplanned(f"the spec does not plan: {e.message}") from None
     ld = p.load
     if ld is None or ld.ttft is None or ld.tpot is None:
         raise Unplanned("the plan has no closed-loop figures")
     m = p.metrics
-    return Forecast(p.regime_after, m.step_time.value * 1e3, ld.tpot.value * 1e3, m.ttft.value * 1e3,
-                    ld.ttft.value * 1e3, not any(u.constraint.value == "fits" for u in p.unmet))
+    return Forecast(p.regime_after, m.step_time.value * 1e3, ld.tpot.value * 1e3,
+                    service.prompt_bound(p).value * 1e3, ld.ttft.value * 1e3,
+                    not any(u.constraint.value == "fits" for u in p.unmet))
 
 
 def error(expected: float, measured: float) -> float:
@@ -263,9 +277,8 @@ def report(result: Run, *, rows: bool = False, aic: Optional[Mapping[str, tuple[
     out = [f"kvplan against aiconfigurator's silicon sample, {result.split} set "
            f"({'measured on or after' if result.split == 'holdout' else 'measured before'} {HOLDOUT}); "
            "error = expected / measured - 1; times in ms",
-           "TPOT bound: the plan's step lower bound at its batch; TTFT bound: the plan's lower bound for one prompt "
-           "of the whole context ISL + OSL (the plan's context), so above the expected TTFT of an ISL prompt where "
-           "OSL is long", ""]
+           "TPOT bound: the plan's step lower bound at its batch; TTFT bound: the prefill of one ISL prompt alone at "
+           "peak compute and bandwidth", ""]
     if rows:
         out.append(f"{'row':<60} {'regime':<15} {'TPOT bound':>10} {'exp.':>8} {'meas.':>8} {'err':>7}  "
                    f"{'TTFT bound':>10} {'exp.':>8} {'meas.':>8} {'err':>7}")
@@ -324,13 +337,14 @@ def out_csv(result: Run) -> str:
     return buf.getvalue()
 
 
-USAGE = "usage: serving.py [--rows] [--holdout] [--out FILE.csv] [--aic AIC.csv] [--kv-dtype DTYPE] [SAMPLE.csv]"
+USAGE = ("usage: serving.py [--rows] [--holdout] [--out FILE.csv] [--aic AIC.csv] [--kv-dtype DTYPE] [--per-client N] "
+         "[SAMPLE.csv]")
 
 
 def main(argv: Sequence[str]) -> int:
     args = list(argv)
     flags = {"--rows": False, "--holdout": False}
-    values: dict[str, Optional[str]] = {"--out": None, "--aic": None, "--kv-dtype": None}
+    values: dict[str, Optional[str]] = {"--out": None, "--aic": None, "--kv-dtype": None, "--per-client": None}
     paths: list[str] = []
     while args:
         a = args.pop(0)
@@ -344,10 +358,16 @@ def main(argv: Sequence[str]) -> int:
             print(USAGE, file=sys.stderr)
             return 2
     started = time.perf_counter()
+    per_text = values["--per-client"]
+    if per_text is not None and not (per_text.isdigit() and len(per_text) < 7):
+        print("error: --per-client takes a whole number of requests per client, 0 to 999999", file=sys.stderr)
+        return 2
     try:
         ledger = silicon.read(paths[0] if paths else str(SAMPLE))
         aic = read_aic(Path(values["--aic"])) if values["--aic"] else None
-        result = run(ledger, holdout=flags["--holdout"], kv_dtype=values["--kv-dtype"] or KV_DTYPE)
+        per = int(per_text) if per_text is not None else PER_CLIENT
+        result = run(ledger, holdout=flags["--holdout"], kv_dtype=values["--kv-dtype"] or KV_DTYPE,
+                     plan_text=lambda text, name: forecast(text, name, per))
     except (KvplanError, BenchError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

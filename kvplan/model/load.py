@@ -59,6 +59,15 @@ clients, and the other C − C_run wait in the engine's queue. The queue is neve
 is replaced at once and the engine's loop is the C_run one; by Little's law on the queue its wait is (C − C_run)/X,
 added to the TTFT:
     TTFT = R(C_run) + (C − C_run)/X,  and still X·(TTFT + (n_out − 1)·TPOT) = C.
+The start of a run (Service.prompts, `vllm bench serve --num-prompts`): a benchmark run sends `prompts` requests in
+all, and its C clients send their first ones together when it starts. The engine prefills those first come first
+served, packing `chunk` tokens into each iteration (SGLang --chunked-prefill-size, vLLM --max-num-batched-tokens,
+TensorRT-LLM max_num_tokens: several short prompts in one iteration, a long one over several), so prompt i's first
+token comes at the end of iteration j_i = ⌈i·n̄_in/chunk⌉, after the prefill of every token up to it and those
+iterations' steps (start_burst). The tool's mean TTFT is the run's: F = min(C_run, prompts) requests at the burst's
+mean, the others at the steady state's R, and by Little's law over the run its throughput and decode batch follow:
+    TTFT = (F·TTFT_burst + (prompts − F)·R)/prompts,  X = C/(TTFT + (n_out − 1)·ITL),  N_d = X·(n_out − 1)·ITL,
+so both identities above still hold. With prompts None (the default) the figures are the steady state's.
 The KV pool is not such a cap: vLLM admits while the pool has blocks for the prompt and preempts (recomputes) when
 a running sequence needs a block it lacks, so whether the running sequences fit stays the plan's to check (its
 batch is N_d + ρ, ρ = X·S); docs/service.md, Scheduling limits, states what that leaves out.
@@ -126,6 +135,10 @@ class Service:
     #: The engine's cap on the requests it runs at once (vLLM --max-num-seqs, SGLang --max-running-requests);
     #: None: no cap. A closed loop of more clients than it (or than the batch limit) queues the rest (closed_loop).
     max_seqs: Optional[float] = None
+    #: The requests a closed-loop benchmark run sends in all (`vllm bench serve --num-prompts`): the first
+    #: min(C_run, prompts) of them arrive together when the run starts (start_burst) and the mean TTFT is the run's
+    #: (run_mean). None: the steady state alone.
+    prompts: Optional[float] = None
 
     @property
     def inputs(self) -> Lengths:
@@ -366,12 +379,50 @@ def queued(m: Model, sat: float, binding: str) -> Load:
     assert sv.clients is not None
     run = admitted(sv)
     if run >= sv.clients:
-        return closed_loop(m, sat, binding)
+        return run_mean(m, closed_loop(m, sat, binding))
     inner = closed_loop(Model(m.cfg, m.f, m.link, attrs.evolve(sv, clients=run)), sat, binding)
     assert inner.throughput is not None
     wait = (float(sv.clients) - run) / inner.throughput
-    return attrs.evolve(inner, concurrency=float(sv.clients), ttft=inner.ttft + wait,
-                        prefill_wait=inner.prefill_wait + wait)
+    return run_mean(m, attrs.evolve(inner, concurrency=float(sv.clients), ttft=inner.ttft + wait,
+                                    prefill_wait=inner.prefill_wait + wait))
+
+
+def start_burst(m: Model, clients: int) -> float:
+    """The mean TTFT of the `clients` prompts a closed-loop run sends together when it starts (module docstring,
+    The start of a run): the engine prefills them first come first served, packing `chunk` tokens into each
+    iteration (several prompts into one where they fit, a prompt over several where it does not); prompt i's
+    first token comes at the end of iteration j_i = ⌈i·n̄/chunk⌉, after the prefill of the tokens of iterations
+    1..j_i, min(j_i·chunk, C·n̄)/n̄ · P, and those iterations' decode steps, each at the i − 1 prompts already
+    decoding: TTFT_i = min(j_i·chunk, C·n̄)/n̄ · P + Σ_{i' ≤ i} (j_i' − j_i'−1)·T(i' − 1). Bounded work: one array of
+    C <= MAX_BATCH entries."""
+    sv = m.sv
+    n = sv.inputs.mean
+    i = np.arange(1, clients + 1, dtype=np.float64)
+    j = np.ceil(i * n / sv.chunk)
+    steps = np.diff(j, prepend=0.0) * m.step(i - 1.0)
+    ttft = np.minimum(j * sv.chunk, clients * n) / n * m.prefill + np.cumsum(steps)
+    return float(np.mean(ttft))
+
+
+def run_mean(m: Model, ld: Load) -> Load:
+    """A closed loop's figures over a benchmark run of sv.prompts requests (module docstring, The start of a run):
+    the first F = min(C_run, prompts) arrive together (start_burst), the others in the steady state, so the mean
+    TTFT is (F·TTFT_burst + (prompts − F)·TTFT_steady)/prompts; the run's throughput and decode batch follow from
+    it by Little's law, X = C/(TTFT + (n_out − 1)·ITL) and N_d = X·(n_out − 1)·ITL. Unchanged when sv.prompts is
+    None."""
+    sv = m.sv
+    if sv.prompts is None:
+        return ld
+    assert sv.clients is not None
+    total = max(float(sv.prompts), 1.0)
+    first = min(admitted(sv), total)
+    ttft = (first * start_burst(m, int(first)) + (total - first) * ld.ttft) / total
+    think = m.decode_tokens * ld.itl
+    x = float(sv.clients) / (ttft + think)
+    n_d = x * think
+    rho = x * ld.prefill_service
+    return attrs.evolve(ld, ttft=ttft, prefill_wait=ttft - ld.prefill_service, throughput=x, decode_batch=n_d,
+                        running=n_d + rho, prefill_utilization=rho)
 
 
 @record

@@ -267,6 +267,10 @@ class Scenario:
     #: (`rate` is then None: the throughput is the load model's). `context` is input + output, the batch the
     #: planner's to derive.
     concurrency: Optional[int] = None
+    #: The requests a closed-loop benchmark run sends in all (`--num-prompts`), the first C of them together at its
+    #: start (kvplan.model.load.run_mean); None: the steady state alone. Set by bench/serving.py for the public
+    #: ledger; no workload key carries it yet.
+    prompts: Optional[int] = None
 
     @property
     def requests(self) -> bool:

@@ -91,8 +91,19 @@ def _model_inputs(p: Plan, on: str) -> tuple[rf.Config, ex.Factors, Optional[flo
     sv = load.Service(rate / sc.replicas, n_in.hi, n_out.hi, int(ch.value), batch_limit=limit, arrivals="poisson",
                       in_lo=None if n_in.fixed else n_in.lo, out_lo=None if n_out.fixed else n_out.lo,
                       clients=None if sc.concurrency is None else sc.concurrency / sc.replicas,
-                      max_seqs=max_seqs(sc).value)
+                      max_seqs=max_seqs(sc).value,
+                      prompts=None if sc.concurrency is None or sc.prompts is None else sc.prompts / sc.replicas)
     return cfg, f.perfect() if on == "bound" else f, ex.link_bandwidth(sc.device), sv, per_seq, limit, ch
+
+
+def prompt_bound(p: Plan) -> Value:
+    """The lower bound of every request's TTFT: the shortest prompt prefilled alone, at π and β with no overhead
+    (the plan's own `ttft` bound is of a prompt of its whole context, n_in + n_out for a closed loop)."""
+    cfg, f, _, sv, _, _, _ = _model_inputs(p, "bound")
+    n = sv.inputs.lo
+    t = float(ex.expected_ttft(cfg, float(n), f, None).ttft)
+    return derived(t, "s", f"TTFT ≥ max(F_prefill/(tp·π), W/(tp·β)): one prompt of the input alone, {n:,} tokens "
+                   "(the shortest; docs/expected.md)")
 
 
 def batch_for(ld: load.Load, limit: float) -> int:
@@ -281,4 +292,4 @@ def service_unmet(sc: Scenario, fig: LoadFigures, bound: Optional[load.Load],
 
 
 __all__ = ["LoadFigures", "MAX_ROUNDS", "batch_for", "chunk", "default_chunk", "figures",
-           "has_slos", "max_seqs", "meets", "service_unmet", "solve", "unmet", "with_goodput"]
+           "has_slos", "max_seqs", "meets", "prompt_bound", "service_unmet", "solve", "unmet", "with_goodput"]

@@ -176,3 +176,22 @@ def test_aiconfigurator_rows_passes_a_row_as_its_own_tool_does() -> None:
         backend_version=None, isl=1024, osl=1024, gemm_quant_mode="fp8", moe_quant_mode="fp8", batch_size=16,
         tp_size=4, pp_size=1, attention_dp_size=1, moe_tp_size=4, moe_ep_size=1)
     assert aic.HOLDOUT == bench.HOLDOUT.isoformat()
+
+
+def test_a_run_of_ten_requests_per_client_adds_the_start_burst_and_the_bound_is_the_prompts() -> None:
+    r = _row(3344)  # vLLM, TP4 h100_sxm, Llama-3.1-70B FP8, 16 clients, 1024 in / 1024 out
+    steady, run = (bench.forecast(bench.spec(r), r.id, per) for per in (0, bench.PER_CLIENT))
+    # the run's first 16 prompts arrive together and queue for the prefill: its mean TTFT is above the steady
+    # state's, and the TPOT (the decode stage's) is the same
+    assert run.ttft_expected > steady.ttft_expected and run.tpot_expected == steady.tpot_expected
+    # the bound is one 1,024-token prompt's prefill, whatever the run: below the expected figure and the same in
+    # both, and below the bound of a prompt of the whole context, 2,048 tokens
+    assert run.ttft_bound == steady.ttft_bound < steady.ttft_expected
+    longer = bench.forecast(bench.spec_text("x", r.model, r.device, r.engine, r.weights, 4, 1, 16, 2048, 1024,
+                                            "bf16"), "x", 0)
+    assert longer.ttft_bound > run.ttft_bound
+
+
+def test_per_client_takes_a_whole_number(capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench.main(["--per-client", "ten"]) == 2
+    assert "--per-client takes a whole number" in capsys.readouterr().err
