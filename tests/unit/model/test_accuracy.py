@@ -91,8 +91,8 @@ def test_the_bound_of_one_row_by_hand() -> None:
 
 
 def test_the_default_models_median_error_is_below_20_percent() -> None:
-    # measured with `python bench/accuracy.py` (docs/expected.md): 9.3% on the 22 rows (a100-80g 6.3%, h100-sxm
-    # 3.2%, h200 9.3%, mi300x 27.4%), optimistic on every row. The defaults are cited measurements or named
+    # measured with `python bench/accuracy.py` (docs/expected.md): 10.1% on the 22 rows (a100-80g 6.3%, h100-sxm
+    # 6.6%, h200 13.7%, mi300x 27.4%), optimistic on every row. The defaults are cited measurements or named
     # assumptions, none fitted to this set (kvplan/catalog/performance.toml; tests/unit/catalog)
     assert acc.median_abs([r.expected_error for r in RESULTS]) < 0.20
     assert all(r.expected < r.row.itl for r in RESULTS)  # still below every measurement: no default overshoots
@@ -105,7 +105,7 @@ def test_the_report_names_its_command_and_is_the_same_every_time(capsys: pytest.
     assert capsys.readouterr().out == first
     assert first.startswith("# python bench/accuracy.py\n")
     assert "bound above the measured value: 0 of 22 rows" in first
-    assert re.search(r"^all rows\s+22 rows  median \|error\|: bound\s+[\d.]+%, expected\s+9\.3%", first, re.M)
+    assert re.search(r"^all rows\s+22 rows  median \|error\|: bound\s+[\d.]+%, expected\s+10\.1%", first, re.M)
     assert "#   h100-sxm, KV bf16, vllm: " in first and "t_layer 34.5 us (reported)" in first
     assert re.search(r"^llama-3-70b mi300x tp8/8 fp8/fp8 vllm: 2 rows predicted, median \|error\| [\d.]+%  "
                      r"\(line 12 [+-][\d.]+%, line 14 [+-][\d.]+%\); fitted t_fixed$", first, re.M)

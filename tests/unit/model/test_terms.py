@@ -64,10 +64,9 @@ def _with(f: ex.Factors, **values: float) -> ex.Factors:
 
 
 def test_an_moe_model_pays_t_moe_per_layer_on_every_step_and_prefill_a_dense_one_does_not() -> None:
-    f = ex.default_factors(H100, "bf16", "vllm", "nvlink4")
-    assert f.t_moe.value == pytest.approx(3 * 6.9056e-6, rel=2e-3)   # vLLM: top-k, align, sum (performance.toml)
-    assert f.t_moe.evidence is Evidence.REPORTED
-    off = _with(f, t_moe=0.0)
+    default = ex.default_factors(H100, "bf16", "vllm", "nvlink4")
+    assert (default.t_moe.value, default.t_moe.evidence) == (0.0, Evidence.ASSUMED)   # off: the ledger's fit set
+    f, off = _with(default, t_moe=3 * 6.9056e-6), default   # vLLM's kernel count (docs/expected.md)
     moe = catalog.get_model("mixtral-8x7b")
     cfg = rf.Config(moe, H100, n_devices=2)
     gained = float(ex.expected_step(cfg, 8, 1024, f, None).step - ex.expected_step(cfg, 8, 1024, off, None).step)
@@ -77,7 +76,6 @@ def test_an_moe_model_pays_t_moe_per_layer_on_every_step_and_prefill_a_dense_one
     dense = rf.Config(catalog.get_model("llama-3-70b"), H100, n_devices=2)
     assert float(ex.expected_step(dense, 8, 1024, f, None).step) == float(ex.expected_step(dense, 8, 1024, off,
                                                                                               None).step)
-    assert ex.default_factors(H100, "bf16", "trtllm", "nvlink4").t_moe.value == 0.0   # assumed: not counted
 
 
 def test_the_gemm_term_is_off_by_default_and_adds_the_gemm_flops_at_eta_gemm_where_set() -> None:
