@@ -213,7 +213,7 @@ class Device:
     memory: float            # B
     bandwidth: float         # B/s aggregate HBM
     compute: float           # dense BF16 FLOP/s
-    compute_fp8: Optional[float]
+    compute_fp8: Optional[float]   # dense FP8 FLOP/s, None where the part has no FP8 tensor cores
     partitions: int          # dies or HBM stacks pages can be pinned to
     fabric: Optional[float]  # B/s die-to-die
     sm_count: Optional[int]
@@ -223,6 +223,8 @@ class Device:
     confidence: str = "V"
     note: str = ""
     fp4: bool = False        # FP4 formats in hardware (NVFP4 KV needs them)
+    #: Dense FP4 tensor FLOP/s where the vendor publishes it (B200, B300, GB200); None elsewhere.
+    compute_fp4: Optional[float] = None
     #: A public on-demand list price, USD per device-hour (docs/catalog.md, "Prices"), with the page it is
     #: cited from and the date it was read (YYYY-MM-DD); None where no price was cited: kvplan never invents one.
     price_per_hour: Optional[float] = None
@@ -394,7 +396,7 @@ def device_from_entry(did: str, e: CatalogEntry) -> Device:
         host_link=_opt_text(e, "host_link", did), scaleup_link=_opt_text(e, "scaleup_link", did),
         source=_text(e, "source", did, ""), confidence=_text(e, "confidence", did, "V"),
         note=_text(e, "note", did, ""),
-        fp4=bool(e.get("fp4", False)),
+        fp4=bool(e.get("fp4", False)), compute_fp4=_opt_q(e, "compute_fp4", Dim.COMPUTE, did),
         price_per_hour=price, price_source=price_source, price_date=price_date,
         node=_node(e, did), scaleout_link=_opt_text(e, "scaleout_link", did), host=_host(e, did),
     )

@@ -23,7 +23,11 @@ FACTORS: Mapping[str, tuple[tuple[str, ...], Optional[Dim]]] = {
     "t_fixed": (("engine",), Dim.TIME),
     "collective_latency": (("link",), Dim.TIME),
     "t_layer": (("engine",), Dim.TIME),
+    "t_moe": (("engine",), Dim.TIME),
+    "eta_gemm": (("device",), None),
 }
+#: Factors a term is off without: no [defaults] entry, only where a table sets one (optional_factor).
+OPTIONAL = ("eta_gemm",)
 
 
 @record
@@ -72,5 +76,18 @@ def factor(name: str, *, device: str = "", kv: str = "", engine: str = "", link:
             return Factor(name, _number(entry, name, dim, where), str(entry.get(f"{name}_source", "")),
                           str(entry.get(f"{name}_note", "")), where)
     defaults = tables["defaults"]
+    if name not in defaults and name in OPTIONAL:
+        raise KeyError(f"{name} is set for none of {ids}: use optional_factor")
     return Factor(name, _number(defaults, name, dim, "defaults"), str(defaults.get(f"{name}_source", "")),
                   str(defaults.get(f"{name}_note", "")), "defaults")
+
+
+def optional_factor(name: str, *, device: str = "", kv: str = "", engine: str = "", link: str = "") -> Optional[Factor]:
+    """The entry of an OPTIONAL factor for that device (or other id), or None where no table sets it (its term
+    is off)."""
+    if name not in OPTIONAL:
+        raise KeyError(name)
+    try:
+        return factor(name, device=device, kv=kv, engine=engine, link=link)
+    except KeyError:
+        return None

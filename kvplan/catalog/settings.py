@@ -401,6 +401,8 @@ SETTINGS: tuple[Setting, ...] = (
             range=_device_range(limits.MIN_COMPUTE, limits.MAX_COMPUTE), example="989 TFLOPS"),
     Setting("device.compute_fp8", Takes.QUANTITY, "dense FP8 compute", dim=Dim.COMPUTE,
             range=_device_range(limits.MIN_COMPUTE, limits.MAX_COMPUTE)),
+    Setting("device.compute_fp4", Takes.QUANTITY, "dense FP4 compute", dim=Dim.COMPUTE,
+            range=_device_range(limits.MIN_COMPUTE, limits.MAX_COMPUTE)),
     Setting("device.partitions", Takes.QUANTITY, "memory partitions", dim=Dim.COUNT, units="count", integer=True,
             range=_UNITS, default=Default("1", "one memory partition")),
     Setting("device.fabric", Takes.QUANTITY, "scale-up fabric bandwidth", dim=Dim.BANDWIDTH,

@@ -169,7 +169,8 @@ class _Blocks(_Values):
             return None
         device = Device(
             id=decl.name, name=decl.name, memory=got["memory"], bandwidth=got["bandwidth"], compute=got["compute"],
-            compute_fp8=got.get("compute_fp8"), partitions=ints.get("partitions", 1), fabric=got.get("fabric"),
+            compute_fp8=got.get("compute_fp8"), compute_fp4=got.get("compute_fp4"),
+            partitions=ints.get("partitions", 1), fabric=got.get("fabric"),
             sm_count=ints.get("sm_count"), host_link=links["host_link"], scaleup_link=links["link"],
             source=f"{where} in {os.path.basename(self.spec.path)}", confidence="U",
             note="described by the user in a .kvp device block",

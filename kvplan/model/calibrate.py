@@ -60,7 +60,7 @@ from kvplan.model.expected import (
     pipeline_time,
 )
 from kvplan.model.pools.vllm import batched_tier
-from kvplan.model.roofline import Config, beta_eff, step_time, weight_bytes_read
+from kvplan.model.roofline import Config, beta_eff, step_time, tensor_rate, weight_bytes_read
 from kvplan.model.tiering import prefill_flops
 
 if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
@@ -181,12 +181,12 @@ def prefill_time(cfg: Config, prompts: int, prompt: int, f: Factors, link_bandwi
     coef = _prefill_terms(cfg, prompts, prompt, link_bandwidth)
     prefill = max(coef["compute"] / f.eta_compute.value, coef["weights"] / f.eta_w.value)
     return (prefill + coef["latency"] * f.collective_latency.value + coef["bytes"] + f.t_fixed.value
-            + float(layer_time(cfg.model, f.t_layer.value)))
+            + float(layer_time(cfg.model, f.t_layer.value, f.t_moe.value)))
 
 
 def _prefill_terms(cfg: Config, prompts: int, prompt: int, link_bandwidth: Optional[float]) -> dict[str, float]:
     tokens = prompts * prompt
-    return {"compute": prompts * float(prefill_flops(cfg.model, prompt)) / (cfg.tp * cfg.device.compute),
+    return {"compute": prompts * float(prefill_flops(cfg.model, prompt)) / (cfg.tp * tensor_rate(cfg.device, cfg.w_p)),
             "weights": float(weight_bytes_read(cfg.model, tokens, cfg.w_p)) / (cfg.tp * cfg.device.bandwidth),
             "latency": _collectives(cfg),
             "bytes": _comm_bytes(cfg, tokens, link_bandwidth)}
@@ -274,6 +274,8 @@ def _pieces(m: Measurement, kind: str, d: Deployment, names: Sequence[str],
     batch, context = at if at is not None else (float(m.batch), m.context)
     kv = col[f"eta_kv:{dtype(m.kv_dtype).id}"]
     P = len(names)
+    # an MoE model's routing kernels (L · t_moe): a default the fit holds, a constant of every step and prefill
+    moe = float(layer_time(cfg.model, 0.0, _t_moe(m, d).value))
     A, a, B, b, g = np.zeros((0, P)), np.zeros(0), np.zeros((0, P)), np.zeros(0), np.zeros(0)
     if kind == "kernel":  # one piece, both branches the same: kv_bytes/β_eff · 1/η_kv
         A = np.zeros((1, P))
@@ -287,7 +289,7 @@ def _pieces(m: Measurement, kind: str, d: Deployment, names: Sequence[str],
         A[0, col["t_fixed"]] = B[0, col["t_fixed"]] = 1.0
         A[0, col["t_layer"]] = B[0, col["t_layer"]] = float(cfg.model.n_layers)
         A[0, col["collective_latency"]] = B[0, col["collective_latency"]] = t["latency"]
-        a, b, g = np.array([t["bytes"]]), np.array([t["bytes"]]), np.zeros(1)
+        a, b, g = np.array([t["bytes"] + moe]), np.array([t["bytes"] + moe]), np.zeros(1)
     contexts = np.array([context]) if kind == "itl" else request_steps(m) if kind == "request" else np.zeros(0)
     if contexts.size:
         bound = step_time(cfg, batch, contexts)
@@ -300,7 +302,8 @@ def _pieces(m: Measurement, kind: str, d: Deployment, names: Sequence[str],
         sa[:, col["t_layer"]] = sb[:, col["t_layer"]] = float(cfg.model.n_layers)
         comm = _comm_bytes(cfg, batch, link)
         A, B = np.vstack([A, sa]), np.vstack([B, sb])
-        a, b = np.concatenate([a, np.full(contexts.size, comm)]), np.concatenate([b, np.zeros(contexts.size)])
+        a = np.concatenate([a, np.full(contexts.size, comm + moe)])
+        b = np.concatenate([b, np.full(contexts.size, moe)])
         g = np.concatenate([g, np.full(contexts.size, batch)])
     return _Pieces(A, a, B, b, g)
 
@@ -321,7 +324,7 @@ def _linearized(obs: Sequence[tuple[Measurement, Deployment, str, float]], names
     pieces, y = [], []
     for m, d, kind, t in obs:
         if kind == "itl" and m.clients is not None:
-            ld = closed_loop(m, d, _factors(x, names, dtype(m.kv_dtype).id, source))
+            ld = closed_loop(m, d, _factors(x, names, dtype(m.kv_dtype).id, source, _t_moe(m, d)))
             pieces.append(_pieces(m, kind, d, names, (ld.decode_batch, ld.mean_context)))
             y.append(t * (1.0 - (ld.throughput or 0.0) * ld.chunk_time))
         else:
@@ -397,7 +400,12 @@ def _defaults(device: Device, engine: str, link: str, kv: Sequence[str]) -> tupl
     return np.array(x), per
 
 
-def _factors(x: Array, names: Sequence[str], kv: str, source: str) -> Factors:
+def _t_moe(m: Measurement, d: Deployment) -> Value:
+    """The default per-MoE-layer time of the measurement's engine: the fit holds it (docs/expected.md)."""
+    return default_factors(d.cfg.device, m.kv_dtype, m.engine, d.link).t_moe
+
+
+def _factors(x: Array, names: Sequence[str], kv: str, source: str, t_moe: Value) -> Factors:
     col = {n: i for i, n in enumerate(names)}
 
     def v(name: str, unit: str, invert: bool) -> Value:
@@ -405,7 +413,7 @@ def _factors(x: Array, names: Sequence[str], kv: str, source: str) -> Factors:
         return Value(1.0 / raw if invert else raw, unit, Evidence.DERIVED, source)
     return Factors(v("eta_w", "x", True), v(f"eta_kv:{kv}", "x", True), v("eta_compute", "x", True),
                    v("t_fixed", "s", False), v("collective_latency", "s", False), v("t_layer", "s", False),
-                   profile=source)
+                   t_moe, profile=source)
 
 
 def _determined(M: Array) -> tuple[Array, Array]:
@@ -628,7 +636,7 @@ def _fit_group(device: Device, engine: str, ms: Sequence[Measurement], profile: 
     x = _as_written(solved, left, per)
     residuals = []
     for m, d, kind, t in obs:
-        got = expected_time(m, kind, d, _factors(x, names, dtype(m.kv_dtype).id, source))
+        got = expected_time(m, kind, d, _factors(x, names, dtype(m.kv_dtype).id, source, _t_moe(m, d)))
         residuals.append(Residual(m.span, kind, Value(t, "s", Evidence.MEASURED, str(m.span)),
                                   Value(got, "s", Evidence.DERIVED, source), (got - t) / t))
     err = np.array([r.fitted.value - r.measured.value for r in residuals])

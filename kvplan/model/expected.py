@@ -34,7 +34,7 @@ from kvplan.catalog.performance import Factor
 from kvplan.model.factors import Factors
 from kvplan.model.profile import Profile
 from kvplan.model.profile import factors as profile_factors
-from kvplan.model.roofline import Config, StepTime, step_time, weight_bytes_read
+from kvplan.model.roofline import Config, StepTime, step_time, tensor_rate, weight_bytes_read
 from kvplan.model.tiering import prefill_flops
 
 if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
@@ -130,10 +130,15 @@ def pipeline_time(model: Model, device: Device, tokens: ArrayLike, tp: ArrayLike
     return total
 
 
-def layer_time(model: Model, t_layer: ArrayLike) -> Array:
-    """Seconds one forward pass spends on its layers' fixed per-layer cost: L · t_layer (every layer runs on
-    every step, whatever the parallelism)."""
-    out: Array = float(model.n_layers) * np.asarray(t_layer, dtype=np.float64)
+def layer_time(model: Model, t_layer: ArrayLike, t_moe: ArrayLike = 0.0) -> Array:
+    """Seconds one forward pass spends on its layers' fixed per-layer cost: L · t_layer, plus L · t_moe for an
+    MoE model (its routing and permutation kernels; every layer counted as an MoE layer, which overstates models
+    with a few dense layers first, DeepSeek-V3's 3 of 61). Every layer runs on every step, whatever the
+    parallelism."""
+    per = np.asarray(t_layer, dtype=np.float64)
+    if model.is_moe:
+        per = per + np.asarray(t_moe, dtype=np.float64)
+    out: Array = float(model.n_layers) * per
     return out
 
 
@@ -148,11 +153,13 @@ class Rates:
     t_fixed: ArrayLike
     t_layer: ArrayLike
     latency: ArrayLike      # collective_latency
+    t_moe: ArrayLike = 0.0
+    gemm: ArrayLike = 0.0   # 1 / η_gemm where the GEMMs serialise with the memory stream, else 0 (they overlap)
 
     @classmethod
     def of(cls, f: Factors) -> Rates:
         return cls(f.eta_w.value, f.eta_kv.value, f.eta_compute.value, f.t_fixed.value, f.t_layer.value,
-                   f.collective_latency.value)
+                   f.collective_latency.value, f.t_moe.value, _gemm(f))
 
     @classmethod
     def over(cls, fs: Sequence[Factors]) -> Rates:
@@ -160,7 +167,12 @@ class Rates:
             return np.array([getattr(f, name).value for f in fs], dtype=np.float64)
 
         return cls(each("eta_w"), each("eta_kv"), each("eta_compute"), each("t_fixed"), each("t_layer"),
-                   each("collective_latency"))
+                   each("collective_latency"), each("t_moe"), np.array([_gemm(f) for f in fs], dtype=np.float64))
+
+
+def _gemm(f: Factors) -> float:
+    """The GEMM term's coefficient: 1/η_gemm where the factors set η_gemm, 0 (overlapped) where they do not."""
+    return 0.0 if f.eta_gemm is None else 1.0 / f.eta_gemm.value
 
 
 @record
@@ -168,12 +180,13 @@ class ExpectedStep:
     """The expected decode step and its terms, in seconds (docs/expected.md), each over the points evaluated."""
 
     fixed: Array      # t_fixed
-    layers: Array     # L · t_layer
+    layers: Array     # L · t_layer (+ L · t_moe for an MoE model)
     weights: Array    # the bound's weights term / η_w
     kv: Array         # the bound's KV term / η_kv
     comm: Array       # the all-reduces over the batch's tokens
     compute: Array    # the bound's compute term / η_π (the floor)
-    step: Array       # max(fixed + layers + weights + kv + comm, fixed + layers + compute)
+    step: Array       # max(fixed + layers + weights + kv + comm + gemm, fixed + layers + compute)
+    gemm: Array       # the weight GEMMs' FLOPs / (tp · η_gemm · π_w) where they serialise (η_gemm set), else 0
 
 
 @record
@@ -183,7 +196,7 @@ class ExpectedTtft:
     prefill: Array    # max(F_prefill / (tp · η_π · π), weights read once / (tp · η_w · β))
     comm: Array       # the prefill's all-reduces over the prompt's tokens
     fixed: Array      # t_fixed
-    layers: Array     # L · t_layer
+    layers: Array     # L · t_layer (+ L · t_moe for an MoE model)
     ttft: Array       # their sum
 
 
@@ -198,12 +211,13 @@ def expected_from_bound(model: Model, device: Device, bound: StepTime, b: ArrayL
     t_comm = (all_reduce_time(model, b, tp, group_bandwidth(device, tp, n, link_bandwidth), k.latency)
               + pipeline_time(model, device, b, tp, n, link_bandwidth, k.latency))
     t_comp = bound.compute / k.eta_compute
-    shape = np.broadcast(t_w, t_kv, t_comm).shape
+    t_gemm = bound.linear * np.asarray(k.gemm, dtype=np.float64)
+    shape = np.broadcast(t_w, t_kv, t_comm, t_gemm).shape
     fixed = np.broadcast_to(np.asarray(k.t_fixed, dtype=np.float64), shape)
-    layers = np.broadcast_to(layer_time(model, k.t_layer), shape)
-    memory_path = fixed + layers + t_w + t_kv + t_comm
+    layers = np.broadcast_to(layer_time(model, k.t_layer, k.t_moe), shape)
+    memory_path = fixed + layers + t_w + t_kv + t_comm + t_gemm
     return ExpectedStep(fixed=fixed, layers=layers, weights=t_w, kv=t_kv, comm=t_comm, compute=t_comp,
-                        step=np.maximum(memory_path, fixed + layers + t_comp))
+                        step=np.maximum(memory_path, fixed + layers + t_comp), gemm=np.broadcast_to(t_gemm, shape))
 
 
 def expected_step(cfg: Config, b: ArrayLike, s: ArrayLike, f: Factors,
@@ -221,7 +235,7 @@ def prefill_ttft(model: Model, device: Device, prompt: ArrayLike, *, tp: ArrayLi
     replica, default `tp`: no pipeline) and `k` one entry each): expected_ttft() below and the planner's search
     both compute it here; its collectives are charged at the links they span, as expected_from_bound's."""
     p = np.asarray(prompt, dtype=np.float64)
-    compute = prefill_flops(model, p) / (tp * np.asarray(k.eta_compute, dtype=np.float64) * device.compute)
+    compute = prefill_flops(model, p) / (tp * np.asarray(k.eta_compute, dtype=np.float64) * tensor_rate(device, w_p))
     weights = weight_bytes_read(model, p, w_p) / (tp * np.asarray(k.eta_w, dtype=np.float64) * device.bandwidth)
     prefill = np.maximum(compute, weights)
     per = tp if n is None else n
@@ -229,7 +243,7 @@ def prefill_ttft(model: Model, device: Device, prompt: ArrayLike, *, tp: ArrayLi
             + pipeline_time(model, device, p, tp, per, link_bandwidth, k.latency))
     shape = np.broadcast(prefill, comm).shape
     fixed = np.broadcast_to(np.asarray(k.t_fixed, dtype=np.float64), shape)
-    layers = np.broadcast_to(layer_time(model, k.t_layer), shape)
+    layers = np.broadcast_to(layer_time(model, k.t_layer, k.t_moe), shape)
     return ExpectedTtft(prefill=prefill, comm=comm, fixed=fixed, layers=layers, ttft=prefill + comm + fixed + layers)
 
 
@@ -279,7 +293,10 @@ def default_factors(device: Device, kv_dtype: str, engine: str = "any", link: st
     t_fixed, _ = value("t_fixed", "s", engine=engine)
     latency, _ = value("collective_latency", "s", link=link)
     t_layer, _ = value("t_layer", "s", engine=engine)
-    return Factors(eta_w, eta_kv, eta_compute, t_fixed, latency, t_layer)
+    t_moe, _ = value("t_moe", "s", engine=engine)
+    gemm = performance.optional_factor("eta_gemm", device=device.id)
+    eta_gemm = None if gemm is None else value("eta_gemm", "x", device=device.id)[0]
+    return Factors(eta_w, eta_kv, eta_compute, t_fixed, latency, t_layer, t_moe, eta_gemm)
 
 
 __all__ = ["ACTIVATION_WIDTH", "ALL_REDUCES_PER_LAYER", "ExpectedStep", "ExpectedTtft", "Factors", "Rates",

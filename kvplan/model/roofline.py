@@ -147,6 +147,27 @@ def weight_bytes_held(model: Model, w_p: float) -> float:
 
 # ---------------------------------------------------------------- one step
 
+def tensor_rate(device: Device, w_p: float) -> float:
+    """Dense tensor FLOP/s the GEMMs of weights `w_p` bytes wide run at (docs/expected.md, "Tensor rates"):
+    8-bit weights at the device's FP8 rate (a w8a8 FP8 checkpoint: its activations are quantized to FP8 and the
+    GEMM runs on FP8 tensor cores), 4-bit weights at its FP4 rate (NVFP4 w4a4) where the part has one; a part
+    without that rate runs them weight-only (dequantized to BF16 inside the GEMM: MXFP4 or INT4 on Hopper,
+    FP8 on A100), at its BF16 rate, as 16-bit weights do. Keyed by width: an INT8 w8a8 checkpoint runs at the
+    INT8 rate, equal to FP8's on every catalog part that has both; an INT4 weight-only checkpoint on an FP4 part
+    is taken at the FP4 rate, which overstates it (the bound stays a bound)."""
+    if w_p <= 0.5:
+        return device.compute_fp4 if device.compute_fp4 is not None else device.compute
+    if w_p <= 1.0 and device.compute_fp8 is not None:
+        return device.compute_fp8
+    return device.compute
+
+
+def linear_flops(model: Model, b: ArrayLike) -> Array:
+    """The FLOPs of one decode step's weight GEMMs (the linear layers, experts included): 2·P_active·b."""
+    out: Array = 2.0 * model.params_active * np.asarray(b, dtype=np.float64)
+    return out
+
+
 def decode_flops(model: Model, b: ArrayLike, s: ArrayLike) -> Array:
     """F(b, s) = 2·P_active·b + 2·b·n_q·(d_qk + d_v)·Σ_layers min(s, window)
     (= 4·b·s·L·n_q·d_h for full attention; SPEC §4)."""
@@ -234,13 +255,14 @@ class StepTime:
     weights: Array    # weight bytes read / (tp · β_eff striped)
     kv: Array         # KV bytes read / (tp · β_eff of the placement)
     memory: Array     # weights + kv
-    compute: Array    # FLOPs / (tp · π)
+    compute: Array    # FLOPs / (tp · π_w), π_w the tensor rate of the weights' dtype (tensor_rate)
     step: Array       # max(memory, compute)
+    linear: Array     # the weight GEMMs' part of compute: 2·P_active·b / (tp · π_w)
 
 
 def step_bound(model: Model, device: Device, b: ArrayLike, s: ArrayLike, *, w_p: float, tp: ArrayLike,
                kv_read: ArrayLike, beta_kv: ArrayLike) -> StepTime:
-    """The bound's equation, T = max((W/β_w + K/β_kv)/tp, F/(tp·π)), over arrays of batch and context or of the
+    """The bound's equation, T = max((W/β_w + K/β_kv)/tp, F/(tp·π_w)), over arrays of batch and context or of the
     planner's candidates (`tp`, `kv_read` and `beta_kv` one each): step_time() below and the planner's search
     (kvplan.planner.search) both compute it here."""
     beta_w, _ = beta_eff(device, "striped", b)
@@ -248,8 +270,10 @@ def step_bound(model: Model, device: Device, b: ArrayLike, s: ArrayLike, *, w_p:
     t_w = np.asarray(weight_bytes_read(model, b, w_p) / (tp * beta_w), dtype=np.float64)
     t_kv = np.asarray(kv_read / (tp * np.asarray(beta_kv, dtype=np.float64)), dtype=np.float64)
     t_mem = t_w + t_kv
-    t_comp = np.asarray(decode_flops(model, b, s) / (tp * device.compute), dtype=np.float64)
-    return StepTime(weights=t_w, kv=t_kv, memory=t_mem, compute=t_comp, step=np.maximum(t_mem, t_comp))
+    rate = tensor_rate(device, w_p)
+    t_comp = np.asarray(decode_flops(model, b, s) / (tp * rate), dtype=np.float64)
+    t_lin = np.asarray(linear_flops(model, b) / (tp * rate), dtype=np.float64)
+    return StepTime(weights=t_w, kv=t_kv, memory=t_mem, compute=t_comp, step=np.maximum(t_mem, t_comp), linear=t_lin)
 
 
 def step_time(cfg: Config, b: ArrayLike, s: ArrayLike) -> StepTime:
@@ -319,6 +343,7 @@ def ceiling_rate(cfg: Config, b: ArrayLike = 1) -> Array:
 __all__ = [
     "Config", "PLACEMENTS", "REGIMES", "StepTime", "beta_eff", "ceiling_rate", "check_batch_context",
     "decode_bytes", "decode_flops", "experts_touched_fraction", "intensity", "intensity_limits", "kv_bytes",
-    "kv_bytes_read", "kv_bytes_stored", "regime", "s_cap", "s_star", "speedup", "step_bound", "step_time",
+    "kv_bytes_read", "kv_bytes_stored", "linear_flops", "regime", "s_cap", "s_star", "speedup", "step_bound",
+    "step_time", "tensor_rate",
     "weight_bytes_held", "weight_bytes_read",
 ]

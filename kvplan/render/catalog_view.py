@@ -178,6 +178,7 @@ def _device_json(d: Device) -> dict[str, object]:
         "bandwidth": _rep(d.bandwidth, "B/s", rep),
         "compute_bf16": _rep(d.compute, "FLOP/s", rep),
         "compute_fp8": _opt(d.compute_fp8, "FLOP/s", rep),
+        "compute_fp4": _opt(d.compute_fp4, "FLOP/s", rep),
         "ridge": derived(d.ridge, "FLOP/B", "dense BF16 FLOP/s / HBM bandwidth (docs/model.md §4)"),
         "partitions": d.partitions,
         "partition_bandwidth": derived(round(d.partition_bandwidth), "B/s",

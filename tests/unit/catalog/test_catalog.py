@@ -17,9 +17,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-DEVICE_KEYS = {"name", "aliases", "fp4", "memory", "bandwidth", "compute", "compute_fp8", "partitions", "fabric",
-               "sm_count", "host_link", "scaleup_link", "node", "scaleout_link", "host", "confidence", "source", "note",
-               "price_per_hour", "price_source", "price_date"}
+DEVICE_KEYS = {"name", "aliases", "fp4", "memory", "bandwidth", "compute", "compute_fp8", "compute_fp4", "partitions",
+               "fabric", "sm_count", "host_link", "scaleup_link", "node", "scaleout_link", "host", "confidence",
+               "source", "note", "price_per_hour", "price_source", "price_date"}
 MODEL_KEYS = {"name", "aliases", "hf_id", "hf_ids", "layers", "q_heads", "kv_heads", "head_dim", "params",
               "params_active", "params_routed", "experts", "experts_per_token", "kv_kind", "mla_kv_rank",
               "mla_rope_dim", "v_head_dim", "hidden_size", "window", "layer_windows", "soft_cap", "max_context",

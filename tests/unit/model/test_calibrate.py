@@ -25,7 +25,8 @@ def factors(kv: str, **over: float) -> ex.Factors:
     def a(v: float, unit: str) -> Value:
         return Value(v, unit, Evidence.ASSUMED, "test")
     return ex.Factors(a(t["eta_w"], "x"), a(t[f"eta_kv:{kv}"], "x"), a(t["eta_compute"], "x"),
-                      a(t["t_fixed"], "s"), a(t["collective_latency"], "s"), a(t["t_layer"], "s"))
+                      a(t["t_fixed"], "s"), a(t["collective_latency"], "s"), a(t["t_layer"], "s"),
+                      a(t.get("t_moe", 0.0), "s"))
 
 
 def measured(m: cal.Measurement, **over: float) -> cal.Measurement:

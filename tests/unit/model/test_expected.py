@@ -13,10 +13,11 @@ from kvplan.model.tiering import prefill_flops
 
 
 def _factors(eta_w: float = 0.8, eta_kv: float = 0.6, eta_c: float = 0.5, fixed: float = 1e-3,
-             lat: float = 1e-5, layer: float = 0.0) -> ex.Factors:
+             lat: float = 1e-5, layer: float = 0.0, moe: float = 0.0) -> ex.Factors:
     def a(v: float, unit: str) -> Value:
         return Value(v, unit, Evidence.ASSUMED, "test")
-    return ex.Factors(a(eta_w, "x"), a(eta_kv, "x"), a(eta_c, "x"), a(fixed, "s"), a(lat, "s"), a(layer, "s"))
+    return ex.Factors(a(eta_w, "x"), a(eta_kv, "x"), a(eta_c, "x"), a(fixed, "s"), a(lat, "s"), a(layer, "s"),
+                      a(moe, "s"))
 
 
 def test_the_expected_step_is_the_formula_of_spec_10() -> None:
@@ -103,4 +104,4 @@ def test_vllms_default_t_layer_is_reported_and_any_engines_is_an_assumed_zero() 
     assert (vllm.t_layer.value, vllm.t_layer.evidence) == (pytest.approx(34.5e-6), Evidence.REPORTED)
     assert "pull request #36899" in vllm.t_layer.source
     assert (any_.t_layer.value, any_.t_layer.evidence) == (0.0, Evidence.ASSUMED)
-    assert [k for k, _ in vllm.items()][-1] == "t_layer"
+    assert [k for k, _ in vllm.items()][-2:] == ["t_layer", "t_moe"]
