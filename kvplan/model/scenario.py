@@ -10,6 +10,7 @@ from kvplan.base.records import record
 from kvplan.catalog import Device, Dtype, Model, settings
 from kvplan.catalog.settings import Setting, Takes
 from kvplan.model.profile import Profile
+from kvplan.model.speculative import Speculation
 
 #: `devices = auto` lets the planner choose up to this many devices (LANGUAGE.md).
 AUTO_DEVICE_LIMIT = 64
@@ -267,6 +268,8 @@ class Scenario:
     #: (`rate` is then None: the throughput is the load model's). `context` is input + output, the batch the
     #: planner's to derive.
     concurrency: Optional[int] = None
+    #: The `speculative` block (SPEC §15, docs/speculative.md); None without one (speculation off, the default).
+    speculative: Optional[Speculation] = None
 
     @property
     def requests(self) -> bool:
