@@ -31,9 +31,9 @@ from kvplan.model.scenario import (
     Expectation,
     Pin,
     Pins,
+    Speculation,
     choice,
 )
-from kvplan.model.speculative import Speculation
 
 BUDGETS = settings.row("quality.budget").choices
 EVICTION = settings.row("quality.eviction").choices

@@ -10,7 +10,6 @@ from kvplan.base.records import record
 from kvplan.catalog import Device, Dtype, Model, settings
 from kvplan.catalog.settings import Setting, Takes
 from kvplan.model.profile import Profile
-from kvplan.model.speculative import Speculation
 
 #: `devices = auto` lets the planner choose up to this many devices (LANGUAGE.md).
 AUTO_DEVICE_LIMIT = 64
@@ -200,6 +199,23 @@ def mean_context(n_in: Lengths, n_out: Lengths) -> float:
     if n_out.fixed or n_out.hi == 1:
         return n_in.mean + n_out.mean / 2.0
     return n_in.mean + (n_out.second - n_out.mean) / (2.0 * (n_out.mean - 1.0))
+
+
+@record
+class Speculation:
+    """What a spec's `speculative` block asks: the method (auto, eagle3, mtp, ngram, off), the draft tokens k
+    (None: auto, the planner's to choose), the per-token acceptance α (None: the catalog's) and the draft's Hugging
+    Face repo id (None: the catalog's)."""
+
+    method: str
+    draft_tokens: Optional[int] = None
+    acceptance: Optional[float] = None
+    draft: Optional[str] = None
+
+    @property
+    def on(self) -> bool:
+        """Whether the spec asks for speculation at all (`method = off` plans as without the block)."""
+        return self.method != "off"
 
 
 @record

@@ -25,6 +25,7 @@ from kvplan.base.records import record
 from kvplan.model import roofline as rf
 from kvplan.model.expected import Rates, all_reduce_time, expected_from_bound, group_bandwidth
 from kvplan.model.factors import Factors
+from kvplan.model.scenario import Speculation
 
 if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the cold start
     import numpy.typing as npt
@@ -34,23 +35,6 @@ if TYPE_CHECKING:  # numpy.typing is for annotations only: its import costs the 
 
 #: The methods with a draft to cost; `ngram` looks its drafts up in the context (no forward pass).
 METHODS = ("eagle3", "mtp", "ngram")
-
-
-@record
-class Speculation:
-    """What a spec's `speculative` block asks: the method (auto, eagle3, mtp, ngram, off), the draft tokens k
-    (None: auto, the planner's to choose), the per-token acceptance α (None: the catalog's) and the draft's Hugging
-    Face repo id (None: the catalog's)."""
-
-    method: str
-    draft_tokens: Optional[int] = None
-    acceptance: Optional[float] = None
-    draft: Optional[str] = None
-
-    @property
-    def on(self) -> bool:
-        """Whether the spec asks for speculation at all (`method = off` plans as without the block)."""
-        return self.method != "off"
 
 
 @record
