@@ -557,6 +557,7 @@ def _render(engine: str, opts: Options, r: Read, s: _Spec) -> str:
         work.append(("max_context", tokens_text(s.bound[0]), s.bound[1] + " (the longest sequence the engine admits)"))
     out += _aligned(work, "        ")
     out += ["    }"]
+    out += _speculative_block(r)
     if s.budget is not None and s.budget != "lossless":
         kv = next(v for k, v, _ in s.pins if k == "kv_dtype")
         out += ["", "    quality {"]
@@ -570,6 +571,20 @@ def _render(engine: str, opts: Options, r: Read, s: _Spec) -> str:
         out += ["", f"model {quote(s.model_block[0])} {{", f"    config = {quote(s.model_block[1])}", "}"]
 
     return format_source("\n".join(out) + "\n", f"{name}.kvp")  # `kvplan fmt`'s layout, aligned
+
+
+def _speculative_block(r: Read) -> list[str]:
+    """The engine's speculative decoding as a `speculative` block (docs/speculative.md): its method, its draft
+    tokens and its draft, each as the configuration wrote it; none where it speculates not."""
+    if r.speculative is None:
+        return []
+    method, k, draft, written = r.speculative
+    rows = [("method", method, written)]
+    if k is not None:
+        rows.append(("draft_tokens", str(k), ""))
+    if draft and method != "ngram":
+        rows.append(("draft", quote(draft), ""))
+    return ["", "    speculative {", *_aligned(rows, "        "), "    }"]
 
 
 def _aligned(rows: Sequence[tuple[str, str, str]], indent: str) -> list[str]:

@@ -129,6 +129,8 @@ class Engine:
     #: the flag of its launch that sets the data-parallel size (replicas in one command), None where kvplan writes
     #: none: the planner may serve a rate with replicas of a smaller layout only where it is set (docs/service.md)
     data_parallel: Optional[str] = None
+    #: speculative methods it runs (SPEC §15): kvplan's method -> the engine's own name for it, as emit writes it
+    speculative: Mapping[str, str] = field(factory=dict)
 
     @property
     def kv_dtypes(self) -> tuple[str, ...]:
@@ -176,7 +178,8 @@ ENGINES: dict[str, Engine] = {
     e.id: e
     for e in (
         Engine("any", "any engine", "-", "no engine constraint", {d: d for d in _ALL_DTYPES}, True, 16,
-               (1, 8, 16, 32, 64, 128), True, True, "no engine constraint"),
+               (1, 8, 16, 32, 64, 128), True, True, "no engine constraint",
+               speculative={"eagle3": "eagle3", "mtp": "mtp", "ngram": "ngram"}),
         Engine("vllm", "vLLM", "0.33.0", "vLLM 0.33.0",
                # bf16 is written `bfloat16`, not `auto`: auto follows the checkpoint's dtype, which the plan does
                # not control (an FP8 checkpoint's auto need not be 16-bit); the explicit name is the plan's choice.
@@ -232,7 +235,9 @@ ENGINES: dict[str, Engine] = {
                    # Assumed round figures: vLLM measures both at start-up and logs them ("PyTorch activation peak
                    # memory takes X GiB", "Estimated CUDA graph memory: X GiB"); measure yours and override.
                    cudagraph=1 * GiB, activation_per_token=128 * KiB),
-               data_parallel="--data-parallel-size"),
+               data_parallel="--data-parallel-size",
+               # vllm/config/speculative.py (vLLM 0.33.0): SpeculativeConfig.method, whose MTP types include `mtp`
+               speculative={"eagle3": "eagle3", "mtp": "mtp", "ngram": "ngram"}),
         Engine("sglang", "SGLang", "0.5.23", "SGLang 0.5.23",
                # bf16 is written `bf16`: the trtllm_mla backend (DeepSeek on Blackwell) accepts the spellings
                # fp8_e4m3, bf16 and auto only (arg_groups/overrides.py:1203-1218), `bfloat16` is refused there.
@@ -267,7 +272,9 @@ ENGINES: dict[str, Engine] = {
                    "sglang/srt/arg_groups/overrides.py:1146-1199 (SGLang 0.5.23): on Blackwell the default MHA "
                    "backend trtllm_mha takes pages of 16, 32, 64 or 128 tokens and the MLA backends (trtllm_mla, "
                    "FlashMLA, CuteDSL) 32 or 64; any other --page-size, the default 1 included, is changed to 64"),
-               data_parallel="--dp-size"),
+               data_parallel="--dp-size",
+               # sglang/srt/server_args.py (SGLang 0.5.23): --speculative-algorithm EAGLE3, NEXTN (MTP), NGRAM
+               speculative={"eagle3": "EAGLE3", "mtp": "NEXTN", "ngram": "NGRAM"}),
         Engine("trtllm", "TensorRT-LLM", "main", "TensorRT-LLM (main, > 1.2.1)",
                {"bf16": "auto", "fp16": "auto", "fp8": "fp8", "int8": "auto", "fp4": "nvfp4"},
                False, 32, (8, 16, 32, 64, 128), True, True,
@@ -278,7 +285,9 @@ ENGINES: dict[str, Engine] = {
                flags=Flags("kv_cache_config.dtype", "kv_cache_config.tokens_per_block", "max_batch_size",
                            "max_seq_len", "tensor_parallel_size", "pipeline_parallel_size",
                            own=("--config", "kv_cache_config.free_gpu_memory_fraction", "kv_cache_config.max_tokens")),
-               aliases=("trt-llm", "tensorrt-llm", "tensorrt"), page_scales=_TRTLLM_SCALES),
+               aliases=("trt-llm", "tensorrt-llm", "tensorrt"), page_scales=_TRTLLM_SCALES,
+               # tensorrt_llm/llmapi/llm_args.py: speculative_config.decoding_type Eagle3, MTP, NGram
+               speculative={"eagle3": "Eagle3", "mtp": "MTP", "ngram": "NGram"}),
     )
 }
 

@@ -82,6 +82,10 @@ SWITCH_WORDS: Mapping[str, bool] = {"on": True, "off": False, "true": True, "fal
 LIMIT = "kvplan's limit, docs/language.md"
 #: The largest request rate a workload may declare, requests per second.
 MAX_RATE = 1e6
+#: The most tokens a draft may propose per verify step (`speculative { draft_tokens = ... }`).
+MAX_DRAFT_TOKENS = 16
+#: The words of `speculative { method = ... }`: auto lets the planner choose; off plans without a draft.
+SPECULATIVE_METHODS = ("auto", "eagle3", "mtp", "ngram", "off")
 
 
 @record
@@ -100,6 +104,8 @@ class Range:
     lo: Optional[Bound] = None
     hi: Optional[Bound] = None
     lo_open: bool = False
+    #: the high end itself is excluded (an acceptance rate of 1 is a draft that is never wrong)
+    hi_open: bool = False
     cited: str = LIMIT
     #: the value the checker offers as the fix of a value out of range ("": none)
     suggest: str = ""
@@ -374,6 +380,31 @@ SETTINGS: tuple[Setting, ...] = (
                      "trtllm": Carrier(write=Write.NONE, why="kvplan writes no TensorRT-LLM setting for attention "
                                                              "groups")}),
     # -- expect: assertions on the plan
+    # -- speculative: speculative decoding (SPEC §15, docs/speculative.md)
+    Setting("speculative.method", Takes.WORD, "how drafts are proposed: the planner adopts the method or rejects it "
+            "with the regime that makes it lose; auto: the planner chooses among the engine's methods",
+            choices=SPECULATIVE_METHODS,
+            default=Default("off", "speculation only when asked: its gain rests on an acceptance rate that depends on "
+                                   "the traffic and its draft is another model to serve (docs/speculative.md)"),
+            engines={"vllm": Carrier("--speculative-config", Read.OWN, Write.PLAN),
+                     "sglang": Carrier("--speculative-algorithm", Read.OWN, Write.PLAN,
+                                       writes=("--speculative-num-steps", "--speculative-eagle-topk",
+                                               "--speculative-num-draft-tokens", "--speculative-draft-model-path")),
+                     "trtllm": Carrier("speculative_config", Read.OWN, Write.PLAN)}),
+    Setting("speculative.draft_tokens", Takes.QUANTITY, "tokens the draft proposes per verify step, k; auto: the "
+            "planner chooses the k that gives the shortest time per token", dim=Dim.COUNT, units="count",
+            integer=True, range=Range(Bound(1, "at least one"), Bound(MAX_DRAFT_TOKENS, LIMIT), suggest="auto"),
+            example="3", default=Default("auto", "the planner chooses (docs/speculative.md)")),
+    Setting("speculative.acceptance", Takes.QUANTITY, "the chance that each drafted token is kept, α",
+            dim=Dim.FRACTION, range=Range(Bound(0, "a draft never kept gains nothing"),
+                                          Bound(1, "a draft never wrong is the target itself"),
+                                          lo_open=True, hi_open=True,
+                                          cited="a chance per drafted token, docs/speculative.md"),
+            default=Default("the catalog's", "kvplan/catalog/speculative.toml, per method and model family",
+                            Evidence.REPORTED)),
+    Setting("speculative.draft", Takes.NAME, "the draft model's Hugging Face repo id (EAGLE-3 heads; MTP and n-gram "
+            "need none)", default=Default("the catalog's", "kvplan/catalog/speculative.toml; none known: the "
+                                                             "spec must name one", Evidence.REPORTED)),
     Setting("expect.regime", Takes.WORD, "the regime the plan is in", choices=("weight-bound", "kv-bound",
                                                                               "capacity-bound")),
     Setting("expect.fits", Takes.FLAG, "the plan fits"),
@@ -454,7 +485,7 @@ def pin(key: str) -> Setting:
 
 
 #: The places a deployment holds as blocks, in the order docs/language.md lists them.
-SECTIONS = ("workload", "quality", "slo", "pin", "expect")
+SECTIONS = ("workload", "quality", "slo", "pin", "speculative", "expect")
 
 
 def section_keys() -> Mapping[str, tuple[str, ...]]:
@@ -511,7 +542,8 @@ def range_text(s: Setting) -> str:
     lo = None if r.lo is None else _number_text(r.lo.value, s)
     hi = None if r.hi is None else _number_text(r.hi.value, s)
     if lo is not None and hi is not None:
-        words = f"above {lo}, at most {hi}" if r.lo_open else f"{lo} to {hi}"
+        words = (f"above {lo}, below {hi}" if r.lo_open and r.hi_open else f"above {lo}, at most {hi}" if r.lo_open
+                 else f"{lo} to {hi}")
     elif lo is not None:
         words = f"{'above' if r.lo_open else 'at least'} {lo}"
     else:

@@ -53,6 +53,11 @@ class Read:
     pins: dict[str, tuple[str, str]] = attrs.Factory(dict)
     dp: Optional[tuple[int, str]] = None                  # vLLM --data-parallel-size, SGLang --dp
     dp_attention: Optional[tuple[bool, str]] = None       # SGLang --enable-dp-attention, and as written
+    #: speculative decoding (kvplan.engines.speculative): kvplan's method, the draft tokens k, the draft's repo id
+    #: ("" for none), and the flags as written; None where the configuration speculates not
+    speculative: Optional[tuple[str, Optional[int], str, str]] = None
+    #: SGLang's speculative flags as read, gathered before they are read together (kvplan.engines.speculative)
+    speculative_flags: dict[str, str] = attrs.Factory(dict)
     warnings: list[str] = attrs.Factory(list)
     notes: list[str] = attrs.Factory(list)
     ignored: list[str] = attrs.Factory(list)

@@ -29,14 +29,14 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Optional
+from typing import Callable, Optional
 
 import attrs
 
 from kvplan.base.evidence import Value, assumed, derived
 from kvplan.base.units import fmt_bytes
 from kvplan.catalog.engines import block_sizes_for, get_engine, kv_refusal
-from kvplan.engines import common, launchers
+from kvplan.engines import common, launchers, speculative
 from kvplan.engines.common import EmitRequest, Emitted, Flag
 from kvplan.engines.flagparse import (
     POOL_CAP,
@@ -146,6 +146,8 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
         flags.append((F.pp, str(p.pp)))
     flags += [(F.context, str(sc.context_bound)), (F.batch, str(cap.value))]
     flags += common.pinned_engine_flags(sc, ENGINE.id)
+    flags += speculative.sglang_flags(p)
+    notes += speculative.draft_note(p)
     if not p.prefix_caching:
         flags.append(("--disable-radix-cache", None))
     memory = _memory_findings(mem, sz, sc.context)
@@ -420,7 +422,19 @@ def _sglang_table() -> list[ReadFlag]:
                  note_flag("the attention kernel; see `kvplan emit --target flashinfer`")),
         ReadFlag(("--dtype",), True, weights_dtype),
         ReadFlag(("--quantization",), True, quantization),
+        *(ReadFlag((flag,), True, _gather(flag)) for flag in SPECULATIVE_FLAGS),
     ]
+
+
+#: SGLang's speculative flags kvplan reads back (kvplan.engines.speculative), gathered then read together.
+SPECULATIVE_FLAGS = ("--speculative-algorithm", "--speculative-num-steps", "--speculative-eagle-topk",
+                     "--speculative-num-draft-tokens", "--speculative-draft-model-path")
+
+
+def _gather(flag: str) -> Callable[[Read, str, str], None]:
+    def h(r: Read, v: str, w: str) -> None:
+        r.speculative_flags[flag] = v
+    return h
 
 
 def read(text: str, base_dir: str = ".", where: str = "config") -> Read:
@@ -438,6 +452,7 @@ def read(text: str, base_dir: str = ".", where: str = "config") -> Read:
         r.warn(f"'{w}': SGLang takes the model as --model-path; not imported")
 
     parse_flags(words, _sglang_table(), r, SGLANG_IRRELEVANT, SGLANG_IRRELEVANT_FLAGS, lambda f: f, positional)
+    speculative.read_sglang(r, r.speculative_flags)
     r.defaults("SGLang's radix cache is on by default", ENGINE.default_block, f"SGLang's default {F.block} on CUDA",
                f"{F.kv_dtype} auto (default)")
     return r

@@ -51,7 +51,7 @@ from kvplan.base.evidence import Value, derived
 from kvplan.base.units import fmt_bytes
 from kvplan.catalog import settings
 from kvplan.catalog.engines import get_engine, kv_refusal
-from kvplan.engines import common, launchers, yamlout
+from kvplan.engines import common, launchers, speculative, yamlout
 from kvplan.engines.common import EmitRequest, Emitted, EmittedFile
 from kvplan.engines.flagparse import (
     CHUNK,
@@ -152,6 +152,10 @@ def render(req: EmitRequest) -> Emitted:
         "max_seq_len": sc.context_bound,
         "kv_cache_config": kv_cfg,
     }
+    spec_cfg = speculative.trtllm_config(p)
+    if spec_cfg is not None:
+        body["speculative_config"] = spec_cfg
+    notes += speculative.draft_note(p)
     notes_by_key = {
         "kv_cache_config.max_tokens": f"{common.fmt_int(sz.blocks)} blocks of {sz.block} tokens per GPU: the plan's",
         "kv_cache_config.free_gpu_memory_fraction": (
@@ -352,6 +356,10 @@ def _trtllm_yaml(r: Read, cfg: Mapping[YAMLScalar, YAMLValue], where: str) -> No
             _trtllm_kv_cache(r, val)
         elif key == "quant_config":
             _trtllm_quant(r, val if isinstance(val, dict) else {})
+        elif key == "speculative_config":
+            if not isinstance(val, dict):
+                raise DeploymentReadError(f"{where}: speculative_config must be a mapping")
+            speculative.read_trtllm(r, {str(k): v for k, v in val.items()})
         elif key in TRTLLM_IRRELEVANT_KEYS:
             r.ignored.append(key)
         else:

@@ -38,7 +38,7 @@ from kvplan.base.evidence import Value, assumed, derived, reported
 from kvplan.base.records import record
 from kvplan.base.units import fmt_bytes
 from kvplan.catalog.engines import get_engine
-from kvplan.engines import common, launchers
+from kvplan.engines import common, launchers, speculative
 from kvplan.engines.common import EmitRequest, Emitted, Flag, Reserves
 from kvplan.engines.flagparse import (
     DeploymentReadError,
@@ -203,6 +203,8 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh"
     flags += [(F.context, str(sc.context_bound)), (F.batch, str(cap.value)),
               ("--max-num-batched-tokens", str(sh.batched)), got.flag]
     flags += common.pinned_engine_flags(sc, ENGINE.id)
+    flags += speculative.vllm_flags(p)
+    notes += speculative.draft_note(p)
     env: list[tuple[str, str]] = []
     tier_lines: list[str] = []
     tier_gpu = sz.tier_bytes_per_gpu()
@@ -369,6 +371,7 @@ def _vllm_table() -> list[ReadFlag]:
         ReadFlag(("--kv-offloading-size",), True, offload_size),
         ReadFlag(("--kv-offloading-backend",), True, offload_backend),
         ReadFlag(("--kv-transfer-config",), True, _vllm_offload_json),
+        ReadFlag(("--speculative-config",), True, speculative.read_vllm_config),
         ReadFlag(("--swap-space",), True, removed),
         ReadFlag(("--calculate-kv-scales",), False, removed),
         ReadFlag(("--cpu-offload-gb",), True,

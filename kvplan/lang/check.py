@@ -211,6 +211,7 @@ class _Checker(_Workload, _Sections, _Blocks):
         pins = self._pins(sections.get("pin"), spans, devices, placement, top)
         notes = _without_pinned_defaults(notes, pins, top)
         expects = self._expects(sections.get("expect"))
+        speculative = self._speculative(sections.get("speculative"), spans)
         workload = sections.get("workload")
         if workload is None:
             self._missing_workload(dep, where)
@@ -218,7 +219,7 @@ class _Checker(_Workload, _Sections, _Blocks):
         combos = self._workload(workload, dep.name, notes)
         price = self._priced(top, spans, objective, device)
         if None in (model, device, weights, devices, placement, engine, objective, quality, slo, combos) or (
-                calibration is False or price is False):
+                calibration is False or price is False or speculative is False):
             return []
         assert model and device and weights and devices and placement and engine and objective
         assert quality is not None and slo is not None and combos is not None
@@ -243,6 +244,7 @@ class _Checker(_Workload, _Sections, _Blocks):
                 input_min=int(values["input_lo"]) if "input_lo" in values else None,
                 output_min=int(values["output_lo"]) if "output_lo" in values else None,
                 price=price if isinstance(price, float) else None,
+                speculative=speculative if not isinstance(speculative, bool) else None,
             ))
         return out
 

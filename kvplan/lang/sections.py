@@ -31,6 +31,7 @@ from kvplan.model.scenario import (
     Expectation,
     Pin,
     Pins,
+    Speculation,
     choice,
 )
 
@@ -39,6 +40,7 @@ EVICTION = settings.row("quality.eviction").choices
 REGIMES = settings.row("expect.regime").choices
 TIERS = settings.pin("tier").choices
 PIN_PLACEMENTS = settings.pin("placement").choices
+SPECULATIVE_METHODS = settings.row("speculative.method").choices
 BOOLEANS = settings.SWITCH_WORDS
 _COMPARISONS = ("==", "<=", ">=", "<", ">")
 #: itl and rate are SLOs on a service (a request workload only); ttft is, with a rate, the mean TTFT under load.
@@ -180,6 +182,78 @@ class _Sections(_Values):
                          self._remove_line(e))
         self.report(codes.UNKNOWN_KEY, f"slo `{e.key}` is an SLO on a service at a request rate, and this workload "
                     "is a batch at a context", e.key_span, help=help, fixes=[f for f in [fix] if f is not None])
+
+    def _speculative(self, block: Optional[Block], spans: dict[str, Span]) -> Union[Speculation, None, bool]:
+        """The speculative block (SPEC §15): its method, draft tokens (`auto` or 1..16), acceptance in (0, 1) and
+        draft repo id, each checked as its settings row says. None without a block; False after reporting."""
+        if block is None:
+            return None
+        entries = self._section(block, "speculative")
+        for k, e in entries.items():
+            spans[f"speculative.{k}"] = e.span
+        before = self._errors()
+        method: Optional[str] = None
+        if "method" in entries:
+            method = self._word(self._scalar(entries["method"], "speculative"), "method", SPECULATIVE_METHODS)
+        else:
+            self.report(codes.MISSING_KEY, "the speculative block names no method", block.name_span,
+                        help="write `method = eagle3` (or mtp, ngram, auto: the planner chooses; off: none)",
+                        fixes=[self._set_in(block, "method", "auto")])
+        draft_tokens = self._draft_tokens(entries.get("draft_tokens"))
+        acceptance: Optional[float] = None
+        if "acceptance" in entries:
+            node = self._scalar(entries["acceptance"], "speculative")
+            acceptance = None if node is None else self._quantity(node, settings.row("speculative.acceptance"))
+        draft = self._draft_repo(entries.get("draft"))
+        if method is None or self._errors() > before:
+            return False
+        self._speculative_effects(method, entries, block)
+        return Speculation(method, draft_tokens, acceptance, draft)
+
+    def _draft_tokens(self, e: Optional[Entry]) -> Optional[int]:
+        """`draft_tokens = auto` (None: the planner chooses) or a whole number of the row's range."""
+        if e is None:
+            return None
+        node = self._scalar(e, "speculative")
+        if node is None or isinstance(node, Ident) and node.name == "auto":
+            return None
+        value = self._quantity(node, settings.row("speculative.draft_tokens"))
+        return None if value is None else int(value)
+
+    def _draft_repo(self, e: Optional[Entry]) -> Optional[str]:
+        """`draft = "owner/name"`: a Hugging Face repo id, as the engines load it."""
+        if e is None:
+            return None
+        node = self._scalar(e, "speculative")
+        name = self._name(node, "draft") if node is not None else None
+        if name is None:
+            return None
+        owner, slash, repo = name.partition("/")
+        if not slash or not owner or not repo or "/" in repo:
+            assert node is not None
+            self.report(codes.UNKNOWN_VALUE, f"draft `{name}` is not a Hugging Face repo id", node.span,
+                        help='name the draft as the engines load it: `draft = "owner/name"`, e.g. '
+                             '"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"')
+            return None
+        return name
+
+    def _speculative_effects(self, method: str, entries: Mapping[str, Entry], block: Block) -> None:
+        """Keys the method makes moot: any beside `method = off`, a draft for n-gram (it drafts from the context),
+        and an acceptance beside `method = auto` (an acceptance is one method's; the planner takes it for each)."""
+        for key, e in entries.items():
+            if key == "method":
+                continue
+            if method == "off":
+                self.report(codes.NO_EFFECT, f"{key} has no effect: speculation is off", e.span,
+                            help="remove it, or name a method", fixes=[self._remove_line(e)])
+            elif method == "ngram" and key == "draft":
+                self.report(codes.NO_EFFECT, "draft has no effect: n-gram drafts from the context, with no model",
+                            e.span, help="remove it, or choose eagle3", fixes=[self._remove_line(e)])
+            elif method == "auto" and key == "acceptance":
+                self.report(codes.CONFLICTING_SETTINGS, "acceptance is one method's, and method = auto weighs each: "
+                            "it is taken for all of them", e.span,
+                            help="name the method the acceptance was measured with, e.g. `method = eagle3`",
+                            fixes=[self._set_in(block, "method", "eagle3")])
 
     def _pins(self, block: Optional[Block], spans: dict[str, Span], devices: Optional[DeviceCount],
               placement: Optional[str], top: Mapping[str, Entry]) -> Mapping[str, Pin]:

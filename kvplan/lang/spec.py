@@ -145,13 +145,19 @@ class PinDecl(Block):
 
 
 @record
+class SpeculativeDecl(Block):
+    """`speculative { method = eagle3, draft_tokens = auto, acceptance = 0.7 }`: speculative decoding."""
+
+
+@record
 class ExpectDecl(Block):
     """`expect { regime == kv-bound, fits, ... }`: assertions on the plan."""
 
 
 #: The nested blocks a deployment may hold, by name.
 SECTIONS: dict[str, type[Block]] = {
-    "workload": WorkloadDecl, "quality": QualityDecl, "slo": SloDecl, "pin": PinDecl, "expect": ExpectDecl,
+    "workload": WorkloadDecl, "quality": QualityDecl, "slo": SloDecl, "pin": PinDecl,
+    "speculative": SpeculativeDecl, "expect": ExpectDecl,
 }
 
 Item = Union[Entry, Block]

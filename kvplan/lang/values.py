@@ -140,7 +140,7 @@ class _Values:
     def _block_help(name: str, keys: Sequence[str]) -> str:
         if name in keys:
             return f"`{name}` is a setting: write `{name} = ...`"
-        return "blocks go directly inside a deployment: workload, quality, slo, pin, expect"
+        return "blocks go directly inside a deployment: " + ", ".join(settings.SECTIONS)
 
     def _assignment(self, e: Entry, where: str, calls: bool = False) -> Optional[ValueNode]:
         """The value of a `key = value` entry, or None after reporting a comparison, a bare key or a distribution
@@ -179,7 +179,7 @@ class _Values:
     def _number(self, node: Scalar, key: str, dim: Dim, table: Optional[Mapping[str, float]] = None,
                 *, integer: bool = False, lo: Optional[float] = None, hi: Optional[float] = None,
                 lo_open: bool = False, what: Optional[str] = None, why: str = "", op: str = "=",
-                example: Optional[str] = None) -> Optional[float]:
+                example: Optional[str] = None, hi_open: bool = False) -> Optional[float]:
         """A quantity in base units, dimension-, integer- and range-checked; None after reporting.
         `op` is how the key is written (`step_time <= ...` in slo), so that examples are valid; a value out of
         range gets `example` as its fix where one is given."""
@@ -189,7 +189,8 @@ class _Values:
             return None
         value = self._in_base_units(node, key, dim, table if table is not None else UNITS[dim], what, op)
         if value is None or not self._in_range(node, value, key, dim, integer=integer, lo=lo, hi=hi,
-                                               lo_open=lo_open, what=what, why=why, op=op, example=example):
+                                               lo_open=lo_open, what=what, why=why, op=op, example=example,
+                                               hi_open=hi_open):
             return None
         if dim is Dim.TOKENS and node.unit == "K":
             self._ambiguous_k(node, what)
@@ -248,10 +249,11 @@ class _Values:
 
     def _in_range(self, node: Quantity, value: float, key: str, dim: Dim, *, integer: bool, lo: Optional[float],
                   hi: Optional[float], lo_open: bool, what: str, why: str, op: str,
-                  example: Optional[str] = None) -> bool:
+                  example: Optional[str] = None, hi_open: bool = False) -> bool:
         """Whether `value` is finite, whole where `integer`, and within the bounds; reports when not."""
         written = _shown(node.text)
-        bounds = f"{what} must be {_range_words(lo, hi, lo_open, dim, node.unit)}" + (f" ({why})" if why else "")
+        words = _range_words(lo, hi, lo_open, dim, node.unit, hi_open)
+        bounds = f"{what} must be {words}" + (f" ({why})" if why else "")
         if not math.isfinite(value):
             self.report(codes.OUT_OF_RANGE, f"{what} = {written} is not a finite number", node.span,
                         help=bounds if lo is not None or hi is not None else None)
@@ -262,7 +264,7 @@ class _Values:
                         help=f"e.g. `{key} {op} {whole}`", fixes=[fx.replace(node.span, whole, f"{key} {op} {whole}")])
             return False
         low_bad = lo is not None and (value <= lo if lo_open else value < lo)
-        high_bad = hi is not None and value > hi
+        high_bad = hi is not None and (value >= hi if hi_open else value > hi)
         if low_bad or high_bad:
             self.report(codes.OUT_OF_RANGE, f"{what} = {written} is out of range", node.span,
                         help=bounds if example is None else f"{bounds}, e.g. `{key} {op} {example}`",
@@ -279,7 +281,7 @@ class _Values:
         return self._number(node, row.key, row.dim, table if table is not None else row.unit_table(),
                             integer=row.integer, lo=None if r.lo is None else r.lo.value,
                             hi=None if r.hi is None else r.hi.value, lo_open=r.lo_open, what=row.what or None,
-                            why=r.cited, op=op, example=r.suggest or None)
+                            why=r.cited, op=op, example=r.suggest or None, hi_open=r.hi_open)
 
     def _plain(self, node: Scalar, row: Setting, e: Entry) -> Union[str, float, bool, None]:
         """The value of a plain key (a quantity, a word, a switch, a dtype), checked as its row says; None after

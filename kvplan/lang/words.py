@@ -168,7 +168,8 @@ def _shown(text: str) -> str:
     return text if len(text) <= 24 else f"{text[:12]}… ({len(text):,} characters)"
 
 
-def _range_words(lo: Optional[float], hi: Optional[float], lo_open: bool, dim: Dim, unit: str) -> str:
+def _range_words(lo: Optional[float], hi: Optional[float], lo_open: bool, dim: Dim, unit: str,
+                 hi_open: bool = False) -> str:
     def show(x: float) -> str:
         if unit == "%":
             return f"{x * 100:g}%"
@@ -184,7 +185,7 @@ def _range_words(lo: Optional[float], hi: Optional[float], lo_open: bool, dim: D
         return f"{x / factor:g}".replace("e+0", "e").replace("e+", "e") + f" {name}"
     if lo is not None and hi is not None:
         if lo_open:
-            return f"above {show(lo)} and at most {show(hi)}"
+            return f"above {show(lo)} and {'below' if hi_open else 'at most'} {show(hi)}"
         return f"between {show(lo)} and {show(hi)}"
     if lo is not None:
         return f"{'above' if lo_open else 'at least'} {show(lo)}"

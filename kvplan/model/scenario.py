@@ -202,6 +202,23 @@ def mean_context(n_in: Lengths, n_out: Lengths) -> float:
 
 
 @record
+class Speculation:
+    """What a spec's `speculative` block asks: the method (auto, eagle3, mtp, ngram, off), the draft tokens k
+    (None: auto, the planner's to choose), the per-token acceptance α (None: the catalog's) and the draft's Hugging
+    Face repo id (None: the catalog's)."""
+
+    method: str
+    draft_tokens: Optional[int] = None
+    acceptance: Optional[float] = None
+    draft: Optional[str] = None
+
+    @property
+    def on(self) -> bool:
+        """Whether the spec asks for speculation at all (`method = off` plans as without the block)."""
+        return self.method != "off"
+
+
+@record
 class Scenario:
     """One deployment (or one combination of its workload lists), resolved and in base units.
 
@@ -271,6 +288,8 @@ class Scenario:
     #: start (kvplan.model.load.run_mean); None: the steady state alone. Set by bench/serving.py for the public
     #: ledger; no workload key carries it yet.
     prompts: Optional[int] = None
+    #: The `speculative` block (SPEC §15, docs/speculative.md); None without one (speculation off, the default).
+    speculative: Optional[Speculation] = None
 
     @property
     def requests(self) -> bool:

@@ -100,6 +100,27 @@ class ByteFactors(_Figures):
 
 
 @record(kw_only=True)
+class SpeculativeFigures(_Figures):
+    """Speculative decoding weighed on the plan's layout (kvplan.planner.speculative, docs/speculative.md): the
+    method and k with the shortest time per output token, whether the plan adopts it (its speedup beats 1, its
+    draft fits), the draft's repo id ("" where none is loaded), the regime of its verify step, and its figures."""
+
+    method: str
+    adopted: bool
+    draft_model: str
+    regime: str
+    speedup: Value                # speculative_speedup: time per token without over with speculation (x)
+    time_per_token: Value         # (T_verify + k · T_draft)/τ, s
+    time_per_token_plain: Value   # the expected step without speculation, s
+    tau: Value                    # tokens kept per verify step
+    acceptance: Value             # α per drafted token
+    draft_tokens: Value           # k
+    verify_time: Value            # T_verify at b·(k+1) query tokens, s
+    draft_time: Value             # one draft forward, s
+    draft_memory: Value           # the draft's weights and KV, B
+
+
+@record(kw_only=True)
 class LoadFigures(_Figures):
     """A request workload's service figures (kvplan.model.load, docs/service.md): at the declared rate, the
     concurrency, the running sequences the plan's batch is sized to, ITL and TTFT, and the saturation rate. The
@@ -301,6 +322,9 @@ class Plan:
     cost_at_goodput: Optional[CostFigures] = None
     #: Without a price: the one line that says how to give one (kvplan.planner.cost.no_price); else "".
     cost_absent: str = ""
+    #: Speculative decoding as weighed for a spec with a `speculative` block (kvplan.planner.speculative); None
+    #: without one. In the digest: an adopted draft changes the engine configuration.
+    speculative: Optional[SpeculativeFigures] = None
 
     def metric(self, key: str) -> Value:
         """A metric by its label, for a name the user wrote (`expect { step_time < 30ms }`); KeyError
@@ -358,6 +382,10 @@ class Plan:
             "unmet": [[u.constraint.value, _val(u.shortfall)] for u in self.unmet],
             # only a request workload has them: the batch form's digests stay as they were
             **({"load": [[k, _val(v)] for k, v in self.load.items()]} if self.load is not None else {}),
+            # only a spec with a speculative block has them: every other digest stays as it was
+            **({"speculative": [self.speculative.method, self.speculative.adopted, self.speculative.draft_model,
+                                [[k, _val(v)] for k, v in self.speculative.items()]]}
+               if self.speculative is not None else {}),
             # `devices = auto` and `placement = auto` (with its device cap) only say the planner chooses:
             # the choice is in `choices`, and pinning it drops the default (typed keys come with issue 10)
             "assumptions": [_val(v) for v in self.assumptions if not _auto_default(v)],

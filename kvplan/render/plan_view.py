@@ -198,6 +198,17 @@ def _engines_text(p: Plan) -> list[str]:
     return out + [""]
 
 
+def _speculative_json(p: Plan) -> dict[str, object]:
+    """A spec with a speculative block: `speculative_speedup` (time per token without over with speculation,
+    derived, x) and the figures it was weighed with; nothing for any other plan (docs/speculative.md)."""
+    s = p.speculative
+    if s is None:
+        return {}
+    return {"speculative_speedup": s.speedup,
+            "speculative": {"method": s.method, "adopted": s.adopted, "draft_model": s.draft_model,
+                            "regime": s.regime, **dict(s.items())}}
+
+
 def _decision_json(d: Decision) -> dict[str, object]:
     return {
         "domain": d.domain, "title": d.title, "choice": d.choice, "rules": list(d.rules), "pinned": d.pinned,
@@ -223,6 +234,7 @@ def plan_payload(p: Plan) -> dict[str, object]:
                       "goodput_slo": p.load.goodput_slo}}
            if p.load is not None else {}),
         "cost": _cost_json(p),
+        **_speculative_json(p),
         "tier": {"tier": p.tier.tier, "link": p.tier.link, "bytes": p.tier.bytes,
                  "prefill_time": p.tier.prefill_time, "fetch_time": p.tier.fetch_time},
         "decisions": [_decision_json(d) for d in p.decisions],

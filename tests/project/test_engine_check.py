@@ -353,3 +353,31 @@ def test_a_repo_id_finds_the_fixture_of_its_catalog_model() -> None:
     got = ec.ModelDirs._fixture("meta-llama/Llama-3.1-70B-Instruct")
     assert got is not None and got.name == "meta-llama--Meta-Llama-3.1-70B.json"
     assert ec.ModelDirs._fixture("org/not-a-model") is None
+
+
+SPECULATIVE = str(CHECKED / "speculative.kvp")
+
+
+@pytest.mark.engines
+def test_vllm_parses_the_emitted_speculative_config(tmp_path: Path) -> None:
+    """vLLM 0.33.0's own parser reads kvplan's --speculative-config into its SpeculativeConfig fields."""
+    require_engine("vllm")
+    e = _emits(SPECULATIVE, "h100", tmp_path, "vllm.sh")
+    words, _ = ec.command_words(e.text)
+    assert "--speculative-config" in words
+    args = ec._vllm_parser().parse_args(list(words[1:]))  # the parser alone: the hub id is not looked up
+    cfg = args.speculative_config
+    assert (cfg["method"], cfg["num_speculative_tokens"], cfg["model"]) == (
+        "eagle3", 3, "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B")
+
+
+@pytest.mark.engines
+def test_sglang_parses_the_emitted_speculative_flags(tmp_path: Path) -> None:
+    """SGLang 0.5.23's prepare_server_args reads kvplan's chain: EAGLE3, 3 steps, top-1, 4 draft tokens."""
+    require_engine("sglang")
+    e = _emits(SPECULATIVE, "h100", tmp_path, "sglang.sh")
+    words, _ = ec.command_words(e.text)
+    sa = ec.sglang_args(words, None, "h100")
+    assert (sa.speculative_algorithm, sa.speculative_num_steps, sa.speculative_eagle_topk,
+            sa.speculative_num_draft_tokens, sa.speculative_draft_model_path) == (
+        "EAGLE3", 3, 1, 4, "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B")

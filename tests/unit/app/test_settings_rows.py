@@ -133,6 +133,9 @@ def test_every_engine_writes_the_flags_the_table_gives_it(engine: str) -> None:
         warnings += said
     # the tier's flags are written where the plan holds a tier (test_backends parses every emitted file for them)
     tier = {settings.engine_flag(settings.pin("tier"), engine), *settings.pin("tier").engines[engine].writes}
+    # and the speculative flags where the plan adopts a draft (tests/unit/engines/test_speculative_flags.py)
+    method = settings.row("speculative.method")
+    tier |= {settings.engine_flag(method, engine), *method.engines[engine].writes}
     assert set(settings.flag_names(engine, ENGINES[engine].flags)) - tier <= written
     for row, c in settings.carried(engine):
         if c.write is Write.NONE:  # each pin it does not write is said, not dropped
@@ -163,8 +166,10 @@ def test_every_carrier_is_read_from_the_table_not_by_hand(engine: str) -> None:
         if c is None or c.read is Read.NONE or (c.write is Write.NONE and not c.flag):
             continue
         names = set(c.switch) if c.read is Read.SWITCH else {settings.engine_flag(row, engine), *c.aliases}
-        if c.read is Read.OWN:  # only the tier's flags (a JSON connector config, a size in GiB) have own readers
-            assert row.path == "pin.tier" and names <= set(own) - derived, row.path
+        # only the tier's flags (a JSON connector config, a size in GiB) and the speculative ones (vLLM's JSON,
+        # SGLang's flags read together) have own readers
+        if c.read is Read.OWN:
+            assert row.path in ("pin.tier", "speculative.method") and names <= set(own) - derived, row.path
         else:
             assert names <= derived, (row.path, names - derived)
 
@@ -174,7 +179,7 @@ def test_the_vllm_flag_set_is_the_tables() -> None:
         "--max-num-seqs", "--max-model-len", "--kv-cache-dtype", "--block-size", "--enable-prefix-caching",
         "--disable-prefix-caching", "--kv-offloading-size", "--kv-offloading-backend", "--kv-transfer-config",
         "--tensor-parallel-size", "--pipeline-parallel-size", "--gpu-memory-utilization",
-        "--max-num-batched-tokens", "--data-parallel-size")
+        "--max-num-batched-tokens", "--data-parallel-size", "--speculative-config")
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
@@ -262,8 +267,10 @@ def test_every_trtllm_carrier_is_read_from_the_table_not_by_hand() -> None:
         c = row.engines.get("trtllm")
         if c is None or c.write is Write.NONE:
             continue
-        if c.read is Read.OWN:  # only the tier's host_cache_size (a byte size, not a count) has its own reader
-            assert row.path == "pin.tier", row.path
+        # only the tier's host_cache_size (a byte size, not a count) and speculative_config (a mapping) have their
+        # own readers
+        if c.read is Read.OWN:
+            assert row.path in ("pin.tier", "speculative.method"), row.path
             continue
         assert {settings.engine_flag(row, "trtllm"), *c.aliases} <= yaml_keys, row.path
         assert not c.cli or c.cli in cli, row.path

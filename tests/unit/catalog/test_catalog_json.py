@@ -31,7 +31,7 @@ def _clear() -> None:
 
 def test_every_catalog_has_a_json_copy() -> None:
     assert [p.name for p in TOMLS] == ["devices.toml", "intervals.toml", "links.toml", "models.toml",
-                                     "performance.toml", "quality.toml"]
+                                     "performance.toml", "quality.toml", "speculative.toml"]
     assert sorted(p.name for p in CATALOG.glob("*.json")) == [p.with_suffix(".json").name for p in TOMLS]
 
 
