@@ -85,7 +85,7 @@ def test_plan_and_baseline_carry_both_figures() -> None:
             assert v.evidence is Evidence.DERIVED
             assert all(name in v.source for name in ("eta_w", "eta_kv", "t_fixed")) or v.unit == "tok/s"
     assert [k for k, _ in p.expected_factors] == ["eta_w", "eta_kv", "eta_compute", "t_fixed", "collective_latency",
-                                                  "t_layer"]
+                                                  "t_layer", "t_moe"]
 
 
 SLO = "    devices = 1\n    pin {{ kv_dtype = bf16 }}\n    workload {{ batch = 8\n context = 4k }}\n    slo {{ {slo} }}"
