@@ -129,6 +129,10 @@ class Engine:
     #: the flag of its launch that sets the data-parallel size (replicas in one command), None where kvplan writes
     #: none: the planner may serve a rate with replicas of a smaller layout only where it is set (docs/service.md)
     data_parallel: Optional[str] = None
+    #: how its launch runs attention data-parallel for a mixture-of-experts model (each attention group holds only
+    #: its own sequences' KV, the experts stay sharded over every rank; SPEC §14), None where it does not: the
+    #: layout search tries attention groups only where it is set (docs/planner.md, "Attention data parallelism")
+    attention_dp: Optional[str] = None
 
     @property
     def kv_dtypes(self) -> tuple[str, ...]:
@@ -232,7 +236,10 @@ ENGINES: dict[str, Engine] = {
                    # Assumed round figures: vLLM measures both at start-up and logs them ("PyTorch activation peak
                    # memory takes X GiB", "Estimated CUDA graph memory: X GiB"); measure yours and override.
                    cudagraph=1 * GiB, activation_per_token=128 * KiB),
-               data_parallel="--data-parallel-size"),
+               data_parallel="--data-parallel-size",
+               attention_dp="--data-parallel-size over --tensor-parallel-size tp/d: for an MoE model vLLM 0.33.0 runs "
+                            "each data-parallel rank's attention on its own sequences and the expert layers over "
+                            "DP × TP ranks (docs/serving/data_parallel_deployment.md; vllm/config/parallel.py)"),
         Engine("sglang", "SGLang", "0.5.23", "SGLang 0.5.23",
                # bf16 is written `bf16`: the trtllm_mla backend (DeepSeek on Blackwell) accepts the spellings
                # fp8_e4m3, bf16 and auto only (arg_groups/overrides.py:1203-1218), `bfloat16` is refused there.
@@ -267,7 +274,10 @@ ENGINES: dict[str, Engine] = {
                    "sglang/srt/arg_groups/overrides.py:1146-1199 (SGLang 0.5.23): on Blackwell the default MHA "
                    "backend trtllm_mha takes pages of 16, 32, 64 or 128 tokens and the MLA backends (trtllm_mla, "
                    "FlashMLA, CuteDSL) 32 or 64; any other --page-size, the default 1 included, is changed to 64"),
-               data_parallel="--dp-size"),
+               data_parallel="--dp-size",
+               attention_dp="--attn-dp-size d (SGLang 0.5.23; the deprecated spelling `--dp-size d "
+                            "--enable-dp-attention` resolves to it, and --dp-size replicas beside it are refused: "
+                            "sgl-project/sglang pull request 41818, its test_attn_dp_size.py)"),
         Engine("trtllm", "TensorRT-LLM", "main", "TensorRT-LLM (main, > 1.2.1)",
                {"bf16": "auto", "fp16": "auto", "fp8": "fp8", "int8": "auto", "fp4": "nvfp4"},
                False, 32, (8, 16, 32, 64, 128), True, True,

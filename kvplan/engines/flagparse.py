@@ -53,6 +53,7 @@ class Read:
     pins: dict[str, tuple[str, str]] = attrs.Factory(dict)
     dp: Optional[tuple[int, str]] = None                  # vLLM --data-parallel-size, SGLang --dp
     dp_attention: Optional[tuple[bool, str]] = None       # SGLang --enable-dp-attention, and as written
+    attn_dp: Optional[tuple[int, str]] = None             # SGLang --attn-dp-size
     warnings: list[str] = attrs.Factory(list)
     notes: list[str] = attrs.Factory(list)
     ignored: list[str] = attrs.Factory(list)
@@ -77,7 +78,7 @@ class Read:
 #: (kvplan.base.limits), so an imported spec never fails `kvplan lint` on a range.
 MAXIMUM: Mapping[str, int] = {"batch": limits.MAX_BATCH, "context": limits.MAX_TOKENS,
                               "block_size": limits.MAX_TOKENS, "tp": limits.MAX_DEVICES, "pp": limits.MAX_DEVICES,
-                              "dp": limits.MAX_DEVICES}
+                              "dp": limits.MAX_DEVICES, "attn_dp": limits.MAX_DEVICES}
 LIMIT_HELP = "kvplan's limit, docs/cli-import.md"
 
 
@@ -319,6 +320,8 @@ def table_readers(engine: str, tokens: Callable[[str, str], tuple[int, str]], cl
         if c is None or c.read in (R.OWN, R.NONE, R.BOOL) or not name:
             continue
         names = (name,) if cli else (*c.aliases, name)
+        if c.switch_into:
+            out += [ReadFlag((flag,), False, store(c.switch_into, value=on)) for flag, on in c.switch.items()]
         if c.read is R.SWITCH:
             out += [ReadFlag((flag,), False, store(c.into, value=on)) for flag, on in c.switch.items()]
         elif c.read is R.DTYPE:

@@ -7,7 +7,13 @@ kvplan.lang's auto limit and takes the least total that meets. Among the layouts
 wins, then the lower ITL; with one price per device `objective = cheapest` is the same least total (the rate is
 the declared one: $/h and $/token both grow with the total). When none meets, the plan is the best layout within
 the bound (most goodput, then lower ITL). Only an engine whose launch writes a data-parallel size
-(catalog Engine.data_parallel) gets r > 1, unless `pin replicas` sets r."""
+(catalog Engine.data_parallel) gets r > 1, unless `pin replicas` sets r.
+
+Attention data parallelism (SPEC §14) is a third choice of a layout: one replica of n devices whose attention runs
+in d = n groups, each holding only its own sequences' KV, tried beside d = 1 for a mixture-of-experts model whose KV
+tensor parallelism replicates (an MLA latent on every rank, fewer KV heads than ranks), on an engine whose launch runs
+it (catalog Engine.attention_dp), unless `pin attention_dp` sets d. It is planned as `pin attention_dp = d` and kept
+only where the plan's tensor-parallel group is the whole replica (the engines run it so)."""
 
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ from kvplan.base.records import record
 from kvplan.catalog import settings
 from kvplan.catalog.engines import get_engine
 from kvplan.model import load
+from kvplan.model.roofline import kv_replication
 from kvplan.model.scenario import DeviceCount, Scenario
 from kvplan.planner import search, service
 from kvplan.planner.plan import Plan
@@ -33,13 +40,15 @@ Served = tuple[Plan, service.LoadFigures, load.Load]
 
 @record
 class Tried:
-    """One layout the search planned: `replicas` × `per` devices (the plan's own split of `per`)."""
+    """One layout the search planned: `replicas` × `per` devices (the plan's own split of `per`), its attention in
+    `attention_dp` groups."""
 
     replicas: int
     per: int
     plan: Plan
     fig: service.LoadFigures
     bound: load.Load
+    attention_dp: int = 1
 
     @property
     def total(self) -> int:
@@ -96,26 +105,43 @@ def replica_counts_allowed(sc: Scenario) -> Optional[int]:
     return None if get_engine(sc.engine).data_parallel is not None else 1
 
 
-def per_replica(sc: Scenario, replicas: int, per: int) -> Scenario:
-    """The scenario of one replica of `per` devices, `replicas` of them sharing the rate."""
+def attention_groups(sc: Scenario, per: int) -> tuple[int, ...]:
+    """The attention data-parallel sizes the search tries on one replica of `per` devices: the pinned one, else 1
+    and `per` where attention DP pays and runs (module docstring): a mixture-of-experts model whose KV is
+    replicated over `per` tensor-parallel ranks, on an engine that runs it, no pipeline pinned."""
+    if sc.pinned.has(settings.pin("attention_dp")):
+        return (sc.attention_dp,)
+    m = sc.model
+    runs = get_engine(sc.engine).attention_dp is not None and sc.pinned.pipeline_parallel in (None, 1)
+    pays = m.is_moe and per > 1 and float(kv_replication(m, per)) > 1 and sc.pinned.tensor_parallel in (None, per)
+    return (1, per) if runs and pays else (1,)
+
+
+def per_replica(sc: Scenario, replicas: int, per: int, attention_dp: int = 1) -> Scenario:
+    """The scenario of one replica of `per` devices, `replicas` of them sharing the rate, its attention in
+    `attention_dp` groups (a pin the search sets; the spec's own where it pins one)."""
     one = attrs.evolve(sc, pins=with_pin(sc, "replicas", float(replicas))) if replicas != sc.replicas else sc
+    if attention_dp != sc.attention_dp:
+        one = attrs.evolve(one, pins=with_pin(one, "attention_dp", float(attention_dp)))
     if sc.pinned.devices is not None:
         one = attrs.evolve(one, pins=with_pin(one, "devices", float(per)))
     return attrs.evolve(one, devices=DeviceCount("fixed", per))
 
 
-def _order(t: Tried) -> tuple[float, float, int]:
-    """Best first: most goodput, then lower ITL, then fewer devices in all."""
-    return (-t.goodput, t.itl, t.total)
+def _order(t: Tried) -> tuple[float, float, int, int]:
+    """Best first: most goodput, then lower ITL, then fewer devices in all, then fewer attention groups."""
+    return (-t.goodput, t.itl, t.total, t.attention_dp)
 
 
 class _Search:
-    """The layouts planned so far, at most MAX_LAYOUTS, keyed by (replicas, devices per replica)."""
+    """The layouts planned so far, at most MAX_LAYOUTS, keyed by (replicas, devices per replica, attention groups);
+    an attention-DP layout whose plan splits the replica into pipeline stages is dropped (None)."""
 
     def __init__(self, sc: Scenario, evaluate: Callable[[Scenario], Served]) -> None:
         self.sc, self.evaluate = sc, evaluate
         self.most, self.only = bound_total(sc), replica_counts_allowed(sc)
-        self.done: dict[tuple[int, int], Tried] = {}
+        self.done: dict[tuple[int, int, int], Tried] = {}
+        self.dropped: set[tuple[int, int, int]] = set()
         model, tp, pp = sc.model, sc.pinned.tensor_parallel, sc.pinned.pipeline_parallel
         counts = sorted({c for c in search.AUTO_DEVICE_COUNTS if c <= self.most}
                         | ({self.most} if sc.devices.mode != "auto" or sc.pinned.devices is not None else set()))
@@ -124,29 +150,45 @@ class _Search:
                                 and (tp is None or c % tp == 0) and (pp is None or c % pp == 0)
                                 and (tp is None or pp is None or c == tp * pp)) or tuple(counts[-1:])
 
-    def plan(self, r: int, n: int, force: bool = False) -> Optional[Tried]:
-        """r replicas of n devices planned (once), or None: past the bound, the pinned count or MAX_LAYOUTS
-        (unless `force`: the one layout planned when no allowed one exists, as the engine would run it)."""
-        if (r, n) in self.done:
-            return self.done[(r, n)]
+    def groups(self, r: int, n: int) -> tuple[int, ...]:
+        """The attention groups tried on r replicas of n: attention_groups' on one replica, 1 on several (SGLang
+        refuses replicas beside attention DP in one server), the spec's pin always."""
+        opts = attention_groups(self.sc, n)
+        return opts if r == 1 or len(opts) == 1 else (1,)
+
+    def plan(self, r: int, n: int, force: bool = False, d: Optional[int] = None) -> Optional[Tried]:
+        """r replicas of n devices, attention in d groups (default: the spec's), planned (once), or None: past the
+        bound, the pinned count or MAX_LAYOUTS (unless `force`: the one layout planned when no allowed one exists,
+        as the engine would run it), or an attention-DP layout the plan splits into pipeline stages."""
+        d = self.sc.attention_dp if d is None else d
+        key = (r, n, d)
+        if key in self.done or key in self.dropped:
+            return self.done.get(key)
         if not force and (len(self.done) >= MAX_LAYOUTS or r * n > self.most
                           or (self.only is not None and r != self.only)):
             return None
         sc = self.sc
-        q, fig, bound = self.evaluate(per_replica(sc, r, n))
+        q, fig, bound = self.evaluate(per_replica(sc, r, n, d))
+        if d != sc.attention_dp and q.tp != n:  # the engines run attention groups over the whole TP group
+            self.dropped.add(key)
+            return None
         back = attrs.evolve(q.scenario, devices=sc.devices)  # the spec's count, the total
         if sc.pinned.devices is not None:
             back = attrs.evolve(back, pins=with_pin(back, "devices", float(sc.pinned.devices)))
-        t = Tried(r, n, attrs.evolve(q, scenario=back), fig, bound)
-        self.done[(r, n)] = t
+        t = Tried(r, n, attrs.evolve(q, scenario=back), fig, bound, d)
+        self.done[key] = t
         return t
+
+    def each_group(self, r: int, n: int) -> list[Tried]:
+        """r replicas of n planned with each attention group count they take (groups)."""
+        out = [self.plan(r, n, d=d) for d in self.groups(r, n)]
+        return [t for t in out if t is not None]
 
     def at_total(self, total: int) -> list[Tried]:
         """Every layout of `total` devices in all: r replicas of n, n a per-replica count dividing it that fits
         (one replica that does not fit does not fit as many)."""
-        unfit = {n for (_, n), t in self.done.items() if not t.fits}
-        out = [self.plan(total // n, n) for n in self.per_counts if total % n == 0 and n not in unfit]
-        return [t for t in out if t is not None]
+        unfit = {n for (_, n, d), t in self.done.items() if not t.fits and d == self.sc.attention_dp}
+        return [t for n in self.per_counts if total % n == 0 and n not in unfit for t in self.each_group(total // n, n)]
 
     def ladder(self) -> Optional[int]:
         """One replica (or the pinned count) of each per-replica size, and replicas of it sized by its goodput:
@@ -156,9 +198,10 @@ class _Search:
         for n in self.per_counts:
             if best is not None and n * (only or 1) > best:
                 break
-            t = self.plan(only or 1, n)
-            if t is None:
+            each = self.each_group(only or 1, n)
+            if not each:
                 continue
+            t = min(each, key=_order)
             if t.meets:
                 best = t.total if best is None else min(best, t.total)
             elif only is None and t.goodput > 0:

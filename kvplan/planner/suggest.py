@@ -215,8 +215,11 @@ def layout_words(p: Plan) -> str:
 
 
 def replica_words(p: Plan) -> str:
-    """`8 × h100-sxm (tp 8)`, `16 × h100-sxm (tp 8 × pp 2)`: one replica of a plan's layout."""
-    return f"{p.n_devices} × {p.scenario.device.id} (tp {p.tp}{f' × pp {p.pp}' if p.pp > 1 else ''})"
+    """`8 × h100-sxm (tp 8)`, `16 × h100-sxm (tp 8 × pp 2)`, `8 × h200 (tp 8, attention DP 8)`: one replica of a
+    plan's layout."""
+    adp = p.scenario.attention_dp
+    return (f"{p.n_devices} × {p.scenario.device.id} (tp {p.tp}{f' × pp {p.pp}' if p.pp > 1 else ''}"
+            f"{f', attention DP {adp}' if adp > 1 else ''})")
 
 
 def _least_budget(dt: str) -> Optional[str]:
