@@ -321,6 +321,8 @@ def _attention_groups(engine: str, r: Read, m: Model) -> None:
             r.batch = (r.batch[0] * d, f"{r.batch[1]} on each of {d} data-parallel engines")
         r.note(f"{r.dp[1]}: {m.id} is a mixture of experts, so vLLM's {d} data-parallel engines share their expert "
                f"layers over {t * d} ranks: {d} attention groups of tensor parallel {t}, not {d} replicas")
+    if engine == "vllm" and r.expert_switch is not None and r.expert_switch[0] and m.is_moe:
+        r.pins["expert_parallel"] = (str(r.tp[0]), f"{r.expert_switch[1]}: the experts over all {r.tp[0]} ranks")
 
 
 def _parallel(engine: str, r: Read, tp: int) -> list[tuple[str, str, str]]:

@@ -133,6 +133,9 @@ class Engine:
     #: its own sequences' KV, the experts stay sharded over every rank; SPEC §14), None where it does not: the
     #: layout search tries attention groups only where it is set (docs/planner.md, "Attention data parallelism")
     attention_dp: Optional[str] = None
+    #: how its launch splits a mixture-of-experts model's routed experts over the ranks (each MoE layer an all-to-all
+    #: dispatch and combine, SPEC §14), None where kvplan writes none: the layout search tries it only where set
+    expert_parallel: Optional[str] = None
 
     @property
     def kv_dtypes(self) -> tuple[str, ...]:
@@ -239,7 +242,9 @@ ENGINES: dict[str, Engine] = {
                data_parallel="--data-parallel-size",
                attention_dp="--data-parallel-size over --tensor-parallel-size tp/d: for an MoE model vLLM 0.33.0 runs "
                             "each data-parallel rank's attention on its own sequences and the expert layers over "
-                            "DP × TP ranks (docs/serving/data_parallel_deployment.md; vllm/config/parallel.py)"),
+                            "DP × TP ranks (docs/serving/data_parallel_deployment.md; vllm/config/parallel.py)",
+               expert_parallel="--enable-expert-parallel: the experts split over all DP × TP ranks instead of "
+                               "tensor-parallel (vllm/config/parallel.py ParallelConfig.enable_expert_parallel)"),
         Engine("sglang", "SGLang", "0.5.23", "SGLang 0.5.23",
                # bf16 is written `bf16`: the trtllm_mla backend (DeepSeek on Blackwell) accepts the spellings
                # fp8_e4m3, bf16 and auto only (arg_groups/overrides.py:1203-1218), `bfloat16` is refused there.
@@ -277,7 +282,9 @@ ENGINES: dict[str, Engine] = {
                data_parallel="--dp-size",
                attention_dp="--attn-dp-size d (SGLang 0.5.23; the deprecated spelling `--dp-size d "
                             "--enable-dp-attention` resolves to it, and --dp-size replicas beside it are refused: "
-                            "sgl-project/sglang pull request 41818, its test_attn_dp_size.py)"),
+                            "sgl-project/sglang pull request 41818, its test_attn_dp_size.py)",
+               expert_parallel="--ep-size e (alias --expert-parallel-size, --ep; arg_groups/fields/parallel.py "
+                               "Parallel.ep_size): moe_tp_size = tp / e"),
         Engine("trtllm", "TensorRT-LLM", "main", "TensorRT-LLM (main, > 1.2.1)",
                {"bf16": "auto", "fp16": "auto", "fp8": "fp8", "int8": "auto", "fp4": "nvfp4"},
                False, 32, (8, 16, 32, 64, 128), True, True,

@@ -381,6 +381,16 @@ SETTINGS: tuple[Setting, ...] = (
                                        switch={"--enable-dp-attention": True}, switch_into="dp_attention"),
                      "trtllm": Carrier(write=Write.NONE, why="kvplan writes no TensorRT-LLM setting for attention "
                                                              "groups")}),
+    Setting("pin.expert_parallel", Takes.QUANTITY, "ranks the routed experts are split over (expert parallelism)",
+            dim=Dim.COUNT, units="count", integer=True, range=_DEVICES, default=Default("1", "experts tensor-parallel"),
+            aside=" (the MoE layers' all-to-all)",
+            engines={"vllm": Carrier("--enable-expert-parallel", Read.SWITCH, Write.PLAN, into="expert_switch",
+                                     switch={"--enable-expert-parallel": True},
+                                     note="vLLM 0.33.0 splits the experts over all DP × TP ranks with it "
+                                          "(vllm/config/parallel.py ParallelConfig.enable_expert_parallel)"),
+                     "sglang": Carrier("--ep-size", Read.WHOLE, Write.PIN, aliases=("--expert-parallel-size", "--ep")),
+                     "trtllm": Carrier(write=Write.NONE, why="kvplan's TensorRT-LLM writer writes no "
+                                                             "moe_expert_parallel_size")}),
     # -- expect: assertions on the plan
     Setting("expect.regime", Takes.WORD, "the regime the plan is in", choices=("weight-bound", "kv-bound",
                                                                               "capacity-bound")),

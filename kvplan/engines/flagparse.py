@@ -54,6 +54,7 @@ class Read:
     dp: Optional[tuple[int, str]] = None                  # vLLM --data-parallel-size, SGLang --dp
     dp_attention: Optional[tuple[bool, str]] = None       # SGLang --enable-dp-attention, and as written
     attn_dp: Optional[tuple[int, str]] = None             # SGLang --attn-dp-size
+    expert_switch: Optional[tuple[bool, str]] = None      # vLLM --enable-expert-parallel (the experts over DP × TP)
     warnings: list[str] = attrs.Factory(list)
     notes: list[str] = attrs.Factory(list)
     ignored: list[str] = attrs.Factory(list)

@@ -63,6 +63,7 @@ from kvplan.engines.flagparse import (
     weights_dtype,
 )
 from kvplan.model.pools import vllm as vpool
+from kvplan.model.pools.query import whole
 from kvplan.model.pools.vllm import Pool, Shape
 from kvplan.planner.plan import Plan
 
@@ -178,7 +179,7 @@ def size_fill(p: Plan, sz: common.Sizing, sh: Shape, block: int, reserves: Reser
         fix += f", or --max-model-len {(pool.num_blocks - 1) * block}"
     fix += "; kvplan emit --sizing exact writes the plan's own pool"
     findings = [pool.refusal(fix)]
-    if pool.requests >= 1 and pool.tokens < common.round_whole(tokens) and not sh.groups.hybrid:
+    if pool.requests >= 1 and pool.tokens < whole(tokens) and not sh.groups.hybrid:
         findings.append(f"--gpu-memory-utilization {frac:g} leaves a KV pool of {common.fmt_int(pool.tokens)} "
                         f"tokens, fewer than the plan's {common.fmt_int(math.ceil(tokens))}: the plan's batch "
                         f"of {sc.batch} does not fit (emit --sizing exact sizes the pool to the plan)")
@@ -217,6 +218,11 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh"
     flags += [(F.context, str(sc.context_bound)), (F.batch, str(cap.value)),
               ("--max-num-batched-tokens", str(sh.batched)), got.flag]
     flags += data_parallel(p, common.pinned_engine_flags(sc, ENGINE.id))
+    if sc.expert_parallel > 1:  # vLLM splits the experts over every DP × TP rank of the replica
+        flags.append(("--enable-expert-parallel", None))
+        if sc.expert_parallel != p.tp:
+            notes.append(f"pin expert_parallel = {sc.expert_parallel}: vLLM's --enable-expert-parallel splits the "
+                         f"experts over all {p.tp} ranks of the replica, the plan over {sc.expert_parallel}")
     env: list[tuple[str, str]] = []
     tier_lines: list[str] = []
     tier_gpu = sz.tier_bytes_per_gpu()

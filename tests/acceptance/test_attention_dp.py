@@ -16,7 +16,6 @@ from kvplan.app.importer import Options, import_deployment
 from kvplan.base.errors import KvplanError
 from kvplan.cli import main
 from kvplan.engines import common
-
 from kvplan.lang import check_file, check_source
 from kvplan.model.pools import vllm as vpool
 from kvplan.model.roofline import kv_replication
@@ -74,13 +73,15 @@ def test_the_chosen_attention_dp_applied_as_a_pin_replans_to_the_same_figures() 
 
 def test_the_search_tries_attention_dp_only_for_moe_models_whose_kv_replicates_on_engines_that_run_it() -> None:
     sc = _scenario()
-    assert layouts.attention_groups(sc, 8) == (1, 8)
-    assert layouts.attention_groups(sc, 1) == (1,)                        # one rank: nothing replicated
-    assert layouts.attention_groups(attrs.evolve(sc, engine="trtllm"), 8) == (1,)  # its writer writes none
+    S = layouts.Split
+    assert layouts.splits(sc, 8) == (S(1, 1), S(8, 1), S(8, 8))
+    assert layouts.splits(sc, 1) == (S(1, 1),)                          # one rank: nothing replicated
+    assert layouts.splits(attrs.evolve(sc, engine="trtllm"), 8) == (S(1, 1),)  # its writer writes neither
     dense = _scenario(SPEC.read_text().replace('"deepseek-ai/DeepSeek-V3"', '"meta-llama/Llama-3.1-70B-Instruct"'))
-    assert not dense.model.is_moe and layouts.attention_groups(dense, 8) == (1,)
-    found = layouts.layout_search(dense, lambda s: serving._service(s, lambda x: plan_batch(x, suggest=False, planner=plan)))
-    assert {t.attention_dp for t in found.tried} == {1}
+    assert not dense.model.is_moe and layouts.splits(dense, 8) == (S(1, 1),)
+    found = layouts.layout_search(dense, lambda s: serving._service(s, lambda x: plan_batch(x, suggest=False,
+                                                                                               planner=plan)))
+    assert {t.split for t in found.tried} == {S(1, 1)}
 
 
 def _emitted(text: str, tmp_path: Path, target: str) -> str:
@@ -141,3 +142,15 @@ def test_sglang_refuses_replicas_beside_attention_groups() -> None:
     with pytest.raises(KvplanError, match="replicas combined with attention data parallelism"):
         import_deployment("sglang", "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 "
                                     "--tp-size 8 --dp-size 2 --attn-dp-size 8", Options(device="h200"))
+
+
+@pytest.mark.parametrize(("engine", "flag"), [("sglang", "--ep-size 8"), ("vllm", "--enable-expert-parallel")])
+def test_a_pinned_expert_parallel_size_is_written_and_read_back(tmp_path: Path, engine: str, flag: str) -> None:
+    text = SPEC.read_text().replace("engine  = sglang", f"engine  = {engine}").replace(
+        "    workload {", "    pin {\n        attention_dp    = 8\n        expert_parallel = 8\n    }\n\n    workload {")
+    chosen = plan(_scenario(text), suggest=False)
+    assert chosen.scenario.expert_parallel == 8 and chosen.feasible
+    script = _emitted(text, tmp_path, engine).split("<==\n", 1)[1]
+    assert flag in script, script
+    got = dict(import_deployment(engine, script, Options(device="h200")).pins)
+    assert (got["expert_parallel"], got["attention_dp"], got["devices"]) == ("8", "8", "8")
