@@ -147,7 +147,8 @@ def test_sglang_refuses_replicas_beside_attention_groups() -> None:
 @pytest.mark.parametrize(("engine", "flag"), [("sglang", "--ep-size 8"), ("vllm", "--enable-expert-parallel")])
 def test_a_pinned_expert_parallel_size_is_written_and_read_back(tmp_path: Path, engine: str, flag: str) -> None:
     text = SPEC.read_text().replace("engine  = sglang", f"engine  = {engine}").replace(
-        "    workload {", "    pin {\n        attention_dp    = 8\n        expert_parallel = 8\n    }\n\n    workload {")
+        "    workload {",
+        "    pin {\n        attention_dp    = 8\n        expert_parallel = 8\n    }\n\n    workload {")
     chosen = plan(_scenario(text), suggest=False)
     assert chosen.scenario.expert_parallel == 8 and chosen.feasible
     script = _emitted(text, tmp_path, engine).split("<==\n", 1)[1]
