@@ -321,6 +321,13 @@ def _attention_groups(engine: str, r: Read, m: Model) -> None:
             r.batch = (r.batch[0] * d, f"{r.batch[1]} on each of {d} data-parallel engines")
         r.note(f"{r.dp[1]}: {m.id} is a mixture of experts, so vLLM's {d} data-parallel engines share their expert "
                f"layers over {t * d} ranks: {d} attention groups of tensor parallel {t}, not {d} replicas")
+    if engine == "trtllm" and r.dp_attention is not None and r.dp_attention[0] and r.tp[0] > 1:
+        r.dp = (r.tp[0], r.dp_attention[1])  # TensorRT-LLM's attention DP: every tensor-parallel rank a group
+        r.dp_attention = (True, "")
+        if r.batch is not None:  # max_batch_size is each rank's
+            r.batch = (r.batch[0] * r.tp[0], f"{r.batch[1]} on each of {r.tp[0]} attention-DP ranks")
+    if r.ep is not None and r.ep[0] > 1:
+        r.pins["expert_parallel"] = (str(r.ep[0]), r.ep[1])
     if engine == "vllm" and r.expert_switch is not None and r.expert_switch[0] and m.is_moe:
         r.pins["expert_parallel"] = (str(r.tp[0]), f"{r.expert_switch[1]}: the experts over all {r.tp[0]} ranks")
 

@@ -295,7 +295,10 @@ ENGINES: dict[str, Engine] = {
                flags=Flags("kv_cache_config.dtype", "kv_cache_config.tokens_per_block", "max_batch_size",
                            "max_seq_len", "tensor_parallel_size", "pipeline_parallel_size",
                            own=("--config", "kv_cache_config.free_gpu_memory_fraction", "kv_cache_config.max_tokens")),
-               aliases=("trt-llm", "tensorrt-llm", "tensorrt"), page_scales=_TRTLLM_SCALES),
+               aliases=("trt-llm", "tensorrt-llm", "tensorrt"), page_scales=_TRTLLM_SCALES,
+               attention_dp="enable_attention_dp: true, every tensor-parallel rank its own attention group (d = tp; "
+                            "tensorrt_llm/llmapi/llm_args.py enable_attention_dp)",
+               expert_parallel="moe_expert_parallel_size (tensorrt_llm/llmapi/llm_args.py)"),
     )
 }
 

@@ -379,8 +379,9 @@ SETTINGS: tuple[Setting, ...] = (
                      "sglang": Carrier("--attn-dp-size", Read.WHOLE, Write.PIN, into="attn_dp",
                                        aliases=("--attention-data-parallel-size",),
                                        switch={"--enable-dp-attention": True}, switch_into="dp_attention"),
-                     "trtllm": Carrier(write=Write.NONE, why="kvplan writes no TensorRT-LLM setting for attention "
-                                                             "groups")}),
+                     "trtllm": Carrier("enable_attention_dp", Read.BOOL, Write.PLAN, into="dp_attention",
+                                       note="every tensor-parallel rank its own attention group (d = tp): "
+                                            "tensorrt_llm/llmapi/llm_args.py enable_attention_dp")}),
     Setting("pin.expert_parallel", Takes.QUANTITY, "ranks the routed experts are split over (expert parallelism)",
             dim=Dim.COUNT, units="count", integer=True, range=_DEVICES, default=Default("1", "experts tensor-parallel"),
             aside=" (the MoE layers' all-to-all)",
@@ -389,8 +390,8 @@ SETTINGS: tuple[Setting, ...] = (
                                      note="vLLM 0.33.0 splits the experts over all DP × TP ranks with it "
                                           "(vllm/config/parallel.py ParallelConfig.enable_expert_parallel)"),
                      "sglang": Carrier("--ep-size", Read.WHOLE, Write.PIN, aliases=("--expert-parallel-size", "--ep")),
-                     "trtllm": Carrier(write=Write.NONE, why="kvplan's TensorRT-LLM writer writes no "
-                                                             "moe_expert_parallel_size")}),
+                     "trtllm": Carrier("moe_expert_parallel_size", Read.WHOLE, Write.PLAN, into="ep",
+                                       note="tensorrt_llm/llmapi/llm_args.py moe_expert_parallel_size")}),
     # -- expect: assertions on the plan
     Setting("expect.regime", Takes.WORD, "the regime the plan is in", choices=("weight-bound", "kv-bound",
                                                                               "capacity-bound")),

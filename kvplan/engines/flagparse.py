@@ -55,6 +55,7 @@ class Read:
     dp_attention: Optional[tuple[bool, str]] = None       # SGLang --enable-dp-attention, and as written
     attn_dp: Optional[tuple[int, str]] = None             # SGLang --attn-dp-size
     expert_switch: Optional[tuple[bool, str]] = None      # vLLM --enable-expert-parallel (the experts over DP × TP)
+    ep: Optional[tuple[int, str]] = None                  # TensorRT-LLM moe_expert_parallel_size
     warnings: list[str] = attrs.Factory(list)
     notes: list[str] = attrs.Factory(list)
     ignored: list[str] = attrs.Factory(list)
@@ -79,7 +80,7 @@ class Read:
 #: (kvplan.base.limits), so an imported spec never fails `kvplan lint` on a range.
 MAXIMUM: Mapping[str, int] = {"batch": limits.MAX_BATCH, "context": limits.MAX_TOKENS,
                               "block_size": limits.MAX_TOKENS, "tp": limits.MAX_DEVICES, "pp": limits.MAX_DEVICES,
-                              "dp": limits.MAX_DEVICES, "attn_dp": limits.MAX_DEVICES}
+                              "dp": limits.MAX_DEVICES, "attn_dp": limits.MAX_DEVICES, "ep": limits.MAX_DEVICES}
 LIMIT_HELP = "kvplan's limit, docs/cli-import.md"
 
 

@@ -76,7 +76,7 @@ def test_the_search_tries_attention_dp_only_for_moe_models_whose_kv_replicates_o
     S = layouts.Split
     assert layouts.splits(sc, 8) == (S(1, 1), S(8, 1), S(8, 8))
     assert layouts.splits(sc, 1) == (S(1, 1),)                          # one rank: nothing replicated
-    assert layouts.splits(attrs.evolve(sc, engine="trtllm"), 8) == (S(1, 1),)  # its writer writes neither
+    assert layouts.splits(attrs.evolve(sc, engine="any"), 8) == (S(1, 1),)  # no launch to run it
     dense = _scenario(SPEC.read_text().replace('"deepseek-ai/DeepSeek-V3"', '"meta-llama/Llama-3.1-70B-Instruct"'))
     assert not dense.model.is_moe and layouts.splits(dense, 8) == (S(1, 1),)
     found = layouts.layout_search(dense, lambda s: serving._service(s, lambda x: plan_batch(x, suggest=False,
@@ -155,3 +155,17 @@ def test_a_pinned_expert_parallel_size_is_written_and_read_back(tmp_path: Path, 
     assert flag in script, script
     got = dict(import_deployment(engine, script, Options(device="h200")).pins)
     assert (got["expert_parallel"], got["attention_dp"], got["devices"]) == ("8", "8", "8")
+
+
+def test_tensorrt_llm_writes_enable_attention_dp_and_reads_it_back(tmp_path: Path) -> None:
+    text = SPEC.read_text().replace("engine  = sglang", "engine  = trtllm")
+    chosen = plan(_scenario(text), suggest=False)
+    assert chosen.scenario.attention_dp == 8 and chosen.load is not None and chosen.load.running is not None
+    out = _emitted(text, tmp_path, "trtllm")
+    yaml = out.split("==> dsv3-h200/trtllm.yaml <==\n", 1)[1].split("==>", 1)[0]
+    assert "enable_attention_dp: true" in yaml
+    per_rank = int(_flag(yaml.replace("max_batch_size:", "  max_batch_size"), "max_batch_size"))
+    mean = chosen.load.running.value / 8
+    assert per_rank == math.ceil(mean + 3 * math.sqrt(mean))   # each rank schedules its own share
+    got = dict(import_deployment("trtllm", yaml, Options(device="h200", model="deepseek-ai/DeepSeek-V3")).pins)
+    assert (got["attention_dp"], got["tensor_parallel"], got["devices"]) == ("8", "8", "8")
