@@ -15,8 +15,9 @@ tensor parallelism replicates the KV: an MLA latent on every rank, fewer KV head
 are split over e = n ranks, each MoE layer an all-to-all (where the engine runs it). Tried on one replica: (d, e) =
 (1, 1), (n, 1), (n, n) (the engines' DeepSeek recipes: attention DP with the experts over the same ranks), each only on
 an engine whose launch runs it (catalog Engine.attention_dp, Engine.expert_parallel) and unless the spec pins it
-(`pin attention_dp`, `pin expert_parallel`). A choice is planned as those pins and kept only where the plan's
-tensor-parallel group is the whole replica (the engines run them so)."""
+(`pin attention_dp`, `pin expert_parallel`) or its tensor × pipeline split (the split a deployment runs). A choice is
+planned as those pins and kept only where the plan's tensor-parallel group is the whole replica (the engines run them
+so)."""
 
 from __future__ import annotations
 
@@ -128,12 +129,12 @@ def pinned_split(sc: Scenario) -> Split:
 
 def splits(sc: Scenario, per: int) -> tuple[Split, ...]:
     """The splits the search tries on one replica of `per` devices (module docstring): the spec's, and for a
-    mixture-of-experts model on `per` > 1 tensor-parallel ranks (no pipeline pinned) attention DP over `per` where
+    mixture-of-experts model on `per` > 1 tensor-parallel ranks (no split pinned) attention DP over `per` where
     its KV is replicated and the engine runs it, then with the experts over `per` where the engine runs that;
     a pinned size is kept."""
     m, eng, own = sc.model, get_engine(sc.engine), pinned_split(sc)
-    if not m.is_moe or per == 1 or sc.pinned.pipeline_parallel not in (None, 1) \
-            or sc.pinned.tensor_parallel not in (None, per):
+    # a pinned tensor × pipeline split is the split a deployment runs (kvplan import): kept as it is
+    if not m.is_moe or per == 1 or sc.pinned.pipeline_parallel is not None or sc.pinned.tensor_parallel is not None:
         return (own,)
     d_pinned = sc.pinned.has(settings.pin("attention_dp"))
     e_pinned = sc.pinned.has(settings.pin("expert_parallel"))
