@@ -145,10 +145,11 @@ def render(req: EmitRequest) -> Emitted:
     kv_cfg["free_gpu_memory_fraction"] = fraction
     if host:
         kv_cfg["host_cache_size"] = host
-    adp = p.tp > 1 and sc.attention_dp == p.tp  # TensorRT-LLM's attention DP makes every rank a group
+    # TensorRT-LLM's attention DP (for a mixture of experts, as the planner chooses it) makes every rank a group
+    adp = p.tp > 1 and sc.attention_dp == p.tp and sc.model.is_moe
     if sc.attention_dp > 1 and not adp:
-        notes.append(f"pin attention_dp = {sc.attention_dp}: TensorRT-LLM's enable_attention_dp makes each of the "
-                     f"{p.tp} ranks its own group; not written")
+        notes.append(f"pin attention_dp = {sc.attention_dp} is not written: TensorRT-LLM's enable_attention_dp makes "
+                     f"each of the {p.tp} ranks its own group, and kvplan writes it for a mixture of experts only")
     groups = p.tp if adp else 1  # each rank's pool holds its own share (common.size)
     cap = _launch(p, common.pool_sequences(sz, tokens), notes, findings, groups)
     body: dict[str, object] = {

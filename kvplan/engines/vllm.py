@@ -80,9 +80,22 @@ def _gib_up(x: float) -> int:
 
 
 def groups(p: Plan) -> int:
-    """The plan's attention data-parallel groups (pin.attention_dp): vLLM runs each as a data-parallel engine of
-    tp / groups ranks with its own scheduler and KV pool, the expert layers over all of them (ENGINE.attention_dp)."""
+    """The plan's attention data-parallel groups (pin.attention_dp) of a mixture-of-experts model: vLLM runs each as a
+    data-parallel engine of tp / groups ranks with its own scheduler and KV pool, the expert layers over all of them
+    (ENGINE.attention_dp); 1 for a dense model, whose data-parallel engines would be replicas (unwritten_groups)."""
+    if not p.scenario.model.is_moe:
+        return 1
     return math.gcd(p.tp, max(1, p.scenario.attention_dp))
+
+
+def unwritten_groups(p: Plan) -> list[str]:
+    """The warning for attention groups vLLM does not run: a dense model's (its data-parallel engines share nothing)."""
+    sc = p.scenario
+    if sc.attention_dp == 1 or sc.model.is_moe:
+        return []
+    return [f"pin attention_dp = {sc.attention_dp} is not written: for a dense model vLLM's data-parallel engines "
+            "are replicas that share nothing, so it runs no attention groups; its one pool per GPU holds each "
+            "group's share of the batch as planned"]
 
 
 def rank_batch(p: Plan) -> int:
@@ -194,7 +207,9 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh"
     sc = p.scenario
     mapped = common.map_choices(p, BACKEND)
     sz = common.size(p, mapped, req.reserves, ENGINE.page_scales)
-    notes = common.model_notes(p, BACKEND) + common.unwritten_pins(sc, ENGINE.id)
+    if sc.attention_dp > 1 and groups(p) == 1:  # groups vLLM does not run: its one pool holds every sequence
+        sz = attrs.evolve(sz, blocks=math.ceil(whole(sz.tokens / mapped.block)))
+    notes = common.model_notes(p, BACKEND) + common.unwritten_pins(sc, ENGINE.id) + unwritten_groups(p)
     notes += launchers.pinned_length_note(sc, F.context)
     if sc.model.kv_kind == "mla" and mapped.dtype.id in ("fp8", "fp4"):
         notes.append(f"docs/engines.md also lists {'fp8' if mapped.dtype.id == 'fp8' else 'nvfp4'}_ds_mla without its "

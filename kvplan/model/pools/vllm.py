@@ -262,12 +262,14 @@ def fit(q: PoolQuery) -> Optional[Fit]:
         return None
     layout = kv_layout(q.model, q.tp, q.pp, DTYPES[q.dtype_id].width, VLLM.page_scales.get(q.dtype_id))
     bound = q.context_bound if q.context_bound is not None else q.context
-    # attention data parallelism (`groups` > 1) runs one engine per group, its pool and --max-num-seqs its own
-    # share of the sequences (docs/engine-memory.md § vLLM)
-    batch = math.ceil(q.batch / q.groups)
+    # attention data parallelism of a mixture of experts runs one engine per group, its pool and --max-num-seqs its
+    # own share of the sequences (docs/engine-memory.md § vLLM); a dense model's groups vLLM does not run (its
+    # data-parallel engines are replicas), so its one pool holds every sequence
+    groups = q.groups if q.model.is_moe else 1
+    batch = math.ceil(q.batch / groups)
     sh = shape(q.model, q.device, q.pp, batch, bound, q.page, layout.page_bytes_per_layer(q.page),
                layout.block_bytes(q.page), q.max_batched_tokens)
-    total, weights, tokens = float(q.device.memory), q.weights, whole(q.plan_tokens / q.groups)
+    total, weights, tokens = float(q.device.memory), q.weights, whole(q.plan_tokens / groups)
     terms = float(sum(v.value for v in fill_terms(q.reserves, total, sh.batched)))
     frac, _ = fill_fraction(q.memory_fraction)
     if q.memory_fraction is None:
