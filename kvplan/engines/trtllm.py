@@ -125,6 +125,27 @@ def _launch(p: Plan, held: int, notes: list[str], findings: list[str], groups: i
     return launchers.concurrency_cap(p, held, "max_batch_size", groups=groups)
 
 
+def _groups(p: Plan, notes: list[str]) -> int:
+    """The attention groups TensorRT-LLM runs: its enable_attention_dp makes every rank one, which kvplan writes for
+    a mixture of experts planned so (pin.attention_dp = tp); 1 otherwise, a pinned count it does not run said."""
+    sc = p.scenario
+    if p.tp > 1 and sc.attention_dp == p.tp and sc.model.is_moe:
+        return p.tp
+    if sc.attention_dp > 1:
+        notes.append(f"pin attention_dp = {sc.attention_dp} is not written: TensorRT-LLM's enable_attention_dp makes "
+                     f"each of the {p.tp} ranks its own group, and kvplan writes it for a mixture of experts only")
+    return 1
+
+
+def _moe_keys(p: Plan, groups: int) -> dict[str, object]:
+    """enable_attention_dp (`groups` > 1) and moe_expert_parallel_size (pin.expert_parallel) where the plan has them."""
+    keys: dict[str, object] = {"enable_attention_dp": True} if groups > 1 else {}
+    if p.scenario.expert_parallel > 1:
+        keys["moe_expert_parallel_size"] = p.scenario.expert_parallel
+    return keys
+
+
+# one file's sections in the order TensorRT-LLM reads them: cut, the reader would have to follow the keys across helpers
 def render(req: EmitRequest) -> Emitted:
     p = req.plan
     sc = p.scenario
@@ -145,12 +166,7 @@ def render(req: EmitRequest) -> Emitted:
     kv_cfg["free_gpu_memory_fraction"] = fraction
     if host:
         kv_cfg["host_cache_size"] = host
-    # TensorRT-LLM's attention DP (for a mixture of experts, as the planner chooses it) makes every rank a group
-    adp = p.tp > 1 and sc.attention_dp == p.tp and sc.model.is_moe
-    if sc.attention_dp > 1 and not adp:
-        notes.append(f"pin attention_dp = {sc.attention_dp} is not written: TensorRT-LLM's enable_attention_dp makes "
-                     f"each of the {p.tp} ranks its own group, and kvplan writes it for a mixture of experts only")
-    groups = p.tp if adp else 1  # each rank's pool holds its own share (common.size)
+    groups = _groups(p, notes)  # each rank's pool holds its own share (common.size)
     cap = _launch(p, common.pool_sequences(sz, tokens), notes, findings, groups)
     body: dict[str, object] = {
         "tensor_parallel_size": p.tp,
@@ -159,10 +175,7 @@ def render(req: EmitRequest) -> Emitted:
         "max_seq_len": sc.context_bound,
         "kv_cache_config": kv_cfg,
     }
-    if adp:
-        body["enable_attention_dp"] = True
-    if sc.expert_parallel > 1:
-        body["moe_expert_parallel_size"] = sc.expert_parallel
+    body.update(_moe_keys(p, groups))
     notes_by_key = {
         "kv_cache_config.max_tokens": f"{common.fmt_int(sz.blocks)} blocks of {sz.block} tokens per GPU: the plan's",
         "kv_cache_config.free_gpu_memory_fraction": (

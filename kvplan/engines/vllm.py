@@ -201,14 +201,21 @@ def size_fill(p: Plan, sz: common.Sizing, sh: Shape, block: int, reserves: Reser
                  tuple(f for f in findings if f))
 
 
+def _sized(p: Plan, mapped: common.Mapped, req: EmitRequest) -> common.Sizing:
+    """The plan's sizing on one GPU (common.size); attention groups vLLM does not run (groups) leave its one pool
+    holding every sequence."""
+    sz = common.size(p, mapped, req.reserves, ENGINE.page_scales)
+    if p.scenario.attention_dp > 1 and groups(p) == 1:
+        sz = attrs.evolve(sz, blocks=math.ceil(whole(sz.tokens / mapped.block)))
+    return sz
+
+
 def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh", label: str = "") -> Emitted:
     """vllm.sh for the plan; `via_lmcache` puts any tier behind LMCache (the lmcache target)."""
     p = req.plan
     sc = p.scenario
     mapped = common.map_choices(p, BACKEND)
-    sz = common.size(p, mapped, req.reserves, ENGINE.page_scales)
-    if sc.attention_dp > 1 and groups(p) == 1:  # groups vLLM does not run: its one pool holds every sequence
-        sz = attrs.evolve(sz, blocks=math.ceil(whole(sz.tokens / mapped.block)))
+    sz = _sized(p, mapped, req)
     notes = common.model_notes(p, BACKEND) + common.unwritten_pins(sc, ENGINE.id) + unwritten_groups(p)
     notes += launchers.pinned_length_note(sc, F.context)
     if sc.model.kv_kind == "mla" and mapped.dtype.id in ("fp8", "fp4"):
@@ -232,12 +239,7 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh"
                                  common.pool_sequences(got.sizing, got.pool.tokens), F.batch, groups=g)
     flags += [(F.context, str(sc.context_bound)), (F.batch, str(cap.value)),
               ("--max-num-batched-tokens", str(sh.batched)), got.flag]
-    flags += data_parallel(p, common.pinned_engine_flags(sc, ENGINE.id))
-    if sc.expert_parallel > 1:  # vLLM splits the experts over every DP × TP rank of the replica
-        flags.append(("--enable-expert-parallel", None))
-        if sc.expert_parallel != p.tp:
-            notes.append(f"pin expert_parallel = {sc.expert_parallel}: vLLM's --enable-expert-parallel splits the "
-                         f"experts over all {p.tp} ranks of the replica, the plan over {sc.expert_parallel}")
+    flags += data_parallel(p, common.pinned_engine_flags(sc, ENGINE.id)) + expert_parallel(p, notes)
     env: list[tuple[str, str]] = []
     tier_lines: list[str] = []
     tier_gpu = sz.tier_bytes_per_gpu()
@@ -302,6 +304,18 @@ def data_parallel(p: Plan, pinned: list[Flag]) -> list[Flag]:
         return pinned
     size = p.scenario.replicas * g
     return [f for f in pinned if f[0] != ENGINE.data_parallel] + [(cast(str, ENGINE.data_parallel), str(size))]
+
+
+def expert_parallel(p: Plan, notes: list[str]) -> list[Flag]:
+    """--enable-expert-parallel for a plan whose experts are split (pin.expert_parallel): vLLM splits them over every
+    DP × TP rank of the replica, which `notes` says where the plan's count is another."""
+    sc = p.scenario
+    if sc.expert_parallel == 1:
+        return []
+    if sc.expert_parallel != p.tp:
+        notes.append(f"pin expert_parallel = {sc.expert_parallel}: vLLM's --enable-expert-parallel splits the "
+                     f"experts over all {p.tp} ranks of the replica, the plan over {sc.expert_parallel}")
+    return [("--enable-expert-parallel", None)]
 
 
 def _comments(sz: common.Sizing, pool: Pool, groups: int = 1) -> list[str]:
