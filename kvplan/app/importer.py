@@ -301,10 +301,41 @@ def _least_budget(kv_dtype: Optional[str]) -> Optional[str]:
     return next((b for b in BUDGETS if kv_dtype in admissible(b).kv_dtypes), None)
 
 
+def _attention_groups(engine: str, r: Read, m: Model) -> None:
+    """Fold an engine's attention data parallelism into the tensor-parallel group it splits (kvplan's layout:
+    tp ranks in d attention groups, pin.attention_dp): SGLang's --attn-dp-size d (or the deprecated --dp-size d
+    --enable-dp-attention) over --tp-size; vLLM's --data-parallel-size d of an MoE model, whose d engines of
+    --tensor-parallel-size t share their expert layers (t·d ranks in d attention groups, not d replicas)."""
+    if r.attn_dp is not None and r.attn_dp[0] > 1:
+        if r.dp is not None and r.dp[0] > 1:
+            raise DeploymentReadError(f"{r.dp[1]} beside {r.attn_dp[1]}: SGLang refuses replicas combined with "
+                                      "attention data parallelism", help="drop one of them")
+        r.dp, r.dp_attention = (r.attn_dp[0], r.attn_dp[1]), (True, "")
+    elif r.dp is not None and r.dp_attention is not None:
+        r.note(f"{r.dp[1]} {r.dp_attention[1]}: the deprecated spelling of --attn-dp-size {r.dp[0]} (SGLang 0.5.23)")
+    if engine == "vllm" and m.is_moe and r.dp is not None and r.dp[0] > 1 and r.pp[0] == 1:
+        d, t = r.dp[0], r.tp[0]
+        r.tp = (t * d, f"{r.tp[1] or 'tensor parallel ' + str(t)} × {r.dp[1]}: the expert layers' group")
+        r.dp_attention = (True, "")
+        if r.batch is not None:  # --max-num-seqs is each engine's
+            r.batch = (r.batch[0] * d, f"{r.batch[1]} on each of {d} data-parallel engines")
+        r.note(f"{r.dp[1]}: {m.id} is a mixture of experts, so vLLM's {d} data-parallel engines share their expert "
+               f"layers over {t * d} ranks: {d} attention groups of tensor parallel {t}, not {d} replicas")
+    if engine == "trtllm" and r.dp_attention is not None and r.dp_attention[0] and r.tp[0] > 1:
+        r.dp = (r.tp[0], r.dp_attention[1])  # TensorRT-LLM's attention DP: every tensor-parallel rank a group
+        r.dp_attention = (True, "")
+        if r.batch is not None:  # max_batch_size is each rank's
+            r.batch = (r.batch[0] * r.tp[0], f"{r.batch[1]} on each of {r.tp[0]} attention-DP ranks")
+    if r.ep is not None and r.ep[0] > 1:
+        r.pins["expert_parallel"] = (str(r.ep[0]), r.ep[1])
+    if engine == "vllm" and r.expert_switch is not None and r.expert_switch[0] and m.is_moe:
+        r.pins["expert_parallel"] = (str(r.tp[0]), f"{r.expert_switch[1]}: the experts over all {r.tp[0]} ranks")
+
+
 def _parallel(engine: str, r: Read, tp: int) -> list[tuple[str, str, str]]:
-    """The pins of data parallelism: SGLang's --dp with --enable-dp-attention splits the tensor-parallel
-    group into attention groups (the devices stay tp × pp); every other --dp / --data-parallel-size is
-    that many replicas of the tp × pp deployment."""
+    """The pins of data parallelism: attention groups (_attention_groups) split the tensor-parallel group (the
+    devices stay tp × pp); every other --dp / --data-parallel-size is that many replicas of the tp × pp
+    deployment."""
     if r.dp_attention is not None and r.dp is None:
         r.note(f"{r.dp_attention[1]} without --dp: one attention group, the same as without DP attention")
         return []
@@ -314,7 +345,8 @@ def _parallel(engine: str, r: Read, tp: int) -> list[tuple[str, str, str]]:
         if tp % r.dp[0]:
             raise DeploymentReadError(f"{r.dp[1]} with {r.dp_attention[1]}: the DP size must divide the "
                                       f"tensor-parallel size {tp}", help="SGLang refuses it; check --dp and --tp")
-        return [("attention_dp", str(r.dp[0]), f"{r.dp[1]} {r.dp_attention[1]}: {r.dp[0]} attention groups of "
+        said = " ".join(w for w in (r.dp[1], r.dp_attention[1]) if w)
+        return [("attention_dp", str(r.dp[0]), f"{said}: {r.dp[0]} attention groups of "
                  f"{tp // r.dp[0]} rank{'s' if tp // r.dp[0] > 1 else ''}, each holding its own sequences' KV")]
     return [("replicas", str(r.dp[0]), f"{r.dp[1]}: {r.dp[0]} data-parallel replicas sharing the devices above")]
 
@@ -358,6 +390,7 @@ def import_deployment(engine: str, text: str, opts: Options = Options(), base_di
                            help="pass --device ID (kvplan devices lists them)")
     dev = get_device(opts.device)
     _checkpoint_weights(r, opts, model.model)
+    _attention_groups(engine, r, model.model)
     wl = _workload(engine, r, opts, model.model)
     devices, dev_why = _devices(r, model.model)
     pins = _pins(engine, r, devices, dev_why)

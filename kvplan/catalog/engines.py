@@ -131,6 +131,13 @@ class Engine:
     data_parallel: Optional[str] = None
     #: speculative methods it runs (SPEC §15): kvplan's method -> the engine's own name for it, as emit writes it
     speculative: Mapping[str, str] = field(factory=dict)
+    #: how its launch runs attention data-parallel for a mixture-of-experts model (each attention group holds only
+    #: its own sequences' KV, the experts stay sharded over every rank; SPEC §14), None where it does not: the
+    #: layout search tries attention groups only where it is set (docs/planner.md, "Attention data parallelism")
+    attention_dp: Optional[str] = None
+    #: how its launch splits a mixture-of-experts model's routed experts over the ranks (each MoE layer an all-to-all
+    #: dispatch and combine, SPEC §14), None where kvplan writes none: the layout search tries it only where set
+    expert_parallel: Optional[str] = None
 
     @property
     def kv_dtypes(self) -> tuple[str, ...]:
@@ -237,7 +244,12 @@ ENGINES: dict[str, Engine] = {
                    cudagraph=1 * GiB, activation_per_token=128 * KiB),
                data_parallel="--data-parallel-size",
                # vllm/config/speculative.py (vLLM 0.33.0): SpeculativeConfig.method, whose MTP types include `mtp`
-               speculative={"eagle3": "eagle3", "mtp": "mtp", "ngram": "ngram"}),
+               speculative={"eagle3": "eagle3", "mtp": "mtp", "ngram": "ngram"},
+               attention_dp="--data-parallel-size over --tensor-parallel-size tp/d: for an MoE model vLLM 0.33.0 runs "
+                            "each data-parallel rank's attention on its own sequences and the expert layers over "
+                            "DP × TP ranks (docs/serving/data_parallel_deployment.md; vllm/config/parallel.py)",
+               expert_parallel="--enable-expert-parallel: the experts split over all DP × TP ranks instead of "
+                               "tensor-parallel (vllm/config/parallel.py ParallelConfig.enable_expert_parallel)"),
         Engine("sglang", "SGLang", "0.5.23", "SGLang 0.5.23",
                # bf16 is written `bf16`: the trtllm_mla backend (DeepSeek on Blackwell) accepts the spellings
                # fp8_e4m3, bf16 and auto only (arg_groups/overrides.py:1203-1218), `bfloat16` is refused there.
@@ -274,7 +286,12 @@ ENGINES: dict[str, Engine] = {
                    "FlashMLA, CuteDSL) 32 or 64; any other --page-size, the default 1 included, is changed to 64"),
                data_parallel="--dp-size",
                # sglang/srt/server_args.py (SGLang 0.5.23): --speculative-algorithm EAGLE3, NEXTN (MTP), NGRAM
-               speculative={"eagle3": "EAGLE3", "mtp": "NEXTN", "ngram": "NGRAM"}),
+               speculative={"eagle3": "EAGLE3", "mtp": "NEXTN", "ngram": "NGRAM"},
+               attention_dp="--attn-dp-size d (SGLang 0.5.23; the deprecated spelling `--dp-size d "
+                            "--enable-dp-attention` resolves to it, and --dp-size replicas beside it are refused: "
+                            "sgl-project/sglang pull request 41818, its test_attn_dp_size.py)",
+               expert_parallel="--ep-size e (alias --expert-parallel-size, --ep; arg_groups/fields/parallel.py "
+                               "Parallel.ep_size): moe_tp_size = tp / e"),
         Engine("trtllm", "TensorRT-LLM", "main", "TensorRT-LLM (main, > 1.2.1)",
                {"bf16": "auto", "fp16": "auto", "fp8": "fp8", "int8": "auto", "fp4": "nvfp4"},
                False, 32, (8, 16, 32, 64, 128), True, True,
@@ -287,7 +304,10 @@ ENGINES: dict[str, Engine] = {
                            own=("--config", "kv_cache_config.free_gpu_memory_fraction", "kv_cache_config.max_tokens")),
                aliases=("trt-llm", "tensorrt-llm", "tensorrt"), page_scales=_TRTLLM_SCALES,
                # tensorrt_llm/llmapi/llm_args.py: speculative_config.decoding_type Eagle3, MTP, NGram
-               speculative={"eagle3": "Eagle3", "mtp": "MTP", "ngram": "NGram"}),
+               speculative={"eagle3": "Eagle3", "mtp": "MTP", "ngram": "NGram"},
+               attention_dp="enable_attention_dp: true, every tensor-parallel rank its own attention group (d = tp; "
+                            "tensorrt_llm/llmapi/llm_args.py enable_attention_dp)",
+               expert_parallel="moe_expert_parallel_size (tensorrt_llm/llmapi/llm_args.py)"),
     )
 }
 

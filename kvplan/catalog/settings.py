@@ -145,8 +145,11 @@ class Carrier:
     #: the engine's command-line name where it differs from its config key, `flag` (TensorRT-LLM's
     #: `--max_batch_size` beside `max_batch_size`): import reads both, the config file's over the command line's
     cli: str = ""
-    #: Read.SWITCH: each switch import reads, and whether it means on (`--disable-radix-cache`: off)
+    #: Read.SWITCH: each switch import reads, and whether it means on (`--disable-radix-cache`: off); beside a
+    #: value read (SGLang's deprecated --enable-dp-attention beside --attn-dp-size), the switches store into
+    #: `switch_into`, a field of kvplan.engines.flagparse.Read
     switch: Mapping[str, bool] = field(factory=dict)
+    switch_into: str = ""
     #: values import takes as "the engine's own choice" (`auto`, `-1`): nothing read, `off_note` said instead
     off: tuple[str, ...] = ()
     off_note: str = ""
@@ -372,13 +375,29 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("pin.attention_dp", Takes.QUANTITY, "attention data-parallel groups inside the tensor-parallel group",
             dim=Dim.COUNT, units="count", integer=True, range=_DEVICES, default=Default("1", "one group"),
             aside=" (SGLang's DP attention)",
-            engines={"vllm": Carrier(write=Write.NONE, why="kvplan writes no vLLM flag for attention groups inside "
-                                                           "one tensor-parallel group"),
-                     # --dp-size itself is read by pin.replicas' row; the switch beside it says which of the two
-                     "sglang": Carrier("--dp-size", Read.SWITCH, Write.PIN, also="--enable-dp-attention",
-                                       into="dp_attention", switch={"--enable-dp-attention": True}),
-                     "trtllm": Carrier(write=Write.NONE, why="kvplan writes no TensorRT-LLM setting for attention "
-                                                             "groups")}),
+            engines={"vllm": Carrier("--data-parallel-size", Read.NONE, Write.PLAN,
+                                     note="for an MoE model vLLM's data-parallel ranks are attention groups whose "
+                                          "expert layers run over DP × TP ranks: the writer writes "
+                                          "--tensor-parallel-size tp/d --data-parallel-size d (pin.replicas' row "
+                                          "reads the flag back)"),
+                     # the deprecated spelling `--dp-size d --enable-dp-attention` is read too: --dp-size by
+                     # pin.replicas' row, the switch beside it (switch_into) saying it is attention groups
+                     "sglang": Carrier("--attn-dp-size", Read.WHOLE, Write.PIN, into="attn_dp",
+                                       aliases=("--attention-data-parallel-size",),
+                                       switch={"--enable-dp-attention": True}, switch_into="dp_attention"),
+                     "trtllm": Carrier("enable_attention_dp", Read.BOOL, Write.PLAN, into="dp_attention",
+                                       note="every tensor-parallel rank its own attention group (d = tp): "
+                                            "tensorrt_llm/llmapi/llm_args.py enable_attention_dp")}),
+    Setting("pin.expert_parallel", Takes.QUANTITY, "ranks the routed experts are split over (expert parallelism)",
+            dim=Dim.COUNT, units="count", integer=True, range=_DEVICES, default=Default("1", "experts tensor-parallel"),
+            aside=" (the MoE layers' all-to-all)",
+            engines={"vllm": Carrier("--enable-expert-parallel", Read.SWITCH, Write.PLAN, into="expert_switch",
+                                     switch={"--enable-expert-parallel": True},
+                                     note="vLLM 0.33.0 splits the experts over all DP × TP ranks with it "
+                                          "(vllm/config/parallel.py ParallelConfig.enable_expert_parallel)"),
+                     "sglang": Carrier("--ep-size", Read.WHOLE, Write.PIN, aliases=("--expert-parallel-size", "--ep")),
+                     "trtllm": Carrier("moe_expert_parallel_size", Read.WHOLE, Write.PLAN, into="ep",
+                                       note="tensorrt_llm/llmapi/llm_args.py moe_expert_parallel_size")}),
     # -- expect: assertions on the plan
     # -- speculative: speculative decoding (SPEC §15, docs/speculative.md)
     Setting("speculative.method", Takes.WORD, "how drafts are proposed: the planner adopts the method or rejects it "

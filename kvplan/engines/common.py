@@ -398,7 +398,8 @@ def replication(plan: Plan) -> float:
     """Copies of each KV byte across TP ranks (kvplan.model.roofline.Config.kv_replication)."""
 
     sc = plan.scenario
-    cfg = Config(sc.model, sc.device, n_devices=plan.n_devices, tp=plan.tp, attention_dp=sc.attention_dp)
+    cfg = Config(sc.model, sc.device, n_devices=plan.n_devices, tp=plan.tp, attention_dp=sc.attention_dp,
+                    expert_parallel=sc.expert_parallel)
     return cfg.kv_replication
 
 

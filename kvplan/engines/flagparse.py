@@ -58,6 +58,9 @@ class Read:
     speculative: Optional[tuple[str, Optional[int], str, str]] = None
     #: SGLang's speculative flags as read, gathered before they are read together (kvplan.engines.speculative)
     speculative_flags: dict[str, str] = attrs.Factory(dict)
+    attn_dp: Optional[tuple[int, str]] = None             # SGLang --attn-dp-size
+    expert_switch: Optional[tuple[bool, str]] = None      # vLLM --enable-expert-parallel (the experts over DP × TP)
+    ep: Optional[tuple[int, str]] = None                  # TensorRT-LLM moe_expert_parallel_size
     warnings: list[str] = attrs.Factory(list)
     notes: list[str] = attrs.Factory(list)
     ignored: list[str] = attrs.Factory(list)
@@ -82,7 +85,7 @@ class Read:
 #: (kvplan.base.limits), so an imported spec never fails `kvplan lint` on a range.
 MAXIMUM: Mapping[str, int] = {"batch": limits.MAX_BATCH, "context": limits.MAX_TOKENS,
                               "block_size": limits.MAX_TOKENS, "tp": limits.MAX_DEVICES, "pp": limits.MAX_DEVICES,
-                              "dp": limits.MAX_DEVICES}
+                              "dp": limits.MAX_DEVICES, "attn_dp": limits.MAX_DEVICES, "ep": limits.MAX_DEVICES}
 LIMIT_HELP = "kvplan's limit, docs/cli-import.md"
 
 
@@ -324,6 +327,8 @@ def table_readers(engine: str, tokens: Callable[[str, str], tuple[int, str]], cl
         if c is None or c.read in (R.OWN, R.NONE, R.BOOL) or not name:
             continue
         names = (name,) if cli else (*c.aliases, name)
+        if c.switch_into:
+            out += [ReadFlag((flag,), False, store(c.switch_into, value=on)) for flag, on in c.switch.items()]
         if c.read is R.SWITCH:
             out += [ReadFlag((flag,), False, store(c.into, value=on)) for flag, on in c.switch.items()]
         elif c.read is R.DTYPE:

@@ -29,24 +29,30 @@ class Cap:
     line: str
 
 
-def concurrency_cap(plan: Plan, held: int, flag: str, comment: str = "#") -> Cap:
+def concurrency_cap(plan: Plan, held: int, flag: str, comment: str = "#", groups: int = 1) -> Cap:
     """The cap on the sequences the engine runs at once: what its pool holds at the plan's context (`held`),
     or, where smaller, the mean running count N̄ of a request workload plus CAP_SIGMAS·√N̄ headroom; a batch
     workload runs its fixed batch (no arrivals, no spread), a closed loop its clients (per replica). Never the
-    mean itself: half the time more run."""
+    mean itself: half the time more run. `groups` > 1: the cap of one of that many attention data-parallel ranks
+    that each schedule their own share of the sequences (vLLM's --max-num-seqs is per data-parallel engine),
+    `held` that rank's pool."""
     sc = plan.scenario
     ld = plan.load
-    pool = (f"the {fmt_int(held)} sequence{'s' if held != 1 else ''} of {sc.context:,} tokens the KV pool holds "
-            "(sharing and paging as planned)")
+    per = f" per attention data-parallel rank (1 of {groups})" if groups > 1 else ""
+    pool = (f"the {fmt_int(held)} sequence{'s' if held != 1 else ''} of {sc.context:,} tokens the KV pool{per} "
+            "holds (sharing and paging as planned)")
     if ld is None:
-        if held < sc.batch:
-            return Cap(max(1, held), f"{comment} {flag} {max(1, held)}: {pool}, fewer than the batch of {sc.batch}")
-        return Cap(sc.batch, f"{comment} {flag} {sc.batch}: the spec's batch, a fixed number of sequences (no "
-                             f"arrivals to spread it), within {pool}")
+        batch = math.ceil(sc.batch / groups)
+        said = f"the batch of {sc.batch}" + (f", {batch} on each of {groups} ranks" if groups > 1 else "")
+        if held < batch:
+            return Cap(max(1, held), f"{comment} {flag} {max(1, held)}: {pool}, fewer than {said}")
+        return Cap(batch, f"{comment} {flag} {batch}: the spec's batch, a fixed number of sequences (no "
+                          f"arrivals to spread it){f' ({said})' if groups > 1 else ''}, within {pool}")
     if sc.concurrency is not None:  # a closed loop: each client has at most one request in flight
-        clients = math.ceil(sc.concurrency / max(1, sc.replicas))
+        clients = math.ceil(sc.concurrency / max(1, sc.replicas) / groups)
         loop = (f"the closed loop's {clients:,} client{'s' if clients != 1 else ''}"
                 + (f" per replica ({sc.concurrency:,} over {sc.replicas})" if sc.replicas > 1 else "")
+                + (f" per attention data-parallel rank (over {groups})" if groups > 1 else "")
                 + ", at most one request in flight each")
         most, why = default_max_seqs(sc.device.memory, sc.device.id)
         if clients > most and most <= held:  # the load model queues the clients above it (docs/service.md)
@@ -58,9 +64,10 @@ def concurrency_cap(plan: Plan, held: int, flag: str, comment: str = "#") -> Cap
     if ld.running is None:  # past saturation: no steady state, no mean to add headroom to
         return Cap(max(1, held), f"{comment} {flag} {max(1, held)}: {pool} (the rate is past saturation: no mean "
                                  "running count)")
-    mean = float(ld.running.value)
+    mean = float(ld.running.value) / groups  # the ranks share the arrivals evenly: each a Poisson count of N̄/groups
     head = math.ceil(round_whole(mean + CAP_SIGMAS * math.sqrt(mean)))
-    why = (f"the mean running count {mean:,.1f} (derived, load model) + {CAP_SIGMAS:g}·√{mean:,.1f} headroom "
+    of = f" ({float(ld.running.value):,.1f} over {groups} ranks)" if groups > 1 else ""
+    why = (f"the mean running count {mean:,.1f}{of} (derived, load model) + {CAP_SIGMAS:g}·√{mean:,.1f} headroom "
            f"(assumed: a Poisson count's mean + {CAP_SIGMAS:g}σ, about its 99.9th percentile) = {head:,}")
     if head <= held:
         return Cap(head, f"{comment} {flag} {head}: {why}, within {pool}")

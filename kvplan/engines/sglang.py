@@ -169,10 +169,9 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
             line, more = common.lmcache_tier(mapped.tier, via_lmcache)
             tier_lines.append(line)
             notes += more
-    if sc.model.kv_kind == "mla" and p.tp > 1:
+    if sc.model.kv_kind == "mla" and p.tp > 1 and sc.attention_dp == 1:
         notes.append(f"MLA under plain TP: each of the {p.tp} ranks stores every request's latent, as planned; with "
-                     f"--enable-dp-attention --dp {p.tp} each rank stores only its own requests ({p.tp}x the "
-                     "sequences)")
+                     f"--attn-dp-size {p.tp} each rank stores only its own requests ({p.tp}x the sequences)")
     # with DP attention every attention group's ranks keep a pool of their own (pin.attention_dp)
     total = mem.tokens * sc.attention_dp
     head = _head(req, label, sz, mem, total, [cap.line, *tier_lines])

@@ -111,9 +111,10 @@ def _pool(req: EmitRequest, sz: common.Sizing, dtype_id: str, findings: list[str
     return mem
 
 
-def _launch(p: Plan, held: int, notes: list[str], findings: list[str]) -> launchers.Cap:
-    """max_batch_size (launchers.concurrency_cap over the `held` sequences the pool holds); the note when
-    max_seq_len is input + output exactly, and the finding when a replica is more GPUs than a host holds."""
+def _launch(p: Plan, held: int, notes: list[str], findings: list[str], groups: int = 1) -> launchers.Cap:
+    """max_batch_size (launchers.concurrency_cap over the `held` sequences the pool holds, each rank's under
+    attention DP, `groups`); the note when max_seq_len is input + output exactly, and the finding when a replica is
+    more GPUs than a host holds."""
     notes += launchers.pinned_length_note(p.scenario, "max_seq_len")
     hosts = launchers.host_layout(p)
     if hosts is not None and hosts.spans:
@@ -121,9 +122,30 @@ def _launch(p: Plan, held: int, notes: list[str], findings: list[str]) -> launch
                         "trtllm-serve runs across nodes under an MPI launcher (mpirun, trtllm-llmapi-launch) that "
                         f"kvplan does not write, so trtllm.sh asks one host for all {p.n_devices}; set engine = vllm "
                         "or sglang for files per host")
-    return launchers.concurrency_cap(p, held, "max_batch_size")
+    return launchers.concurrency_cap(p, held, "max_batch_size", groups=groups)
 
 
+def _groups(p: Plan, notes: list[str]) -> int:
+    """The attention groups TensorRT-LLM runs: its enable_attention_dp makes every rank one, which kvplan writes for
+    a mixture of experts planned so (pin.attention_dp = tp); 1 otherwise, a pinned count it does not run said."""
+    sc = p.scenario
+    if p.tp > 1 and sc.attention_dp == p.tp and sc.model.is_moe:
+        return p.tp
+    if sc.attention_dp > 1:
+        notes.append(f"pin attention_dp = {sc.attention_dp} is not written: TensorRT-LLM's enable_attention_dp makes "
+                     f"each of the {p.tp} ranks its own group, and kvplan writes it for a mixture of experts only")
+    return 1
+
+
+def _moe_keys(p: Plan, groups: int) -> dict[str, object]:
+    """enable_attention_dp (`groups` > 1) and moe_expert_parallel_size (pin.expert_parallel) where the plan has them."""
+    keys: dict[str, object] = {"enable_attention_dp": True} if groups > 1 else {}
+    if p.scenario.expert_parallel > 1:
+        keys["moe_expert_parallel_size"] = p.scenario.expert_parallel
+    return keys
+
+
+# one file's sections in the order TensorRT-LLM reads them: cut, the reader would have to follow the keys across helpers
 def render(req: EmitRequest) -> Emitted:
     p = req.plan
     sc = p.scenario
@@ -144,8 +166,9 @@ def render(req: EmitRequest) -> Emitted:
     kv_cfg["free_gpu_memory_fraction"] = fraction
     if host:
         kv_cfg["host_cache_size"] = host
-    cap = _launch(p, common.pool_sequences(sz, tokens), notes, findings)
-    body = {
+    groups = _groups(p, notes)  # each rank's pool holds its own share (common.size)
+    cap = _launch(p, common.pool_sequences(sz, tokens), notes, findings, groups)
+    body: dict[str, object] = {
         "tensor_parallel_size": p.tp,
         "pipeline_parallel_size": p.pp,
         "max_batch_size": cap.value,
@@ -156,6 +179,7 @@ def render(req: EmitRequest) -> Emitted:
     if spec_cfg is not None:
         body["speculative_config"] = spec_cfg
     notes += speculative.draft_note(p)
+    body.update(_moe_keys(p, groups))
     notes_by_key = {
         "kv_cache_config.max_tokens": f"{common.fmt_int(sz.blocks)} blocks of {sz.block} tokens per GPU: the plan's",
         "kv_cache_config.free_gpu_memory_fraction": (
@@ -170,7 +194,7 @@ def render(req: EmitRequest) -> Emitted:
            f"{fraction:g} × {fmt_bytes(max(0.0, free_after))} free after weights and reserves (assumed) / "
            f"{per_token:,} B per token, in blocks of {sz.block}")
     head = [common.header(req, BACKEND.label),
-            f"# KV capacity (derived): {common.capacity_text(sz, tokens)}; the plan stores "
+            f"# KV capacity (derived): {common.capacity_text(sz, tokens * groups)}; the plan stores "
             f"{common.fmt_int(math.ceil(sz.plan_tokens))} tokens for its batch of {sz.batch}",
             f"# per GPU: KV pool {common.fmt_int(tokens)} tokens × {per_token:,} B per token = "
             f"{fmt_bytes(tokens * per_token)} (derived: {how}), weights {fmt_bytes(sz.weights)} (derived), reserves "
@@ -185,19 +209,20 @@ def render(req: EmitRequest) -> Emitted:
     launch = common.Launch(("trtllm-serve", common.model_ref(p)), (("--config", common.beside("trtllm.yaml")),),
                            comments=tuple(head[1:-1]))
     script = common.shell_script([common.header(req, BACKEND.label)], launch.program, launch.flags)
-    rows = _rows(sz, tokens, per_token, fraction, use_exact, how)
+    rows = _rows(sz, tokens, per_token, fraction, use_exact, how, groups)
     return common.finish(BACKEND, mapped, None, [EmittedFile("trtllm.yaml", yaml), EmittedFile("trtllm.sh", script)],
                          rows, notes, findings, launch=launch, unfit=unfit)
 
 
 def _rows(sz: common.Sizing, tokens: int, per_token: int, fraction: float, use_exact: bool,
-          how: str) -> tuple[tuple[str, Value], ...]:
-    """The shared capacity rows with TensorRT-LLM's own pool, bytes per token and fraction."""
+          how: str, groups: int = 1) -> tuple[tuple[str, Value], ...]:
+    """The shared capacity rows with TensorRT-LLM's own pool, bytes per token and fraction (`tokens` one GPU's
+    pool; the capacity over the `groups` attention-DP ranks' pools)."""
     own = {"kv_pool_per_gpu": derived(float(tokens * per_token), "B", f"{tokens:,} tokens × {per_token:,} B per "
                                                                       "token (TensorRT-LLM's bytes per token)"),
            "memory_needed_per_gpu": derived(sz.weights + tokens * per_token + sz.reserves, "B",
                                             "weights + KV pool + reserves")}
-    return tuple((k, own.get(k, v)) for k, v in common.capacity(sz, tokens, how)) + (
+    return tuple((k, own.get(k, v)) for k, v in common.capacity(sz, tokens * groups, how)) + (
         ("kv_token_bytes", derived(per_token, "B", "KVCacheManager.get_cache_size_per_token")),
         ("free_gpu_memory_fraction", derived(fraction, "1", "KV pool / (memory − weights − reserves), rounded up by "
                                                             "less than one block" if use_exact

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Optional
+from typing import Optional, cast
 
 import attrs
 
@@ -63,6 +63,7 @@ from kvplan.engines.flagparse import (
     weights_dtype,
 )
 from kvplan.model.pools import vllm as vpool
+from kvplan.model.pools.query import whole
 from kvplan.model.pools.vllm import Pool, Shape
 from kvplan.planner.plan import Plan
 
@@ -78,10 +79,35 @@ def _gib_up(x: float) -> int:
     return max(1, math.ceil(x / common.GiB))
 
 
-def shape(p: Plan, sz: common.Sizing, block: int) -> Shape:
-    """vLLM's pool shape for the plan on its most loaded GPU (kvplan.model.pools.vllm.shape)."""
+def groups(p: Plan) -> int:
+    """The plan's attention data-parallel groups (pin.attention_dp) of a mixture-of-experts model: vLLM runs each as a
+    data-parallel engine of tp / groups ranks with its own scheduler and KV pool, the expert layers over all of them
+    (ENGINE.attention_dp); 1 for a dense model, whose data-parallel engines would be replicas (unwritten_groups)."""
+    if not p.scenario.model.is_moe:
+        return 1
+    return math.gcd(p.tp, max(1, p.scenario.attention_dp))
+
+
+def unwritten_groups(p: Plan) -> list[str]:
+    """The warning for attention groups vLLM does not run: a dense model's (its data-parallel engines share nothing)."""
     sc = p.scenario
-    return vpool.shape(sc.model, sc.device, p.pp, sc.batch, sc.context_bound, block,
+    if sc.attention_dp == 1 or sc.model.is_moe:
+        return []
+    return [f"pin attention_dp = {sc.attention_dp} is not written: for a dense model vLLM's data-parallel engines "
+            "are replicas that share nothing, so it runs no attention groups; its one pool per GPU holds each "
+            "group's share of the batch as planned"]
+
+
+def rank_batch(p: Plan) -> int:
+    """The sequences one data-parallel engine schedules: the batch over the attention groups."""
+    return math.ceil(p.scenario.batch / groups(p))
+
+
+def shape(p: Plan, sz: common.Sizing, block: int) -> Shape:
+    """vLLM's pool shape for the plan on its most loaded GPU (kvplan.model.pools.vllm.shape), one data-parallel
+    engine's share of the batch under attention data parallelism."""
+    sc = p.scenario
+    return vpool.shape(sc.model, sc.device, p.pp, rank_batch(p), sc.context_bound, block,
                        sz.layout.page_bytes_per_layer(block), sz.block_bytes, sc.pinned.max_batched_tokens)
 
 
@@ -110,7 +136,7 @@ def _on_pool(sz: common.Sizing, pool: Pool, activation: Optional[Value] = None,
 def size_exact(p: Plan, sz: common.Sizing, sh: Shape, block: int) -> Sized:
     """--kv-cache-memory-bytes: the plan's blocks (for hybrid groups the batch's requests) and the null block
     vLLM holds back, so every request at --max-model-len fits."""
-    pool = Pool(vpool.exact_blocks(sh, sz.blocks, p.scenario.batch), sh.block_bytes, block, sh.per_request,
+    pool = Pool(vpool.exact_blocks(sh, sz.blocks, rank_batch(p)), sh.block_bytes, block, sh.per_request,
                 p.scenario.context, sh.groups)
     sized = _on_pool(sz, pool)
     util = math.ceil((sized.weights + pool.bytes + sized.reserves) / sized.total * 1e4) / 1e4
@@ -136,12 +162,13 @@ def size_fill(p: Plan, sz: common.Sizing, sh: Shape, block: int, reserves: Reser
     terms = runtime.value + activation.value + graphs.value
     label = "the deployment's pin" if sc.memory_fraction is not None else "vLLM's default"
     # a pinned fraction is the deployment's; a plan that does not fit is not made to
-    raised = (vpool.raised(sz.total, sz.weights, sh, block, sc.context_bound, frac, terms, sz.tokens)
+    tokens = sz.tokens / groups(p)  # one data-parallel engine's share (sz.blocks is its pool already)
+    raised = (vpool.raised(sz.total, sz.weights, sh, block, sc.context_bound, frac, terms, tokens)
               if raise_fill and sc.memory_fraction is None and p.feasible else None)
     if raised is not None:
         held = vpool.fill_pool(sz.total, sz.weights, sh, block, sc.context_bound, frac, terms).tokens
         label = (f"raised from vLLM's default {frac:g}, whose pool holds {common.fmt_int(held)} tokens, fewer than "
-                 f"the plan's {common.fmt_int(math.ceil(sz.tokens))}: the least hundredth that holds them")
+                 f"the plan's {common.fmt_int(math.ceil(tokens))}: the least hundredth that holds them")
         frac, frac_why = raised, f"{label} (kvplan emit --sizing fill; --sizing exact writes the plan's own pool)"
     avail = math.ceil(sz.total * frac) - sz.weights - terms
     pool = vpool.fill_pool(sz.total, sz.weights, sh, block, sc.context_bound, frac, terms)
@@ -165,13 +192,22 @@ def size_fill(p: Plan, sz: common.Sizing, sh: Shape, block: int, reserves: Reser
         fix += f", or --max-model-len {(pool.num_blocks - 1) * block}"
     fix += "; kvplan emit --sizing exact writes the plan's own pool"
     findings = [pool.refusal(fix)]
-    if pool.requests >= 1 and pool.tokens < sz.tokens and not sh.groups.hybrid:
+    if pool.requests >= 1 and pool.tokens < whole(tokens) and not sh.groups.hybrid:
         findings.append(f"--gpu-memory-utilization {frac:g} leaves a KV pool of {common.fmt_int(pool.tokens)} "
-                        f"tokens, fewer than the plan's {common.fmt_int(math.ceil(sz.tokens))}: the plan's batch "
+                        f"tokens, fewer than the plan's {common.fmt_int(math.ceil(tokens))}: the plan's batch "
                         f"of {sc.batch} does not fit (emit --sizing exact sizes the pool to the plan)")
     rows = (("gpu_memory_utilization", reported(frac, "1", frac_why)), ("cudagraph_reserve", graphs))
     return Sized(pool, sized, ("--gpu-memory-utilization", f"{frac:g}"), line, how, rows,
                  tuple(f for f in findings if f))
+
+
+def _sized(p: Plan, mapped: common.Mapped, req: EmitRequest) -> common.Sizing:
+    """The plan's sizing on one GPU (common.size); attention groups vLLM does not run (groups) leave its one pool
+    holding every sequence."""
+    sz = common.size(p, mapped, req.reserves, ENGINE.page_scales)
+    if p.scenario.attention_dp > 1 and groups(p) == 1:
+        sz = attrs.evolve(sz, blocks=math.ceil(whole(sz.tokens / mapped.block)))
+    return sz
 
 
 def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh", label: str = "") -> Emitted:
@@ -179,13 +215,14 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh"
     p = req.plan
     sc = p.scenario
     mapped = common.map_choices(p, BACKEND)
-    sz = common.size(p, mapped, req.reserves, ENGINE.page_scales)
-    notes = common.model_notes(p, BACKEND) + common.unwritten_pins(sc, ENGINE.id)
+    sz = _sized(p, mapped, req)
+    notes = common.model_notes(p, BACKEND) + common.unwritten_pins(sc, ENGINE.id) + unwritten_groups(p)
     notes += launchers.pinned_length_note(sc, F.context)
     if sc.model.kv_kind == "mla" and mapped.dtype.id in ("fp8", "fp4"):
         notes.append(f"docs/engines.md also lists {'fp8' if mapped.dtype.id == 'fp8' else 'nvfp4'}_ds_mla without its "
                      f"page layout; kvplan writes {mapped.dtype_name}, "
                      "whose page bytes follow the docs/engines.md formula")
+    g = groups(p)
     sh = shape(p, sz, mapped.block)
     got = (size_exact(p, sz, sh, mapped.block) if req.sizing == "exact" else
            size_fill(p, sz, sh, mapped.block, p.reserves if req.reserves is None else req.reserves,
@@ -194,15 +231,15 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh"
         (F.kv_dtype, mapped.dtype_name),
         (F.block, str(mapped.block)),
         ("--enable-prefix-caching" if p.prefix_caching else "--disable-prefix-caching", None),
-        (F.tp, str(p.tp)),
+        (F.tp, str(p.tp // g)),
     ]
     if p.pp > 1:
         flags.append((F.pp, str(p.pp)))
     cap = launchers.concurrency_cap(p, got.pool.requests if sh.groups.hybrid else
-                                 common.pool_sequences(got.sizing, got.pool.tokens), F.batch)
+                                 common.pool_sequences(got.sizing, got.pool.tokens), F.batch, groups=g)
     flags += [(F.context, str(sc.context_bound)), (F.batch, str(cap.value)),
               ("--max-num-batched-tokens", str(sh.batched)), got.flag]
-    flags += common.pinned_engine_flags(sc, ENGINE.id)
+    flags += data_parallel(p, common.pinned_engine_flags(sc, ENGINE.id)) + expert_parallel(p, notes)
     flags += speculative.vllm_flags(p)
     notes += speculative.draft_note(p)
     env: list[tuple[str, str]] = []
@@ -222,11 +259,12 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh"
             line, more = common.lmcache_tier(mapped.tier, via_lmcache)
             tier_lines.append(line)
             notes += more
-    head = [common.header(req, label or BACKEND.label), *_comments(got.sizing, got.pool), got.line, cap.line,
+    head = [common.header(req, label or BACKEND.label), *_comments(got.sizing, got.pool, g), got.line, cap.line,
             *tier_lines]
     launch = common.Launch(("vllm", "serve", common.model_ref(p)), tuple(flags), tuple(env), tuple(head[1:]), host)
     files = launchers.scripts(p, name, head, launch, on_host, _where)
-    rows = common.capacity(got.sizing, got.pool.tokens, got.how, got.pool.requests if sh.groups.hybrid else None) + (
+    rows = common.capacity(got.sizing, got.pool.tokens * g, got.how,
+                           got.pool.requests * g if sh.groups.hybrid else None) + (
         ("max_num_batched_tokens", reported(sh.batched, "tokens", sh.batched_why + ", written explicitly")),
         *got.rows)
     return common.finish(BACKEND, mapped, got.sizing, files, rows, notes, got.findings, launch=launch)
@@ -260,10 +298,38 @@ def _where(hosts: launchers.Hosts, h: launchers.Host) -> str:
     return hosts.where(h, f"{runs}; {role}")
 
 
-def _comments(sz: common.Sizing, pool: Pool) -> list[str]:
-    """The capacity and per-GPU lines: vLLM's usable blocks (the null block left out) and the sequences they hold."""
+def data_parallel(p: Plan, pinned: list[Flag]) -> list[Flag]:
+    """The pinned flags with vLLM's data-parallel size: the replicas (pin.replicas) × the attention groups, each
+    group a data-parallel engine of tp / groups ranks (groups); none at 1."""
+    g = groups(p)
+    if g == 1:
+        return pinned
+    size = p.scenario.replicas * g
+    return [f for f in pinned if f[0] != ENGINE.data_parallel] + [(cast(str, ENGINE.data_parallel), str(size))]
+
+
+def expert_parallel(p: Plan, notes: list[str]) -> list[Flag]:
+    """--enable-expert-parallel for a plan whose experts are split (pin.expert_parallel): vLLM splits them over every
+    DP × TP rank of the replica, which `notes` says where the plan's count is another."""
+    sc = p.scenario
+    if sc.expert_parallel == 1:
+        return []
+    if sc.expert_parallel != p.tp:
+        notes.append(f"pin expert_parallel = {sc.expert_parallel}: vLLM's --enable-expert-parallel splits the "
+                     f"experts over all {p.tp} ranks of the replica, the plan over {sc.expert_parallel}")
+    return [("--enable-expert-parallel", None)]
+
+
+def _comments(sz: common.Sizing, pool: Pool, groups: int = 1) -> list[str]:
+    """The capacity and per-GPU lines: vLLM's usable blocks (the null block left out) and the sequences they hold,
+    over the attention groups' engines (each its own pool)."""
     if not pool.groups.hybrid:
-        return common.summary_comments(sz, pool.tokens)
+        lines = common.summary_comments(sz, pool.tokens * groups)
+        if groups > 1:
+            lines.append(f"# attention data parallelism: {groups} data-parallel engines, each its own scheduler, KV "
+                         "pool and --max-num-seqs (the figures above are their sum); the expert layers run over all "
+                         "their ranks (vLLM's DP × TP group)")
+        return lines
     n = len(pool.groups.windows)
     return [
         f"# KV capacity (derived): {common.fmt_int(pool.tokens)} tokens ({common.fmt_int(pool.num_blocks - 1)} blocks "

@@ -74,6 +74,47 @@ def all_reduce_time(model: Model, tokens: ArrayLike, tp: ArrayLike, link_bandwid
     return out
 
 
+def all_to_all_time(model: Model, tokens: ArrayLike, ep: ArrayLike, link_bandwidth: Optional[ArrayLike],
+                    latency: ArrayLike) -> Array:
+    """Seconds the expert-parallel all-to-alls of one forward pass over `tokens` tokens take (SPEC §14): each layer
+    dispatches every token's hidden state to its k experts and combines the results, 2·(tokens/ep)·k·d·w_act·
+    (ep−1)/ep bytes per rank over the link the group spans, plus one `latency` each way; 0 on one rank. Every layer
+    is counted as a mixture-of-experts layer (the catalog does not record a model's dense layers: DeepSeek-V3's
+    first 3 of 61 are dense, so its all-to-all is counted 61/58 = 5% high). No link (None): the latencies alone."""
+    t = np.asarray(tokens, dtype=np.float64)
+    e = np.asarray(ep, dtype=np.float64)
+    per: Array = 2.0 * np.asarray(latency, dtype=np.float64) + np.zeros(np.broadcast(t, e).shape)
+    if link_bandwidth is not None:
+        moved = 2.0 * t / e * model.experts_per_token * residual_width(model) * ACTIVATION_WIDTH * (e - 1) / e
+        per = per + moved / link_bandwidth
+    out: Array = np.where(e > 1, float(model.n_layers) * per, 0.0)
+    return out
+
+
+def collective_time(model: Model, device: Device, tokens: ArrayLike, tp: ArrayLike, n: ArrayLike,
+                    scaleup: Optional[float], latency: ArrayLike, attention_dp: ArrayLike = 1,
+                    ep: ArrayLike = 1, on_group: Optional[ArrayLike] = None) -> Array:
+    """Seconds the collectives of one forward pass over `tokens` tokens take, each at the link its group spans
+    (group_bandwidth): per layer one all-reduce after attention, over its attention group of tp/attention_dp ranks
+    and that group's tokens/attention_dp (none with one rank a group), and one after the MLP over the tp ranks (under
+    attention DP the all-gather and reduce-scatter of the whole batch, the same bytes), or, with the experts split
+    over `ep` > 1 ranks, the MoE layer's all-to-all dispatch and combine instead (all_to_all_time). `on_group`: the
+    tokens of one attention group, where they are not an even share (one prompt prefilled alone). At
+    attention_dp = ep = 1 it is all_reduce_time's two all-reduces a layer."""
+    d = np.asarray(attention_dp, dtype=np.float64)
+    e = np.asarray(ep, dtype=np.float64)
+    tp_a = np.asarray(tp, dtype=np.float64)
+    group = tp_a / d
+    share = np.asarray(tokens, dtype=np.float64) / d if on_group is None else np.asarray(on_group, dtype=np.float64)
+    attention = all_reduce_time(model, share, group,
+                                group_bandwidth(device, group, n, scaleup), latency) / ALL_REDUCES_PER_LAYER
+    mlp = (all_reduce_time(model, tokens, tp_a, group_bandwidth(device, tp_a, n, scaleup), latency)
+           / ALL_REDUCES_PER_LAYER)
+    moe = all_to_all_time(model, tokens, e, group_bandwidth(device, e, n, scaleup), latency)
+    out: Array = attention + np.where(e > 1, moe, mlp)
+    return out
+
+
 def _scaleout(device: Device) -> Optional[float]:
     """B/s per direction of the device's scale-out link, or None where the catalog names none."""
     return catalog.get_link(device.scaleout_link).bandwidth if device.scaleout_link else None
@@ -201,14 +242,16 @@ class ExpectedTtft:
 
 
 def expected_from_bound(model: Model, device: Device, bound: StepTime, b: ArrayLike, tp: ArrayLike, n: ArrayLike,
-                        link_bandwidth: Optional[float], k: Rates) -> ExpectedStep:
+                        link_bandwidth: Optional[float], k: Rates, attention_dp: ArrayLike = 1,
+                        ep: ArrayLike = 1) -> ExpectedStep:
     """The expected step's equation from the bound's terms: expected_step() below and the planner's search
     (every candidate at once, `tp`, `n` (devices per replica) and `k` one entry each) both compute it here.
-    T_comm is the all-reduces at the link the tensor-parallel group spans plus the pipeline's transfers
-    (SPEC §12; `link_bandwidth` is the device's scale-up link, None: bytes not counted)."""
+    T_comm is the collectives at the links their groups span (collective_time: the all-reduces, the all-to-alls
+    of `ep` > 1 expert ranks, attention groups of `attention_dp`) plus the pipeline's transfers (SPEC §12, §14;
+    `link_bandwidth` is the device's scale-up link, None: bytes not counted)."""
     t_w = bound.weights / k.eta_w
     t_kv = bound.kv / k.eta_kv
-    t_comm = (all_reduce_time(model, b, tp, group_bandwidth(device, tp, n, link_bandwidth), k.latency)
+    t_comm = (collective_time(model, device, b, tp, n, link_bandwidth, k.latency, attention_dp, ep)
               + pipeline_time(model, device, b, tp, n, link_bandwidth, k.latency))
     t_comp = bound.compute / k.eta_compute
     t_gemm = bound.linear * np.asarray(k.gemm, dtype=np.float64)
@@ -226,11 +269,12 @@ def expected_step(cfg: Config, b: ArrayLike, s: ArrayLike, f: Factors,
     compute (the floor) and step = max(fixed + layers + weights + kv + comm, fixed + layers + compute).
     `link_bandwidth` is the scale-up link's B/s per direction that the all-reduces cross (None: latency only)."""
     return expected_from_bound(cfg.model, cfg.device, step_time(cfg, b, s), b, cfg.tp, cfg.n_devices,
-                               link_bandwidth, Rates.of(f))
+                               link_bandwidth, Rates.of(f), cfg.attention_dp, cfg.expert_parallel)
 
 
 def prefill_ttft(model: Model, device: Device, prompt: ArrayLike, *, tp: ArrayLike, w_p: float,
-                 link_bandwidth: Optional[float], k: Rates, n: Optional[ArrayLike] = None) -> ExpectedTtft:
+                 link_bandwidth: Optional[float], k: Rates, n: Optional[ArrayLike] = None,
+                 attention_dp: ArrayLike = 1, ep: ArrayLike = 1) -> ExpectedTtft:
     """The TTFT's equation over arrays of prompt lengths, or of the planner's candidates (`tp`, `n` (devices per
     replica, default `tp`: no pipeline) and `k` one entry each): expected_ttft() below and the planner's search
     both compute it here; its collectives are charged at the links they span, as expected_from_bound's."""
@@ -239,7 +283,8 @@ def prefill_ttft(model: Model, device: Device, prompt: ArrayLike, *, tp: ArrayLi
     weights = weight_bytes_read(model, p, w_p) / (tp * np.asarray(k.eta_w, dtype=np.float64) * device.bandwidth)
     prefill = np.maximum(compute, weights)
     per = tp if n is None else n
-    comm = (all_reduce_time(model, p, tp, group_bandwidth(device, tp, per, link_bandwidth), k.latency)
+    # one prompt prefills on one attention group: its collectives as the step's with the prompt's tokens on it
+    comm = (collective_time(model, device, p, tp, per, link_bandwidth, k.latency, attention_dp, ep, on_group=p)
             + pipeline_time(model, device, p, tp, per, link_bandwidth, k.latency))
     shape = np.broadcast(prefill, comm).shape
     fixed = np.broadcast_to(np.asarray(k.t_fixed, dtype=np.float64), shape)
@@ -252,7 +297,7 @@ def expected_ttft(cfg: Config, prompt: ArrayLike, f: Factors, link_bandwidth: Op
     prefill = max(F_prefill / (tp · η_π · π), weights read once / (tp · η_w · β)), plus comm (the prefill's
     all-reduces over `prompt` tokens), fixed and layers (L · t_layer); ttft = their sum."""
     return prefill_ttft(cfg.model, cfg.device, prompt, tp=cfg.tp, w_p=cfg.w_p, link_bandwidth=link_bandwidth,
-                        k=Rates.of(f), n=cfg.n_devices)
+                        k=Rates.of(f), n=cfg.n_devices, attention_dp=cfg.attention_dp, ep=cfg.expert_parallel)
 
 
 def link_bandwidth(device: Device) -> Optional[float]:
@@ -300,6 +345,7 @@ def default_factors(device: Device, kv_dtype: str, engine: str = "any", link: st
 
 
 __all__ = ["ACTIVATION_WIDTH", "ALL_REDUCES_PER_LAYER", "ExpectedStep", "ExpectedTtft", "Factors", "Rates",
-           "all_reduce_time", "default_factors", "deployment_factors", "expected_from_bound", "expected_step",
+           "all_reduce_time", "all_to_all_time", "collective_time",
+           "default_factors", "deployment_factors", "expected_from_bound", "expected_step",
            "expected_ttft", "group_bandwidth", "layer_time", "link_bandwidth", "pipeline_time", "prefill_ttft",
            "residual_width", "spanned_link"]

@@ -49,6 +49,7 @@ class Config:
     reserve: float = 0.0
     reserved: float = 0.0
     attention_dp: int = 1
+    expert_parallel: int = 1   # ranks the routed experts are split over (kvplan.model.expected.collective_time)
 
     def __attrs_post_init__(self) -> None:
         if self.n_devices < 1:

@@ -149,6 +149,10 @@ class Pins:
     def attention_dp(self) -> int:
         return self._count("attention_dp") or 1
 
+    @property
+    def expert_parallel(self) -> int:
+        return self._count("expert_parallel") or 1
+
 
 @record
 class Expectation:
@@ -325,6 +329,12 @@ class Scenario:
         """pin.attention_dp: attention data-parallel groups inside the tensor-parallel group (SGLang
         --enable-dp-attention --dp N); each group holds its own sequences' KV. 1 when not pinned."""
         return self.pinned.attention_dp
+
+    @property
+    def expert_parallel(self) -> int:
+        """pin.expert_parallel: ranks the routed experts are split over, each MoE layer an all-to-all dispatch
+        and combine among them (SPEC §14); 1 (experts tensor-parallel) when not pinned."""
+        return self.pinned.expert_parallel
 
     @property
     def replicas(self) -> int:

@@ -117,7 +117,7 @@ def _evaluate(sc: Scenario, setup: Setup, found: Found, pool: Optional[pools.Poo
     return search.evaluate(sc.model, sc.device, batch=sc.batch, context=sc.context, w_p=sc.weights.width,
                            sharing=setup.sigma, frag=setup.phi, reserved=setup.reserved, space=found.space,
                            pipeline=found.pipeline, bound=sc.max_context, attention_dp=sc.attention_dp,
-                           replicas=sc.replicas, engine=sc.engine,
+                           expert_parallel=sc.expert_parallel, replicas=sc.replicas, engine=sc.engine,
                            factors={d: factors_for(sc, d) for d in found.space.dtypes},
                            pool=pool or _pool(sc, setup))
 
@@ -315,9 +315,9 @@ def _outcome(sc: Scenario, setup: Setup, map0: Map0, ev: Evaluated, best: int, f
     factors = KvFactors(retention=r, sharing=setup.sigma, frag=setup.phi)
     w_kv = kv_width(sc.engine, kv.id, m)  # the engine's bytes per value, scales included
     cfg = rf.Config(m, d, n_devices=n, tp=tp, w_p=w_p, w_kv=w_kv, factors=factors, placement=placement,
-                    reserved=setup.reserved, attention_dp=sc.attention_dp)
+                    reserved=setup.reserved, attention_dp=sc.attention_dp, expert_parallel=sc.expert_parallel)
     base = rf.Config(m, d, n_devices=n, tp=tp, w_p=w_p, w_kv=2.0, placement="striped", reserved=setup.reserved,
-                     attention_dp=sc.attention_dp)
+                     attention_dp=sc.attention_dp, expert_parallel=sc.expert_parallel)
     baseline = metrics_of(base, b, s, setup.reserves, sc.replicas, factors_for(sc, "bf16"))
     f_plan = factors_for(sc, kv.id)
     laid = engine_pool_figures(metrics_of(cfg, b, s, setup.reserves, sc.replicas, f_plan),

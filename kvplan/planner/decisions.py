@@ -40,7 +40,8 @@ def compression_gain(p: Plan, c: float) -> Gain:
 
     sc = p.scenario
     cfg = rf.Config(sc.model, sc.device, n_devices=p.n_devices, tp=p.tp, w_p=sc.weights.width, w_kv=2.0,
-                    factors=KvFactors(sharing=p.sharing), attention_dp=sc.attention_dp)
+                    factors=KvFactors(sharing=p.sharing), attention_dp=sc.attention_dp,
+                    expert_parallel=sc.expert_parallel)
     w = float(rf.weight_bytes_read(sc.model, sc.batch, sc.weights.width))
     k = float(rf.kv_bytes_read(cfg, sc.batch, sc.context))
     return Gain(c, w, k, float(rf.s_star(cfg, sc.batch)), float(rf.speedup(w, k, c)))

@@ -48,7 +48,8 @@ def regime_map(sc: Scenario) -> Map0:
     n_fit = devices_for_weights(m, d, w_p)
     n0 = 1 if n_fit is None else n_fit  # no count up to the device limit holds them: one device, said so
     tp0 = widest_tp(m, n0)
-    base1 = rf.Config(m, d, n_devices=n0, tp=tp0, w_p=w_p, w_kv=2.0, reserve=0.0, attention_dp=sc.attention_dp)
+    base1 = rf.Config(m, d, n_devices=n0, tp=tp0, w_p=w_p, w_kv=2.0, reserve=0.0, attention_dp=sc.attention_dp,
+                    expert_parallel=sc.expert_parallel)
     s_star0 = scalar(rf.s_star(base1, b))
     s_cap0 = scalar(rf.s_cap(base1, b))
     return Map0(n0, tp0, base1, s_star0, s_cap0, str(rf.regime(sc.context, s_star0, s_cap0)), n_fit)

@@ -7,7 +7,17 @@ kvplan.lang's auto limit and takes the least total that meets. Among the layouts
 wins, then the lower ITL; with one price per device `objective = cheapest` is the same least total (the rate is
 the declared one: $/h and $/token both grow with the total). When none meets, the plan is the best layout within
 the bound (most goodput, then lower ITL). Only an engine whose launch writes a data-parallel size
-(catalog Engine.data_parallel) gets r > 1, unless `pin replicas` sets r."""
+(catalog Engine.data_parallel) gets r > 1, unless `pin replicas` sets r.
+
+Attention data parallelism and expert parallelism (SPEC §14) are further choices of a layout for a mixture-of-experts
+model: one replica of n devices whose attention runs in d = n groups, each holding only its own sequences' KV (where
+tensor parallelism replicates the KV: an MLA latent on every rank, fewer KV heads than ranks), and whose routed experts
+are split over e = n ranks, each MoE layer an all-to-all (where the engine runs it). Tried on one replica: (d, e) =
+(1, 1), (n, 1), (n, n) (the engines' DeepSeek recipes: attention DP with the experts over the same ranks), each only on
+an engine whose launch runs it (catalog Engine.attention_dp, Engine.expert_parallel) and unless the spec pins it
+(`pin attention_dp`, `pin expert_parallel`) or its tensor × pipeline split (the split a deployment runs). A choice is
+planned as those pins and kept only where the plan's tensor-parallel group is the whole replica (the engines run them
+so)."""
 
 from __future__ import annotations
 
@@ -22,6 +32,7 @@ from kvplan.base.records import record
 from kvplan.catalog import settings
 from kvplan.catalog.engines import get_engine
 from kvplan.model import load
+from kvplan.model.roofline import kv_replication
 from kvplan.model.scenario import DeviceCount, Scenario
 from kvplan.planner import search, service
 from kvplan.planner.plan import Plan
@@ -32,14 +43,29 @@ Served = tuple[Plan, service.LoadFigures, load.Load]
 
 
 @record
+class Split:
+    """How one replica's ranks split the model's layers beyond tensor parallelism: attention groups that each hold
+    their own sequences (pin.attention_dp) and the ranks the routed experts are split over (pin.expert_parallel)."""
+
+    attention_dp: int = 1
+    expert_parallel: int = 1
+
+
+@record
 class Tried:
-    """One layout the search planned: `replicas` × `per` devices (the plan's own split of `per`)."""
+    """One layout the search planned: `replicas` × `per` devices (the plan's own split of `per`), its attention in
+    groups and experts over ranks as `split` says."""
 
     replicas: int
     per: int
     plan: Plan
     fig: service.LoadFigures
     bound: load.Load
+    split: Split = Split()
+
+    @property
+    def attention_dp(self) -> int:
+        return self.split.attention_dp
 
     @property
     def total(self) -> int:
@@ -96,26 +122,57 @@ def replica_counts_allowed(sc: Scenario) -> Optional[int]:
     return None if get_engine(sc.engine).data_parallel is not None else 1
 
 
-def per_replica(sc: Scenario, replicas: int, per: int) -> Scenario:
-    """The scenario of one replica of `per` devices, `replicas` of them sharing the rate."""
+def pinned_split(sc: Scenario) -> Split:
+    """The spec's own split (its pins, else 1 and 1)."""
+    return Split(sc.attention_dp, sc.expert_parallel)
+
+
+def splits(sc: Scenario, per: int) -> tuple[Split, ...]:
+    """The splits the search tries on one replica of `per` devices (module docstring): the spec's, and for a
+    mixture-of-experts model on `per` > 1 tensor-parallel ranks (no split pinned) attention DP over `per` where
+    its KV is replicated and the engine runs it, then with the experts over `per` where the engine runs that;
+    a pinned size is kept."""
+    m, eng, own = sc.model, get_engine(sc.engine), pinned_split(sc)
+    # a pinned tensor × pipeline split is the split a deployment runs (kvplan import): kept as it is
+    if not m.is_moe or per == 1 or sc.pinned.pipeline_parallel is not None or sc.pinned.tensor_parallel is not None:
+        return (own,)
+    d_pinned = sc.pinned.has(settings.pin("attention_dp"))
+    e_pinned = sc.pinned.has(settings.pin("expert_parallel"))
+    d = own.attention_dp if d_pinned else (
+        per if eng.attention_dp is not None and float(kv_replication(m, per)) > 1 else 1)
+    e = own.expert_parallel if e_pinned else per if eng.expert_parallel is not None else 1
+    out = [own, Split(d, own.expert_parallel), Split(d, e)]
+    return tuple(dict.fromkeys(s for s in out if s == own or s.attention_dp > 1))
+
+
+def per_replica(sc: Scenario, replicas: int, per: int, split: Optional[Split] = None) -> Scenario:
+    """The scenario of one replica of `per` devices, `replicas` of them sharing the rate, split as `split` says
+    (pins the search sets; the spec's own where it pins them)."""
     one = attrs.evolve(sc, pins=with_pin(sc, "replicas", float(replicas))) if replicas != sc.replicas else sc
+    split = split or pinned_split(sc)
+    for key, n, now in (("attention_dp", split.attention_dp, sc.attention_dp),
+                        ("expert_parallel", split.expert_parallel, sc.expert_parallel)):
+        if n != now:
+            one = attrs.evolve(one, pins=with_pin(one, key, float(n)))
     if sc.pinned.devices is not None:
         one = attrs.evolve(one, pins=with_pin(one, "devices", float(per)))
     return attrs.evolve(one, devices=DeviceCount("fixed", per))
 
 
-def _order(t: Tried) -> tuple[float, float, int]:
-    """Best first: most goodput, then lower ITL, then fewer devices in all."""
-    return (-t.goodput, t.itl, t.total)
+def _order(t: Tried) -> tuple[float, float, int, int, int]:
+    """Best first: most goodput, then lower ITL, then fewer devices in all, then fewer attention groups."""
+    return (-t.goodput, t.itl, t.total, t.split.attention_dp, t.split.expert_parallel)
 
 
 class _Search:
-    """The layouts planned so far, at most MAX_LAYOUTS, keyed by (replicas, devices per replica)."""
+    """The layouts planned so far, at most MAX_LAYOUTS, keyed by (replicas, devices per replica, split); a split
+    layout whose plan cuts the replica into pipeline stages is dropped (None)."""
 
     def __init__(self, sc: Scenario, evaluate: Callable[[Scenario], Served]) -> None:
         self.sc, self.evaluate = sc, evaluate
         self.most, self.only = bound_total(sc), replica_counts_allowed(sc)
-        self.done: dict[tuple[int, int], Tried] = {}
+        self.done: dict[tuple[int, int, Split], Tried] = {}
+        self.dropped: set[tuple[int, int, Split]] = set()
         model, tp, pp = sc.model, sc.pinned.tensor_parallel, sc.pinned.pipeline_parallel
         counts = sorted({c for c in search.AUTO_DEVICE_COUNTS if c <= self.most}
                         | ({self.most} if sc.devices.mode != "auto" or sc.pinned.devices is not None else set()))
@@ -124,29 +181,46 @@ class _Search:
                                 and (tp is None or c % tp == 0) and (pp is None or c % pp == 0)
                                 and (tp is None or pp is None or c == tp * pp)) or tuple(counts[-1:])
 
-    def plan(self, r: int, n: int, force: bool = False) -> Optional[Tried]:
-        """r replicas of n devices planned (once), or None: past the bound, the pinned count or MAX_LAYOUTS
-        (unless `force`: the one layout planned when no allowed one exists, as the engine would run it)."""
-        if (r, n) in self.done:
-            return self.done[(r, n)]
+    def splits(self, r: int, n: int) -> tuple[Split, ...]:
+        """The splits tried on r replicas of n: splits() on one replica, the spec's own on several (SGLang refuses
+        replicas beside attention DP in one server)."""
+        return splits(self.sc, n) if r == 1 else (pinned_split(self.sc),)
+
+    def plan(self, r: int, n: int, force: bool = False, split: Optional[Split] = None) -> Optional[Tried]:
+        """r replicas of n devices, split as `split` says (default: the spec's), planned (once), or None: past the
+        bound, the pinned count or MAX_LAYOUTS (unless `force`: the one layout planned when no allowed one exists,
+        as the engine would run it), or a split layout the plan cuts into pipeline stages."""
+        own = pinned_split(self.sc)
+        split = split or own
+        key = (r, n, split)
+        if key in self.done or key in self.dropped:
+            return self.done.get(key)
         if not force and (len(self.done) >= MAX_LAYOUTS or r * n > self.most
                           or (self.only is not None and r != self.only)):
             return None
         sc = self.sc
-        q, fig, bound = self.evaluate(per_replica(sc, r, n))
+        q, fig, bound = self.evaluate(per_replica(sc, r, n, split))
+        if split != own and q.tp != n:  # the engines run attention groups and experts over the whole TP group
+            self.dropped.add(key)
+            return None
         back = attrs.evolve(q.scenario, devices=sc.devices)  # the spec's count, the total
         if sc.pinned.devices is not None:
             back = attrs.evolve(back, pins=with_pin(back, "devices", float(sc.pinned.devices)))
-        t = Tried(r, n, attrs.evolve(q, scenario=back), fig, bound)
-        self.done[(r, n)] = t
+        t = Tried(r, n, attrs.evolve(q, scenario=back), fig, bound, split)
+        self.done[key] = t
         return t
+
+    def each_group(self, r: int, n: int) -> list[Tried]:
+        """r replicas of n planned with each split they take (splits)."""
+        out = [self.plan(r, n, split=s) for s in self.splits(r, n)]
+        return [t for t in out if t is not None]
 
     def at_total(self, total: int) -> list[Tried]:
         """Every layout of `total` devices in all: r replicas of n, n a per-replica count dividing it that fits
         (one replica that does not fit does not fit as many)."""
-        unfit = {n for (_, n), t in self.done.items() if not t.fits}
-        out = [self.plan(total // n, n) for n in self.per_counts if total % n == 0 and n not in unfit]
-        return [t for t in out if t is not None]
+        own = pinned_split(self.sc)
+        unfit = {n for (_, n, s), t in self.done.items() if not t.fits and s == own}
+        return [t for n in self.per_counts if total % n == 0 and n not in unfit for t in self.each_group(total // n, n)]
 
     def ladder(self) -> Optional[int]:
         """One replica (or the pinned count) of each per-replica size, and replicas of it sized by its goodput:
@@ -156,9 +230,10 @@ class _Search:
         for n in self.per_counts:
             if best is not None and n * (only or 1) > best:
                 break
-            t = self.plan(only or 1, n)
-            if t is None:
+            each = self.each_group(only or 1, n)
+            if not each:
                 continue
+            t = min(each, key=_order)
             if t.meets:
                 best = t.total if best is None else min(best, t.total)
             elif only is None and t.goodput > 0:

@@ -145,22 +145,25 @@ class Evaluated:
 
 
 def _expected(model: Model, device: Device, bound: rf.StepTime, batch: int, context: int, tp: Array, n: Array,
-              w_p: float, factors: Mapping[str, ex.Factors], dtypes: Sequence[str]) -> tuple[Array, Array, Array]:
+              w_p: float, factors: Mapping[str, ex.Factors], dtypes: Sequence[str], attention_dp: int = 1,
+              ep: int = 1) -> tuple[Array, Array, Array]:
     """Each candidate's expected step, TTFT bound and expected TTFT from its bound and its KV dtype's factors
     (`dtypes`: one per candidate): kvplan.model.expected's equations, evaluated over the candidates, their
-    collectives at the links their groups span (`n`: devices per replica, SPEC §12)."""
+    collectives at the links their groups span (`n`: devices per replica, SPEC §12), attention in `attention_dp`
+    groups and the experts over `ep` ranks (SPEC §14)."""
     rates = ex.Rates.over([factors[d] for d in dtypes])
     link = ex.link_bandwidth(device)
     perfect = {d: f.perfect() for d, f in factors.items()}  # the bound: every fraction 1, every time 0
     ttft = ex.prefill_ttft(model, device, context, tp=tp, w_p=w_p, link_bandwidth=None,
-                           k=ex.Rates.over([perfect[d] for d in dtypes]), n=n).ttft
-    return (ex.expected_from_bound(model, device, bound, batch, tp, n, link, rates).step, ttft,
-            ex.prefill_ttft(model, device, context, tp=tp, w_p=w_p, link_bandwidth=link, k=rates, n=n).ttft)
+                           k=ex.Rates.over([perfect[d] for d in dtypes]), n=n, attention_dp=attention_dp, ep=ep).ttft
+    return (ex.expected_from_bound(model, device, bound, batch, tp, n, link, rates, attention_dp, ep).step, ttft,
+            ex.prefill_ttft(model, device, context, tp=tp, w_p=w_p, link_bandwidth=link, k=rates, n=n,
+                            attention_dp=attention_dp, ep=ep).ttft)
 
 
 def evaluate(model: Model, device: Device, *, batch: int, context: int, w_p: float, sharing: float, frag: float,
              reserved: float, space: Space, pipeline: bool = True, bound: Optional[int] = None,
-             attention_dp: int = 1, replicas: int = 1, engine: str = "any",
+             attention_dp: int = 1, expert_parallel: int = 1, replicas: int = 1, engine: str = "any",
              factors: Optional[Mapping[str, ex.Factors]] = None, pool: Optional[pools.PoolSettings] = None
              ) -> Evaluated:
     """Evaluate every combination of the space's axes with the SPEC §3–6 equations.
@@ -169,7 +172,8 @@ def evaluate(model: Model, device: Device, *, batch: int, context: int, w_p: flo
     candidate fits when its most loaded device does (kvplan.model.memory), and, with a `bound` (the
     longest sequence the engine admits, workload.max_context), when its pool also holds one sequence
     of the bound: an engine refuses to start otherwise. `attention_dp` attention groups each hold
-    their own sequences (roofline.kv_replication); `replicas` copies multiply the throughput. A candidate's
+    their own sequences (roofline.kv_replication); the routed experts are split over `expert_parallel` ranks
+    (their all-to-all in the expected figures); `replicas` copies multiply the throughput. A candidate's
     KV width is the dtype's as `engine` stores it, scales included (catalog.engines.kv_width). `factors` are
     each KV dtype's expected-performance factors (default: kvplan's defaults for the device and engine): each
     candidate also carries its expected step and TTFT (docs/expected.md); `pool`: the engine's own (_fit)."""
@@ -198,7 +202,7 @@ def evaluate(model: Model, device: Device, *, batch: int, context: int, w_p: flo
     if factors is None:
         factors = {d: ex.default_factors(device, d, engine, device.scaleup_link or "") for d in space.dtypes}
     step_exp, ttft, ttft_exp = _expected(model, device, t, batch, context, tpf, n.astype(np.float64), w_p, factors,
-                                         list(dt))
+                                         list(dt), attention_dp, expert_parallel)
     step = t.step
     usable = np.full(len(grid), device.memory - reserved, dtype=np.float64)
     kv_fit = np.maximum(kv_stored, one)

@@ -82,7 +82,8 @@ def _model_inputs(p: Plan, on: str) -> tuple[rf.Config, ex.Factors, Optional[flo
     frag = float(fragmentation(sc.context, p.block_size))
     cfg = rf.Config(sc.model, sc.device, n_devices=p.n_devices, tp=p.tp, w_p=sc.weights.width, w_kv=p.kv_width,
                     factors=KvFactors(retention=p.retention, sharing=p.sharing, frag=frag), placement=p.placement,
-                    attention_dp=sc.attention_dp)
+                    attention_dp=sc.attention_dp,
+                    expert_parallel=sc.expert_parallel)
     per_seq = p.metrics.kv_bytes.value / sc.batch
     free = p.metrics.memory_usable.value - p.metrics.weight_bytes.value
     limit = max(free, 0.0) / per_seq if per_seq > 0 else math.inf

@@ -215,8 +215,11 @@ def layout_words(p: Plan) -> str:
 
 
 def replica_words(p: Plan) -> str:
-    """`8 × h100-sxm (tp 8)`, `16 × h100-sxm (tp 8 × pp 2)`: one replica of a plan's layout."""
-    return f"{p.n_devices} × {p.scenario.device.id} (tp {p.tp}{f' × pp {p.pp}' if p.pp > 1 else ''})"
+    """`8 × h100-sxm (tp 8)`, `16 × h100-sxm (tp 8 × pp 2)`, `8 × h200 (tp 8, attention DP 8, EP 8)`: one replica of
+    a plan's layout."""
+    adp, ep = p.scenario.attention_dp, p.scenario.expert_parallel
+    return (f"{p.n_devices} × {p.scenario.device.id} (tp {p.tp}{f' × pp {p.pp}' if p.pp > 1 else ''}"
+            f"{f', attention DP {adp}' if adp > 1 else ''}{f', EP {ep}' if ep > 1 else ''})")
 
 
 def _least_budget(dt: str) -> Optional[str]:
@@ -287,7 +290,8 @@ def fit_suggestions(sc: Scenario, ev: Evaluated, best: int, space: Space, sigma:
         sugg.append(dt)
     cfg = rf.Config(sc.model, sc.device, n_devices=int(ev.n[best]), tp=int(ev.tp[best]), w_p=w_p,
                     w_kv=kv_width(sc.engine, dtype, sc.model), factors=KvFactors(r, sigma, phi), placement=placement,
-                    reserved=knobs.reserved, attention_dp=sc.attention_dp)
+                    reserved=knobs.reserved, attention_dp=sc.attention_dp,
+                    expert_parallel=sc.expert_parallel)
     s_fit = scalar(rf.s_cap(cfg, sc.batch))
     if s_fit > 0 and not sc.requests:  # a request workload has no batch or context to change (docs/service.md)
         c = _largest(max(1, sc.prefix), sc.context - 1,

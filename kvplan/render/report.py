@@ -120,7 +120,8 @@ def plan_picture(p: Plan) -> tuple[rf.Config, plot.MapPicture]:
     phi = p.byte_factors.paging.value - 1.0
     cfg = rf.Config(sc.model, sc.device, n_devices=p.n_devices, tp=p.tp, w_p=sc.weights.width, w_kv=p.kv_width,
                     factors=KvFactors(1.0, p.sharing, phi), placement=p.placement, reserved=reserved,
-                    attention_dp=sc.attention_dp)
+                    attention_dp=sc.attention_dp,
+                    expert_parallel=sc.expert_parallel)
     widths = tuple((n, p.kv_width if n == p.kv_dtype.id else kv_width(sc.engine, n, sc.model))
                    for n in _candidates(p))
     mb, ma, kv, r = p.map_before, p.map_after, p.kv_dtype.id, p.retention

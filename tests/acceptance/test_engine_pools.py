@@ -111,20 +111,12 @@ def test_gpt_oss_with_devices_auto_is_planned_on_what_sglang_holds(tmp_path: Pat
     assert _written_capacity(tmp_path / "out") >= 383
 
 
-#: Known to disagree: TensorRT-LLM does not write SGLang's DP attention (pin attention_dp), and the planner still
-#: plans its KV as attention groups; its pool replicates the MLA latent on every rank. (vLLM agrees since the
-#: planner fits against vLLM's own pool, kvplan.model.pools.vllm.) Strict: the day it agrees, this fails and the
-#: entry goes.
-KNOWN = {("tests/data/engine-check/dp-attention.kvp", "trtllm", 8)}
-
-
-def _cases() -> list[object]:
+def _cases() -> list[tuple[str, str, int]]:
+    """Every shipped spec under each engine at its batch and larger ones. (dp-attention.kvp under TensorRT-LLM
+    disagreed while its writer wrote no attention DP; it writes enable_attention_dp since issue 23.)"""
     specs = sorted([*ROOT.glob("examples/*.kvp"), *(DATA / "engine-check").glob("*.kvp")])
-    cases = [(str(s.relative_to(ROOT)), engine, mult) for s in specs for engine in ("vllm", "sglang", "trtllm")
-             for mult in (1, 8, 32)]
-    known = pytest.mark.xfail(strict=True, reason="TensorRT-LLM writes no DP attention; the planner counts attention "
-                                                  "groups")
-    return [pytest.param(*c, marks=known) if c in KNOWN else c for c in cases]
+    return [(str(s.relative_to(ROOT)), engine, mult) for s in specs for engine in ("vllm", "sglang", "trtllm")
+            for mult in (1, 8, 32)]
 
 
 @pytest.mark.parametrize("spec,engine,mult", _cases(), ids=lambda v: str(v))

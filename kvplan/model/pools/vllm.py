@@ -262,16 +262,21 @@ def fit(q: PoolQuery) -> Optional[Fit]:
         return None
     layout = kv_layout(q.model, q.tp, q.pp, DTYPES[q.dtype_id].width, VLLM.page_scales.get(q.dtype_id))
     bound = q.context_bound if q.context_bound is not None else q.context
-    sh = shape(q.model, q.device, q.pp, q.batch, bound, q.page, layout.page_bytes_per_layer(q.page),
+    # attention data parallelism of a mixture of experts runs one engine per group, its pool and --max-num-seqs its
+    # own share of the sequences (docs/engine-memory.md § vLLM); a dense model's groups vLLM does not run (its
+    # data-parallel engines are replicas), so its one pool holds every sequence
+    groups = q.groups if q.model.is_moe else 1
+    batch = math.ceil(q.batch / groups)
+    sh = shape(q.model, q.device, q.pp, batch, bound, q.page, layout.page_bytes_per_layer(q.page),
                layout.block_bytes(q.page), q.max_batched_tokens)
-    total, weights, tokens = float(q.device.memory), q.weights, q.plan_tokens
+    total, weights, tokens = float(q.device.memory), q.weights, whole(q.plan_tokens / groups)
     terms = float(sum(v.value for v in fill_terms(q.reserves, total, sh.batched)))
     frac, _ = fill_fraction(q.memory_fraction)
     if q.memory_fraction is None:
         frac = raised(total, weights, sh, q.page, bound, frac, terms, tokens) or frac
     held = fill_pool(total, weights, sh, q.page, bound, frac, terms)
-    blocks = math.ceil(whole(tokens / q.page))  # vLLM writes no DP attention: its one pool holds every sequence
-    pool = float(exact_blocks(sh, blocks, q.batch) * sh.block_bytes)
+    blocks = math.ceil(whole(tokens / q.page))
+    pool = float(exact_blocks(sh, blocks, batch) * sh.block_bytes)
     # the raise takes back vLLM's own terms from the share the memory model reserves, never more: as the writer
     # raises only for a plan that fits, a candidate the memory model does not fit is not made to fit by it (and
     # its need is the larger of the two)
@@ -283,4 +288,4 @@ def fit(q: PoolQuery) -> Optional[Fit]:
         need = max(weights + pool + reserves, model_need)
         return Fit(blocks * q.page, pool, need, "--kv-cache-memory-bytes", f"{int(pool)}", need <= total)
     return Fit(blocks * q.page, pool, max(weights + pool + terms, model_need), "--gpu-memory-utilization",
-               f"{frac:g}", model_need <= total and held.requests >= 1 and held.sequences(tokens, q.batch) >= q.batch)
+               f"{frac:g}", model_need <= total and held.requests >= 1 and held.sequences(tokens, batch) >= batch)

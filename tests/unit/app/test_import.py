@@ -307,6 +307,7 @@ deployment "d" {
     assert any("pin replicas = 2 is not written" in w and "run 2 copies" in w for w in trt.warnings), trt.warnings
     assert any("pin max_batched_tokens = 8192 is not written" in w for w in trt.warnings), trt.warnings
     groups = plan(check_source(text.replace("replicas = 2", "attention_dp = 2"), "d.kvp").scenarios[0])
-    assert "--dp-size 2 \\\n    --enable-dp-attention" in emit(groups, "sglang").files[0].text
-    assert any("attention_dp = 2" in w for w in emit(groups, "vllm").warnings)
+    assert "--attn-dp-size 2" in emit(groups, "sglang").files[0].text
+    # a dense model: vLLM's data-parallel engines would be replicas, so the groups are said, not written
+    assert any("pin attention_dp = 2 is not written" in w for w in emit(groups, "vllm").warnings)
     assert any("pin attention_dp = 2" in w for w in emit(groups, "trtllm").warnings)

@@ -122,13 +122,22 @@ ALL = """kv_dtype = fp8
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
 def test_every_engine_writes_the_flags_the_table_gives_it(engine: str) -> None:
-    # replicas and attention groups are both SGLang's --dp-size: one spec each; prefix caching on and off
+    # replicas and attention groups: one spec each; prefix caching on and off
     written: set[str] = set()
     warnings: list[str] = []
     # the devices are the total over the replicas: 2 replicas of tp 4 × pp 2 take 16
     for extra in ("devices = 16\n        replicas = 2\n        prefix_caching = on",
                   "devices = 8\n        attention_dp = 2\n        prefix_caching = off"):
         names, said = _written(plan(scenario(spec(ALL + extra, top=f"engine = {engine}"))), engine)
+        written |= names
+        warnings += said
+    # a mixture of experts in attention groups with its experts split: the rows every engine writes for one
+    moe = spec("devices = 8\n        attention_dp = 8\n        expert_parallel = 8",
+               top=f"engine = {engine}").replace("llama-3-70b", "deepseek-v3").replace("h100-sxm", "h200")
+    # and replicas that share one host (SGLang's --dp-size: one server of both; over hosts, one server a host)
+    shared = spec("devices = 8\n        replicas = 2\n        tensor_parallel = 4", top=f"engine = {engine}")
+    for text in (moe, shared):
+        names, said = _written(plan(scenario(text)), engine)
         written |= names
         warnings += said
     # the tier's flags are written where the plan holds a tier (test_backends parses every emitted file for them)
@@ -179,7 +188,8 @@ def test_the_vllm_flag_set_is_the_tables() -> None:
         "--max-num-seqs", "--max-model-len", "--kv-cache-dtype", "--block-size", "--enable-prefix-caching",
         "--disable-prefix-caching", "--kv-offloading-size", "--kv-offloading-backend", "--kv-transfer-config",
         "--tensor-parallel-size", "--pipeline-parallel-size", "--gpu-memory-utilization",
-        "--max-num-batched-tokens", "--data-parallel-size", "--speculative-config")
+        "--max-num-batched-tokens", "--data-parallel-size", "--enable-expert-parallel",
+        "--speculative-config")
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
