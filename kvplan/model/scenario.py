@@ -267,6 +267,12 @@ class Scenario:
     #: (`rate` is then None: the throughput is the load model's). `context` is input + output, the batch the
     #: planner's to derive.
     concurrency: Optional[int] = None
+    #: `serving`: "aggregated" (one engine serves both phases, the default), "disaggregated" (x prefill workers and
+    #: y decode workers, kvplan.planner.disagg) or "auto" (the planner decides between the two; SPEC §14).
+    serving: str = "aggregated"
+    #: The pool this scenario plans inside a disaggregated plan: "prefill" (prompts only: one output token each),
+    #: "decode" (no prefill chunks: the KV arrives over the link), or "" (an engine that serves both phases).
+    pool: str = ""
 
     @property
     def requests(self) -> bool:
