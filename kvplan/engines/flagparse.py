@@ -53,6 +53,9 @@ class Read:
     pins: dict[str, tuple[str, str]] = attrs.Factory(dict)
     dp: Optional[tuple[int, str]] = None                  # vLLM --data-parallel-size, SGLang --dp
     dp_attention: Optional[tuple[bool, str]] = None       # SGLang --enable-dp-attention, and as written
+    #: the pool of disaggregated serving the server runs ("prefill" or "decode"), and as written: SGLang
+    #: --disaggregation-mode, vLLM's NixlConnector kv_role (kv_producer, kv_consumer); None: both phases
+    pool: Optional[tuple[str, str]] = None
     warnings: list[str] = attrs.Factory(list)
     notes: list[str] = attrs.Factory(list)
     ignored: list[str] = attrs.Factory(list)

@@ -148,6 +148,11 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
     flags += common.pinned_engine_flags(sc, ENGINE.id)
     if not p.prefix_caching:
         flags.append(("--disable-radix-cache", None))
+    flags += disaggregation_flags(sc.pool)
+    if sc.pool == "decode" and p.prefix_caching:
+        notes.append("the decode pool's radix cache: SGLang 0.5.23 turns it off in decode mode unless "
+                     "--disaggregation-decode-enable-radix-cache (arg_groups/pd_disaggregation_hook.py); its "
+                     "prefixes arrive over the link")
     memory = _memory_findings(mem, sz, sc.context)
     findings += memory
     # SGLang's own pool short of the plan's (or none at all): with a moved dtype, an error (common.finish)
@@ -400,6 +405,37 @@ def sglang_tokens(value: str, flag: str) -> tuple[int, str]:
     return tokens_in_range(n, value, flag), ""
 
 
+#: PD disaggregation in SGLang 0.5.23 (sglang/srt/arg_groups/fields/disagg.py:55-71): `--disaggregation-mode` null,
+#: prefill or decode, and `--disaggregation-transfer-backend` (arg_groups/choices.py:122-129: mooncake, nixl, ascend,
+#: fake, mori, mooncake_tcp; default mooncake). kvplan writes nixl, the NIXL library vLLM's NixlConnector also runs,
+#: so that both engines' pools name one transfer stack; the two pools must name the same backend.
+DISAGG_MODE = "--disaggregation-mode"
+DISAGG_BACKEND = "--disaggregation-transfer-backend"
+TRANSFER_BACKEND = "nixl"
+_DISAGG_MODES = ("null", "prefill", "decode")
+_DISAGG_BACKENDS = ("mooncake", "nixl", "ascend", "fake", "mori", "mooncake_tcp")
+
+
+def disaggregation_flags(pool: str) -> list[Flag]:
+    """The flags of a disaggregated pool's server (the prefill or the decode pool; none for one that serves both)."""
+    return [(DISAGG_MODE, pool), (DISAGG_BACKEND, TRANSFER_BACKEND)] if pool else []
+
+
+def _disaggregation_mode(r: Read, v: str, w: str) -> None:
+    if v not in _DISAGG_MODES:
+        r.warn(f"{w}: SGLang takes {', '.join(_DISAGG_MODES)}; not imported")
+    elif v != "null":
+        r.pool = (v, w)
+        r.note(f"{w}: one pool of a disaggregated deployment (`serving = disaggregated` plans both pools)")
+
+
+def _transfer_backend(r: Read, v: str, w: str) -> None:
+    if v not in _DISAGG_BACKENDS:
+        r.warn(f"{w}: SGLang takes {', '.join(_DISAGG_BACKENDS)}")
+    else:
+        r.note(f"{w}: the KV moves between the pools through {v}")
+
+
 def _sglang_table() -> list[ReadFlag]:
     tier_sizing = "kvplan sizes the tier from the reuse economics"
     return [
@@ -420,6 +456,8 @@ def _sglang_table() -> list[ReadFlag]:
                  note_flag("the attention kernel; see `kvplan emit --target flashinfer`")),
         ReadFlag(("--dtype",), True, weights_dtype),
         ReadFlag(("--quantization",), True, quantization),
+        ReadFlag((DISAGG_MODE,), True, _disaggregation_mode),
+        ReadFlag((DISAGG_BACKEND,), True, _transfer_backend),
     ]
 
 

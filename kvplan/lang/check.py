@@ -264,7 +264,8 @@ class _Checker(_Workload, _Sections, _Blocks):
                                                   for i in workload.items)
             form = "a closed loop (`concurrency`)" if closed else "a batch workload"
             self.report(codes.MISSING_KEY, f"serving = {word} needs a workload rate: it sizes prefill and decode "
-                        f"pools for requests at a rate, and {where} declares {form}", e.value.span if e.value is not None else e.span,
+                        f"pools for requests at a rate, and {where} declares {form}",
+                        e.value.span if e.value is not None else e.span,
                         help="write the workload as `rate = 10/s  input = 4k  output = 1k`, or `serving = aggregated`"
                              " (docs/service.md, Disaggregated serving)",
                         fixes=[fx.replace(e.value.span, "aggregated", "serving = aggregated")

@@ -91,7 +91,7 @@ def _model_inputs(p: Plan, on: str) -> tuple[rf.Config, ex.Factors, Optional[flo
     sv = load.Service(rate / sc.replicas, n_in.hi, n_out.hi, int(ch.value), batch_limit=limit, arrivals="poisson",
                       in_lo=None if n_in.fixed else n_in.lo, out_lo=None if n_out.fixed else n_out.lo,
                       clients=None if sc.concurrency is None else sc.concurrency / sc.replicas,
-                      max_seqs=max_seqs(sc).value)
+                      max_seqs=max_seqs(sc).value, decode_only=sc.pool == "decode")
     return cfg, f.perfect() if on == "bound" else f, ex.link_bandwidth(sc.device), sv, per_seq, limit, ch
 
 
