@@ -156,14 +156,18 @@ def _figures(sc: Scenario, pre: Plan, dec: Plan, nbytes: float, link: Optional[s
         ttft=ttft, ttft_prefill=ttft_p, transfer_bytes=moved, transfer_time=move, ttft_decode=ttft_d,
         itl=dec.load.itl,
         prefill_worker_rate=derived(mu_p, "req/s", f"μ_p: one prefill worker of {pre.n_devices} × {sc.device.id} "
-                                    f"(tp {pre.tp}), its goodput at the prefill pool's SLOs over its {x} workers"),
+                                    f"(tp {pre.tp}), its goodput at the prefill pool's SLOs ({_workers(x)})"),
         decode_worker_rate=derived(mu_d, "req/s", f"μ_d: one decode worker of {dec.n_devices} × {sc.device.id} "
-                                   f"(tp {dec.tp}), its goodput at the decode pool's SLOs over its {y} workers"),
+                                   f"(tp {dec.tp}), its goodput at the decode pool's SLOs ({_workers(y)})"),
         goodput=derived(good, "req/s", f"min(x·μ_p, y·μ_d) = min({x}·{mu_p:.4g}, {y}·{mu_d:.4g}): the lesser "
                                        "pool's, what both carry within the SLOs"),
         devices=derived(float(total), "devices", f"x·n_p + y·n_d = {x}·{pre.n_devices} + {y}·{dec.n_devices}"),
         goodput_per_device=derived(good / total, "req/s", f"goodput / {total} devices in all"),
     )
+
+
+def _workers(n: int) -> str:
+    return f"{n} worker{'s' if n > 1 else ''}"
 
 
 def _load(dec: LoadFigures, pre: LoadFigures, fig: PoolFigures) -> LoadFigures:
@@ -199,8 +203,8 @@ def _pools_decision(pools: Pools) -> Decision:
         rules=(), context=(f"prefill worker: {layout_words(pre)}; decode worker: {layout_words(dec)}",
                            f"the prompt's KV, {f.transfer_bytes.human}, crosses {pools.link or 'no catalog link'} "
                            f"in {f.transfer_time.human}"),
-        decision=(f"We will run {pools.prefill_workers} prefill worker{'s' if pools.prefill_workers > 1 else ''} "
-                  f"and {pools.decode_workers} decode worker{'s' if pools.decode_workers > 1 else ''} "
+        decision=(f"We will run {_workers(pools.prefill_workers).replace(' ', ' prefill ', 1)} "
+                  f"and {_workers(pools.decode_workers).replace(' ', ' decode ', 1)} "
                   f"({f.devices.human} in all): at {rate.human} a prefill worker carries {f.prefill_worker_rate.human}"
                   f" and a decode worker {f.decode_worker_rate.human} within the SLOs, so x = {pools.prefill_workers}"
                   f" and y = {pools.decode_workers} are the least that carry the rate."),

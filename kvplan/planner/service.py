@@ -120,6 +120,9 @@ def figures(p: Plan, ld: load.Load, per_seq: float, limit: float, ch: Value) -> 
     itl_f = "ITL = T_expected(N_d, n_in + n_out/2) / (1 − λ·P)" if fixed else "ITL = T_expected(N_d, s̄) / (1 − λ·E[P])"
     ttft_f = ("TTFT = (1 − ρ)·T/2 + ρ·S/(2(1 − ρ)) + S, S = k·T + P (M/D/1 prefill queue)" if fixed else
               "TTFT = (1 − ρ)·T/2 + λ·E[S²]/(2(1 − ρ)) + E[S], S = k(n_in)·T + P(n_in) (M/G/1 prefill queue)")
+    if sc.pool == "decode":  # disaggregated serving's decode pool: the prompts were prefilled elsewhere (P = 0)
+        itl_f = "ITL = T_expected(N_d, s̄), a decode pool: no prefill chunk in its steps"
+        ttft_f = "T/2: a decode pool's wait for the iteration in progress"
 
     return LoadFigures(
         rate=Value(rate, "req/s", Evidence.ASSUMED, "workload.rate as declared (an input)"),
