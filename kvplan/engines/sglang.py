@@ -148,11 +148,7 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
     flags += common.pinned_engine_flags(sc, ENGINE.id)
     if not p.prefix_caching:
         flags.append(("--disable-radix-cache", None))
-    flags += disaggregation_flags(sc.pool)
-    if sc.pool == "decode" and p.prefix_caching:
-        notes.append("the decode pool's radix cache: SGLang 0.5.23 turns it off in decode mode unless "
-                     "--disaggregation-decode-enable-radix-cache (arg_groups/pd_disaggregation_hook.py); its "
-                     "prefixes arrive over the link")
+    flags += disaggregation_flags(sc.pool, p.prefix_caching, notes)
     memory = _memory_findings(mem, sz, sc.context)
     findings += memory
     # SGLang's own pool short of the plan's (or none at all): with a moved dtype, an error (common.finish)
@@ -416,8 +412,13 @@ _DISAGG_MODES = ("null", "prefill", "decode")
 _DISAGG_BACKENDS = ("mooncake", "nixl", "ascend", "fake", "mori", "mooncake_tcp")
 
 
-def disaggregation_flags(pool: str) -> list[Flag]:
-    """The flags of a disaggregated pool's server (the prefill or the decode pool; none for one that serves both)."""
+def disaggregation_flags(pool: str, prefix_caching: bool = False, notes: Optional[list[str]] = None) -> list[Flag]:
+    """The flags of a disaggregated pool's server (the prefill or the decode pool; none for one that serves both);
+    a decode pool planned with prefix caching adds to `notes` that SGLang turns its radix cache off."""
+    if pool == "decode" and prefix_caching and notes is not None:
+        notes.append("the decode pool's radix cache: SGLang 0.5.23 turns it off in decode mode unless "
+                     "--disaggregation-decode-enable-radix-cache (arg_groups/pd_disaggregation_hook.py); its "
+                     "prefixes arrive over the link")
     return [(DISAGG_MODE, pool), (DISAGG_BACKEND, TRANSFER_BACKEND)] if pool else []
 
 

@@ -186,6 +186,7 @@ class _Checker(_Workload, _Sections, _Blocks):
 
     # ----------------------------------------------------------- deployments
 
+    # one pass over the deployment's settings in the order the scenario takes them: split, it would thread them all
     def _deployment(self, dep: DeploymentDecl) -> list[Scenario]:
         """The deployment's scenarios: its sections and settings checked, then one per workload combination."""
         where = f'deployment "{dep.name}"'
