@@ -427,7 +427,8 @@ def _disaggregation_mode(r: Read, v: str, w: str) -> None:
         r.warn(f"{w}: SGLang takes {', '.join(_DISAGG_MODES)}; not imported")
     elif v != "null":
         r.pool = (v, w)
-        r.note(f"{w}: one pool of a disaggregated deployment (`serving = disaggregated` plans both pools)")
+        r.warn(f"{w}: one pool of a disaggregated deployment, imported as this pool alone (`serving = "
+               "disaggregated` plans both pools)")
 
 
 def _transfer_backend(r: Read, v: str, w: str) -> None:

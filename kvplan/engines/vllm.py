@@ -360,8 +360,8 @@ def _vllm_offload_json(r: Read, value: str, written: str) -> None:
     elif conn == "NixlConnector" and cfg.get("kv_role") in _POOL_OF_ROLE:
         role = str(cfg["kv_role"])
         r.pool = (_POOL_OF_ROLE[role], f"--kv-transfer-config kv_connector {conn}, kv_role {role}")
-        r.note(f"--kv-transfer-config kv_connector {conn}, kv_role {role}: the {_POOL_OF_ROLE[role]} pool of a "
-               "disaggregated deployment (`serving = disaggregated` plans both pools)")
+        r.warn(f"--kv-transfer-config kv_connector {conn}, kv_role {role}: the {_POOL_OF_ROLE[role]} pool of a "
+               "disaggregated deployment, imported as this pool alone (`serving = disaggregated` plans both pools)")
     elif conn:
         r.warn(f"--kv-transfer-config kv_connector {conn}: moves KV between instances (disaggregated "
                "serving), not a tier kvplan plans; not imported")

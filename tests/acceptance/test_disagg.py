@@ -78,7 +78,10 @@ def test_emit_writes_both_pools_and_the_readers_read_them_back(tmp_path: Path, p
         assert f"--disaggregation-mode {pool}" in text and "--disaggregation-transfer-backend nixl" in text
         vl = vllm.read((folder / "vllm.sh").read_text("utf-8"))
         assert vl.pool is not None and vl.pool[0] == pool and role in vl.pool[1]
-        assert not vl.warnings, vl.warnings
+        assert [w for w in vl.warnings if "NixlConnector" in w] == [
+            f"--kv-transfer-config kv_connector NixlConnector, kv_role {role}: the {pool} pool of a disaggregated "
+            "deployment, imported as this pool alone (`serving = disaggregated` plans both pools)"]
+        assert any(f"--disaggregation-mode {pool}" in w for w in sg.warnings)
         docs = [d for f in sorted(folder.glob("*.yaml")) for d in yaml.safe_load_all(f.read_text("utf-8")) if d]
         names = {d["metadata"]["name"] for d in docs}
         assert any(f"r1-disagg-{pool}-sglang" in n for n in names), names
