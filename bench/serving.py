@@ -42,7 +42,9 @@ from kvplan.base.records import record  # noqa: E402
 from kvplan.engines import silicon  # noqa: E402
 from kvplan.engines.silicon import SiliconRow  # noqa: E402
 from kvplan.lang import check_source  # noqa: E402
+from kvplan.model import disagg as dg  # noqa: E402
 from kvplan.planner import plan, service  # noqa: E402
+from kvplan.planner.plan import Plan  # noqa: E402
 
 SAMPLE = ROOT / "tests" / "data" / "public" / "silicon_sample.csv"
 #: Rows measured on or after this date are the holdout (issue 22): not planned unless --holdout.
@@ -337,13 +339,141 @@ def out_csv(result: Run) -> str:
     return buf.getvalue()
 
 
-USAGE = ("usage: serving.py [--rows] [--holdout] [--out FILE.csv] [--aic AIC.csv] [--kv-dtype DTYPE] [--per-client N] "
+# --------------------------------------------------------------------------- disaggregated rows (issue 23 item 3)
+
+#: Which disaggregated rows kvplan can express: both pools tensor x pipeline only (attention_dp_size and
+#: moe_ep_size 1 in each), their workers and layouts pinned.
+DISAGG_EXPRESSIBLE = ("disaggregated serving (mode = disagg) whose prefill and decode pools are each tensor x "
+                      "pipeline only (attention_dp_size 1, moe_ep_size 1), workers and layouts as the row states")
+#: Bisection steps on the open-loop rate whose Little's-law concurrency is the row's clients.
+LOOP_STEPS = 60
+
+
+def disagg_unexpressible(row: SiliconRow) -> Optional[str]:
+    """Why kvplan cannot express a disaggregated row (DISAGG_EXPRESSIBLE), or None when it can."""
+    if row.mode != "disagg" or row.prefill is None or row.decode is None:
+        return "aggregated serving: the default run plans it"
+    for name, pool in (("prefill", row.prefill), ("decode", row.decode)):
+        lay = pool.layout
+        if pool.workers < 1 or lay.tp < 1 or lay.pp < 1:
+            return f"the {name} pool states no workers or layout"
+        if lay.moe_ep != 1 or lay.attention_dp != 1:
+            return f"the {name} pool uses expert or attention data parallelism: kvplan plans tensor x pipeline only"
+    return None
+
+
+def pool_spec(row: SiliconRow, pool: silicon.Pool, kv_dtype: str) -> str:
+    """One pool of the row as a spec at a placeholder rate (the load model sets the rate; the layout is pinned)."""
+    lay = pool.layout
+    n = pool.workers * lay.tp * lay.pp
+    return (f'kvplan 1\ndeployment "{row.id}" {{\n    model   = {row.model}\n    device  = {row.device}\n'
+            f"    devices = {n}\n    engine  = {row.engine}\n    weights = {row.weights}\n"
+            f"    workload {{\n        rate   = 1/s\n        input  = {row.isl}\n        output = {row.osl}\n    }}\n"
+            f"    quality {{ budget = lossless }}\n    pin {{\n        tensor_parallel   = {lay.tp}\n"
+            f"        pipeline_parallel = {lay.pp}\n        replicas          = {pool.workers}\n"
+            f"        kv_dtype          = {kv_dtype}\n    }}\n}}\n")
+
+
+def _pool_plan(row: SiliconRow, pool: silicon.Pool, role: str, kv_dtype: str) -> Plan:
+    """The pool's settled plan (kvplan.planner.disagg's pool scenarios: the prefill pool one output token)."""
+    r = check_source(pool_spec(row, pool, kv_dtype), f"{row.id}-{role}.kvp")
+    if not r.ok or len(r.scenarios) != 1:
+        first = next((d.message for d in r.diagnostics if d.severity.value == "error"), "no scenario")
+        raise Unplanned(f"the {role} pool's spec does not check: {first}")
+    sc = r.scenarios[0]
+    sc = (attrs.evolve(sc, pool="prefill", output_tokens=1, context=row.isl + 1) if role == "prefill" else
+          attrs.evolve(sc, pool="decode"))
+    try:
+        return plan(sc, suggest=False)
+    except KvplanError as e:
+        raise Unplanned(f"the {role} pool does not plan: {e.message}") from None
+
+
+def disagg_forecast(row: SiliconRow, kv_dtype: str = KV_DTYPE) -> Forecast:
+    """A disaggregated row's mean TTFT and TPOT in its closed loop of C clients: each pool planned once on its
+    pinned layout, then the open-loop rate λ whose Little's-law concurrency λ·(TTFT(λ) + (OSL − 1)·ITL(λ)) is C
+    (bisection; TTFT = the prefill pool's at λ/x + the KV transfer + the decode pool's T/2 at λ/y, ITL the decode
+    pool's; docs/service.md, Disaggregated serving). Bounds are left at 0: the pools have no one bound step."""
+    assert row.prefill is not None and row.decode is not None
+    pre = _pool_plan(row, row.prefill, "prefill", kv_dtype)
+    dec = _pool_plan(row, row.decode, "decode", kv_dtype)
+    total = row.prefill.workers * pre.n_devices + row.decode.workers * dec.n_devices
+    link, _ = dg.pool_link(pre.scenario.device, total)
+    move = dg.transfer_time(dg.transfer_bytes(pre.scenario.model, row.isl, dec.kv_width),
+                            dg.link_bandwidth(link)) if link else 0.0
+
+    def at(lam: float) -> Optional[tuple[float, float]]:
+        lp = service.solve(attrs.evolve(pre, scenario=attrs.evolve(pre.scenario, rate=lam)))[0]
+        ld = service.solve(attrs.evolve(dec, scenario=attrs.evolve(dec.scenario, rate=lam)))[0]
+        if lp.saturated or ld.saturated:
+            return None
+        return lp.ttft + move + ld.ttft, ld.itl
+
+    def below(lam: float) -> bool:
+        """Whether the steady state at λ holds fewer requests than the clients (Little's law)."""
+        got = at(lam)
+        return got is not None and lam * (got[0] + (row.osl - 1) * got[1]) < row.concurrency
+
+    lo, hi = 0.0, 1.0
+    while below(hi) and hi < 1e6:
+        lo, hi = hi, hi * 2.0  # grow until the clients are reached or a pool saturates
+    for _ in range(LOOP_STEPS):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if below(mid) else (lo, mid)
+    got = at(lo) if lo > 0 else at(hi * 1e-6)
+    if got is None:
+        raise Unplanned("no steady state of the pools below the clients' rate")
+    fits = not any(u.constraint.value == "fits" for q in (pre, dec) for u in q.unmet)
+    return Forecast(dec.regime_after, 0.0, got[1] * 1e3, 0.0, got[0] * 1e3, fits)
+
+
+def run_disagg(ledger: silicon.Ledger, *, holdout: bool = False, kv_dtype: str = KV_DTYPE
+               ) -> tuple[list[tuple[SiliconRow, Forecast]], Counter[str]]:
+    """The disaggregated rows of one split planned (disagg_forecast), and the skips by reason."""
+    planned: list[tuple[SiliconRow, Forecast]] = []
+    skipped: Counter[str] = Counter()
+    for row in ledger.rows:
+        if row.mode != "disagg" or (split_of(row) == "holdout") != holdout:
+            continue
+        why = disagg_unexpressible(row)
+        if why is not None:
+            skipped[why] += 1
+            continue
+        try:
+            planned.append((row, disagg_forecast(row, kv_dtype)))
+        except Unplanned as e:
+            skipped[str(e)] += 1
+    return planned, skipped
+
+
+def report_disagg(planned: Sequence[tuple[SiliconRow, Forecast]], skipped: Counter[str], holdout: bool) -> str:
+    """Medians of |TPOT error| and |TTFT error| over the planned disaggregated rows, overall and per engine and
+    device, with the skips."""
+    split = "held-out" if holdout else "fit-set"
+    out = [f"disaggregated rows, {split} ({DISAGG_EXPRESSIBLE}): {len(planned)} planned, "
+           f"{sum(skipped.values())} skipped"]
+    groups: dict[str, list[tuple[SiliconRow, Forecast]]] = {"all": list(planned)}
+    for row, f in planned:
+        groups.setdefault(f"{row.engine} {row.device}", []).append((row, f))
+    for name in sorted(groups, key=lambda k: (k != "all", k)):
+        rs = groups[name]
+        tpot = median_abs(error(f.tpot_expected, r.tpot_ms) for r, f in rs)
+        ttft = median_abs(error(f.ttft_expected, r.ttft_ms) for r, f in rs)
+        out.append(f"  {name:<20} n = {len(rs):>4}  median |TPOT error| {_pct(tpot):>7}  "
+                   f"median |TTFT error| {_pct(ttft):>7}")
+    for why, n in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])):
+        out.append(f"  skipped {n:>4}: {why}")
+    return "\n".join(out) + "\n"
+
+
+USAGE = ("usage: serving.py [--rows] [--holdout] [--disagg] [--out FILE.csv] [--aic AIC.csv] "
+         "[--kv-dtype DTYPE] [--per-client N] "
          "[SAMPLE.csv]")
 
 
 def main(argv: Sequence[str]) -> int:
     args = list(argv)
-    flags = {"--rows": False, "--holdout": False}
+    flags = {"--rows": False, "--holdout": False, "--disagg": False}
     values: dict[str, Optional[str]] = {"--out": None, "--aic": None, "--kv-dtype": None, "--per-client": None}
     paths: list[str] = []
     while args:
@@ -364,6 +494,11 @@ def main(argv: Sequence[str]) -> int:
         return 2
     try:
         ledger = silicon.read(paths[0] if paths else str(SAMPLE))
+        if flags["--disagg"]:  # the disaggregated rows only (docs/service.md, Disaggregated serving)
+            planned, skipped = run_disagg(ledger, holdout=flags["--holdout"], kv_dtype=values["--kv-dtype"] or KV_DTYPE)
+            sys.stdout.write(report_disagg(planned, skipped, flags["--holdout"]))
+            print(f"planned in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+            return 0
         aic = read_aic(Path(values["--aic"])) if values["--aic"] else None
         per = int(per_text) if per_text is not None else PER_CLIENT
         result = run(ledger, holdout=flags["--holdout"], kv_dtype=values["--kv-dtype"] or KV_DTYPE,

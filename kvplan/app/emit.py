@@ -70,21 +70,23 @@ def emit(req: EmitRequest) -> Said:
     tree = None if req.out_dir is None else OutputTree(req.out_dir)
     n_findings = 0
     chunks: list[str] = []
-    for p in plans:
-        where = folders[p.scenario.name]
-        for target in resolve_targets(req.targets, p.scenario.engine):
-            # the reserves the plan was made with (its memory fraction, the reserve options), and the CUDA-graph
-            # reserve, which only an engine's own fraction holds
-            plan_reserves = (None if reserves.cudagraph is None
-                             else attrs.evolve(p.reserves, cudagraph=reserves.cudagraph))
-            written = emit(p, target, spec=req.spec_file, reserves=plan_reserves, deploy=deploy, sizing=req.sizing)
-            n_findings += len(written.findings)
-            yield from _said(where, target, written)
-            for f in written.files:
-                if tree is None:
-                    chunks.append(f"==> {where}/{f.name} <==\n{f.text}")
-                    continue
-                yield out(tree.write((where, f.name), f.text, executable=f.executable))
+    for top in plans:
+        for folder, p in _parts(folders[top.scenario.name], top):
+            where = "/".join(folder)
+            for target in resolve_targets(req.targets, p.scenario.engine):
+                # the reserves the plan was made with (its memory fraction, the reserve options), and the CUDA-graph
+                # reserve, which only an engine's own fraction holds
+                plan_reserves = (None if reserves.cudagraph is None
+                                 else attrs.evolve(p.reserves, cudagraph=reserves.cudagraph))
+                written = emit(p, target, spec=req.spec_file, reserves=plan_reserves, deploy=deploy,
+                               sizing=req.sizing)
+                n_findings += len(written.findings)
+                yield from _said(where, target, written)
+                for f in written.files:
+                    if tree is None:
+                        chunks.append(f"==> {where}/{f.name} <==\n{f.text}")
+                        continue
+                    yield out(tree.write((*folder, f.name), f.text, executable=f.executable))
             line = capacity_line(written)
             if line:
                 yield err(f"kvplan: {where}/{target}: {line}")
@@ -92,6 +94,14 @@ def emit(req: EmitRequest) -> Said:
         yield out("\n".join(chunks), nl=False)
     yield from findings(req.spec_file, result, req.allow_paths, plans=plans)  # last: a stopping error stays one line
     return EXIT_FINDINGS if n_findings or unmet else EXIT_CLEAN
+
+
+def _parts(where: str, p: Plan) -> tuple[tuple[tuple[str, ...], Plan], ...]:
+    """The plans a scenario's files are written from, each with its folder: the plan itself, or for a disaggregated
+    plan (docs/service.md, Disaggregated serving) each pool's, in the folders prefill/ and decode/."""
+    if p.pools is None:
+        return (((where,), p),)
+    return (((where, "prefill"), p.pools.prefill), ((where, "decode"), p.pools.decode))
 
 
 def _unmet(plans: list[Plan], req: EmitRequest) -> Iterator[tuple[Plan, str]]:

@@ -250,6 +250,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("objective", Takes.WORD, "what the planner optimizes among plans that fit",
             choices=("fewest-devices", "fastest", "most-headroom", "cheapest"),
             default=Default("fewest-devices", "fewest devices that fit and meet the SLOs; docs/language.md")),
+    Setting("serving", Takes.WORD, "one engine for prefill and decode, separate prefill and decode pools, or the "
+            "planner's choice (a request workload; docs/service.md, Disaggregated serving)",
+            choices=("aggregated", "disaggregated", "auto"),
+            default=Default("aggregated", "one engine serves both phases, as every plan before issue 23; "
+                                          "docs/language.md")),
     Setting("calibration", Takes.PATH, "a calibration profile of the expected figures (docs/expected.md)",
             default=Default("none", "kvplan's default factors")),
     Setting("price", Takes.QUANTITY, "US dollars per device-hour, overriding the catalog's", dim=Dim.NUMBER,

@@ -61,6 +61,9 @@ class Read:
     attn_dp: Optional[tuple[int, str]] = None             # SGLang --attn-dp-size
     expert_switch: Optional[tuple[bool, str]] = None      # vLLM --enable-expert-parallel (the experts over DP × TP)
     ep: Optional[tuple[int, str]] = None                  # TensorRT-LLM moe_expert_parallel_size
+    #: the pool of disaggregated serving the server runs ("prefill" or "decode"), and as written: SGLang
+    #: --disaggregation-mode, vLLM's NixlConnector kv_role (kv_producer, kv_consumer); None: both phases
+    pool: Optional[tuple[str, str]] = None
     warnings: list[str] = attrs.Factory(list)
     notes: list[str] = attrs.Factory(list)
     ignored: list[str] = attrs.Factory(list)

@@ -457,7 +457,8 @@ def manifest(req: EmitRequest, engine: str) -> tuple[Optional[EmittedFile], Emit
     k, launch = per_replica(out.launch, sc, engine)
     cmd = container_command(launch)
     files, tier_out = _config_files(req, out, cmd.files)
-    name = k8s_name(sc.name, engine)
+    # each pool of a disaggregated plan is a workload of its own: `<scenario>-prefill-<engine>`, `-decode-`
+    name = k8s_name(f"{sc.name}-{sc.pool}" if sc.pool else sc.name, engine)
     shm = opts.shm_bytes if opts.shm_bytes is not None else DEFAULT_SHM_BYTES
     pod = Pod(name, engine, image, resource, lay.gpus_per_pod, shm, _host(launch, tier_out, lay),
               opts.pvc or DEFAULT_PVC,

@@ -150,6 +150,7 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "sglang.s
     notes += speculative.draft_note(p)
     if not p.prefix_caching:
         flags.append(("--disable-radix-cache", None))
+    flags += disaggregation_flags(sc.pool, p.prefix_caching, notes)
     memory = _memory_findings(mem, sz, sc.context)
     findings += memory
     # SGLang's own pool short of the plan's (or none at all): with a moved dtype, an error (common.finish)
@@ -401,6 +402,43 @@ def sglang_tokens(value: str, flag: str) -> tuple[int, str]:
     return tokens_in_range(n, value, flag), ""
 
 
+#: PD disaggregation in SGLang 0.5.23 (sglang/srt/arg_groups/fields/disagg.py:55-71): `--disaggregation-mode` null,
+#: prefill or decode, and `--disaggregation-transfer-backend` (arg_groups/choices.py:122-129: mooncake, nixl, ascend,
+#: fake, mori, mooncake_tcp; default mooncake). kvplan writes nixl, the NIXL library vLLM's NixlConnector also runs,
+#: so that both engines' pools name one transfer stack; the two pools must name the same backend.
+DISAGG_MODE = "--disaggregation-mode"
+DISAGG_BACKEND = "--disaggregation-transfer-backend"
+TRANSFER_BACKEND = "nixl"
+_DISAGG_MODES = ("null", "prefill", "decode")
+_DISAGG_BACKENDS = ("mooncake", "nixl", "ascend", "fake", "mori", "mooncake_tcp")
+
+
+def disaggregation_flags(pool: str, prefix_caching: bool = False, notes: Optional[list[str]] = None) -> list[Flag]:
+    """The flags of a disaggregated pool's server (the prefill or the decode pool; none for one that serves both);
+    a decode pool planned with prefix caching adds to `notes` that SGLang turns its radix cache off."""
+    if pool == "decode" and prefix_caching and notes is not None:
+        notes.append("the decode pool's radix cache: SGLang 0.5.23 turns it off in decode mode unless "
+                     "--disaggregation-decode-enable-radix-cache (arg_groups/pd_disaggregation_hook.py); its "
+                     "prefixes arrive over the link")
+    return [(DISAGG_MODE, pool), (DISAGG_BACKEND, TRANSFER_BACKEND)] if pool else []
+
+
+def _disaggregation_mode(r: Read, v: str, w: str) -> None:
+    if v not in _DISAGG_MODES:
+        r.warn(f"{w}: SGLang takes {', '.join(_DISAGG_MODES)}; not imported")
+    elif v != "null":
+        r.pool = (v, w)
+        r.warn(f"{w}: one pool of a disaggregated deployment, imported as this pool alone (`serving = "
+               "disaggregated` plans both pools)")
+
+
+def _transfer_backend(r: Read, v: str, w: str) -> None:
+    if v not in _DISAGG_BACKENDS:
+        r.warn(f"{w}: SGLang takes {', '.join(_DISAGG_BACKENDS)}")
+    else:
+        r.note(f"{w}: the KV moves between the pools through {v}")
+
+
 def _sglang_table() -> list[ReadFlag]:
     tier_sizing = "kvplan sizes the tier from the reuse economics"
     return [
@@ -422,6 +460,8 @@ def _sglang_table() -> list[ReadFlag]:
         ReadFlag(("--dtype",), True, weights_dtype),
         ReadFlag(("--quantization",), True, quantization),
         *(ReadFlag((flag,), True, _gather(flag)) for flag in SPECULATIVE_FLAGS),
+        ReadFlag((DISAGG_MODE,), True, _disaggregation_mode),
+        ReadFlag((DISAGG_BACKEND,), True, _transfer_backend),
     ]
 
 

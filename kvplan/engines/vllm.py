@@ -73,6 +73,18 @@ F = ENGINE.flags
 KV_DTYPES = ENGINE.kv_names
 
 LMCACHE_CONNECTOR = {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
+#: A disaggregated pool's --kv-transfer-config (vLLM 0.33.0 vllm/config/kv_transfer.py:11-13 and 57-88,
+#: KVTransferConfig: kv_connector, kv_role kv_producer | kv_consumer | kv_both): NixlConnector, kv_producer on the
+#: prefill pool and kv_consumer on the decode pool, as vllm/distributed/kv_transfer/kv_connector/v1/nixl/
+#: connector.py:97-103 asks (kv_both is deprecated there). A proxy in front sends each request to a prefill worker,
+#: then to a decode worker.
+NIXL_ROLES = {"prefill": "kv_producer", "decode": "kv_consumer"}
+_POOL_OF_ROLE = {role: pool for pool, role in NIXL_ROLES.items()}
+
+
+def nixl_connector(pool: str) -> dict[str, str]:
+    """The --kv-transfer-config of a disaggregated pool's `vllm serve` (the prefill or the decode pool)."""
+    return {"kv_connector": "NixlConnector", "kv_role": NIXL_ROLES[pool]}
 
 
 def _gib_up(x: float) -> int:
@@ -246,7 +258,12 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh"
     tier_lines: list[str] = []
     tier_gpu = sz.tier_bytes_per_gpu()
     host = 0.0
-    if mapped.tier != "none":
+    if sc.pool:  # a pool of disaggregated serving: the KV moves between the pools through NIXL
+        flags.append(("--kv-transfer-config", json.dumps(nixl_connector(sc.pool), separators=(",", ":"))))
+    if mapped.tier != "none" and sc.pool:
+        notes.append(f"the plan's {mapped.tier} tier is not written for a disaggregated pool: vLLM takes one "
+                     "--kv-transfer-config, here NixlConnector (MultiConnector would hold both; kvplan writes it not)")
+    elif mapped.tier != "none":
         if mapped.tier == "host" and not via_lmcache:
             size = _gib_up(tier_gpu * p.tp)
             host = float(size * common.GiB * p.pp)  # summed over one stage's TP ranks, each stage its own
@@ -408,6 +425,11 @@ def _vllm_offload_json(r: Read, value: str, written: str) -> None:
         if isinstance(extra, dict) and extra.get("secondary_tiers"):
             r.note(f"--kv-transfer-config secondary_tiers {json.dumps(extra['secondary_tiers'], sort_keys=True)}: "
                    "a tier below host memory; the .kvp pins the host tier only")
+    elif conn == "NixlConnector" and cfg.get("kv_role") in _POOL_OF_ROLE:
+        role = str(cfg["kv_role"])
+        r.pool = (_POOL_OF_ROLE[role], f"--kv-transfer-config kv_connector {conn}, kv_role {role}")
+        r.warn(f"--kv-transfer-config kv_connector {conn}, kv_role {role}: the {_POOL_OF_ROLE[role]} pool of a "
+               "disaggregated deployment, imported as this pool alone (`serving = disaggregated` plans both pools)")
     elif conn:
         r.warn(f"--kv-transfer-config kv_connector {conn}: moves KV between instances (disaggregated "
                "serving), not a tier kvplan plans; not imported")

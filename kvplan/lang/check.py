@@ -61,6 +61,7 @@ LANGUAGE_VERSION = 1
 # the table at call time; these names are the table's words for the help lines and for other modules.
 PLACEMENTS = settings.row("placement").choices
 OBJECTIVES = settings.row("objective").choices
+SERVINGS = settings.row("serving").choices
 DEPLOYMENT_KEYS = settings.keys("deployment")
 SECTION_KEYS: Mapping[str, tuple[str, ...]] = settings.section_keys()
 MODEL_KEYS = settings.keys("model")
@@ -185,6 +186,7 @@ class _Checker(_Workload, _Sections, _Blocks):
 
     # ----------------------------------------------------------- deployments
 
+    # one pass over the deployment's settings in the order the scenario takes them: split, it would thread them all
     def _deployment(self, dep: DeploymentDecl) -> list[Scenario]:
         """The deployment's scenarios: its sections and settings checked, then one per workload combination."""
         where = f'deployment "{dep.name}"'
@@ -204,6 +206,7 @@ class _Checker(_Workload, _Sections, _Blocks):
         placement = self._choice(top.get("placement"), "placement", PLACEMENTS, where, spans, notes)
         engine = self._choice(top.get("engine"), "engine", engine_catalog.engine_ids(), where, spans, notes)
         objective = self._choice(top.get("objective"), "objective", OBJECTIVES, where, spans, notes)
+        serving = self._serving(top.get("serving"), where, spans, sections.get("workload"))
 
         quality = self._quality(sections.get("quality"), spans, notes)
         slo = self._slo(sections.get("slo"), spans, _has_rate(sections.get("workload")))
@@ -218,10 +221,10 @@ class _Checker(_Workload, _Sections, _Blocks):
             return []
         combos = self._workload(workload, dep.name, notes)
         price = self._priced(top, spans, objective, device)
-        if None in (model, device, weights, devices, placement, engine, objective, quality, slo, combos) or (
+        if None in (model, device, weights, devices, placement, engine, objective, quality, slo, combos, serving) or (
                 calibration is False or price is False or speculative is False):
             return []
-        assert model and device and weights and devices and placement and engine and objective
+        assert model and device and weights and devices and placement and engine and objective and serving
         assert quality is not None and slo is not None and combos is not None
         out = []
         for name, values, wspans in self._within_limit(combos, model.model, spans):
@@ -243,10 +246,35 @@ class _Checker(_Workload, _Sections, _Blocks):
                 output_tokens=int(values["output"]) if "output" in values else None,
                 input_min=int(values["input_lo"]) if "input_lo" in values else None,
                 output_min=int(values["output_lo"]) if "output_lo" in values else None,
-                price=price if isinstance(price, float) else None,
+                price=price if isinstance(price, float) else None, serving=serving,
                 speculative=speculative if not isinstance(speculative, bool) else None,
             ))
         return out
+
+    def _serving(self, e: Optional[Entry], where: str, spans: dict[str, Span], workload: Optional[Block]
+                 ) -> Optional[str]:
+        """`serving = aggregated | disaggregated | auto` (docs/service.md, Disaggregated serving); aggregated when
+        not written, with no assumption note, so that every plan made before the key existed is unchanged. Separate
+        prefill and decode pools need requests at a rate: reported at the value otherwise."""
+        if e is None:
+            return SERVINGS[0]  # the row's default, aggregated, is its first choice
+        spans["serving"] = e.span
+        word = self._word(self._scalar(e, where), "serving", SERVINGS)
+        if word is None or word == "aggregated":
+            return word
+        if workload is None or not any(isinstance(i, Entry) and i.key == "rate" for i in workload.items):
+            closed = workload is not None and any(isinstance(i, Entry) and i.key == "concurrency"
+                                                  for i in workload.items)
+            form = "a closed loop (`concurrency`)" if closed else "a batch workload"
+            self.report(codes.MISSING_KEY, f"serving = {word} needs a workload rate: it sizes prefill and decode "
+                        f"pools for requests at a rate, and {where} declares {form}",
+                        e.value.span if e.value is not None else e.span,
+                        help="write the workload as `rate = 10/s  input = 4k  output = 1k`, or `serving = aggregated`"
+                             " (docs/service.md, Disaggregated serving)",
+                        fixes=[fx.replace(e.value.span, "aggregated", "serving = aggregated")
+                               if e.value is not None else None])
+            return None
+        return word
 
     def _price(self, e: Optional[Entry], spans: dict[str, Span]) -> Union[float, None, bool]:
         """`price = 2.50 USD/h`: US dollars per device-hour, overriding the catalog's (kvplan.planner.cost); None

@@ -139,6 +139,10 @@ class Service:
     #: min(C_run, prompts) of them arrive together when the run starts (start_burst) and the mean TTFT is the run's
     #: (run_mean). None: the steady state alone.
     prompts: Optional[float] = None
+    #: A decode pool of disaggregated serving (SPEC §14, kvplan.planner.disagg): the prompts' KV arrives over a
+    #: link, so no prefill chunk rides on the decode steps (P = 0, k = 0) and a request's wait here is the rest of
+    #: the iteration in progress, T/2. False: one engine serves both phases (the model above).
+    decode_only: bool = False
 
     @property
     def inputs(self) -> Lengths:
@@ -197,8 +201,10 @@ class Model:
         # P(n_in): what the chunks add to the steps they ride on (the step already pays t_fixed and L · t_layer)
         p = ttft.ttft - f.t_fixed.value - ttft.layers
         k = np.ceil(lengths / sv.chunk)
+        if sv.decode_only:  # a decode pool: the prompts were prefilled elsewhere
+            p, k = np.zeros_like(p), np.zeros_like(k)
         self.prefill = float(np.dot(weights, p))            # E[P]
-        self.chunks = math.ceil(sv.n_in / sv.chunk)          # k of the longest prompt
+        self.chunks = 0 if sv.decode_only else math.ceil(sv.n_in / sv.chunk)  # k of the longest prompt
         self.k_mean = float(np.dot(weights, k))             # E[k]
         # E[S²] = E[k²]·T² + 2·E[kP]·T + E[P²], S = k·T + P (the step T is the same for every prompt)
         self.k2, self.kp, self.p2 = (float(np.dot(weights, x)) for x in (k * k, k * p, p * p))
@@ -208,7 +214,7 @@ class Model:
         """(E[S], E[S²]/E[S]) at the decode step T: a prompt's mean prefill service and the factor the
         Pollaczek–Khinchine wait takes, W = ρ·E[S²]/E[S] / (2(1 − ρ)); for a fixed length E[S²]/E[S] = S."""
         mean = self.k_mean * step + self.prefill
-        if self.fixed:
+        if self.fixed or self.sv.decode_only:  # a decode pool's S is 0 for every prompt
             return mean, mean
         return mean, (self.k2 * step * step + 2.0 * self.kp * step + self.p2) / mean
 
@@ -221,7 +227,7 @@ class Model:
     def cap(self) -> float:
         """N_cap: the largest decode batch with a steady state (prefill slot below 1, memory below its limit)."""
         sv = self.sv
-        prefill_cap = self.decode_tokens / self.k_mean
+        prefill_cap = self.decode_tokens / self.k_mean if self.k_mean > 0 else math.inf
         mem_cap = math.inf if sv.batch_limit is None else max(sv.batch_limit - 1.0, 0.0)
         return min(prefill_cap, mem_cap)
 

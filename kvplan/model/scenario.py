@@ -294,6 +294,12 @@ class Scenario:
     prompts: Optional[int] = None
     #: The `speculative` block (SPEC §15, docs/speculative.md); None without one (speculation off, the default).
     speculative: Optional[Speculation] = None
+    #: `serving`: "aggregated" (one engine serves both phases, the default), "disaggregated" (x prefill workers and
+    #: y decode workers, kvplan.planner.disagg) or "auto" (the planner decides between the two; SPEC §14).
+    serving: str = "aggregated"
+    #: The pool this scenario plans inside a disaggregated plan: "prefill" (prompts only: one output token each),
+    #: "decode" (no prefill chunks: the KV arrives over the link), or "" (an engine that serves both phases).
+    pool: str = ""
 
     @property
     def requests(self) -> bool:

@@ -14,7 +14,7 @@ from kvplan.lang import CheckResult
 from kvplan.model.pools.query import Sizing
 from kvplan.model.scenario import DeviceCount, Scenario
 from kvplan.model.tiering import DEFAULT_PREFILL_EFFICIENCY
-from kvplan.planner import cost, intervals, layouts, speculative
+from kvplan.planner import cost, disagg, intervals, layouts, speculative
 from kvplan.planner.batch import plan_batch
 from kvplan.planner.plan import Plan
 from kvplan.planner.rules import RULES, Rule
@@ -58,6 +58,8 @@ def plan(sc: Scenario, *, reserve: float = DEFAULT_RESERVE, min_gain: float = DE
         return intervals.attach(cost.priced(speculative.decide(_replicated_batch(sc, at))))
     knobs = Knobs(reserve, min_gain, eta, activation_reserve, runtime_reserve, 0.0, plan, replans=replans,
                   sizing=sizing)
+    if sc.serving != "aggregated" and not sc.pool:  # separate prefill and decode pools (kvplan.planner.disagg)
+        return disagg.plan_serving(sc, lambda s: intervals.attach(plan_service(s, at, knobs, suggest)))
     return intervals.attach(speculative.decide(plan_service(sc, at, knobs, suggest)))
 
 

@@ -119,6 +119,8 @@ def replica_counts_allowed(sc: Scenario) -> Optional[int]:
         return sc.replicas
     if sc.concurrency is not None:
         return 1
+    if sc.pool:  # a pool of disaggregated serving: its workers are separate engines, one launch each
+        return None
     return None if get_engine(sc.engine).data_parallel is not None else 1
 
 

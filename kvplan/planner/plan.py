@@ -276,6 +276,48 @@ class TierPlan:
     fetch_time: Optional[Value]
 
 
+@record(kw_only=True)
+class PoolFigures(_Figures):
+    """A disaggregated plan's figures (SPEC §14, kvplan.planner.disagg): the KV transfer between the pools, the
+    end-to-end TTFT it joins, the ITL of the decode pool, each pool's worker rate and the deployment's totals."""
+
+    ttft: Optional[Value] = None             # TTFT_prefill + transfer + the decode pool's join; None: saturated
+    ttft_prefill: Optional[Value] = None     # the prefill pool's TTFT at its share of the rate, queueing included
+    transfer_bytes: Value                    # n_in · κ at the decode pool's KV dtype
+    transfer_time: Value                     # n_in · κ / β_link
+    ttft_decode: Optional[Value] = None      # the decode pool's wait for the iteration in progress, T/2
+    itl: Optional[Value] = None              # the decode pool's ITL: no prefill chunk in its steps
+    prefill_worker_rate: Value               # one prefill worker's goodput (or saturation rate), req/s
+    decode_worker_rate: Value                # one decode worker's
+    goodput: Value                           # the lesser pool's: what both carry within the SLOs
+    devices: Value                           # x·n_p + y·n_d
+    goodput_per_device: Value
+
+
+@record
+class Pools:
+    """x prefill workers and y decode workers (SPEC §14): each pool's settled service plan (its scenario's replicas
+    are the workers), the link the KV crosses and the figures of the whole."""
+
+    prefill: "Plan"
+    decode: "Plan"
+    prefill_workers: int
+    decode_workers: int
+    link: str                # links.toml id of the link between the pools
+    same_node: bool          # every worker in one scale-up domain: the scale-up link, else the scale-out link
+    figures: PoolFigures
+
+    @property
+    def ratio(self) -> str:
+        """`x:y`, prefill workers to decode workers."""
+        return f"{self.prefill_workers}:{self.decode_workers}"
+
+    def canonical(self) -> dict[str, JSONValue]:
+        """What a disaggregated plan's digest adds: both pools' own digests, x:y, the link and the figures."""
+        return {"prefill": self.prefill.digest, "decode": self.decode.digest, "ratio": self.ratio,
+                "link": self.link, "figures": [[k, _val(v)] for k, v in self.figures.items()]}
+
+
 @record
 class Plan:
     scenario: Scenario
@@ -325,6 +367,9 @@ class Plan:
     #: Speculative decoding as weighed for a spec with a `speculative` block (kvplan.planner.speculative); None
     #: without one. In the digest: an adopted draft changes the engine configuration.
     speculative: Optional[SpeculativeFigures] = None
+    #: `serving = disaggregated` (or `auto` that chose it): the two pools; this plan is then the decode pool's,
+    #: its load's TTFT the end-to-end one (kvplan.planner.disagg). None: one engine serves both phases.
+    pools: Optional[Pools] = None
 
     def metric(self, key: str) -> Value:
         """A metric by its label, for a name the user wrote (`expect { step_time < 30ms }`); KeyError
@@ -394,6 +439,8 @@ class Plan:
                           for d in self.decisions],
             "catalog": {"model": _record(sc.model), "device": _record(sc.device), "weights": _record(sc.weights),
                         "kv_dtype": _record(self.kv_dtype), "link": link},
+            # only a disaggregated plan has them: every other digest stays as it was
+            **({"pools": self.pools.canonical()} if self.pools is not None else {}),
         }
 
     def verdict(self) -> "Verdict":

@@ -92,7 +92,7 @@ def _model_inputs(p: Plan, on: str) -> tuple[rf.Config, ex.Factors, Optional[flo
     sv = load.Service(rate / sc.replicas, n_in.hi, n_out.hi, int(ch.value), batch_limit=limit, arrivals="poisson",
                       in_lo=None if n_in.fixed else n_in.lo, out_lo=None if n_out.fixed else n_out.lo,
                       clients=None if sc.concurrency is None else sc.concurrency / sc.replicas,
-                      max_seqs=max_seqs(sc).value,
+                      max_seqs=max_seqs(sc).value, decode_only=sc.pool == "decode",
                       prompts=None if sc.concurrency is None or sc.prompts is None else sc.prompts / sc.replicas)
     return cfg, f.perfect() if on == "bound" else f, ex.link_bandwidth(sc.device), sv, per_seq, limit, ch
 
@@ -132,6 +132,9 @@ def figures(p: Plan, ld: load.Load, per_seq: float, limit: float, ch: Value) -> 
     itl_f = "ITL = T_expected(N_d, n_in + n_out/2) / (1 − λ·P)" if fixed else "ITL = T_expected(N_d, s̄) / (1 − λ·E[P])"
     ttft_f = ("TTFT = (1 − ρ)·T/2 + ρ·S/(2(1 − ρ)) + S, S = k·T + P (M/D/1 prefill queue)" if fixed else
               "TTFT = (1 − ρ)·T/2 + λ·E[S²]/(2(1 − ρ)) + E[S], S = k(n_in)·T + P(n_in) (M/G/1 prefill queue)")
+    if sc.pool == "decode":  # disaggregated serving's decode pool: the prompts were prefilled elsewhere (P = 0)
+        itl_f = "ITL = T_expected(N_d, s̄), a decode pool: no prefill chunk in its steps"
+        ttft_f = "T/2: a decode pool's wait for the iteration in progress"
 
     return LoadFigures(
         rate=Value(rate, "req/s", Evidence.ASSUMED, "workload.rate as declared (an input)"),

@@ -94,7 +94,7 @@ def _text_one(p: Plan) -> list[str]:
         out.append(f"  {label.ljust(width)}  {v.human:>12}  {base[k].human:>12}  ({v.evidence.value}){_bar(v)}")
     sp = p.metrics.speedup
     out.append(f"  {'speedup'.ljust(width)}  {sp.human:>12}  {'1x':>12}  ({sp.evidence.value})")
-    out.extend([*_load_text(p), *_cost_text(p), "", "byte factors (footprint = 16-bit KV × combined)"])
+    out.extend([*_load_text(p), *_pools_text(p), *_cost_text(p), "", "byte factors (footprint = 16-bit KV × combined)"])
     out.extend(_pairs(p.byte_factors.items(), "  "))
     if p.expected_factors:
         out.append("")
@@ -149,6 +149,23 @@ def _load_text(p: Plan) -> list[str]:
                  "saturation": "the SLOs hold up to the saturation rate"}[ld.goodput_slo or "saturation"]
         out.extend(_wrap(f"goodput: the largest rate meeting the service SLOs on the {sc.slo_on} step; {binds}",
                          "  ", "    "))
+    return out
+
+
+def _pools_text(p: Plan) -> list[str]:
+    """A disaggregated plan's pools (docs/service.md, Disaggregated serving): each pool's workers and layout, the KV
+    transfer and the end-to-end figures; the service figures above are the decode pool's, with this TTFT."""
+    pools = p.pools
+    if pools is None:
+        return []
+    out = [""] + _wrap(f"disaggregated serving: {pools.ratio} prefill:decode workers; the service figures above are "
+                       "the decode pool's, its TTFT the end-to-end one", "")
+    for name, q, n in (("prefill", pools.prefill, pools.prefill_workers), ("decode", pools.decode,
+                                                                           pools.decode_workers)):
+        out.extend(_wrap(f"{name} pool: {n} × ({q.n_devices} × {q.scenario.device.id}, tp {q.tp}"
+                         f"{f' × pp {q.pp}' if q.pp > 1 else ''}), KV {q.kv_dtype.id}, batch {q.scenario.batch}",
+                         "  ", "    "))
+    out.extend(_pairs(pools.figures.items(), "  "))
     return out
 
 
@@ -235,6 +252,7 @@ def plan_payload(p: Plan) -> dict[str, object]:
            if p.load is not None else {}),
         "cost": _cost_json(p),
         **_speculative_json(p),
+        **({"pools": _pools_json(p)} if p.pools is not None else {}),
         "tier": {"tier": p.tier.tier, "link": p.tier.link, "bytes": p.tier.bytes,
                  "prefill_time": p.tier.prefill_time, "fetch_time": p.tier.fetch_time},
         "decisions": [_decision_json(d) for d in p.decisions],
@@ -244,6 +262,20 @@ def plan_payload(p: Plan) -> dict[str, object]:
         "kernel": p.kernel,
         **({"engines": [_engine_json(p, q) for q in p.engines]} if p.engines else {}),
     }
+
+
+def _pools_json(p: Plan) -> dict[str, object]:
+    """A disaggregated plan's pools: x:y, the link, the figures and each pool's choices, digest and figures."""
+    pools = p.pools
+    assert pools is not None
+
+    def pool(q: Plan, n: int) -> dict[str, object]:
+        return {"workers": n, "choices": q.choices, "digest": q.digest, "feasible": q.feasible,
+                "metrics": dict(q.metrics.items()), **({"load": dict(q.load.items())} if q.load is not None else {})}
+
+    return {"ratio": pools.ratio, "prefill_workers": pools.prefill_workers, "decode_workers": pools.decode_workers,
+            "link": pools.link, "same_node": pools.same_node, "figures": dict(pools.figures.items()),
+            "prefill": pool(pools.prefill, pools.prefill_workers), "decode": pool(pools.decode, pools.decode_workers)}
 
 
 def _unmet_json(u: Unmet) -> dict[str, object]:

@@ -4,6 +4,7 @@ print, not a test's to hold."""
 
 from __future__ import annotations
 
+import collections
 import csv
 import datetime
 import io
@@ -195,3 +196,33 @@ def test_a_run_of_ten_requests_per_client_adds_the_start_burst_and_the_bound_is_
 def test_per_client_takes_a_whole_number(capsys: pytest.CaptureFixture[str]) -> None:
     assert bench.main(["--per-client", "ten"]) == 2
     assert "--per-client takes a whole number" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ disaggregated rows (issue 23 item 3)
+
+def test_a_disaggregated_row_maps_to_two_pool_specs() -> None:
+    """Line 269 of the published sample: DeepSeek-R1 on GB200, SGLang, 1 prefill worker of tp 4 and 2 decode
+    workers of tp 4; each pool a spec with its workers pinned as replicas, its total the workers' devices."""
+    r = _row(269)
+    assert r.mode == "disagg" and bench.disagg_unexpressible(r) is None
+    assert r.prefill is not None and r.decode is not None
+    pre = bench.pool_spec(r, r.prefill, "bf16")
+    dec = bench.pool_spec(r, r.decode, "bf16")
+    assert "devices = 4\n" in pre and "replicas          = 1\n" in pre and "tensor_parallel   = 4\n" in pre
+    assert "devices = 8\n" in dec and "replicas          = 2\n" in dec
+    assert f"input  = {r.isl}\n" in dec and f"output = {r.osl}\n" in dec
+
+
+def test_an_aggregated_row_is_not_a_disaggregated_one() -> None:
+    r = _row(3344)
+    assert r.mode == "agg"
+    assert bench.disagg_unexpressible(r) == "aggregated serving: the default run plans it"
+
+
+def test_disaggregated_medians_and_skips_are_reported() -> None:
+    r = _row(269)
+    f = bench.Forecast("kv-bound", 0.0, r.tpot_ms * 1.1, 0.0, r.ttft_ms * 0.5, True)
+    text = bench.report_disagg([(r, f)], collections.Counter({"the prefill pool uses expert parallelism": 3}), False)
+    assert "fit-set" in text and "1 planned, 3 skipped" in text
+    assert "median |TPOT error|   10.0%" in text and "median |TTFT error|   50.0%" in text
+    assert "skipped    3: the prefill pool uses expert parallelism" in text
