@@ -326,10 +326,11 @@ def _attention_groups(engine: str, r: Read, m: Model) -> None:
         r.dp_attention = (True, "")
         if r.batch is not None:  # max_batch_size is each rank's
             r.batch = (r.batch[0] * r.tp[0], f"{r.batch[1]} on each of {r.tp[0]} attention-DP ranks")
+    ep = settings.row("pin.expert_parallel").key
     if r.ep is not None and r.ep[0] > 1:
-        r.pins["expert_parallel"] = (str(r.ep[0]), r.ep[1])
+        r.pins[ep] = (str(r.ep[0]), r.ep[1])
     if engine == "vllm" and r.expert_switch is not None and r.expert_switch[0] and m.is_moe:
-        r.pins["expert_parallel"] = (str(r.tp[0]), f"{r.expert_switch[1]}: the experts over all {r.tp[0]} ranks")
+        r.pins[ep] = (str(r.tp[0]), f"{r.expert_switch[1]}: the experts over all {r.tp[0]} ranks")
 
 
 def _parallel(engine: str, r: Read, tp: int) -> list[tuple[str, str, str]]:

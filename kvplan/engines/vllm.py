@@ -65,6 +65,7 @@ from kvplan.engines.flagparse import (
 from kvplan.model.pools import vllm as vpool
 from kvplan.model.pools.query import whole
 from kvplan.model.pools.vllm import Pool, Shape
+from kvplan.model.scenario import Scenario
 from kvplan.planner.plan import Plan
 
 ENGINE = get_engine("vllm")
@@ -222,6 +223,25 @@ def _sized(p: Plan, mapped: common.Mapped, req: EmitRequest) -> common.Sizing:
     return sz
 
 
+def _mla_note(sc: Scenario, mapped: common.Mapped) -> list[str]:
+    """The note on an MLA model's FP8/FP4 KV: vLLM's *_ds_mla spellings have no documented page layout."""
+    if sc.model.kv_kind == "mla" and mapped.dtype.id in ("fp8", "fp4"):
+        return [f"docs/engines.md also lists {'fp8' if mapped.dtype.id == 'fp8' else 'nvfp4'}_ds_mla without its "
+                f"page layout; kvplan writes {mapped.dtype_name}, whose page bytes follow the docs/engines.md formula"]
+    return []
+
+
+def _pool_flags(sc: Scenario, mapped: common.Mapped, notes: list[str]) -> list[Flag]:
+    """A disaggregated pool's --kv-transfer-config (NixlConnector: the KV moves between the pools through NIXL),
+    and the note that its tier is not written (vLLM takes one --kv-transfer-config); none for one engine."""
+    if not sc.pool:
+        return []
+    if mapped.tier != "none":
+        notes.append(f"the plan's {mapped.tier} tier is not written for a disaggregated pool: vLLM takes one "
+                     "--kv-transfer-config, here NixlConnector (MultiConnector would hold both; kvplan writes it not)")
+    return [("--kv-transfer-config", json.dumps(nixl_connector(sc.pool), separators=(",", ":")))]
+
+
 def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh", label: str = "") -> Emitted:
     """vllm.sh for the plan; `via_lmcache` puts any tier behind LMCache (the lmcache target)."""
     p = req.plan
@@ -230,10 +250,7 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh"
     sz = _sized(p, mapped, req)
     notes = common.model_notes(p, BACKEND) + common.unwritten_pins(sc, ENGINE.id) + unwritten_groups(p)
     notes += launchers.pinned_length_note(sc, F.context)
-    if sc.model.kv_kind == "mla" and mapped.dtype.id in ("fp8", "fp4"):
-        notes.append(f"docs/engines.md also lists {'fp8' if mapped.dtype.id == 'fp8' else 'nvfp4'}_ds_mla without its "
-                     f"page layout; kvplan writes {mapped.dtype_name}, "
-                     "whose page bytes follow the docs/engines.md formula")
+    notes += _mla_note(sc, mapped)
     g = groups(p)
     sh = shape(p, sz, mapped.block)
     got = (size_exact(p, sz, sh, mapped.block) if req.sizing == "exact" else
@@ -258,12 +275,8 @@ def render(req: EmitRequest, *, via_lmcache: bool = False, name: str = "vllm.sh"
     tier_lines: list[str] = []
     tier_gpu = sz.tier_bytes_per_gpu()
     host = 0.0
-    if sc.pool:  # a pool of disaggregated serving: the KV moves between the pools through NIXL
-        flags.append(("--kv-transfer-config", json.dumps(nixl_connector(sc.pool), separators=(",", ":"))))
-    if mapped.tier != "none" and sc.pool:
-        notes.append(f"the plan's {mapped.tier} tier is not written for a disaggregated pool: vLLM takes one "
-                     "--kv-transfer-config, here NixlConnector (MultiConnector would hold both; kvplan writes it not)")
-    elif mapped.tier != "none":
+    flags += _pool_flags(sc, mapped, notes)
+    if mapped.tier != "none" and not sc.pool:
         if mapped.tier == "host" and not via_lmcache:
             size = _gib_up(tier_gpu * p.tp)
             host = float(size * common.GiB * p.pp)  # summed over one stage's TP ranks, each stage its own

@@ -1,5 +1,5 @@
 """Issue 23 item 2: attention data parallelism (SPEC §14) is a choice the layout search makes. DeepSeek-V3 at
-2 req/s of 4k/1k on 8 × H200 saturates the memory under plain tensor parallelism (its MLA latent stored on every
+3 req/s of 4k/1k on 8 × H200 (the issue's 2 req/s, raised since FP8 prefill runs at the FP8 rate) saturates the memory under plain tensor parallelism (its MLA latent stored on every
 rank); with attention DP 8 each rank holds only its own sequences and the rate has a steady state."""
 
 from __future__ import annotations
