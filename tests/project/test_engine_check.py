@@ -377,7 +377,7 @@ def test_sglang_parses_the_emitted_speculative_flags(tmp_path: Path) -> None:
     require_engine("sglang")
     e = _emits(SPECULATIVE, "h100", tmp_path, "sglang.sh")
     words, _ = ec.command_words(e.text)
-    sa = ec.sglang_args(words, None, "h100")
+    sa = ec.sglang_args(words, None, "h100-sxm")  # the checker keys devices by catalog id
     assert (sa.speculative_algorithm, sa.speculative_num_steps, sa.speculative_eagle_topk,
             sa.speculative_num_draft_tokens, sa.speculative_draft_model_path) == (
         "EAGLE3", 3, 1, 4, "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B")
