@@ -1,6 +1,7 @@
 """Issue 23 item 2: attention data parallelism (SPEC §14) is a choice the layout search makes. DeepSeek-V3 at
-3 req/s of 4k/1k on 8 × H200 (the issue's 2 req/s, raised since FP8 prefill runs at the FP8 rate) saturates the memory under plain tensor parallelism (its MLA latent stored on every
-rank); with attention DP 8 each rank holds only its own sequences and the rate has a steady state."""
+3 req/s of 4k/1k on 8 × H200 (the issue's 2 req/s, raised since FP8 prefill runs at the FP8 rate) saturates the
+memory under plain tensor parallelism (its MLA latent stored on every rank); with attention DP 8 each rank holds
+only its own sequences and the rate has a steady state."""
 
 from __future__ import annotations
 
